@@ -1,0 +1,165 @@
+"""Canonical JSON: the fixed conversion rules and RFC 8785 encoding every hashed byte goes through.
+
+Rules (design.md, "Canonical bytes"), applied recursively before encoding:
+
+* ``Decimal`` -> its string form (``Decimal("10.10")`` -> ``"10.10"``, never the float 10.1);
+* ``datetime`` -> UTC, truncated to microseconds, fixed width ``2026-01-01T00:00:00.000000Z``
+  (a naive datetime is refused: its zone is unknown); ``date`` -> ``YYYY-MM-DD``;
+* ``set`` / ``frozenset`` -> sorted list (sorted by canonical bytes, so mixed types sort too);
+* pydantic models -> ``model_dump(mode="json")``; dataclasses -> ``dataclasses.asdict`` then these
+  rules; ``Enum`` -> its value;
+* integers outside +/-(2**53 - 1), which RFC 8785 cannot carry as numbers -> decimal strings;
+* ``bytes`` -> standard base64 string;
+* tuples -> lists; dict keys must be strings;
+* anything else (and NaN or infinite floats) -> :class:`~sagacity_agents.errors.EncodingError`.
+
+Unicode is never normalized: ``"é"`` precomposed and ``"e\\u0301"`` encode (and hash) differently.
+Encoding is RFC 8785 (JSON Canonicalization Scheme) by the ``rfc8785`` library.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import enum
+import hashlib
+import json
+from decimal import Decimal
+from typing import Any
+
+import rfc8785
+
+from ..errors import EncodingError
+
+__all__ = [
+    "MAX_SAFE_INTEGER",
+    "canonical_bytes",
+    "format_timestamp",
+    "parse_json",
+    "sha256_hex",
+    "to_canonical_value",
+]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""Largest integer RFC 8785 carries as a JSON number (IEEE 754 double precision)."""
+
+
+def format_timestamp(value: dt.datetime) -> str:
+    """Return ``value`` as fixed-width UTC text with microseconds: ``2026-01-01T00:00:00.000000Z``.
+
+    Args:
+        value: an aware datetime. Precision below a microsecond does not exist in ``datetime``;
+            callers holding nanoseconds truncate before building it.
+
+    Raises:
+        EncodingError: ``value`` is naive (no time zone), so its instant is unknown.
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise EncodingError(f"naive datetime {value!r} has no time zone; pass an aware datetime")
+    utc = value.astimezone(dt.timezone.utc)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond:06d}Z"
+
+
+def to_canonical_value(value: Any, _path: str = "$") -> Any:
+    """Convert ``value`` to plain JSON types by the module's fixed rules.
+
+    Args:
+        value: any Python value.
+
+    Returns:
+        A tree of ``dict`` (str keys), ``list``, ``str``, ``int`` (within +/-(2**53 - 1)),
+        ``float`` (finite), ``bool`` and ``None``.
+
+    Raises:
+        EncodingError: a value with no defined encoding; the message names its JSON path and type.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        if isinstance(value, enum.Enum):
+            return to_canonical_value(value.value, _path)
+        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise EncodingError(f"{_path}: float {value!r} is not representable in JSON")
+        return value
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise EncodingError(f"{_path}: Decimal {value!r} is not finite")
+        return str(value)
+    if isinstance(value, dt.datetime):
+        return format_timestamp(value)
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return to_canonical_value(value.value, _path)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise EncodingError(f"{_path}: dict key {key!r} is not a string")
+            out[key] = to_canonical_value(item, f"{_path}.{key}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_canonical_value(item, f"{_path}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        items = [to_canonical_value(item, f"{_path}[]") for item in value]
+        return sorted(items, key=rfc8785.dumps)
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump) and hasattr(type(value), "model_fields"):
+        return to_canonical_value(model_dump(mode="json"), _path)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_canonical_value(dataclasses.asdict(value), _path)
+    raise EncodingError(f"{_path}: no canonical encoding for type {type(value).__qualname__}")
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """Return the RFC 8785 encoding of ``value`` after :func:`to_canonical_value`.
+
+    Raises:
+        EncodingError: ``value`` has no canonical encoding.
+    """
+    try:
+        return rfc8785.dumps(to_canonical_value(value))
+    except rfc8785.CanonicalizationError as exc:  # pragma: no cover - conversion pre-empts these
+        raise EncodingError(str(exc)) from exc
+
+
+def sha256_hex(data: bytes) -> str:
+    """Return SHA-256 of ``data`` as 64 lowercase hex characters."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in out:
+            raise EncodingError(f"duplicate key {key!r} in JSON object")
+        out[key] = item
+    return out
+
+
+def _refuse_constant(name: str) -> Any:
+    raise EncodingError(f"{name} is not valid JSON")
+
+
+def parse_json(text: str | bytes) -> Any:
+    """Parse JSON text, refusing what would make two readers disagree.
+
+    Args:
+        text: JSON text (``str`` or UTF-8 ``bytes``).
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        EncodingError: invalid JSON, a duplicate key in an object (``{"a":1,"a":2}``: readers
+            disagree on which wins), or ``NaN`` / ``Infinity``.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise EncodingError(f"invalid JSON: {exc}") from exc

@@ -1,0 +1,302 @@
+"""Compensation: undo the EXECUTED effects of a failed saga in reverse sequence.
+
+The journal is the only input: what ran, with which arguments, result and undo data, is read from
+the saga's entries, so compensation works the same in the process that ran the tools and in one
+that recovers the saga later. Rules (design.md, "Compensation"):
+
+* only EXECUTED entries of compensatable tools are undone, newest first;
+* each undo is bracketed by COMPENSATING and COMPENSATED / COMPENSATION_FAILED entries;
+* a failing undo is journaled and the walk goes on (partial cleanup beats none);
+* an INTENT with no outcome, or a COMPENSATING with no outcome, is *in doubt*: never acted on,
+  always reported;
+* an entry already COMPENSATED is never undone again; a COMPENSATION_FAILED one is retried with
+  the same idempotency key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .canonical import sha256_hex
+from .declarations import Reversibility, ToolDeclaration
+from .entries import JournalEntry, Phase
+from .journal import Journal
+
+__all__ = [
+    "CompensationContext",
+    "CompensationItem",
+    "CompensationReport",
+    "SagaLedger",
+    "compensate",
+    "idempotency_key",
+]
+
+
+def idempotency_key(saga_id: str, seq: int) -> str:
+    """The idempotency key of the undo of entry ``seq`` of ``saga_id``.
+
+    Stable across retries and processes: ``"sgc-"`` + the first 32 hex digits of
+    SHA-256(``saga_id`` NUL ``seq``). Pass it to the remote API's idempotency header.
+    """
+    return "sgc-" + sha256_hex(f"{saga_id}\x00{seq}".encode())[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class CompensationContext:
+    """Everything an undo gets. Values are in their journaled (canonical JSON) form, because the
+    undo may run in another process than the tool did."""
+
+    saga_id: str
+    """The saga being compensated."""
+    seq: int
+    """Sequence number of the EXECUTED entry being undone."""
+    tool: str
+    """Tool name as the model saw it."""
+    call_id: str | None
+    """The model's call id of the original call."""
+    args: dict[str, Any]
+    """The validated arguments the body received (canonical form: Decimal as string, etc.)."""
+    result: Any
+    """What the body returned (canonical form)."""
+    undo_data: Any
+    """What the body passed to ``record_undo_data`` (``None`` if nothing)."""
+    idempotency_key: str
+    """Stable key for this undo; the same on every retry of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompensationItem:
+    """One line of a compensation report."""
+
+    seq: int
+    """Sequence number of the entry the line is about (the EXECUTED or in-doubt INTENT entry)."""
+    tool: str | None
+    """Tool name."""
+    call_id: str | None
+    """The model's call id."""
+    detail: str = ""
+    """Why the entry is on this list (error text for failed undos)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompensationReport:
+    """What compensation did and what is still dirty. Every list is in journal order."""
+
+    undone: tuple[CompensationItem, ...] = ()
+    """Effects whose undo ran and returned (now or in an earlier compensation)."""
+    failed: tuple[CompensationItem, ...] = ()
+    """Effects whose undo raised or is missing: still in the world."""
+    kept_irreversible: tuple[CompensationItem, ...] = ()
+    """Executed irreversible calls: approved, kept on purpose."""
+    no_undo: tuple[CompensationItem, ...] = ()
+    """Executed calls of tools declared without an undo: still in the world."""
+    in_doubt: tuple[CompensationItem, ...] = ()
+    """INTENTs (or COMPENSATINGs) with no outcome: an effect may exist; needs a human."""
+
+    @property
+    def still_dirty(self) -> tuple[CompensationItem, ...]:
+        """Everything that may still be in the world: failed, no-undo, kept and in-doubt."""
+        items = self.failed + self.no_undo + self.kept_irreversible + self.in_doubt
+        return tuple(sorted(items, key=lambda i: i.seq))
+
+    @property
+    def clean(self) -> bool:
+        """True when nothing is failed, in doubt, or without undo (kept irreversible effects
+        are intended and do not count)."""
+        return not (self.failed or self.no_undo or self.in_doubt)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form (journaled in SAGA_CLOSED and printed by the CLI)."""
+
+        def rows(items: tuple[CompensationItem, ...]) -> list[dict[str, Any]]:
+            return [
+                {"seq": i.seq, "tool": i.tool, "call_id": i.call_id, "detail": i.detail} for i in items
+            ]
+
+        return {
+            "undone": rows(self.undone),
+            "failed": rows(self.failed),
+            "kept_irreversible": rows(self.kept_irreversible),
+            "no_undo": rows(self.no_undo),
+            "in_doubt": rows(self.in_doubt),
+        }
+
+
+@dataclass
+class _Call:
+    intent: JournalEntry
+    outcome: JournalEntry | None = None
+    attempts: list[JournalEntry] = field(default_factory=list)
+    attempt_outcomes: list[JournalEntry] = field(default_factory=list)
+
+
+class SagaLedger:
+    """A reading of one saga's entries: its calls, their outcomes and their undo attempts.
+
+    Args:
+        entries: the saga's entries in ``seq`` order.
+    """
+
+    def __init__(self, entries: list[JournalEntry]) -> None:
+        self.entries = entries
+        self.calls: dict[int, _Call] = {}
+        undo_targets: dict[int, int] = {}
+        for e in entries:
+            payload = e.payload if isinstance(e.payload, dict) else {}
+            if e.phase is Phase.INTENT:
+                self.calls[e.seq] = _Call(e)
+            elif e.phase in (Phase.EXECUTED, Phase.REFUSED, Phase.FAILED):
+                call = self.calls.get(payload.get("intent_seq", -1))
+                if call is not None and call.outcome is None:
+                    call.outcome = e
+            elif e.phase is Phase.COMPENSATING:
+                target = self._call_of_executed(payload.get("target_seq", -1))
+                if target is not None:
+                    target.attempts.append(e)
+                    undo_targets[e.seq] = target.intent.seq
+            elif e.phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED):
+                intent_seq = undo_targets.get(payload.get("compensating_seq", -1))
+                if intent_seq is not None:
+                    self.calls[intent_seq].attempt_outcomes.append(e)
+
+    def _call_of_executed(self, seq: int) -> _Call | None:
+        for call in self.calls.values():
+            if call.outcome is not None and call.outcome.seq == seq:
+                return call
+        return None
+
+    def in_doubt(self) -> list[JournalEntry]:
+        """INTENT entries with no outcome."""
+        return [c.intent for c in self.calls.values() if c.outcome is None]
+
+    def has_phase(self, phase: Phase) -> bool:
+        """Whether any entry has ``phase``."""
+        return any(e.phase is phase for e in self.entries)
+
+
+async def _run_undo(decl: ToolDeclaration, ctx: CompensationContext) -> None:
+    assert decl.undo is not None
+    if inspect.iscoroutinefunction(decl.undo):
+        await decl.undo(ctx)
+        return
+    outcome = await asyncio.to_thread(decl.undo, ctx)
+    if inspect.isawaitable(outcome):
+        await outcome
+
+
+async def compensate(
+    journal: Journal,
+    saga_id: str,
+    declarations: Mapping[str, ToolDeclaration],
+) -> CompensationReport:
+    """Undo the saga's EXECUTED compensatable effects in reverse sequence and report.
+
+    Args:
+        journal: where the saga's entries are read from and the undo entries written to.
+        saga_id: the saga to compensate.
+        declarations: tool name (as journaled) -> declaration holding the undo. A compensatable
+            entry whose tool is missing here is reported as failed ("no undo registered").
+
+    Returns:
+        The report. Undos that raise are journaled as COMPENSATION_FAILED and listed under
+        ``failed``; the walk goes on.
+
+    Raises:
+        JournalError: a COMPENSATING entry could not be written (that undo is then not run) or
+            the journal could not be read.
+    """
+    ledger = SagaLedger(await journal.entries(saga_id))
+    undone: list[CompensationItem] = []
+    failed: list[CompensationItem] = []
+    kept: list[CompensationItem] = []
+    no_undo: list[CompensationItem] = []
+    in_doubt = [
+        CompensationItem(e.seq, e.tool, e.call_id, "INTENT without outcome") for e in ledger.in_doubt()
+    ]
+    executed = [
+        c for c in ledger.calls.values() if c.outcome is not None and c.outcome.phase is Phase.EXECUTED
+    ]
+    for call in sorted(executed, key=lambda c: c.outcome.seq if c.outcome else 0, reverse=True):
+        assert call.outcome is not None
+        intent_payload = call.intent.payload or {}
+        kind = intent_payload.get("reversibility")
+        item = CompensationItem(call.outcome.seq, call.intent.tool, call.intent.call_id)
+        if kind == Reversibility.IRREVERSIBLE.value:
+            kept.append(item)
+            continue
+        if kind == Reversibility.NO_UNDO.value:
+            no_undo.append(item)
+            continue
+        if kind != Reversibility.COMPENSATABLE.value:
+            continue  # read-only
+        if any(o.phase is Phase.COMPENSATED for o in call.attempt_outcomes):
+            undone.append(item)
+            continue
+        if len(call.attempts) > len(call.attempt_outcomes):
+            in_doubt.append(
+                CompensationItem(item.seq, item.tool, item.call_id, "COMPENSATING without outcome")
+            )
+            continue
+        decl = declarations.get(call.intent.tool or "")
+        key = idempotency_key(saga_id, call.outcome.seq)
+        attempt = len(call.attempts) + 1
+        start = await journal.append(
+            saga_id,
+            Phase.COMPENSATING,
+            write_key=f"undo:{call.outcome.seq}:{attempt}:start",
+            tool=call.intent.tool,
+            call_id=call.intent.call_id,
+            payload={"target_seq": call.outcome.seq, "idempotency_key": key, "attempt": attempt},
+        )
+        outcome_payload: dict[str, Any] = {"target_seq": call.outcome.seq, "compensating_seq": start.seq}
+        error: str | None = None
+        if decl is None or decl.undo is None:
+            error = f"no undo registered for tool {call.intent.tool!r} in this process"
+        else:
+            outcome_payload_ctx = call.outcome.payload or {}
+            ctx = CompensationContext(
+                saga_id=saga_id,
+                seq=call.outcome.seq,
+                tool=call.intent.tool or "",
+                call_id=call.intent.call_id,
+                args=intent_payload.get("args") or {},
+                result=outcome_payload_ctx.get("result"),
+                undo_data=outcome_payload_ctx.get("undo_data"),
+                idempotency_key=key,
+            )
+            try:
+                await _run_undo(decl, ctx)
+            except Exception as exc:  # noqa: BLE001 - journaled, the walk goes on
+                error = f"{type(exc).__qualname__}: {exc}"
+        if error is None:
+            await journal.append(
+                saga_id,
+                Phase.COMPENSATED,
+                write_key=f"undo:{call.outcome.seq}:{attempt}:end",
+                tool=call.intent.tool,
+                call_id=call.intent.call_id,
+                payload=outcome_payload,
+            )
+            undone.append(item)
+        else:
+            await journal.append(
+                saga_id,
+                Phase.COMPENSATION_FAILED,
+                write_key=f"undo:{call.outcome.seq}:{attempt}:end",
+                tool=call.intent.tool,
+                call_id=call.intent.call_id,
+                payload={**outcome_payload, "error": error},
+            )
+            failed.append(CompensationItem(item.seq, item.tool, item.call_id, error))
+    by_seq = lambda items: tuple(sorted(items, key=lambda i: i.seq))  # noqa: E731
+    return CompensationReport(
+        undone=tuple(undone),
+        failed=tuple(failed),
+        kept_irreversible=by_seq(kept),
+        no_undo=by_seq(no_undo),
+        in_doubt=by_seq(in_doubt),
+    )

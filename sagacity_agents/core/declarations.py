@@ -1,0 +1,117 @@
+"""What a developer declares about a tool: its reversibility, its undo, its result classifier.
+
+Declarations are validated when they are made (at import/wrap time), so a missing or mistyped
+undo fails at start-up, not during a refund.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DeclarationError
+
+if TYPE_CHECKING:
+    from .compensation import CompensationContext
+
+__all__ = ["Classifier", "Reversibility", "ToolDeclaration", "Undo", "Verdict"]
+
+
+class Reversibility(str, enum.Enum):
+    """How a tool's effect can be taken back."""
+
+    READ_ONLY = "read_only"
+    """No effect on the world: journaled, never compensated."""
+    COMPENSATABLE = "compensatable"
+    """Has a declared undo, run in reverse order when the saga fails."""
+    IRREVERSIBLE = "irreversible"
+    """Cannot be undone: needs a human approval of the exact arguments before it runs."""
+    NO_UNDO = "no_undo"
+    """Changes the world but has no undo: reported as still dirty when the saga fails."""
+
+
+class Verdict(str, enum.Enum):
+    """A classifier's reading of a value the tool body returned."""
+
+    OK = "ok"
+    """The call did what it was asked (its effect, if any, exists)."""
+    REFUSED = "refused"
+    """The tool refused the request and changed nothing (e.g. a validation message); the model
+    gets the value, the saga goes on, nothing is compensated for it."""
+    FAILED = "failed"
+    """The call failed: journaled as FAILED and the saga fails, as if the body had raised."""
+
+
+Undo = Callable[["CompensationContext"], "Awaitable[None] | None"]
+"""An undo: takes a :class:`CompensationContext`, may be sync or async; raising means it failed."""
+
+Classifier = Callable[[Any], "Verdict | str | None"]
+"""Reads a returned value; returns a :class:`Verdict` (or its value); ``None`` means OK."""
+
+
+def _check_undo(undo: Any, tool_name: str) -> None:
+    if not callable(undo):
+        raise DeclarationError(
+            f"{tool_name}: undo must be a callable taking a CompensationContext, got {undo!r}"
+        )
+    try:
+        sig = inspect.signature(undo)
+    except (TypeError, ValueError) as exc:
+        raise DeclarationError(f"{tool_name}: cannot inspect undo {undo!r}: {exc}") from exc
+    try:
+        sig.bind(object())
+    except TypeError as exc:
+        raise DeclarationError(
+            f"{tool_name}: undo {getattr(undo, '__qualname__', undo)!r}{sig} cannot be called with "
+            "one CompensationContext argument; declare it as `def undo(ctx: CompensationContext)`"
+        ) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDeclaration:
+    """A tool's saga declaration, attached to its wrapped function.
+
+    Raises:
+        DeclarationError: from the constructor, when a compensatable tool has no usable undo,
+            another kind declares one, or the classifier is not callable.
+    """
+
+    name: str
+    """The Python function's qualified name (the SDK tool name may differ)."""
+    reversibility: Reversibility
+    """How the effect can be taken back."""
+    undo: Undo | None = None
+    """The undo of a compensatable tool."""
+    classify: Classifier | None = None
+    """Optional reader of returned values: refused / failed / ok."""
+    is_async: bool = False
+    """Whether the tool body is a coroutine function."""
+    bound_settings: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Facts about the SDK tool this function was bound to (e.g. its timeout), filled at start-up."""
+
+    def __post_init__(self) -> None:
+        if self.reversibility is Reversibility.COMPENSATABLE:
+            if self.undo is None:
+                raise DeclarationError(f"{self.name}: a compensatable tool needs undo=...")
+            _check_undo(self.undo, self.name)
+        elif self.undo is not None:
+            raise DeclarationError(
+                f"{self.name}: only compensatable tools take an undo "
+                f"(this one is {self.reversibility.value})"
+            )
+        if self.classify is not None and not callable(self.classify):
+            raise DeclarationError(f"{self.name}: classify must be callable, got {self.classify!r}")
+
+    def verdict(self, result: Any) -> Verdict:
+        """Classify a returned value (OK without a classifier).
+
+        Raises:
+            Exception: whatever the classifier raises; the caller journals it as a failure.
+        """
+        if self.classify is None:
+            return Verdict.OK
+        answer = self.classify(result)
+        return Verdict.OK if answer is None else Verdict(answer)

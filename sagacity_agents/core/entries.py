@@ -1,0 +1,209 @@
+"""Journal entries: phases, the entry record, and the hash-chain rule that seals an entry.
+
+The rule (design.md, "Canonical bytes and the hash chain"): an entry's canonical bytes are the
+RFC 8785 encoding of ``{saga_id, seq, phase, tool, call_id, write_key, payload, recorded_at,
+prev_hash}``; its hash is SHA-256 of exactly those bytes, as lowercase hex. ``prev_hash`` is the
+previous entry's hash in the same saga, and 64 zeros for the first. A third party can re-verify
+an export with nothing but SHA-256 and an RFC 8785 encoder.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from .canonical import canonical_bytes, format_timestamp, parse_json, sha256_hex
+
+__all__ = ["GENESIS_HASH", "HASHED_FIELDS", "JournalEntry", "Phase", "seal_entry"]
+
+GENESIS_HASH = "0" * 64
+"""``prev_hash`` of the first entry of every saga."""
+
+HASHED_FIELDS = (
+    "saga_id",
+    "seq",
+    "phase",
+    "tool",
+    "call_id",
+    "write_key",
+    "payload",
+    "recorded_at",
+    "prev_hash",
+)
+"""The keys of the hashed object, in no particular order (RFC 8785 sorts them)."""
+
+
+class Phase(str, enum.Enum):
+    """What a journal entry records. Stored as its name."""
+
+    SAGA_OPENED = "SAGA_OPENED"
+    """A saga was opened; payload: ``{"metadata": {...}}``."""
+    RUN_STARTED = "RUN_STARTED"
+    """A run (segment) of the saga started; payload: ``{"segment": n, "agent": name}``."""
+    INTENT = "INTENT"
+    """Written and committed before a tool body runs; payload holds the validated arguments."""
+    EXECUTED = "EXECUTED"
+    """The body returned a value that had an effect; payload holds result and undo data."""
+    REFUSED = "REFUSED"
+    """The body returned a value its classifier marks as refused: no effect, saga goes on."""
+    FAILED = "FAILED"
+    """The body raised, was cancelled, or returned a value classified as failed."""
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
+    """An irreversible call paused for a human decision."""
+    APPROVED = "APPROVED"
+    """A human approved a request; payload names the approver and the argument hash."""
+    REJECTED = "REJECTED"
+    """A human (or a rule) rejected a request."""
+    SAGA_FAILED = "SAGA_FAILED"
+    """The run layer decided the saga failed; payload says why."""
+    COMPENSATING = "COMPENSATING"
+    """Written before an undo runs; payload names the entry being undone and the idempotency key."""
+    COMPENSATED = "COMPENSATED"
+    """The undo returned."""
+    COMPENSATION_FAILED = "COMPENSATION_FAILED"
+    """The undo raised; the effect is still there."""
+    SAGA_CLOSED = "SAGA_CLOSED"
+    """The saga ended; payload holds the final status."""
+
+
+OUTCOME_PHASES = frozenset({Phase.EXECUTED, Phase.REFUSED, Phase.FAILED})
+"""Phases that close an INTENT."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One sealed journal entry, as stored.
+
+    Entries read back from a backend carry the stored columns and the stored canonical bytes
+    unchanged; :func:`sagacity_agents.core.chain.verify_entries` checks that they agree.
+    """
+
+    saga_id: str
+    """The saga this entry belongs to."""
+    seq: int
+    """Position in the saga's chain: 1, 2, 3... with no gaps."""
+    phase: Phase | str
+    """What the entry records (a :class:`Phase`; a raw string if storage holds an unknown one)."""
+    tool: str | None
+    """Tool name, or ``None`` for saga-level entries."""
+    call_id: str | None
+    """The model's call id for tool entries (not unique: models reuse call ids)."""
+    write_key: str
+    """Writer-chosen key, unique per saga and per logical write; retries reuse it."""
+    payload: Any
+    """Phase-specific JSON data (already in canonical form)."""
+    recorded_at: str
+    """UTC timestamp, fixed width ``YYYY-MM-DDTHH:MM:SS.ffffffZ``. Order is by ``seq``, never time."""
+    prev_hash: str
+    """The previous entry's ``hash`` (64 zeros for ``seq`` 1)."""
+    hash: str
+    """SHA-256 of ``canonical``, lowercase hex."""
+    canonical: bytes
+    """The exact RFC 8785 bytes that were hashed and stored."""
+
+    def hashed_object(self) -> dict[str, Any]:
+        """Return the object whose canonical encoding is hashed, built from the columns."""
+        phase = self.phase.value if isinstance(self.phase, Phase) else self.phase
+        return {
+            "saga_id": self.saga_id,
+            "seq": self.seq,
+            "phase": phase,
+            "tool": self.tool,
+            "call_id": self.call_id,
+            "write_key": self.write_key,
+            "payload": self.payload,
+            "recorded_at": self.recorded_at,
+            "prev_hash": self.prev_hash,
+        }
+
+    @classmethod
+    def from_stored(
+        cls,
+        *,
+        saga_id: str,
+        seq: int,
+        phase: str,
+        tool: str | None,
+        call_id: str | None,
+        write_key: str,
+        recorded_at: str,
+        prev_hash: str,
+        hash: str,
+        canonical: bytes,
+    ) -> JournalEntry:
+        """Rebuild an entry from stored columns; the payload is read from the stored bytes.
+
+        Never raises on bad bytes: the payload is then ``None`` and verification reports it.
+        """
+        try:
+            payload = parse_json(canonical).get("payload")
+        except Exception:  # noqa: BLE001 - verification names the problem
+            payload = None
+        try:
+            phase_value: Phase | str = Phase(phase)
+        except ValueError:
+            phase_value = phase
+        return cls(
+            saga_id=saga_id,
+            seq=seq,
+            phase=phase_value,
+            tool=tool,
+            call_id=call_id,
+            write_key=write_key,
+            payload=payload,
+            recorded_at=recorded_at,
+            prev_hash=prev_hash,
+            hash=hash,
+            canonical=bytes(canonical),
+        )
+
+
+def seal_entry(
+    *,
+    saga_id: str,
+    seq: int,
+    phase: Phase,
+    tool: str | None,
+    call_id: str | None,
+    write_key: str,
+    payload: Any,
+    recorded_at: dt.datetime | str,
+    prev_hash: str,
+) -> JournalEntry:
+    """Build an entry: convert the payload, encode canonically, hash.
+
+    Args:
+        recorded_at: an aware datetime (truncated to microseconds, converted to UTC) or the
+            already formatted fixed-width string.
+
+    Raises:
+        EncodingError: the payload (or a field) has no canonical encoding.
+    """
+    stamp = recorded_at if isinstance(recorded_at, str) else format_timestamp(recorded_at)
+    obj = {
+        "saga_id": saga_id,
+        "seq": seq,
+        "phase": phase.value,
+        "tool": tool,
+        "call_id": call_id,
+        "write_key": write_key,
+        "payload": payload,
+        "recorded_at": stamp,
+        "prev_hash": prev_hash,
+    }
+    data = canonical_bytes(obj)
+    return JournalEntry(
+        saga_id=saga_id,
+        seq=seq,
+        phase=phase,
+        tool=tool,
+        call_id=call_id,
+        write_key=write_key,
+        payload=parse_json(data)["payload"],
+        recorded_at=stamp,
+        prev_hash=prev_hash,
+        hash=sha256_hex(data),
+        canonical=data,
+    )

@@ -1,0 +1,159 @@
+"""The journal contract every backend meets, and the append rule they share.
+
+A journal is append-only and keeps one hash chain per saga. Appends to one saga are totally
+ordered with no gaps, whatever the concurrency (tasks, threads, processes on one SQLite file).
+Every append carries a *write key* chosen by the writer, unique per logical write and reused by
+every retry of it: appending an entry whose key already exists returns the stored entry when it is
+the same write, and raises when the key was used for something else (design.md, "Writes and keys").
+
+The interface is async; backends that block (SQLite) run their I/O off the event loop.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import JournalWriteError
+from .canonical import to_canonical_value
+from .entries import GENESIS_HASH, JournalEntry, Phase, seal_entry
+
+__all__ = ["AppendRequest", "Clock", "Journal", "next_entry", "utc_now"]
+
+Clock = Callable[[], dt.datetime]
+"""Returns the current time as an aware datetime (truncated to microseconds when recorded)."""
+
+
+def utc_now() -> dt.datetime:
+    """The default :data:`Clock`: the system time in UTC."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """What a writer asks to append; the backend adds ``seq``, ``prev_hash`` and the time."""
+
+    saga_id: str
+    """Saga to append to."""
+    phase: Phase
+    """Entry phase."""
+    write_key: str
+    """Unique per logical write within the saga; reused by retries of that write."""
+    tool: str | None = None
+    """Tool name for tool entries."""
+    call_id: str | None = None
+    """The model's call id for tool entries."""
+    payload: Any = None
+    """Phase data, already converted by :func:`~sagacity_agents.core.canonical.to_canonical_value`."""
+
+    @classmethod
+    def build(
+        cls,
+        saga_id: str,
+        phase: Phase,
+        *,
+        write_key: str,
+        tool: str | None = None,
+        call_id: str | None = None,
+        payload: Any = None,
+    ) -> AppendRequest:
+        """Validate and convert the arguments of :meth:`Journal.append`.
+
+        Raises:
+            EncodingError: the payload has no canonical encoding.
+            ValueError: an empty saga id or write key.
+        """
+        if not saga_id or not write_key:
+            raise ValueError("saga_id and write_key must be non-empty strings")
+        return cls(saga_id, Phase(phase), write_key, tool, call_id, to_canonical_value(payload))
+
+
+def next_entry(request: AppendRequest, tail: JournalEntry | None, now: dt.datetime) -> JournalEntry:
+    """Seal ``request`` as the entry that follows ``tail`` (``None``: the saga's first entry)."""
+    return seal_entry(
+        saga_id=request.saga_id,
+        seq=1 if tail is None else tail.seq + 1,
+        phase=request.phase,
+        tool=request.tool,
+        call_id=request.call_id,
+        write_key=request.write_key,
+        payload=request.payload,
+        recorded_at=now,
+        prev_hash=GENESIS_HASH if tail is None else tail.hash,
+    )
+
+
+def replay_of(existing: JournalEntry, request: AppendRequest) -> JournalEntry:
+    """Return ``existing`` when ``request`` is a retry of the same write.
+
+    Raises:
+        JournalWriteError: the write key was already used for a different entry.
+    """
+    same = (
+        existing.phase == request.phase
+        and existing.tool == request.tool
+        and existing.call_id == request.call_id
+        and existing.payload == request.payload
+    )
+    if not same:
+        raise JournalWriteError(
+            f"write key {request.write_key!r} of saga {request.saga_id!r} is already used by "
+            f"entry {existing.seq} ({existing.phase}); a write key names one logical write"
+        )
+    return existing
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """An append-only, hash-chained store of journal entries (one chain per saga)."""
+
+    async def append(
+        self,
+        saga_id: str,
+        phase: Phase,
+        *,
+        write_key: str,
+        tool: str | None = None,
+        call_id: str | None = None,
+        payload: Any = None,
+    ) -> JournalEntry:
+        """Append one entry to ``saga_id``'s chain and return it once durably stored.
+
+        Args:
+            saga_id: the saga's id.
+            phase: what the entry records.
+            write_key: unique per logical write within the saga; a retry passes the same key.
+            tool: tool name, for tool entries.
+            call_id: the model's call id, for tool entries.
+            payload: JSON-able data, converted by the canonical rules.
+
+        Returns:
+            The stored entry (the earlier one when this is a retry of the same write).
+
+        Raises:
+            EncodingError: the payload has no canonical encoding (nothing is written).
+            JournalWriteError: storage failed, or the write key names a different entry.
+        """
+        ...
+
+    async def entries(self, saga_id: str) -> list[JournalEntry]:
+        """Return the saga's entries in ``seq`` order, as stored (an empty list if unknown).
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        ...
+
+    async def saga_ids(self) -> list[str]:
+        """Return every saga id in the journal, oldest saga first.
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release connections and threads. Idempotent."""
+        ...

@@ -1,0 +1,78 @@
+"""The in-memory journal: for tests and short-lived processes; same bytes and hashes as SQLite."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .entries import JournalEntry, Phase
+from .journal import AppendRequest, Clock, next_entry, replay_of, utc_now
+
+__all__ = ["InMemoryJournal"]
+
+
+class InMemoryJournal:
+    """A :class:`~sagacity_agents.core.journal.Journal` held in this process's memory.
+
+    Appends are ordered by one ``threading.Lock`` held only while the tail is read and the new
+    entry stored (no ``await`` inside it), so tasks and worker threads alike get a gap-free,
+    totally ordered chain. The same write-key uniqueness rule as the SQL backends is enforced.
+
+    Args:
+        clock: source of ``recorded_at``; defaults to the system UTC time.
+    """
+
+    def __init__(self, *, clock: Clock = utc_now) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._chains: dict[str, list[JournalEntry]] = {}
+        self._keys: dict[tuple[str, str], JournalEntry] = {}
+
+    async def append(
+        self,
+        saga_id: str,
+        phase: Phase,
+        *,
+        write_key: str,
+        tool: str | None = None,
+        call_id: str | None = None,
+        payload: Any = None,
+    ) -> JournalEntry:
+        """See :meth:`Journal.append`."""
+        request = AppendRequest.build(
+            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload
+        )
+        with self._lock:
+            existing = self._keys.get((saga_id, write_key))
+            if existing is not None:
+                return replay_of(existing, request)
+            chain = self._chains.setdefault(saga_id, [])
+            entry = next_entry(request, chain[-1] if chain else None, self._clock())
+            chain.append(entry)
+            self._keys[(saga_id, write_key)] = entry
+            return entry
+
+    async def entries(self, saga_id: str) -> list[JournalEntry]:
+        """See :meth:`Journal.entries`."""
+        with self._lock:
+            return list(self._chains.get(saga_id, ()))
+
+    async def saga_ids(self) -> list[str]:
+        """See :meth:`Journal.saga_ids`."""
+        with self._lock:
+            return list(self._chains)
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    def _replace(self, saga_id: str, seq: int, entry: JournalEntry) -> None:
+        """Overwrite a stored entry (tamper tests only: the chain must then fail to verify)."""
+        with self._lock:
+            chain = self._chains[saga_id]
+            chain[[e.seq for e in chain].index(seq)] = entry
+
+    def _delete(self, saga_id: str, seq: int) -> None:
+        """Remove a stored entry (tamper tests only)."""
+        with self._lock:
+            chain = self._chains[saga_id]
+            del chain[[e.seq for e in chain].index(seq)]

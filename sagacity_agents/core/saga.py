@@ -1,0 +1,584 @@
+"""A live saga: the scope tool wrappers journal into, and the end-of-run decision.
+
+Framework-agnostic: an adapter calls :meth:`Saga.run_call` (async bodies) or
+:meth:`Saga.run_call_sync` (sync bodies in worker threads) around each tool body, and
+:meth:`Saga.finish` when a run ends. The active saga and the current call live in
+``contextvars`` so that async, threaded, parallel and nested calls all see them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import enum
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..errors import EncodingError, JournalWriteError, SagaFailedError, SagaStateError
+from .canonical import to_canonical_value
+from .compensation import CompensationReport, SagaLedger, compensate
+from .declarations import ToolDeclaration, Verdict
+from .entries import JournalEntry, Phase
+from .journal import Journal
+
+__all__ = [
+    "CallFrame",
+    "FailurePolicy",
+    "FailureRecord",
+    "Saga",
+    "SagaStatus",
+    "current_call",
+    "current_saga",
+    "record_undo_data",
+]
+
+T = TypeVar("T")
+
+ENCODING_ERROR_KEY = "$encoding_error"
+"""Marker key in a payload for a value that had no canonical encoding (never a ``repr``)."""
+
+
+class FailurePolicy(str, enum.Enum):
+    """What happens at the first failed tool call of a saga."""
+
+    STOP = "stop"
+    """Stop the run at once: no further side effects after a failure (the default)."""
+    CONTINUE = "continue"
+    """Let the model carry on (it sees the SDK's error text); compensate when the run ends."""
+
+
+class SagaStatus(str, enum.Enum):
+    """Where a saga stands."""
+
+    OPEN = "OPEN"
+    """Open, with no failure so far (between runs of a multi-run saga)."""
+    COMPLETED = "COMPLETED"
+    """Closed with no failure."""
+    COMPENSATED = "COMPENSATED"
+    """Failed; every compensatable effect was undone (kept irreversible/no-undo effects are listed)."""
+    COMPENSATION_FAILED = "COMPENSATION_FAILED"
+    """Failed; at least one undo failed: the report says what is still dirty."""
+    IN_DOUBT = "IN_DOUBT"
+    """Failed and compensated, but some call has no known outcome: a human must look."""
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
+    """The run returned with calls paused for a human decision."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRecord:
+    """A failed call, as the saga saw it."""
+
+    seq: int | None
+    """Sequence number of the FAILED entry (``None`` if it could not be written)."""
+    tool: str
+    """Tool name."""
+    call_id: str | None
+    """The model's call id."""
+    error: str
+    """Exception type and message, or the classifier's verdict."""
+    exception: BaseException | None = None
+    """The raw exception, when there was one."""
+
+
+@dataclass
+class CallFrame:
+    """The call currently running in this context (set by the wrapper around the body)."""
+
+    saga: Saga
+    """The saga the call belongs to."""
+    tool: str
+    """Tool name."""
+    call_id: str | None
+    """The model's call id."""
+    intent_seq: int
+    """Sequence number of the call's INTENT."""
+    undo_data: Any = None
+    """What the body handed to :func:`record_undo_data`."""
+    has_undo_data: bool = False
+
+
+current_saga: contextvars.ContextVar[Saga | None] = contextvars.ContextVar(
+    "sagacity_current_saga", default=None
+)
+"""The saga of the current context (set around a run; inherited by tasks and worker threads)."""
+
+current_call: contextvars.ContextVar[CallFrame | None] = contextvars.ContextVar(
+    "sagacity_current_call", default=None
+)
+"""The wrapped tool call running in this context (parent of nested runs)."""
+
+
+def record_undo_data(data: Any) -> None:
+    """Hand the undo what it will need, from inside a tool body (e.g. the state before the change).
+
+    The value is journaled with the call's EXECUTED entry, inside the hash chain, and given to the
+    undo as ``CompensationContext.undo_data``. Call it once per call (a later call replaces the
+    value). Outside a saga it does nothing, so tools stay usable without one.
+
+    Args:
+        data: any value with a canonical encoding (see ``core.canonical``).
+    """
+    frame = current_call.get()
+    if frame is not None:
+        frame.undo_data = data
+        frame.has_undo_data = True
+
+
+def _encode_or_marker(value: Any) -> Any:
+    try:
+        return to_canonical_value(value)
+    except EncodingError as exc:
+        return {ENCODING_ERROR_KEY: str(exc), "type": type(value).__qualname__}
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__qualname__}: {exc}" if str(exc) else type(exc).__qualname__
+
+
+class Saga:
+    """One saga in this process: where wrapped calls journal, and how a run's end is decided.
+
+    Args:
+        journal: where entries go.
+        saga_id: reuse an existing id (a later run of the same saga, a resume); a new UUID if None.
+        policy: what the first failed call does (default :attr:`FailurePolicy.STOP`).
+        in_flight_timeout: seconds :meth:`settle` waits for calls still running before deciding
+            what to undo; calls still running then are reported in doubt.
+        metadata: JSON-able data journaled with SAGA_OPENED.
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        saga_id: str | None = None,
+        *,
+        policy: FailurePolicy = FailurePolicy.STOP,
+        in_flight_timeout: float = 30.0,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.journal = journal
+        self.saga_id = saga_id or uuid.uuid4().hex
+        self.policy = FailurePolicy(policy)
+        self.in_flight_timeout = in_flight_timeout
+        self.metadata = metadata or {}
+        self.declarations: dict[str, ToolDeclaration] = {}
+        self.tool_settings: dict[str, dict[str, Any]] = {}
+        self.failures: list[FailureRecord] = []
+        self.status = SagaStatus.OPEN
+        self.report: CompensationReport | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._in_flight: set[concurrent.futures.Future[None]] = set()
+        self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
+        self._opened = False
+        self._closed = False
+
+    # --- lifecycle ------------------------------------------------------------------------
+    @property
+    def failed(self) -> bool:
+        """True once any call failed (raised, was cancelled, or was classified failed)."""
+        return bool(self.failures)
+
+    @property
+    def closed(self) -> bool:
+        """True once SAGA_CLOSED is journaled."""
+        return self._closed
+
+    async def open(self) -> None:
+        """Journal SAGA_OPENED (once per saga id; a retry or a later process is harmless) and
+        bind the saga to the running event loop.
+
+        Raises:
+            SagaStateError: the saga is already closed in the journal.
+            JournalError: the journal cannot be written.
+        """
+        self.loop = asyncio.get_running_loop()
+        if self._opened:
+            return
+        existing = await self.journal.entries(self.saga_id)
+        if any(e.phase is Phase.SAGA_CLOSED for e in existing):
+            raise SagaStateError(f"saga {self.saga_id} is closed; open a new saga")
+        if not existing:
+            await self.journal.append(
+                self.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": self.metadata}
+            )
+        self._opened = True
+
+    async def start_run(self, agent_name: str) -> None:
+        """Journal RUN_STARTED for one run (segment) of the saga."""
+        self.loop = asyncio.get_running_loop()
+        await self.journal.append(
+            self.saga_id,
+            Phase.RUN_STARTED,
+            write_key=f"run:{uuid.uuid4().hex}",
+            payload={"agent": agent_name},
+        )
+
+    def register(self, tool: str, declaration: ToolDeclaration, **settings: Any) -> None:
+        """Make ``declaration``'s undo available for entries of ``tool`` and note the tool's
+        framework settings (e.g. ``timeout`` seconds, used to say a cancellation was a timeout)."""
+        self.declarations[tool] = declaration
+        if settings:
+            self.tool_settings[tool] = settings
+
+    # --- one tool call ------------------------------------------------------------------
+    def _begin(self) -> concurrent.futures.Future[None]:
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        with self._lock:
+            self._in_flight.add(done)
+        return done
+
+    def _end(self, done: concurrent.futures.Future[None]) -> None:
+        with self._lock:
+            self._in_flight.discard(done)
+        if not done.done():
+            done.set_result(None)
+
+    def _intent_payload(
+        self, decl: ToolDeclaration, args: dict[str, Any], raw_args: str | None
+    ) -> dict[str, Any]:
+        frame = current_call.get()
+        payload: dict[str, Any] = {
+            "args": to_canonical_value(args),
+            "reversibility": decl.reversibility.value,
+        }
+        if raw_args is not None:
+            payload["raw_args"] = raw_args
+        if frame is not None and frame.saga is self:
+            payload["parent_call_id"] = frame.call_id
+            payload["parent_intent_seq"] = frame.intent_seq
+        return payload
+
+    async def _write_intent(
+        self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
+        raw_args: str | None, invocation: str,
+    ) -> JournalEntry:
+        try:
+            payload = self._intent_payload(decl, args, raw_args)
+            return await self.journal.append(
+                self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
+                call_id=call_id, payload=payload,
+            )
+        except Exception as exc:
+            # Fail closed: the body will not run. Journal why, if the journal is reachable.
+            reason = _describe(exc)
+            seq = None
+            try:
+                entry = await self.journal.append(
+                    self.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
+                    call_id=call_id,
+                    payload={"intent_seq": None, "error": f"INTENT not written, body not run: {reason}",
+                             "not_run": True},
+                )
+                seq = entry.seq
+            except Exception:  # noqa: BLE001 - the journal is down; the raise below says so
+                pass
+            self._note_failure(FailureRecord(seq, tool, call_id, f"INTENT not written: {reason}", exc))
+            raise JournalWriteError(
+                f"{tool}: INTENT could not be journaled ({reason}); the tool was not run"
+            ) from exc
+
+    def _outcome(
+        self, decl: ToolDeclaration, intent: JournalEntry, frame: CallFrame, result: Any = None,
+        exc: BaseException | None = None, elapsed: float = 0.0,
+    ) -> tuple[Phase, dict[str, Any], FailureRecord | None]:
+        tool = intent.tool or ""
+        base: dict[str, Any] = {"intent_seq": intent.seq}
+        if exc is not None:
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            timeout = self.tool_settings.get(tool, {}).get("timeout")
+            timed_out = bool(cancelled and timeout is not None and elapsed >= float(timeout) * 0.999)
+            error = _describe(exc)
+            if timed_out:
+                error = f"timed out after {timeout} s (cancelled by the tool's own timeout)"
+            elif cancelled:
+                error = "cancelled before it finished (CancelledError)"
+            payload = {**base, "error_type": type(exc).__qualname__, "error": error,
+                       "cancelled": cancelled, "timed_out": timed_out}
+            return Phase.FAILED, payload, FailureRecord(None, tool, intent.call_id, error, exc)
+        try:
+            verdict = decl.verdict(result)
+        except Exception as classify_exc:  # noqa: BLE001 - a broken classifier fails the call
+            verdict = Verdict.FAILED
+            base["classifier_error"] = _describe(classify_exc)
+        payload = {**base, "result": _encode_or_marker(result)}
+        if frame.has_undo_data:
+            payload["undo_data"] = _encode_or_marker(frame.undo_data)
+        if verdict is Verdict.REFUSED:
+            return Phase.REFUSED, payload, None
+        if verdict is Verdict.FAILED:
+            payload["error"] = base.get("classifier_error", "result classified as failed")
+            return Phase.FAILED, payload, FailureRecord(None, tool, intent.call_id, payload["error"])
+        return Phase.EXECUTED, payload, None
+
+    async def _write_outcome(
+        self, intent: JournalEntry, phase: Phase, payload: dict[str, Any],
+        failure: FailureRecord | None,
+    ) -> None:
+        kwargs = dict(
+            write_key=f"{intent.write_key.rsplit(':', 1)[0]}:outcome",
+            tool=intent.tool,
+            call_id=intent.call_id,
+        )
+        seq = None
+        try:
+            entry = await self.journal.append(self.saga_id, phase, payload=payload, **kwargs)
+            seq = entry.seq
+        except Exception:  # noqa: BLE001 - the outcome is kept and retried by settle()
+            with self._lock:
+                self._unwritten.append((phase, {"payload": payload, **kwargs}))
+        if failure is not None:
+            self._note_failure(
+                FailureRecord(seq, failure.tool, failure.call_id, failure.error, failure.exception)
+            )
+
+    def _note_failure(self, record: FailureRecord) -> None:
+        with self._lock:
+            self.failures.append(record)
+
+    async def run_call(
+        self,
+        decl: ToolDeclaration,
+        tool: str,
+        call_id: str | None,
+        args: dict[str, Any],
+        body: Callable[[], Awaitable[T]],
+        *,
+        raw_args: str | None = None,
+    ) -> T:
+        """Journal one async call around ``body``: INTENT, then EXECUTED / REFUSED / FAILED.
+
+        Args:
+            decl: the tool's declaration.
+            tool: tool name as the model saw it.
+            call_id: the model's call id.
+            args: the validated arguments the body receives (journaled in INTENT).
+            body: runs the tool body.
+            raw_args: the raw argument text, journaled only for tools whose validated
+                arguments are not available (fallback wrapping).
+
+        Returns:
+            Whatever ``body`` returned, even when the outcome could not be journaled.
+
+        Raises:
+            JournalWriteError: the INTENT could not be written; ``body`` was not run.
+            BaseException: whatever ``body`` raised (including ``CancelledError``), re-raised
+                after the FAILED entry is written.
+        """
+        done = self._begin()
+        try:
+            invocation = uuid.uuid4().hex
+            intent = await self._write_intent(decl, tool, call_id, args, raw_args, invocation)
+        except BaseException:
+            self._end(done)
+            raise
+        frame = CallFrame(self, tool, call_id, intent.seq)
+        token = current_call.set(frame)
+        started = time.monotonic()
+        try:
+            result = await body()
+        except BaseException as exc:
+            phase, payload, failure = self._outcome(decl, intent, frame, exc=exc,
+                                                    elapsed=time.monotonic() - started)
+            await self._finish_write(done, intent, phase, payload, failure)
+            raise
+        finally:
+            current_call.reset(token)
+        phase, payload, failure = self._outcome(decl, intent, frame, result=result)
+        await self._finish_write(done, intent, phase, payload, failure)
+        return result
+
+    async def _finish_write(
+        self, done: concurrent.futures.Future[None], intent: JournalEntry, phase: Phase,
+        payload: dict[str, Any], failure: FailureRecord | None,
+    ) -> None:
+        # The write runs as its own task, shielded: a second cancellation of the caller (the SDK
+        # gives cancelled siblings ~0.25 s) cannot lose the outcome, and `done` is only set once
+        # the entry is written, so settle() waits for it.
+        task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, failure))
+        task.add_done_callback(lambda _t: self._end(done))
+        await asyncio.shield(task)
+
+    def run_call_sync(
+        self,
+        decl: ToolDeclaration,
+        tool: str,
+        call_id: str | None,
+        args: dict[str, Any],
+        body: Callable[[], T],
+        *,
+        raw_args: str | None = None,
+    ) -> T:
+        """Journal one sync call around ``body``, from a worker thread.
+
+        Journal writes are handed to the saga's event loop and awaited by this thread, so a sync
+        body the framework cannot stop still gets its real outcome journaled when it ends.
+
+        Raises:
+            SagaStateError: called on the event loop's own thread (it would deadlock).
+            JournalWriteError: the INTENT could not be written; ``body`` was not run.
+            BaseException: whatever ``body`` raised, re-raised after the FAILED entry is written.
+        """
+        loop = self.loop
+        if loop is None:
+            raise SagaStateError("saga is not open")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise SagaStateError("run_call_sync was called on the event loop thread")
+
+        def on_loop(coro: Awaitable[Any]) -> Any:
+            return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]
+
+        done = self._begin()
+        try:
+            invocation = uuid.uuid4().hex
+            intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args, invocation))
+        except BaseException:
+            self._end(done)
+            raise
+        frame = CallFrame(self, tool, call_id, intent.seq)
+        token = current_call.set(frame)
+        try:
+            try:
+                result = body()
+            except BaseException as exc:
+                phase, payload, failure = self._outcome(decl, intent, frame, exc=exc)
+                on_loop(self._write_outcome(intent, phase, payload, failure))
+                raise
+            finally:
+                current_call.reset(token)
+            phase, payload, failure = self._outcome(decl, intent, frame, result=result)
+            on_loop(self._write_outcome(intent, phase, payload, failure))
+            return result
+        finally:
+            self._end(done)
+
+    # --- end of a run -------------------------------------------------------------------
+    async def settle(self) -> int:
+        """Wait for calls still in flight (up to ``in_flight_timeout`` seconds), then retry any
+        outcome write that failed earlier (same write key: harmless if it had landed).
+
+        Returns:
+            How many calls were still running when the wait gave up (their INTENTs are in doubt).
+        """
+        deadline = time.monotonic() + self.in_flight_timeout
+        while True:
+            with self._lock:
+                pending = [f for f in self._in_flight if not f.done()]
+            if not pending:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            await asyncio.wait([asyncio.wrap_future(f) for f in pending], timeout=remaining)
+        with self._lock:
+            unwritten, self._unwritten = self._unwritten, []
+        for phase, kwargs in unwritten:
+            try:
+                await self.journal.append(self.saga_id, phase, **kwargs)
+            except Exception:  # noqa: BLE001 - still kept; reported as in doubt
+                with self._lock:
+                    self._unwritten.append((phase, kwargs))
+        with self._lock:
+            return sum(1 for f in self._in_flight if not f.done())
+
+    @property
+    def unwritten_outcomes(self) -> list[dict[str, Any]]:
+        """Outcomes the journal refused and that are held in memory (journal down)."""
+        with self._lock:
+            return [{"phase": p.value, **k} for p, k in self._unwritten]
+
+    async def fail(self, reason: str) -> None:
+        """Journal SAGA_FAILED with ``reason`` (once per saga)."""
+        await self.journal.append(
+            self.saga_id, Phase.SAGA_FAILED, write_key="saga:failed", payload={"reason": reason}
+        )
+
+    async def compensate(self) -> CompensationReport:
+        """Settle in-flight calls, then undo EXECUTED compensatable effects in reverse order.
+
+        Repeats while calls that were still running during a pass have since ended, so an
+        outcome that arrives late is still undone or reported.
+
+        Returns:
+            The compensation report (also kept on :attr:`report`).
+        """
+        still_running = await self.settle()
+        report = await compensate(self.journal, self.saga_id, self.declarations)
+        while still_running:
+            before = still_running
+            still_running = await self.settle()
+            if still_running >= before:
+                break
+            report = _merge(report, await compensate(self.journal, self.saga_id, self.declarations))
+        self.report = report
+        return report
+
+    async def close(self, status: SagaStatus, **extra: Any) -> None:
+        """Journal SAGA_CLOSED with the final status and report; the saga takes no more runs."""
+        payload: dict[str, Any] = {"status": status.value, **extra}
+        if self.report is not None:
+            payload["report"] = self.report.to_dict()
+        await self.journal.append(self.saga_id, Phase.SAGA_CLOSED, write_key="saga:closed", payload=payload)
+        self.status = status
+        self._closed = True
+
+    async def finish(self, *, error: BaseException | None, close: bool) -> SagaStatus:
+        """Decide how one run of the saga ended, compensating when it ended badly.
+
+        A run ended badly when it raised (``error``) or any call failed; then the saga is
+        compensated and closed (a failed saga takes no more runs). Otherwise the saga is closed
+        as COMPLETED when ``close`` is true, and stays OPEN for another run when it is false.
+
+        Returns:
+            The saga's status after this run.
+        """
+        if error is not None or self.failed:
+            await self.settle()
+            if self.failures:
+                first = self.failures[0]
+                reason = f"{first.tool} (call {first.call_id}) failed: {first.error}"
+                if error is not None and not isinstance(error, SagaFailedError):
+                    reason += f"; run raised {_describe(error)}"
+            else:
+                reason = f"run raised {_describe(error)}" if error is not None else "failed"
+            await self.fail(reason)
+            report = await self.compensate()
+            if report.failed:
+                status = SagaStatus.COMPENSATION_FAILED
+            elif report.in_doubt or self.unwritten_outcomes:
+                status = SagaStatus.IN_DOUBT
+            else:
+                status = SagaStatus.COMPENSATED
+            await self.close(status)
+            return status
+        await self.settle()
+        if close:
+            ledger = SagaLedger(await self.journal.entries(self.saga_id))
+            in_doubt = ledger.in_doubt()
+            status = SagaStatus.IN_DOUBT if in_doubt or self.unwritten_outcomes else SagaStatus.COMPLETED
+            await self.close(status)
+            return status
+        self.status = SagaStatus.OPEN
+        return self.status
+
+
+def _merge(first: CompensationReport, second: CompensationReport) -> CompensationReport:
+    seen = {i.seq for i in first.undone + first.failed}
+    return CompensationReport(
+        undone=first.undone + tuple(i for i in second.undone if i.seq not in seen),
+        failed=first.failed + tuple(i for i in second.failed if i.seq not in seen),
+        kept_irreversible=second.kept_irreversible,
+        no_undo=second.no_undo,
+        in_doubt=second.in_doubt,
+    )
+
+

@@ -1,0 +1,21 @@
+-- Journal schema for SQLite. The canonical bytes are stored as they were hashed (BLOB) and the
+-- payload lives only inside them; the other columns are an index that verification checks
+-- against the bytes.
+CREATE TABLE IF NOT EXISTS sagacity_journal (
+    saga_id     TEXT    NOT NULL,
+    seq         INTEGER NOT NULL CHECK (seq >= 1),
+    phase       TEXT    NOT NULL,
+    tool        TEXT,
+    call_id     TEXT,
+    write_key   TEXT    NOT NULL,
+    recorded_at TEXT    NOT NULL,
+    prev_hash   TEXT    NOT NULL,
+    hash        TEXT    NOT NULL,
+    canonical   BLOB    NOT NULL,
+    PRIMARY KEY (saga_id, seq),
+    UNIQUE (saga_id, write_key)
+);
+CREATE TABLE IF NOT EXISTS sagacity_sagas (
+    saga_id    TEXT PRIMARY KEY,
+    ordinal    INTEGER NOT NULL
+);

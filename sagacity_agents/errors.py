@@ -1,0 +1,64 @@
+"""The exception hierarchy: one root, :class:`SagacityError`, and a subclass per failure kind.
+
+Driver errors (``sqlite3``, ``psycopg``) are wrapped in :class:`JournalError` subclasses and
+raised ``from`` the original, so callers never need to import a driver to catch ours.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ApprovalError",
+    "ConfigurationError",
+    "DeclarationError",
+    "EncodingError",
+    "JournalError",
+    "JournalWriteError",
+    "SagaFailedError",
+    "SagaStateError",
+    "SagacityError",
+]
+
+
+class SagacityError(Exception):
+    """Root of every exception this library raises on purpose."""
+
+
+class ConfigurationError(SagacityError):
+    """A setting or a run configuration is wrong (e.g. an irreversible tool without
+    ``needs_approval=True``, or :class:`SagaRunHooks` passed to a run without being entered)."""
+
+
+class DeclarationError(ConfigurationError):
+    """A tool's saga declaration is wrong: missing or mistyped undo, decorator order, etc.
+
+    Raised at import or wrap time, never while compensating ("fail at start-up, not at refund
+    time")."""
+
+
+class EncodingError(SagacityError):
+    """A value has no canonical JSON encoding under the rules in ``core.canonical``
+    (NaN, an unknown object type, a duplicate key in JSON text...)."""
+
+
+class JournalError(SagacityError):
+    """The journal could not be read or written."""
+
+
+class JournalWriteError(JournalError):
+    """A journal append failed. When it is an INTENT, the tool body was not run."""
+
+
+class SagaStateError(SagacityError):
+    """An operation does not fit the saga's state: opening a saga inside an active one,
+    appending to a closed saga, resuming a saga that is not waiting."""
+
+
+class SagaFailedError(SagacityError):
+    """Raised inside a run to stop it at the first failed tool call (the default failure
+    policy). It subclasses the SDK's ``AgentsException`` in the adapter layer so that it passes
+    through the Agents SDK unwrapped; the core only knows this base."""
+
+
+class ApprovalError(SagacityError):
+    """An approval check failed closed: unknown or consumed request, decision missing from the
+    journal, argument hash mismatch, expired request, undecided pending calls."""

@@ -1,0 +1,279 @@
+"""``Sagacity``: protect an agent run with a saga in one call, and the ``SagaResult`` it returns.
+
+::
+
+    sagacity = Sagacity("journal.db")                 # SQLite, the embedded default
+    result = await sagacity.run(agent, "book a trip")  # any Runner.run keyword passes through
+    if result.status is SagaStatus.COMPENSATED: ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents import Agent, RunHooks, Runner
+
+from ..core.chain import VerifyResult, verify_journal
+from ..core.compensation import CompensationReport
+from ..core.journal import Journal
+from ..core.memory_journal import InMemoryJournal
+from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
+from ..core.sqlite_journal import SqliteJournal
+from ..errors import SagacityError, SagaStateError
+from .hooks import SagaRunHooks
+
+__all__ = ["DEFAULT_JOURNAL_PATH", "SagaResult", "SagaStream", "Sagacity", "StreamAbandoned"]
+
+DEFAULT_JOURNAL_PATH = "sagacity.db"
+"""Journal file used when neither an argument nor ``SAGACITY_DB`` names one."""
+
+
+class StreamAbandoned(SagacityError):
+    """The consumer of a streamed saga run left before the run completed; the run was cancelled
+    and the saga compensated."""
+
+
+@dataclass(frozen=True)
+class SagaResult:
+    """How one saga run ended."""
+
+    saga_id: str
+    """The saga's id (journal key; pass it to later runs or to ``sagacity journal show``)."""
+    status: SagaStatus
+    """COMPLETED, OPEN (kept open for another run), COMPENSATED, COMPENSATION_FAILED, IN_DOUBT or
+    AWAITING_APPROVAL."""
+    final_output: Any = None
+    """The run's final output (``None`` when it raised or paused)."""
+    exception: BaseException | None = None
+    """The exception the run raised, if any (a run that raised is never COMPLETED)."""
+    report: CompensationReport | None = None
+    """What compensation undid and what is still dirty; ``None`` when nothing was compensated."""
+    failures: tuple[FailureRecord, ...] = ()
+    """Failed calls, in the order the saga saw them; ``failures[0].exception`` is the raw one."""
+    run_result: Any = None
+    """The SDK's ``RunResult`` / ``RunResultStreaming`` when the run returned."""
+    approvals: tuple[Any, ...] = field(default=())
+    """Approval requests waiting for a human (AWAITING_APPROVAL)."""
+
+    @property
+    def ok(self) -> bool:
+        """True for COMPLETED and OPEN (no failure)."""
+        return self.status in (SagaStatus.COMPLETED, SagaStatus.OPEN)
+
+    @property
+    def root_cause(self) -> BaseException | None:
+        """The first failed call's raw exception, else the run's exception."""
+        for failure in self.failures:
+            if failure.exception is not None:
+                return failure.exception
+        return self.exception
+
+
+def _journal_from(journal: Journal | str | Path | None) -> Journal:
+    if journal is None:
+        journal = os.environ.get("SAGACITY_DB") or DEFAULT_JOURNAL_PATH
+    if isinstance(journal, (str, Path)):
+        return InMemoryJournal() if str(journal) == ":memory:" else SqliteJournal(journal)
+    return journal
+
+
+class Sagacity:
+    """The facade: runs an agent under a saga and returns a :class:`SagaResult`.
+
+    Args:
+        journal: a :class:`Journal`, a SQLite file path, ``":memory:"`` for an in-memory journal,
+            or ``None`` for ``$SAGACITY_DB`` or ``sagacity.db`` in the current directory.
+        policy: what the first failed call does (default: stop the run at once).
+        in_flight_timeout: seconds to wait for calls still running before compensating.
+    """
+
+    def __init__(
+        self,
+        journal: Journal | str | Path | None = None,
+        *,
+        policy: FailurePolicy = FailurePolicy.STOP,
+        in_flight_timeout: float = 30.0,
+    ) -> None:
+        self.journal = _journal_from(journal)
+        self.policy = FailurePolicy(policy)
+        self.in_flight_timeout = in_flight_timeout
+
+    def _hooks(
+        self, agent: Agent[Any], saga_id: str | None, hooks: RunHooks[Any] | None, close: bool
+    ) -> SagaRunHooks:
+        if current_saga.get() is not None:
+            raise SagaStateError(
+                "a saga is already active in this context: opening another inside it would split "
+                "the journal; nested Runner.run calls inside a wrapped tool join it automatically"
+            )
+        saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=self.in_flight_timeout)
+        return SagaRunHooks(saga, agent=agent, hooks=hooks, close=close)
+
+    @staticmethod
+    def _result(hooks: SagaRunHooks, run_result: Any, error: BaseException | None) -> SagaResult:
+        status = hooks.status or SagaStatus.OPEN
+        return SagaResult(
+            saga_id=hooks.saga_id,
+            status=status,
+            final_output=getattr(run_result, "final_output", None) if error is None else None,
+            exception=error,
+            report=hooks.report,
+            failures=tuple(hooks.saga.failures),
+            run_result=run_result,
+        )
+
+    async def run(
+        self,
+        agent: Agent[Any],
+        input: Any,
+        *,
+        saga_id: str | None = None,
+        close: bool = True,
+        hooks: RunHooks[Any] | None = None,
+        **runner_kwargs: Any,
+    ) -> SagaResult:
+        """Run ``agent`` on ``input`` under a saga; compensate if the run ends badly.
+
+        Args:
+            agent: the agent (its declared tools are checked first).
+            input: what ``Runner.run`` takes as input.
+            saga_id: continue an open saga (one saga over several runs); new if ``None``.
+            close: close the saga when the run ends well; ``False`` keeps it open.
+            hooks: the application's own ``RunHooks``, composed with ours.
+            **runner_kwargs: passed to ``Runner.run`` unchanged (``context=``, ``max_turns=``...).
+
+        Returns:
+            The :class:`SagaResult`. Exceptions out of the run are caught, compensated and
+            returned in ``result.exception``; task cancellation is compensated, then re-raised.
+
+        Raises:
+            ConfigurationError: a declared tool is misconfigured (nothing ran).
+            SagaStateError: a saga is already active in this context, or ``saga_id`` is closed.
+            asyncio.CancelledError: the calling task was cancelled (after compensation).
+        """
+        saga_hooks = self._hooks(agent, saga_id, hooks, close)
+        run_result = None
+        error: BaseException | None = None
+        try:
+            async with saga_hooks:
+                run_result = await Runner.run(agent, input, hooks=saga_hooks, **runner_kwargs)
+                saga_hooks.pending_approvals = bool(getattr(run_result, "interruptions", None))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - compensated in __aexit__, returned to the caller
+            if saga_hooks.status is None:
+                raise
+            error = exc
+        return self._result(saga_hooks, run_result, error)
+
+    def run_sync(self, agent: Agent[Any], input: Any, **kwargs: Any) -> SagaResult:
+        """The sync form of :meth:`run` (same arguments), for code without an event loop.
+
+        Raises:
+            RuntimeError: called from a running event loop (use ``await run(...)`` there).
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(agent, input, **kwargs))
+        raise RuntimeError("Sagacity.run_sync cannot run inside an event loop; await Sagacity.run")
+
+    def run_streamed(
+        self,
+        agent: Agent[Any],
+        input: Any,
+        *,
+        saga_id: str | None = None,
+        close: bool = True,
+        hooks: RunHooks[Any] | None = None,
+        **runner_kwargs: Any,
+    ) -> SagaStream:
+        """The streamed form of :meth:`run`: ``async with sagacity.run_streamed(...) as s:``.
+
+        Iterate ``s.stream_events()``; when the block ends (stream consumed, abandoned or
+        cancelled) the saga is finalized and ``s.result`` holds the :class:`SagaResult`. A consumer
+        that leaves before the run completed cancels the run, which is then compensated.
+        """
+        return SagaStream(self._hooks(agent, saga_id, hooks, close), agent, input, runner_kwargs)
+
+    async def close_saga(self, saga_id: str) -> SagaStatus:
+        """Close a saga kept open with ``close=False``; COMPLETED unless calls are in doubt.
+
+        Raises:
+            SagaStateError: the saga is already closed.
+        """
+        saga = Saga(self.journal, saga_id, policy=self.policy)
+        await saga.open()
+        return await saga.finish(error=None, close=True)
+
+    async def verify(self, saga_id: str | None = None) -> list[VerifyResult]:
+        """Verify one saga's hash chain, or every saga's."""
+        return await verify_journal(self.journal, saga_id)
+
+    async def aclose(self) -> None:
+        """Close the journal."""
+        await self.journal.close()
+
+
+class SagaStream:
+    """A streamed saga run; created by :meth:`Sagacity.run_streamed`. Use as an async context
+    manager; ``result`` is set when the block ends."""
+
+    def __init__(
+        self, hooks: SagaRunHooks, agent: Agent[Any], input: Any, runner_kwargs: dict[str, Any]
+    ) -> None:
+        self._hooks = hooks
+        self._agent = agent
+        self._input = input
+        self._kwargs = runner_kwargs
+        self.run: Any = None
+        """The SDK's ``RunResultStreaming``."""
+        self.result: SagaResult | None = None
+        """The :class:`SagaResult`, once the ``async with`` block has ended."""
+
+    @property
+    def saga_id(self) -> str:
+        """The saga's id."""
+        return self._hooks.saga_id
+
+    async def __aenter__(self) -> SagaStream:
+        await self._hooks.__aenter__()
+        # The scope must be set before run_streamed() is called: its task copies the context.
+        self.run = Runner.run_streamed(self._agent, self._input, hooks=self._hooks, **self._kwargs)
+        return self
+
+    def stream_events(self) -> AsyncIterator[Any]:
+        """The SDK's stream events (``RunResultStreaming.stream_events()``)."""
+        return self.run.stream_events()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        run = self.run
+        error = exc
+        abandoned = False
+        if run is not None and not run.is_complete:
+            abandoned = True
+            run.cancel()
+        if run is not None:
+            try:
+                async for _ in run.stream_events():
+                    pass
+            except Exception as late:  # noqa: BLE001 - the run's own failure
+                error = error or late
+            task = getattr(run, "run_loop_task", None)
+            if task is not None and not task.done():
+                await asyncio.wait([task])
+            error = error or run.run_loop_exception
+        if error is None and abandoned:
+            error = StreamAbandoned("the stream consumer left before the run completed; run cancelled")
+        if error is None and run is not None:
+            self._hooks.pending_approvals = bool(getattr(run, "interruptions", None))
+        await self._hooks.__aexit__(type(error) if error else None, error, None)
+        self.result = Sagacity._result(self._hooks, run, error)
+        # The run's own exception is in the result; anything else (the consumer's own error, a
+        # cancellation) propagates after the saga was finalized.
+        return exc is not None and run is not None and exc is run.run_loop_exception

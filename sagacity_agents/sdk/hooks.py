@@ -1,0 +1,179 @@
+"""``SagaRunHooks``: the saga scope around one ``Runner.run`` / ``Runner.run_streamed``.
+
+No RunHooks callback fires when a run raises or is interrupted (sdk-notes.md, "Hooks"), so the
+hooks object is used *around* the run as an async context manager::
+
+    async with SagaRunHooks(journal, agent=agent) as hooks:
+        result = await Runner.run(agent, "book a trip", hooks=hooks)
+    print(hooks.status, hooks.report)
+
+Entering opens the saga and sets the ``contextvars`` scope the tool wrappers read; leaving sees
+the exception or the failed scope and compensates. The hook callbacks themselves only enforce the
+failure policy (stop the run after the first failed call) and delegate to the user's own hooks.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+from agents import Agent, AgentsException, RunContextWrapper, RunHooks, Tool
+
+from ..core.journal import Journal
+from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
+from ..errors import ConfigurationError, SagaFailedError, SagaStateError
+from .binding import bind_agent
+
+__all__ = ["HooksNotEnteredError", "SagaRunHooks", "SagaStopped"]
+
+
+class SagaStopped(AgentsException, SagaFailedError):
+    """Raised from a hook to stop the run at the first failed call (FailurePolicy.STOP).
+
+    An ``AgentsException`` subclass, so it passes through the SDK unwrapped. ``__cause__`` is the
+    failed call's exception when there was one; :attr:`failure` describes the call.
+    """
+
+    def __init__(self, message: str, failure: Any = None) -> None:
+        super().__init__(message)
+        self.failure = failure
+
+
+class HooksNotEnteredError(AgentsException, ConfigurationError):
+    """A :class:`SagaRunHooks` reached a run without being entered: the run is refused rather
+    than run unprotected."""
+
+
+_ENTER_HINT = (
+    "SagaRunHooks was passed to a run without being entered, so no saga protects it. Use:\n\n"
+    "    async with SagaRunHooks(journal, agent=agent) as hooks:\n"
+    "        await Runner.run(agent, input, hooks=hooks)\n\n"
+    "or Sagacity.run(agent, input), which does this for you."
+)
+
+
+class SagaRunHooks(RunHooks[Any]):
+    """Run hooks that open a saga on enter and finish it (compensating if needed) on exit.
+
+    Args:
+        journal: where the saga is journaled; or an already built :class:`Saga`.
+        agent: the agent about to run; its declared tools are checked and bound on enter
+            (an irreversible tool without ``needs_approval`` raises ``ConfigurationError`` then).
+        saga_id: continue an existing saga (a later run of it); a new id if ``None``.
+        policy: what the first failed call does (default: stop the run).
+        hooks: the application's own ``RunHooks``; every callback is forwarded to it.
+        close: close the saga when the run ends well (``False`` keeps it open for another run).
+
+    Attributes:
+        saga: the :class:`Saga`. status: its status after exit. report: the compensation report
+        (``None`` when nothing was compensated). error: the exception the run raised, if any.
+    """
+
+    def __init__(
+        self,
+        journal: Journal | Saga,
+        *,
+        agent: Agent[Any] | None = None,
+        saga_id: str | None = None,
+        policy: FailurePolicy = FailurePolicy.STOP,
+        hooks: RunHooks[Any] | None = None,
+        close: bool = True,
+    ) -> None:
+        self.saga = journal if isinstance(journal, Saga) else Saga(journal, saga_id, policy=policy)
+        self.agent = agent
+        self.user_hooks = hooks
+        self.close = close
+        self.status: SagaStatus | None = None
+        self.error: BaseException | None = None
+        self.pending_approvals = False
+        self._token: contextvars.Token[Saga | None] | None = None
+        self._entered = False
+
+    @property
+    def saga_id(self) -> str:
+        """The saga's id."""
+        return self.saga.saga_id
+
+    @property
+    def report(self) -> Any:
+        """The compensation report, if the saga was compensated."""
+        return self.saga.report
+
+    async def __aenter__(self) -> SagaRunHooks:
+        if current_saga.get() is not None:
+            raise SagaStateError(
+                "a saga is already active in this context; nested runs inside a wrapped tool "
+                "join it automatically (call Runner.run without SagaRunHooks)"
+            )
+        if self._entered:
+            raise SagaStateError("this SagaRunHooks is already entered")
+        if self.agent is not None:
+            bind_agent(self.saga, self.agent)
+        await self.saga.open()
+        await self.saga.start_run(self.agent.name if self.agent is not None else "")
+        self._token = current_saga.set(self.saga)
+        self._entered = True
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if self._token is not None:
+            current_saga.reset(self._token)
+            self._token = None
+        self._entered = False
+        self.error = exc
+        if exc is None and self.pending_approvals and not self.saga.failed:
+            await self.saga.settle()
+            self.status = SagaStatus.AWAITING_APPROVAL
+            return False
+        self.status = await self.saga.finish(error=exc, close=self.close)
+        return False
+
+    # --- callbacks ------------------------------------------------------------------------
+    def _check(self) -> None:
+        if not self._entered:
+            raise HooksNotEnteredError(_ENTER_HINT)
+        saga = self.saga
+        if saga.failed and saga.policy is FailurePolicy.STOP:
+            first = saga.failures[0]
+            stop = SagaStopped(
+                f"saga {saga.saga_id} stopped after {first.tool} (call {first.call_id}) failed: "
+                f"{first.error}",
+                first,
+            )
+            raise stop from first.exception
+
+    async def on_llm_start(self, context: Any, agent: Agent[Any], system_prompt: Any, input_items: Any) -> None:
+        self._check()
+        if self.user_hooks is not None:
+            await self.user_hooks.on_llm_start(context, agent, system_prompt, input_items)
+
+    async def on_llm_end(self, context: Any, agent: Agent[Any], response: Any) -> None:
+        self._check()
+        if self.user_hooks is not None:
+            await self.user_hooks.on_llm_end(context, agent, response)
+
+    async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
+        self._check()
+        bind_agent(self.saga, agent)
+        if self.user_hooks is not None:
+            await self.user_hooks.on_agent_start(context, agent)
+
+    async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
+        self._check()
+        if self.user_hooks is not None:
+            await self.user_hooks.on_agent_end(context, agent, output)
+
+    async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
+        self._check()
+        if self.user_hooks is not None:
+            await self.user_hooks.on_handoff(context, from_agent, to_agent)
+
+    async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
+        self._check()
+        if self.user_hooks is not None:
+            await self.user_hooks.on_tool_start(context, agent, tool)
+
+    async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: Any) -> None:
+        if self.user_hooks is not None and self._entered:
+            await self.user_hooks.on_tool_end(context, agent, tool, result)
+        self._check()
