@@ -33,6 +33,7 @@ from .errors import (
     SagaFailedError,
     SagaStateError,
 )
+from .sdk.fallback import nested_agent_tool, protect_tool
 from .sdk.facade import SagaResult, SagaStream, Sagacity, StreamAbandoned
 from .sdk.hooks import HooksNotEnteredError, SagaRunHooks, SagaStopped
 from .sdk.tools import compensable, irreversible, no_undo, read_only
@@ -77,7 +78,9 @@ __all__ = [
     "compensate",
     "idempotency_key",
     "irreversible",
+    "nested_agent_tool",
     "no_undo",
+    "protect_tool",
     "read_only",
     "record_undo_data",
     "verify_entries",

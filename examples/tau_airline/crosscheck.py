@@ -149,8 +149,10 @@ class CrossCheckReport:
         onestop_quirk_dependent: One-stop searches whose output relies on
             the reproduced quirks, as ``(conversation, position)``.
         seconds: Wall-clock duration.
+        conversations: Number of conversations replayed.
     """
 
+    conversations: int = 0
     comparisons: list[Comparison] = field(default_factory=list)
     refused: list[tuple[str, int]] = field(default_factory=list)
     onestop_quirk_dependent: list[tuple[str, int]] = field(default_factory=list)
@@ -188,14 +190,13 @@ def _onestop_without_quirks(store: AirlineStore, origin: str, destination: str, 
     original's quirks (see ``tools.search_onestop_flight``).
     """
     results = []
-    flights = store.all_flights()
-    for first in flights:
-        for second in flights:
-            if (first["origin"], first["destination"], second["destination"]) != (
-                origin,
-                second["origin"],
-                destination,
-            ) or first["scheduled_arrival_time_est"] > second["scheduled_departure_time_est"]:
+    seconds = store.find_flights(destination=destination)
+    for first in store.find_flights(origin=origin):
+        for second in seconds:
+            if (
+                first["destination"] != second["origin"]
+                or first["scheduled_arrival_time_est"] > second["scheduled_departure_time_est"]
+            ):
                 continue
             date2 = date
             if "+1" in first["scheduled_arrival_time_est"]:
@@ -252,6 +253,7 @@ def crosscheck(
     report = CrossCheckReport()
     for conversation in conversations:
         _replay_conversation(conversation, resolved, report)
+        report.conversations += 1
     report.seconds = time.perf_counter() - started
     return report
 
@@ -271,10 +273,11 @@ def format_report(report: CrossCheckReport, verbose: bool = False) -> str:
         Multi-line text.
     """
     total = report.total
-    conversations = len({c.conversation for c in report.comparisons})
+    with_calls = len({c.conversation for c in report.comparisons})
     agreeing = report.count("identical", "equal")
     lines = [
-        f"τ-bench airline cross-check: {conversations} conversations, {total} tool calls, "
+        f"τ-bench airline cross-check: {report.conversations} conversations "
+        f"({with_calls} with tool calls), {total} tool calls, "
         f"{report.seconds:.2f} s",
         f"  identical output text:           {_percent(report.count('identical'), total)}",
         f"  agreement (parsed JSON equal):   {_percent(agreeing, total)}",

@@ -52,6 +52,8 @@ def _check_payment_methods(before: Snapshot, after: Snapshot, excluded: set[str]
         if user_id in excluded:
             continue
         user_after = after["users"].get(user_id)
+        if user_after == user_before:
+            continue
         if user_after is None:
             violations.append(f"[1] user {user_id} no longer exists")
             continue
@@ -76,6 +78,8 @@ def _check_old_reservations(before: Snapshot, after: Snapshot, excluded: set[str
         if reservation_id in excluded:
             continue
         new = after["reservations"].get(reservation_id)
+        if new == old:
+            continue
         if new is None:
             violations.append(f"[2] reservation {reservation_id} no longer exists")
             continue
@@ -137,6 +141,8 @@ def _check_payment_histories(before: Snapshot, after: Snapshot, excluded: set[st
         if reservation_id in excluded:
             continue
         old = before["reservations"].get(reservation_id, {}).get("payment_history", [])
+        if reservation.get("payment_history", []) == old:
+            continue
         old_sums = _sums_by_payment(old)
         new_sums = _sums_by_payment(reservation.get("payment_history", []))
         for payment_id in sorted(old_sums.keys() | new_sums.keys()):

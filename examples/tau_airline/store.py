@@ -8,9 +8,9 @@ object's id, its position in the source file (so iteration order matches the
 JSON order, which the search tools' outputs depend on) and the object as JSON
 text.
 
-The parsed source files are cached per data directory, so creating many fresh
-stores (one per replayed conversation, or per prefix in the undo check) costs a
-few milliseconds each.
+The JSON files are parsed once per process and data directory into a template
+in-memory database; every new store is a page-level copy of it (SQLite backup
+API), so creating a fresh store per replay takes about a millisecond.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ __all__ = [
 #: The three object kinds of the domain, i.e. the three tables of the store.
 KINDS: tuple[str, ...] = ("users", "reservations", "flights")
 
-_ROWS_CACHE: dict[Path, dict[str, list[tuple[str, int, str]]]] = {}
-_ROWS_LOCK = threading.Lock()
+_TEMPLATES: dict[Path, sqlite3.Connection] = {}
+_TEMPLATES_LOCK = threading.Lock()
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -80,27 +80,45 @@ def resolve_data_dir(path: str | Path | None = None) -> Path:
     return base
 
 
-def _load_rows(data_dir: Path) -> dict[str, list[tuple[str, int, str]]]:
-    """Parse the data files once per directory into ``(id, seq, json)`` rows.
+def _create_schema(conn: sqlite3.Connection) -> None:
+    """Create one ``(id, seq, doc)`` table per object kind.
+
+    Args:
+        conn: An empty database.
+    """
+    for kind in KINDS:
+        conn.execute(
+            f"CREATE TABLE {kind} (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, doc TEXT NOT NULL)"
+        )
+
+
+def _template(data_dir: Path) -> sqlite3.Connection:
+    """Return an in-memory database loaded from the JSON files (built once per folder).
+
+    New stores are copies of it made with SQLite's backup API, so the JSON
+    files are parsed only once per process.
 
     Args:
         data_dir: A directory accepted by :func:`resolve_data_dir`.
 
     Returns:
-        For each kind, the rows to insert, in file order.
+        The template connection (never written to after loading).
     """
-    with _ROWS_LOCK:
-        cached = _ROWS_CACHE.get(data_dir)
-        if cached is None:
-            cached = {}
+    with _TEMPLATES_LOCK:
+        conn = _TEMPLATES.get(data_dir)
+        if conn is None:
+            conn = sqlite3.connect(":memory:", check_same_thread=False)
+            _create_schema(conn)
             for kind in KINDS:
                 with open(data_dir / "data" / f"{kind}.json", encoding="utf-8") as fh:
                     objects: dict[str, Any] = json.load(fh)
-                cached[kind] = [
-                    (key, seq, json.dumps(obj)) for seq, (key, obj) in enumerate(objects.items())
-                ]
-            _ROWS_CACHE[data_dir] = cached
-        return cached
+                conn.executemany(
+                    f"INSERT INTO {kind} VALUES (?, ?, ?)",
+                    ((key, seq, json.dumps(obj)) for seq, (key, obj) in enumerate(objects.items())),
+                )
+            conn.commit()
+            _TEMPLATES[data_dir] = conn
+        return conn
 
 
 class AirlineStore:
@@ -127,27 +145,11 @@ class AirlineStore:
         if self.db_path != ":memory:":
             Path(self.db_path).unlink(missing_ok=True)
         self._conn = sqlite3.connect(self.db_path, isolation_level=None, check_same_thread=False)
-        self._create_schema()
-        self._load(_load_rows(self.data_dir))
+        template = _template(self.data_dir)
+        with _TEMPLATES_LOCK:
+            template.backup(self._conn)
 
     # -- setup -----------------------------------------------------------------
-
-    def _create_schema(self) -> None:
-        """Create one ``(id, seq, doc)`` table per object kind."""
-        for kind in KINDS:
-            self._conn.execute(
-                f"CREATE TABLE {kind} (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, doc TEXT NOT NULL)"
-            )
-
-    def _load(self, rows: dict[str, list[tuple[str, int, str]]]) -> None:
-        """Insert the parsed rows in one transaction.
-
-        Args:
-            rows: Output of :func:`_load_rows`.
-        """
-        with self.transaction():
-            for kind in KINDS:
-                self._conn.executemany(f"INSERT INTO {kind} VALUES (?, ?, ?)", rows[kind])
 
     def close(self) -> None:
         """Close the SQLite connection."""
@@ -285,7 +287,29 @@ class AirlineStore:
         Returns:
             A list of flight objects.
         """
-        return list(self._all("flights").values())
+        return self.find_flights()
+
+    def find_flights(
+        self, origin: str | None = None, destination: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Return the flights with a given origin and/or destination, in data-file order.
+
+        The filter runs inside SQLite, so only matching rows are parsed.
+
+        Args:
+            origin: Origin IATA code, or ``None`` for any.
+            destination: Destination IATA code, or ``None`` for any.
+
+        Returns:
+            A list of flight objects.
+        """
+        query, params = "SELECT doc FROM flights WHERE 1", []
+        for key, value in (("origin", origin), ("destination", destination)):
+            if value is not None:
+                query += f" AND json_extract(doc, '$.{key}') = ?"
+                params.append(value)
+        rows = self._conn.execute(query + " ORDER BY seq", params)
+        return [json.loads(doc) for (doc,) in rows]
 
     # -- snapshots -------------------------------------------------------------
 

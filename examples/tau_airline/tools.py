@@ -149,10 +149,8 @@ def search_direct_flight(store: AirlineStore, origin: str, destination: str, dat
     """
     results = [
         _flight_on(flight, flight["dates"][date], None)
-        for flight in store.all_flights()
-        if flight["origin"] == origin
-        and flight["destination"] == destination
-        and flight["dates"].get(date, {}).get("status") == "available"
+        for flight in store.find_flights(origin, destination)
+        if flight["dates"].get(date, {}).get("status") == "available"
     ]
     return json.dumps(results)
 
@@ -197,13 +195,11 @@ def search_onestop_flight(store: AirlineStore, origin: str, destination: str, da
     Returns:
         ``json.dumps`` of a list of ``[leg1, leg2]`` pairs, in data-file order.
     """
-    flights = store.all_flights()
+    seconds = store.find_flights(destination=destination)
     results = []
-    for first in flights:
-        if first["origin"] != origin:
-            continue
-        for second in flights:
-            if second["destination"] != destination or first["destination"] != second["origin"]:
+    for first in store.find_flights(origin=origin):
+        for second in seconds:
+            if first["destination"] != second["origin"]:
                 continue
             if first["scheduled_arrival_time_est"] > second["scheduled_departure_time_est"]:
                 continue

@@ -66,6 +66,8 @@ class CompensationContext:
     """What the body passed to ``record_undo_data`` (``None`` if nothing)."""
     idempotency_key: str
     """Stable key for this undo; the same on every retry of it."""
+    raw_args: str | None = None
+    """The raw argument text, journaled only for fallback-protected tools (``args`` is then empty)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +269,7 @@ async def compensate(
                 result=outcome_payload_ctx.get("result"),
                 undo_data=outcome_payload_ctx.get("undo_data"),
                 idempotency_key=key,
+                raw_args=intent_payload.get("raw_args"),
             )
             try:
                 await _run_undo(decl, ctx)

@@ -175,6 +175,7 @@ class Saga:
         self._lock = threading.Lock()
         self._in_flight: set[concurrent.futures.Future[None]] = set()
         self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
+        self._external: dict[str | None, tuple[ToolDeclaration, JournalEntry, concurrent.futures.Future[None]]] = {}
         self._opened = False
         self._closed = False
 
@@ -460,6 +461,56 @@ class Saga:
             return result
         finally:
             self._end(done)
+
+    # --- calls journaled from outside the body (fallback for tools we cannot decorate) ----
+    async def begin_external_call(
+        self, decl: ToolDeclaration, tool: str, call_id: str | None, raw_args: str
+    ) -> JournalEntry:
+        """Journal the INTENT of a call whose body we cannot wrap (raw arguments journaled).
+
+        The outcome comes later through :meth:`end_external_call`. Until then the call counts as
+        in flight; if no outcome ever comes, the INTENT stays in doubt.
+
+        Raises:
+            JournalWriteError: the INTENT could not be written (the caller must not run the tool).
+        """
+        done = self._begin()
+        try:
+            intent = await self._write_intent(decl, tool, call_id, {}, raw_args, uuid.uuid4().hex)
+        except BaseException:
+            self._end(done)
+            raise
+        with self._lock:
+            self._external[call_id] = (decl, intent, done)
+        return intent
+
+    def has_external_call(self, call_id: str | None) -> bool:
+        """Whether a fallback call with this call id is waiting for its outcome."""
+        with self._lock:
+            return call_id in self._external
+
+    def end_external_call(
+        self, call_id: str | None, *, result: Any = None, exc: BaseException | None = None
+    ) -> asyncio.Future[None] | None:
+        """Journal the outcome of a fallback call (EXECUTED / REFUSED / FAILED), once.
+
+        Safe to call from sync code on the loop thread (a failure formatter): the write is
+        scheduled as a task, tracked as in flight. Returns that task, or ``None`` when no such
+        call is pending (its outcome was already recorded).
+        """
+        with self._lock:
+            pending = self._external.pop(call_id, None)
+        if pending is None:
+            return None
+        decl, intent, done = pending
+        frame = CallFrame(self, intent.tool or "", call_id, intent.seq)
+        phase, payload, failure = self._outcome(decl, intent, frame, result=result, exc=exc)
+        if failure is not None:
+            # Mark the saga failed now (synchronously), not when the write lands.
+            self._note_failure(failure)
+        task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, None))
+        task.add_done_callback(lambda _t: self._end(done))
+        return task
 
     # --- end of a run -------------------------------------------------------------------
     async def settle(self) -> int:

@@ -191,15 +191,25 @@ class Sagacity:
         saga_id: str | None = None,
         close: bool = True,
         hooks: RunHooks[Any] | None = None,
+        abandon: str = "finish",
         **runner_kwargs: Any,
     ) -> SagaStream:
         """The streamed form of :meth:`run`: ``async with sagacity.run_streamed(...) as s:``.
 
         Iterate ``s.stream_events()``; when the block ends (stream consumed, abandoned or
-        cancelled) the saga is finalized and ``s.result`` holds the :class:`SagaResult`. A consumer
-        that leaves before the run completed cancels the run, which is then compensated.
+        cancelled) the saga is finalized and ``s.result`` holds the :class:`SagaResult`.
+
+        Args:
+            abandon: what happens when the block ends normally before the stream was consumed:
+                ``"finish"`` (default) lets the run go on to its end unread, as the SDK would;
+                ``"cancel"`` cancels it, and the cancelled run is compensated
+                (:class:`StreamAbandoned`). A block left by an exception or a task cancellation
+                always cancels the run and compensates.
+            Other arguments: as :meth:`run`.
         """
-        return SagaStream(self._hooks(agent, saga_id, hooks, close), agent, input, runner_kwargs)
+        return SagaStream(
+            self._hooks(agent, saga_id, hooks, close), agent, input, runner_kwargs, abandon
+        )
 
     async def close_saga(self, saga_id: str) -> SagaStatus:
         """Close a saga kept open with ``close=False``; COMPLETED unless calls are in doubt.
@@ -225,8 +235,17 @@ class SagaStream:
     manager; ``result`` is set when the block ends."""
 
     def __init__(
-        self, hooks: SagaRunHooks, agent: Agent[Any], input: Any, runner_kwargs: dict[str, Any]
+        self,
+        hooks: SagaRunHooks,
+        agent: Agent[Any],
+        input: Any,
+        runner_kwargs: dict[str, Any],
+        abandon: str = "finish",
     ) -> None:
+        if abandon not in ("finish", "cancel"):
+            raise ValueError("abandon must be 'finish' or 'cancel'")
+        self._abandon = abandon
+        self._run_error: BaseException | None = None
         self._hooks = hooks
         self._agent = agent
         self._input = input
@@ -247,15 +266,21 @@ class SagaStream:
         self.run = Runner.run_streamed(self._agent, self._input, hooks=self._hooks, **self._kwargs)
         return self
 
-    def stream_events(self) -> AsyncIterator[Any]:
-        """The SDK's stream events (``RunResultStreaming.stream_events()``)."""
-        return self.run.stream_events()
+    async def stream_events(self) -> AsyncIterator[Any]:
+        """The SDK's stream events (``RunResultStreaming.stream_events()``). The run's own
+        exception is raised out of the iteration, as the SDK does, and kept for the result."""
+        try:
+            async for event in self.run.stream_events():
+                yield event
+        except Exception as exc:
+            self._run_error = exc
+            raise
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         run = self.run
         error = exc
         abandoned = False
-        if run is not None and not run.is_complete:
+        if run is not None and not run.is_complete and (exc is not None or self._abandon == "cancel"):
             abandoned = True
             run.cancel()
         if run is not None:
@@ -276,4 +301,4 @@ class SagaStream:
         self.result = Sagacity._result(self._hooks, run, error)
         # The run's own exception is in the result; anything else (the consumer's own error, a
         # cancellation) propagates after the saga was finalized.
-        return exc is not None and run is not None and exc is run.run_loop_exception
+        return exc is not None and exc is self._run_error

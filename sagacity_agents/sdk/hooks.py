@@ -174,6 +174,11 @@ class SagaRunHooks(RunHooks[Any]):
             await self.user_hooks.on_tool_start(context, agent, tool)
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: Any) -> None:
+        call_id = getattr(context, "tool_call_id", None)
+        if self._entered and self.saga.has_external_call(call_id):
+            task = self.saga.end_external_call(call_id, result=result)
+            if task is not None:
+                await task
         if self.user_hooks is not None and self._entered:
             await self.user_hooks.on_tool_end(context, agent, tool, result)
         self._check()

@@ -71,6 +71,9 @@ def declaration_of(obj: Any) -> ToolDeclaration | None:
     """Return the declaration carried by a decorated function or by the ``FunctionTool`` built
     from it, or ``None`` when it has none."""
     if isinstance(obj, FunctionTool):
+        fallback = getattr(obj, "_sagacity_fallback_declaration", None)
+        if fallback is not None:
+            return fallback  # type: ignore[no-any-return]
         obj = getattr(obj, "__wrapped__", None)
     return getattr(obj, DECLARATION_ATTR, None)
 
