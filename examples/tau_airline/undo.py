@@ -95,10 +95,10 @@ def _reverse_update_charge(store: AirlineStore, reservation: dict[str, Any], und
         return ""
     payment_id = undo_data["payment_id"]
     reservation["payment_history"].append({"payment_id": payment_id, "amount": -amount})
-    text = f"; reversed {amount} on {payment_id}"
+    text = f"; appended reversing entry {payment_id} {-amount:+}"
     if undo_data["payment_source"] == "gift_card":
         if _credit_gift_card(store, undo_data["user_id"], payment_id, amount):
-            text += " (gift card balance credited)"
+            text += f", gift card balance {amount:+}"
     return text
 
 

@@ -58,7 +58,11 @@ def format_timestamp(value: dt.datetime) -> str:
     if value.tzinfo is None or value.utcoffset() is None:
         raise EncodingError(f"naive datetime {value!r} has no time zone; pass an aware datetime")
     utc = value.astimezone(dt.timezone.utc)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond:06d}Z"
+    # Not strftime: glibc's %Y does not pad years below 1000 ("5-01-01..."), breaking fixed width.
+    return (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:"
+        f"{utc.second:02d}.{utc.microsecond:06d}Z"
+    )
 
 
 def to_canonical_value(value: Any, _path: str = "$") -> Any:

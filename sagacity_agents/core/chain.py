@@ -81,6 +81,10 @@ def verify_entries(saga_id: str, entries: Sequence[JournalEntry]) -> VerifyResul
     for position, entry in enumerate(entries, start=1):
         if entry.seq != position:
             if entry.seq > position:
+                if any(later.seq == position for later in entries[position:]):
+                    return bad(
+                        position, ChainFault.REORDERED, f"seq {position} found after seq {entry.seq}"
+                    )
                 return bad(position, ChainFault.GAP, f"expected seq {position}, found {entry.seq}")
             return bad(entry.seq, ChainFault.REORDERED, f"seq {entry.seq} found at position {position}")
         digest = sha256_hex(entry.canonical)

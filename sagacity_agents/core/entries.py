@@ -137,6 +137,10 @@ class JournalEntry:
 
         Never raises on bad bytes: the payload is then ``None`` and verification reports it.
         """
+        # Storage may hand back text where bytes were stored (e.g. an SQL ``replace()`` on the
+        # BLOB column returns TEXT): keep it as UTF-8 bytes so verification, not this, reports it.
+        if isinstance(canonical, str):
+            canonical = canonical.encode("utf-8", "surrogatepass")
         try:
             payload = parse_json(canonical).get("payload")
         except Exception:  # noqa: BLE001 - verification names the problem

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import JournalWriteError
-from .canonical import to_canonical_value
+from .canonical import canonical_bytes, to_canonical_value
 from .entries import GENESIS_HASH, JournalEntry, Phase, seal_entry
 
 __all__ = ["AppendRequest", "Clock", "Journal", "next_entry", "utc_now"]
@@ -95,7 +95,8 @@ def replay_of(existing: JournalEntry, request: AppendRequest) -> JournalEntry:
         existing.phase == request.phase
         and existing.tool == request.tool
         and existing.call_id == request.call_id
-        and existing.payload == request.payload
+        # Compare encodings, not Python values: True == 1 and {"a": 1} == {"a": True}.
+        and canonical_bytes(existing.payload) == canonical_bytes(request.payload)
     )
     if not same:
         raise JournalWriteError(

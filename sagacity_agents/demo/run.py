@@ -1,0 +1,238 @@
+"""``sagacity demo``: run the trip agent under a saga and tell the story of what happened.
+
+The agent books a flight, books a hotel, then charges the card, which is declined. The demo runs
+with :attr:`FailurePolicy.CONTINUE` so that the model gets to react to the failure: the Agents
+SDK turns the exception into a generic error message, and the (scripted) model answers "Your trip
+is booked!". The saga, meanwhile, journaled the failure and, when the run ended, undid the hotel
+and then the flight. (With the default policy, STOP, the run would end right after the failed
+call and the model would never get to answer.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents import set_tracing_disabled
+from agents.testing import ScriptedModel
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..core.chain import VerifyResult, verify_journal
+from ..core.entries import JournalEntry
+from ..core.saga import FailurePolicy
+from ..core.sqlite_journal import SqliteJournal
+from ..errors import ConfigurationError
+from ..render import journal_table, make_console, status_text, verify_text
+from ..sdk.facade import SagaResult, Sagacity
+from .booking import BookingCounts, BookingSystem
+from .trip import TRIP_REQUEST, build_agent
+
+__all__ = ["DEFAULT_DEMO_DB", "TripOutcome", "booking_path_for", "main", "render", "run_trip"]
+
+DEFAULT_DEMO_DB = "sagacity-demo.db"
+"""Journal file the demo writes when no path is given."""
+
+
+@dataclass(frozen=True)
+class TripOutcome:
+    """Everything the demo observed."""
+
+    journal_path: str
+    """The saga journal (SQLite)."""
+    booking_path: str
+    """The booking system's own database."""
+    result: SagaResult
+    """What ``Sagacity.run`` returned."""
+    told_model: tuple[str, ...]
+    """The tool outputs the model received for the failed call(s): what the SDK told it."""
+    counts: BookingCounts
+    """The booking system's state after the run."""
+    entries: tuple[JournalEntry, ...]
+    """The saga's journal entries."""
+    verify: VerifyResult
+    """The chain verification of the saga."""
+    real_model: bool
+    """Whether a real OpenAI model drove the agent."""
+
+
+def booking_path_for(journal_path: str | Path) -> str:
+    """The booking system's database next to the journal: ``<journal>.booking.db``."""
+    return f"{journal_path}.booking.db"
+
+
+def _outputs_for(items: Any, call_ids: set[str | None]) -> tuple[str, ...]:
+    return tuple(
+        str(item.get("output"))
+        for item in items or []
+        if isinstance(item, dict)
+        and item.get("type") == "function_call_output"
+        and item.get("call_id") in call_ids
+    )
+
+
+async def run_trip(
+    journal_path: str | Path = DEFAULT_DEMO_DB,
+    *,
+    booking_path: str | Path | None = None,
+    real_model: bool = False,
+) -> TripOutcome:
+    """Run the trip agent once under a saga (policy CONTINUE) and collect what happened.
+
+    Args:
+        journal_path: SQLite journal file (created if missing; earlier sagas are kept).
+        booking_path: the booking system's file; ``<journal_path>.booking.db`` if ``None``.
+            It is emptied first, so the demo always starts from a clean system.
+        real_model: drive the agent with the SDK's default OpenAI model (needs
+            ``OPENAI_API_KEY``) instead of the scripted one.
+
+    Raises:
+        ConfigurationError: ``real_model`` without ``OPENAI_API_KEY``.
+    """
+    if real_model and not os.environ.get("OPENAI_API_KEY"):
+        raise ConfigurationError("--real-model needs OPENAI_API_KEY in the environment")
+    if not real_model:
+        set_tracing_disabled(True)  # the scripted demo never talks to the network
+    booking_file = str(booking_path) if booking_path is not None else booking_path_for(journal_path)
+    booking = BookingSystem(booking_file, reset=True)
+    agent = build_agent(booking, real_model=real_model)
+    sagacity = Sagacity(SqliteJournal(journal_path), policy=FailurePolicy.CONTINUE)
+    try:
+        result = await sagacity.run(agent, TRIP_REQUEST, max_turns=12)
+        failed_ids = {f.call_id for f in result.failures}
+        if isinstance(agent.model, ScriptedModel) and agent.model.calls:
+            told = _outputs_for(agent.model.calls[-1].input, failed_ids)
+        elif result.run_result is not None:
+            told = _outputs_for(result.run_result.to_input_list(), failed_ids)
+        else:
+            told = ()
+        entries = tuple(await sagacity.journal.entries(result.saga_id))
+        (verified,) = await sagacity.verify(result.saga_id)
+    finally:
+        await sagacity.aclose()
+    return TripOutcome(
+        journal_path=str(journal_path),
+        booking_path=booking_file,
+        result=result,
+        told_model=told,
+        counts=booking.counts(),
+        entries=entries,
+        verify=verified,
+        real_model=real_model,
+    )
+
+
+def _step(console: Console, number: int, title: str) -> None:
+    console.print()
+    console.rule(Text(f"{number}. {title}", style="bold"), align="left")
+
+
+def _quote(text: str) -> Text:
+    return Text(f"“{text}”", style="italic")
+
+
+def _counts_table(counts: BookingCounts) -> Table:
+    table = Table(header_style="bold", title_justify="left")
+    table.add_column("table")
+    table.add_column("live", justify="right")
+    table.add_column("undone / not taken", justify="right")
+    live = "bold red" if not counts.empty else "green"
+    table.add_row("flights", Text(f"{counts.flights_booked} booked", live),
+                  f"{counts.flights_cancelled} cancelled")
+    table.add_row("hotels", Text(f"{counts.hotels_booked} booked", live),
+                  f"{counts.hotels_cancelled} cancelled")
+    table.add_row("charges", Text(f"{counts.charges_captured} captured", live),
+                  f"{counts.charges_declined} declined, {counts.charges_refunded} refunded")
+    return table
+
+
+def render(outcome: TripOutcome, console: Console) -> None:
+    """Print the demo's story: the hidden failure, the saga's catch, the undo, the evidence."""
+    result = outcome.result
+    console.print(
+        Panel.fit(
+            Text.assemble(
+                ("sagacity demo: a trip booking whose last step fails\n\n", "bold"),
+                "The agent books a flight, then a hotel, then charges the card. The card is declined.\n",
+                f"Model: {'a real OpenAI model' if outcome.real_model else 'scripted (deterministic, offline)'}. ",
+                "Failure policy: CONTINUE, so the model gets to react to the failure\n",
+                "(the default, STOP, ends the run right after the failed call).",
+            ),
+            border_style="cyan",
+        )
+    )
+    console.print(Text.assemble(("Request: ", "bold"), _quote(TRIP_REQUEST)))
+
+    _step(console, 1, "The Agents SDK hid the failure")
+    console.print("The card charge raised an exception. What the model was told instead:")
+    for output in outcome.told_model or ("(no tool output found)",):
+        console.print(Text.assemble("  ", _quote(output)))
+    if result.final_output is not None:
+        console.print("The run returned normally. Its final output:")
+        console.print(Text.assemble("  ", _quote(str(result.final_output))))
+    elif result.exception is not None:
+        console.print(f"The run raised: {type(result.exception).__name__}: {result.exception}")
+    console.print(
+        Text(
+            "Without a saga, that would be the end of it: a flight and a hotel booked, "
+            "nothing paid, and an agent saying all is well.",
+            style="yellow",
+        )
+    )
+
+    _step(console, 2, "The saga caught it")
+    console.print(Text.assemble(("saga:   ", "bold"), result.saga_id))
+    console.print(Text.assemble(("status: ", "bold"), status_text(result.status.value)))
+    for failure in result.failures:
+        detail = f"{failure.tool} (call {failure.call_id}, journal seq {failure.seq}): {failure.error}"
+        console.print(Text.assemble(("failed: ", "bold"), (detail, "red")))
+
+    _step(console, 3, "Undone in reverse order")
+    report = result.report
+    if report is None or not report.undone:
+        console.print("nothing was undone")
+    else:
+        for n, item in enumerate(report.undone, start=1):
+            console.print(f"  {n}. [cyan]{item.tool}[/] (EXECUTED at seq {item.seq}, call {item.call_id}) undone")
+        if report.still_dirty:
+            console.print(Text(f"still dirty: {report.still_dirty}", style="bold red"))
+        else:
+            console.print(Text("nothing is left dirty", style="green"))
+
+    _step(console, 4, "The booking system agrees")
+    console.print(f"Queried {outcome.booking_path}:")
+    console.print(_counts_table(outcome.counts))
+    verdict = ("nothing booked, nothing charged", "bold green") if outcome.counts.empty else (
+        "something is still booked or charged!", "bold red")
+    console.print(Text(verdict[0], style=verdict[1]))
+
+    _step(console, 5, "The journal")
+    console.print(journal_table(outcome.entries, title=f"saga {result.saga_id}", width=console.width))
+
+    _step(console, 6, "The hash chain")
+    console.print(verify_text(outcome.verify))
+
+    _step(console, 7, "Inspect it yourself")
+    db = outcome.journal_path
+    console.print(f"  sagacity journal show {result.saga_id} --db {db}", style="bold", highlight=False)
+    console.print(f"  sagacity journal verify --db {db}", style="bold", highlight=False)
+    console.print(f"  sagacity journal list --db {db}", style="bold", highlight=False)
+    console.print()
+
+
+def main(
+    db_path: str | Path = DEFAULT_DEMO_DB, real_model: bool = False, console: Console | None = None
+) -> TripOutcome:
+    """Run the demo and print its story; returns what it observed.
+
+    Raises:
+        ConfigurationError: ``real_model`` without ``OPENAI_API_KEY``.
+    """
+    outcome = asyncio.run(run_trip(db_path, real_model=real_model))
+    render(outcome, console or make_console())
+    return outcome

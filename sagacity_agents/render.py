@@ -1,0 +1,233 @@
+"""Rich renderings of journal entries, shared by the CLI (``sagacity journal ...``) and the demo.
+
+Read-only helpers: they take :class:`~sagacity_agents.core.entries.JournalEntry` lists and
+:class:`~sagacity_agents.core.chain.VerifyResult` values and return rich renderables or text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .core.chain import VerifyResult
+from .core.entries import JournalEntry, Phase
+
+__all__ = [
+    "COMPACT_BELOW",
+    "PHASE_STYLES",
+    "journal_table",
+    "make_console",
+    "phase_name",
+    "phase_text",
+    "saga_status",
+    "short",
+    "status_text",
+    "summarize_payload",
+    "verify_text",
+]
+
+PHASE_STYLES: dict[str, str] = {
+    Phase.SAGA_OPENED.value: "dim",
+    Phase.RUN_STARTED.value: "dim",
+    Phase.INTENT.value: "yellow",
+    Phase.EXECUTED.value: "green",
+    Phase.REFUSED.value: "magenta",
+    Phase.FAILED.value: "red",
+    Phase.AWAITING_APPROVAL.value: "bold yellow",
+    Phase.APPROVED.value: "green",
+    Phase.REJECTED.value: "magenta",
+    Phase.SAGA_FAILED.value: "dim red",
+    Phase.COMPENSATING.value: "cyan",
+    Phase.COMPENSATED.value: "blue",
+    Phase.COMPENSATION_FAILED.value: "bold red",
+    Phase.SAGA_CLOSED.value: "dim",
+}
+"""Style of each phase name in tables (saga-level phases are dim)."""
+
+STATUS_STYLES: dict[str, str] = {
+    "COMPLETED": "green",
+    "OPEN": "yellow",
+    "COMPENSATED": "blue",
+    "COMPENSATION_FAILED": "bold red",
+    "IN_DOUBT": "bold red",
+    "AWAITING_APPROVAL": "bold yellow",
+}
+
+
+PIPE_WIDTH = 160
+"""Console width used when output is not a terminal and ``COLUMNS`` is unset."""
+
+
+def make_console(**kwargs: Any) -> Console:
+    """A rich console for command output: the terminal's width; ``COLUMNS`` or
+    :data:`PIPE_WIDTH` when writing to a pipe or file (so tables are not squeezed to 80)."""
+    console = Console(**kwargs)
+    if "width" not in kwargs and not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(width=PIPE_WIDTH, **kwargs)
+    return console
+
+
+def phase_name(entry: JournalEntry) -> str:
+    """The entry's phase as a string (storage may hold a phase this version does not know)."""
+    return entry.phase.value if isinstance(entry.phase, Phase) else str(entry.phase)
+
+
+def phase_text(name: str) -> Text:
+    """A phase name, coloured."""
+    return Text(name, style=PHASE_STYLES.get(name, ""))
+
+
+def status_text(status: str) -> Text:
+    """A saga status, coloured."""
+    return Text(status, style=STATUS_STYLES.get(status.split(" ")[0], ""))
+
+
+def short(value: Any, limit: int = 60) -> str:
+    """Compact JSON for a value (strings as they are), cut to ``limit`` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _kv(mapping: dict[str, Any], limit: int = 70) -> str:
+    return short(", ".join(f"{k}={short(v, 40)}" for k, v in mapping.items()), limit)
+
+
+def _report_summary(report: dict[str, Any]) -> str:
+    parts = []
+    for key in ("undone", "failed", "no_undo", "kept_irreversible", "in_doubt"):
+        rows = report.get(key) or []
+        if rows:
+            parts.append(f"{key}: " + ", ".join(f"{r.get('tool')}#{r.get('seq')}" for r in rows))
+    return "; ".join(parts)
+
+
+def summarize_payload(entry: JournalEntry) -> str:
+    """A one-line, human-readable summary of an entry's payload."""
+    p = entry.payload if isinstance(entry.payload, dict) else {}
+    name = phase_name(entry)
+    if entry.payload is None:
+        return ""
+    if name == Phase.SAGA_OPENED.value:
+        return _kv(p["metadata"]) if p.get("metadata") else "saga opened"
+    if name == Phase.RUN_STARTED.value:
+        return f"agent {p.get('agent')!s}"
+    if name == Phase.INTENT.value:
+        args = p.get("args")
+        text = _kv(args) if isinstance(args, dict) else short(p.get("raw_args", ""))
+        return f"{text}  [{p.get('reversibility', '?')}]"
+    if name in (Phase.EXECUTED.value, Phase.REFUSED.value):
+        text = f"-> {short(p.get('result'), 50)}"
+        if "undo_data" in p:
+            text += f"  undo_data {short(p['undo_data'], 40)}"
+        return text
+    if name == Phase.FAILED.value:
+        return short(p.get("error", ""), 90)
+    if name == Phase.SAGA_FAILED.value:
+        return short(p.get("reason", ""), 90)
+    if name == Phase.COMPENSATING.value:
+        return f"undo seq {p.get('target_seq')} (attempt {p.get('attempt')}, key {p.get('idempotency_key')})"
+    if name == Phase.COMPENSATED.value:
+        return f"seq {p.get('target_seq')} undone"
+    if name == Phase.COMPENSATION_FAILED.value:
+        return f"undo of seq {p.get('target_seq')} failed: {short(p.get('error', ''), 70)}"
+    if name == Phase.SAGA_CLOSED.value:
+        report = _report_summary(p.get("report") or {})
+        return f"status {p.get('status')}" + (f"; {report}" if report else "")
+    return short(entry.payload, 90)
+
+
+def saga_status(entries: Sequence[JournalEntry]) -> str:
+    """The final status from SAGA_CLOSED, else ``open (last PHASE)``; ``empty`` for no entries."""
+    if not entries:
+        return "empty"
+    for entry in reversed(entries):
+        if phase_name(entry) == Phase.SAGA_CLOSED.value and isinstance(entry.payload, dict):
+            return str(entry.payload.get("status", "CLOSED"))
+    return f"OPEN (last {phase_name(entries[-1])})"
+
+
+COMPACT_BELOW = 120
+"""Console widths below this get the compact journal layout (payload under the phase)."""
+
+
+def _time(stamp: str, compact: bool) -> str:
+    return stamp[11:23] if compact else stamp.replace("T", " ").rstrip("Z")
+
+
+def journal_table(
+    entries: Sequence[JournalEntry],
+    *,
+    title: str | None = None,
+    full: bool = False,
+    width: int | None = None,
+) -> Table:
+    """One saga's entries as a table: seq, phase, tool, call id, time, payload summary, hash.
+
+    Args:
+        entries: the saga's entries in ``seq`` order.
+        title: table title.
+        full: show the whole payload as JSON instead of a summary, and the whole hash.
+        width: the console width; below :data:`COMPACT_BELOW` the phase, tool, call id and
+            payload share one column (the payload on its own line) and times lose their date.
+    """
+    compact = width is not None and width < COMPACT_BELOW
+    table = Table(title=title, title_justify="left", header_style="bold", expand=False)
+    table.add_column("seq", justify="right", no_wrap=True)
+    if compact:
+        table.add_column("entry", overflow="fold", min_width=30)
+        table.add_column("time (UTC)", no_wrap=True)
+    else:
+        table.add_column("phase", no_wrap=True)
+        table.add_column("tool", no_wrap=True)
+        table.add_column("call id", no_wrap=True)
+        table.add_column("recorded at (UTC)", no_wrap=True)
+        table.add_column("payload", overflow="fold", min_width=24)
+    table.add_column("hash", no_wrap=not full, overflow="fold")
+    for e in entries:
+        name = phase_name(e)
+        payload = (
+            json.dumps(e.payload, ensure_ascii=False, sort_keys=True) if full else summarize_payload(e)
+        )
+        hash_cell = e.hash if full else e.hash[: 8 if compact else 12]
+        row_style = "dim" if PHASE_STYLES.get(name, "").startswith("dim") else None
+        if compact:
+            cell = phase_text(name)
+            for part in (e.tool, e.call_id):
+                if part:
+                    cell.append(f"  {part}")
+            if payload:
+                cell.append(f"\n{payload}", style="default")
+            table.add_row(str(e.seq), cell, _time(e.recorded_at, True), hash_cell, style=row_style)
+        else:
+            table.add_row(
+                str(e.seq),
+                phase_text(name),
+                e.tool or "",
+                e.call_id or "",
+                _time(e.recorded_at, False),
+                Text(payload),
+                hash_cell,
+                style=row_style,
+            )
+    return table
+
+
+def verify_text(result: VerifyResult) -> Text:
+    """``verify: ok ...`` or ``verify: BROKEN ...`` for one saga."""
+    if result.ok:
+        text = Text("verify: ", style="bold")
+        text.append("ok", style="bold green")
+        head = result.head[:16] if result.head else "-"
+        text.append(f"  saga {result.saga_id}  {result.entries} entries, head {head}")
+        return text
+    text = Text("verify: ", style="bold")
+    text.append("BROKEN", style="bold red")
+    fault = result.fault.value if result.fault is not None else "?"
+    text.append(f"  saga {result.saga_id}  at seq {result.bad_seq}: {fault}: {result.detail}")
+    return text

@@ -1,0 +1,318 @@
+"""Test helpers for applications built on sagacity-agents: a frozen clock and journal fault injection.
+
+Nothing here imports the Agents SDK; the helpers work with any
+:class:`~sagacity_agents.core.journal.Journal` backend.
+
+* :class:`FrozenClock`: a :data:`~sagacity_agents.core.journal.Clock` that stands still until told
+  to move (``advance``, ``set``, or an automatic ``tick`` per reading), so entries, their bytes and
+  their hashes are reproducible across runs and backends::
+
+      clock = FrozenClock(datetime(2026, 1, 1, tzinfo=timezone.utc))
+      journal = InMemoryJournal(clock=clock)
+
+* :class:`FaultyJournal` / :func:`make_failing`: wrap a journal so that chosen appends raise
+  :class:`~sagacity_agents.errors.JournalWriteError`, to test what a saga does when storage
+  fails: an INTENT that cannot be written means the tool body does not run; an EXECUTED entry
+  that cannot be written keeps the outcome (held for a retried write)::
+
+      journal = make_failing(InMemoryJournal(), phase=Phase.INTENT)          # every INTENT fails
+      journal = make_failing(InMemoryJournal(), phase=Phase.EXECUTED, times=1)  # first one only
+      journal = make_failing(InMemoryJournal(), nth=3)                        # the 3rd append
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .core.entries import JournalEntry, Phase
+from .core.journal import Journal
+from .core.memory_journal import InMemoryJournal
+from .errors import JournalWriteError
+
+__all__ = [
+    "DEFAULT_START",
+    "AppendAttempt",
+    "FaultyJournal",
+    "FrozenClock",
+    "InMemoryJournal",
+    "make_failing",
+]
+
+DEFAULT_START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+"""Where a :class:`FrozenClock` starts when no time is given: 2026-01-01T00:00:00Z."""
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    if not isinstance(value, dt.datetime):
+        raise TypeError(f"expected a datetime, got {type(value).__qualname__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value!r}: a clock must return aware datetimes")
+    return value
+
+
+class FrozenClock:
+    """A clock that returns a fixed, aware datetime until moved.
+
+    Pass it as ``clock=`` to a journal backend. Each call returns the current frozen time and then,
+    if ``tick`` is not zero, moves it forward by ``tick`` seconds (so consecutive entries get
+    distinct, predictable timestamps). Moving backwards is allowed: journals order entries by
+    sequence number, never by time, and tests may want to show that. Thread-safe.
+
+    Args:
+        start: the initial time, an aware datetime (any time zone; journals store it as UTC).
+            Defaults to :data:`DEFAULT_START`.
+        tick: seconds added after every reading (may be fractional or zero).
+
+    Raises:
+        ValueError: ``start`` is naive (no time zone).
+        TypeError: ``start`` is not a datetime.
+    """
+
+    def __init__(self, start: dt.datetime | None = None, *, tick: float = 0.0) -> None:
+        self._now = _aware(start) if start is not None else DEFAULT_START
+        self._tick = dt.timedelta(seconds=tick)
+        self._lock = threading.Lock()
+        self.calls = 0
+        """How many times the clock was read."""
+
+    def __call__(self) -> dt.datetime:
+        """Return the frozen time (then advance it by ``tick``)."""
+        with self._lock:
+            now = self._now
+            self._now = now + self._tick
+            self.calls += 1
+            return now
+
+    @property
+    def now(self) -> dt.datetime:
+        """The time the next call will return, without reading (or ticking) the clock."""
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> dt.datetime:
+        """Move the clock by ``seconds`` (negative moves it back) and return the new time.
+
+        Args:
+            seconds: how far to move; fractions below a microsecond are rounded by ``timedelta``.
+        """
+        with self._lock:
+            self._now = self._now + dt.timedelta(seconds=seconds)
+            return self._now
+
+    def set(self, value: dt.datetime) -> None:
+        """Set the clock to ``value``.
+
+        Args:
+            value: an aware datetime, in any time zone.
+
+        Raises:
+            ValueError: ``value`` is naive.
+            TypeError: ``value`` is not a datetime.
+        """
+        value = _aware(value)
+        with self._lock:
+            self._now = value
+
+
+@dataclass(frozen=True, slots=True)
+class AppendAttempt:
+    """One call to :meth:`FaultyJournal.append`, as a fault predicate sees it."""
+
+    number: int
+    """1-based count of append calls made through this wrapper (failed ones included)."""
+    saga_id: str
+    """The saga appended to."""
+    phase: Phase
+    """The entry's phase."""
+    write_key: str
+    """The writer's key for this write."""
+    tool: str | None
+    """Tool name, for tool entries."""
+    call_id: str | None
+    """The model's call id, for tool entries."""
+    payload: Any
+    """The payload as passed by the writer (before canonical conversion)."""
+
+
+Predicate = Callable[[AppendAttempt], bool]
+"""Decides whether an append attempt fails."""
+
+
+class FaultyJournal:
+    """Wrap a :class:`~sagacity_agents.core.journal.Journal` so that chosen appends fail.
+
+    An append for which ``when`` returns true raises :class:`JournalWriteError` (by default
+    *before* anything is written, like a storage outage; with ``after_write=True`` *after* the
+    inner journal stored it, like a commit whose acknowledgement was lost, which is how a
+    harmless retry with the same write key is tested). Reads (``entries``, ``saga_ids``) and
+    ``close`` go straight to the wrapped journal, as does any other attribute (e.g.
+    ``execute_sql`` on a :class:`~sagacity_agents.core.sqlite_journal.SqliteJournal`).
+
+    Args:
+        inner: the journal that stores what does not fail.
+        when: predicate over :class:`AppendAttempt`; ``None`` makes every append a candidate.
+        times: fail at most this many times, then pass everything through (``None``: no limit).
+        after_write: raise after the inner append succeeded instead of before it.
+        message: text of the raised error (the attempt is appended to it).
+
+    Attributes:
+        attempts: every append attempt seen, in order.
+        failures: the attempts that were made to fail.
+        armed: set to ``False`` (or call :meth:`disarm`) to stop injecting faults.
+    """
+
+    def __init__(
+        self,
+        inner: Journal,
+        *,
+        when: Predicate | None = None,
+        times: int | None = None,
+        after_write: bool = False,
+        message: str = "injected journal write failure",
+    ) -> None:
+        if times is not None and times < 0:
+            raise ValueError("times must be >= 0 or None")
+        self.inner = inner
+        self.when = when
+        self.times = times
+        self.after_write = after_write
+        self.message = message
+        self.armed = True
+        self.attempts: list[AppendAttempt] = []
+        self.failures: list[AppendAttempt] = []
+        self._lock = threading.Lock()
+
+    def disarm(self) -> None:
+        """Stop injecting faults; later appends pass through unchanged."""
+        self.armed = False
+
+    def arm(self) -> None:
+        """Resume injecting faults (the ``times`` budget already used is not reset)."""
+        self.armed = True
+
+    def _register(
+        self, saga_id: str, phase: Phase, write_key: str, tool: str | None, call_id: str | None,
+        payload: Any,
+    ) -> tuple[AppendAttempt, bool]:
+        with self._lock:
+            attempt = AppendAttempt(
+                len(self.attempts) + 1, saga_id, phase, write_key, tool, call_id, payload
+            )
+            self.attempts.append(attempt)
+            if not self.armed:
+                return attempt, False
+            if self.times is not None and len(self.failures) >= self.times:
+                return attempt, False
+            if self.when is not None and not self.when(attempt):
+                return attempt, False
+            self.failures.append(attempt)
+            return attempt, True
+
+    def _error(self, attempt: AppendAttempt) -> JournalWriteError:
+        return JournalWriteError(
+            f"{self.message}: append #{attempt.number} {attempt.phase.value} to saga "
+            f"{attempt.saga_id!r} (write key {attempt.write_key!r})"
+        )
+
+    async def append(
+        self,
+        saga_id: str,
+        phase: Phase,
+        *,
+        write_key: str,
+        tool: str | None = None,
+        call_id: str | None = None,
+        payload: Any = None,
+    ) -> JournalEntry:
+        """Append through the wrapped journal unless this attempt is chosen to fail.
+
+        Raises:
+            JournalWriteError: the attempt matched the fault predicate (or the inner journal
+                failed on its own).
+            EncodingError: the payload has no canonical encoding (from the inner journal; a
+                fault chosen before the write is raised first).
+        """
+        attempt, fail = self._register(saga_id, Phase(phase), write_key, tool, call_id, payload)
+        if fail and not self.after_write:
+            raise self._error(attempt)
+        entry = await self.inner.append(
+            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload
+        )
+        if fail:
+            raise self._error(attempt)
+        return entry
+
+    async def entries(self, saga_id: str) -> list[JournalEntry]:
+        """The wrapped journal's entries (reads never fail)."""
+        return await self.inner.entries(saga_id)
+
+    async def saga_ids(self) -> list[str]:
+        """The wrapped journal's saga ids (reads never fail)."""
+        return await self.inner.saga_ids()
+
+    async def close(self) -> None:
+        """Close the wrapped journal."""
+        await self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for attributes not found normally: delegate (execute_sql, _replace...).
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def make_failing(
+    journal: Journal,
+    *,
+    phase: Phase | str | Iterable[Phase | str] | None = None,
+    nth: int | Iterable[int] | None = None,
+    tool: str | None = None,
+    saga_id: str | None = None,
+    when: Predicate | None = None,
+    times: int | None = None,
+    after_write: bool = False,
+) -> FaultyJournal:
+    """Wrap ``journal`` so that appends matching every given condition raise JournalWriteError.
+
+    Conditions combine with AND; with none given, every append fails.
+
+    Args:
+        journal: the journal to wrap.
+        phase: fail only entries of this phase (or of any of these phases).
+        nth: fail only the n-th append through the wrapper (1-based), or any of these numbers.
+        tool: fail only entries for this tool name.
+        saga_id: fail only entries of this saga.
+        when: an extra predicate over :class:`AppendAttempt`.
+        times: fail at most this many times (e.g. ``times=1`` for a fault that a retry survives).
+        after_write: store the entry first, then raise (an acknowledgement lost after commit).
+
+    Returns:
+        The :class:`FaultyJournal` to hand to the code under test.
+
+    Raises:
+        ValueError: an unknown phase name, or ``nth`` below 1.
+    """
+    phases: frozenset[Phase] | None = None
+    if phase is not None:
+        items = [phase] if isinstance(phase, (Phase, str)) else list(phase)
+        phases = frozenset(Phase(p) for p in items)
+    numbers: frozenset[int] | None = None
+    if nth is not None:
+        numbers = frozenset([nth] if isinstance(nth, int) else nth)
+        if any(n < 1 for n in numbers):
+            raise ValueError("nth counts appends from 1")
+
+    def predicate(attempt: AppendAttempt) -> bool:
+        return (
+            (phases is None or attempt.phase in phases)
+            and (numbers is None or attempt.number in numbers)
+            and (tool is None or attempt.tool == tool)
+            and (saga_id is None or attempt.saga_id == saga_id)
+            and (when is None or when(attempt))
+        )
+
+    return FaultyJournal(journal, when=predicate, times=times, after_write=after_write)

@@ -1,0 +1,238 @@
+"""Contract tests: the openai-agents facts (../shared/sdk-notes.md) this library relies on.
+
+If an SDK upgrade breaks one of these, the saga layer's guarantees may silently change: each
+test names the fact it pins.
+"""
+
+from __future__ import annotations
+
+import contextvars
+
+import pytest
+from agents import Agent, RunContextWrapper, Runner, UserError, function_tool
+from agents.tool_context import ToolContext
+
+from sagacity_agents import (
+    InMemoryJournal,
+    Phase,
+    Sagacity,
+    SagaStatus,
+    compensable,
+    no_undo,
+    read_only,
+)
+
+from .helpers import agent, phases, scripted, tool_outputs
+
+DEFAULT_ERROR = "An error occurred while running the tool. Please try again."
+
+
+async def test_sdk_swallows_a_raising_tool_into_a_message():
+    """Fact: a plain @function_tool that raises does not fail the run; the model gets a fixed
+    text. This is the failure the saga layer exists to catch."""
+
+    @function_tool
+    def explode() -> str:
+        raise RuntimeError("boom")
+
+    model = scripted([("explode", {}, "x1")], "all fine")
+    result = await Runner.run(agent(model, explode), "go")
+    assert result.final_output == "all fine"
+    assert tool_outputs(model) == [DEFAULT_ERROR]
+
+
+async def test_saga_detects_tool_failure_even_when_the_sdk_swallows_it():
+    """The original's headline regression: the SDK converts the exception to a message, yet the
+    saga is marked failed and compensates (policy CONTINUE lets the model carry on)."""
+    from sagacity_agents import FailurePolicy
+
+    undone: list[str] = []
+
+    @function_tool
+    @compensable(undo=lambda ctx: undone.append("hotel"))
+    async def book_hotel(city: str) -> str:
+        return "H1"
+
+    @function_tool
+    @no_undo
+    async def charge(amount: int) -> str:
+        raise RuntimeError("card declined")
+
+    model = scripted([("book_hotel", {"city": "Rome"}, "a")], [("charge", {"amount": 5}, "b")], "booked!")
+    result = await Sagacity(InMemoryJournal(), policy=FailurePolicy.CONTINUE).run(
+        agent(model, book_hotel, charge), "go"
+    )
+    assert tool_outputs(model)[-1] == DEFAULT_ERROR  # the SDK hid it from the model
+    assert result.run_result.final_output == "booked!"  # and the model carried on
+    assert result.status is SagaStatus.COMPENSATED
+    assert undone == ["hotel"]
+    assert isinstance(result.root_cause, RuntimeError)
+
+
+async def test_failure_error_function_none_raises_user_error_with_cause():
+    """Fact: failure_error_function=None makes the run raise UserError from the raw exception."""
+
+    @function_tool(failure_error_function=None)
+    def explode() -> str:
+        raise KeyError("k")
+
+    with pytest.raises(UserError) as info:
+        await Runner.run(agent(scripted([("explode", {}, "x1")], "x"), explode), "go")
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+def _schema_facts(tool):
+    return (
+        tool.name,
+        tool.description,
+        tool.params_json_schema,
+        tool.strict_json_schema,
+        tool.needs_approval,
+        tool.timeout_seconds,
+        tool.timeout_behavior,
+        tool.is_enabled,
+    )
+
+
+def test_decorated_tool_is_identical_to_function_tool_alone():
+    """Name, description, JSON schema and every function_tool option are the SDK's own."""
+
+    def make(decorate):
+        async def lookup(ctx: RunContextWrapper, city: str, nights: int = 2) -> str:
+            """Look up a hotel.
+
+            Args:
+                city: The city to search.
+                nights: How many nights.
+            """
+            return city
+
+        return function_tool(
+            decorate(lookup), name_override="find_hotel", timeout=3, needs_approval=False,
+            strict_mode=True,
+        )
+
+    plain = make(lambda f: f)
+    wrapped = make(read_only)
+    assert _schema_facts(wrapped) == _schema_facts(plain)
+    assert "city" in wrapped.params_json_schema["properties"]
+    assert wrapped.params_json_schema["properties"]["city"]["description"] == "The city to search."
+
+
+def test_wrapper_adds_a_context_parameter_the_sdk_strips():
+    """Fact: a leading ctx: ToolContext added through __signature__ is stripped from the schema."""
+
+    def sync_tool(amount: int, to: str, currency: str = "USD") -> str:
+        """Send money."""
+        return "ok"
+
+    plain = function_tool(sync_tool)
+    wrapped = function_tool(no_undo(sync_tool))
+    assert _schema_facts(wrapped) == _schema_facts(plain)
+
+
+def test_future_annotations_module_keeps_schema(tmp_path, monkeypatch):
+    """Same with `from __future__ import annotations` (string annotations)."""
+    src = tmp_path / "fut_tools.py"
+    src.write_text(
+        "from __future__ import annotations\n"
+        "from agents import function_tool\n"
+        "from sagacity_agents import read_only\n"
+        "def f(x: int, y: list[str] | None = None) -> str:\n    '''Doc.'''\n    return ''\n"
+        "plain = function_tool(f)\n"
+        "wrapped = function_tool(read_only(f))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    mod = importlib.import_module("fut_tools")
+    assert _schema_facts(mod.wrapped) == _schema_facts(mod.plain)
+
+
+async def test_contextvar_reaches_sync_async_and_parallel_tools():
+    """Fact: a ContextVar set before Runner.run is visible in async tools, sync tools (worker
+    threads) and parallel calls: the saga scope relies on it."""
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("v", default="unset")
+    seen: list[str] = []
+
+    @function_tool
+    async def a() -> str:
+        seen.append(var.get())
+        return "a"
+
+    @function_tool
+    def s() -> str:
+        seen.append(var.get())
+        return "s"
+
+    var.set("saga")
+    await Runner.run(agent(scripted([("a", {}, "1"), ("s", {}, "2")], "x"), a, s), "go")
+    assert seen == ["saga", "saga"] or sorted(seen) == ["saga", "saga"]
+
+
+async def test_invalid_arguments_never_reach_the_body():
+    """Fact: malformed arguments are rejected by the SDK before the function runs: no INTENT and
+    no saga failure (C-06 (b), (c), journaling part)."""
+    journal = InMemoryJournal()
+    ran: list[int] = []
+
+    @function_tool
+    @no_undo
+    def transfer(amount: int, to: str, currency: str = "USD") -> str:
+        ran.append(amount)
+        return "sent"
+
+    model = scripted(
+        [("transfer", '{"amount": "100", "to": "acct', "t1")],
+        [("transfer", '{"amount": NaN, "to": "acct-9"}', "t2")],
+        "done",
+    )
+    result = await Sagacity(journal).run(agent(model, transfer), "go")
+    entries = await journal.entries(result.saga_id)
+    assert ran == []
+    assert phases(entries) == []
+    assert result.status is SagaStatus.COMPLETED
+
+
+async def test_c06_intent_holds_the_validated_values_the_body_receives():
+    """C-06 (a): INTENT args are what the body gets: amount 100 as an int, currency filled in."""
+    journal = InMemoryJournal()
+    got: list[tuple] = []
+
+    @function_tool
+    @no_undo
+    def transfer(amount: int, to: str, currency: str = "USD") -> str:
+        got.append((amount, to, currency))
+        return "sent"
+
+    model = scripted([("transfer", '{"amount":"100","to":"acct-9"}', "t1")], "done")
+    result = await Sagacity(journal).run(agent(model, transfer), "go")
+    intent = next(e for e in await journal.entries(result.saga_id) if e.phase is Phase.INTENT)
+    assert got == [(100, "acct-9", "USD")]
+    assert intent.payload["args"] == {"amount": 100, "to": "acct-9", "currency": "USD"}
+    assert type(intent.payload["args"]["amount"]) is int
+
+
+async def test_tool_context_param_gives_call_id_and_is_passed_through():
+    """A tool that already takes ctx: ToolContext keeps receiving it; the journal has its call id."""
+    journal = InMemoryJournal()
+    ids: list[str] = []
+
+    @function_tool
+    @read_only
+    async def who(ctx: ToolContext, x: int) -> str:
+        ids.append(ctx.tool_call_id)
+        return "me"
+
+    model = scripted([("who", {"x": 1}, "call-7")], "done")
+    result = await Sagacity(journal).run(agent(model, who), "go")
+    intent = next(e for e in await journal.entries(result.saga_id) if e.phase is Phase.INTENT)
+    assert ids == ["call-7"] and intent.call_id == "call-7"
+    assert intent.payload["args"] == {"x": 1}
+
+
+def test_as_tool_has_no_wrapped_function():
+    """Fact: agent.as_tool returns a FunctionTool without __wrapped__ (hence the fallback)."""
+    inner = Agent(name="inner", model=scripted("x"))
+    tool = inner.as_tool(tool_name="inner", tool_description="d")
+    assert getattr(tool, "__wrapped__", None) is None
