@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..errors import EncodingError, JournalWriteError, SagaFailedError, SagaStateError
-from .canonical import to_canonical_value
+from ..errors import ApprovalError, EncodingError, JournalWriteError, SagaFailedError, SagaStateError
+from .canonical import canonical_bytes, sha256_hex, to_canonical_value
 from .compensation import CompensationReport, SagaLedger, compensate
-from .declarations import ToolDeclaration, Verdict
+from .declarations import Reversibility, ToolDeclaration, Verdict
 from .entries import JournalEntry, Phase
 from .journal import Journal
 
@@ -30,6 +30,7 @@ __all__ = [
     "CallFrame",
     "FailurePolicy",
     "FailureRecord",
+    "Grant",
     "Saga",
     "SagaStatus",
     "current_call",
@@ -83,6 +84,22 @@ class FailureRecord:
     """Exception type and message, or the classifier's verdict."""
     exception: BaseException | None = None
     """The raw exception, when there was one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A consumed human decision about one pending irreversible call, usable once."""
+
+    request_id: str
+    """The approval request it answers."""
+    call_id: str | None
+    """The model's call id of the paused call."""
+    tool: str
+    """Tool name."""
+    args_hash: str
+    """SHA-256 of the canonical validated arguments that were decided on."""
+    approved: bool
+    """True for an approval, False for a rejection."""
 
 
 @dataclass
@@ -175,6 +192,7 @@ class Saga:
         self._lock = threading.Lock()
         self._in_flight: set[concurrent.futures.Future[None]] = set()
         self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
+        self.grants: dict[str | None, Grant] = {}
         self._external: dict[str | None, tuple[ToolDeclaration, JournalEntry, concurrent.futures.Future[None]]] = {}
         self._opened = False
         self._closed = False
@@ -284,6 +302,50 @@ class Saga:
                 f"{tool}: INTENT could not be journaled ({reason}); the tool was not run"
             ) from exc
 
+    async def _check_grant(
+        self, tool: str, call_id: str | None, args: dict[str, Any], invocation: str
+    ) -> None:
+        """Execution-time approval check of an irreversible call (fail closed).
+
+        The call runs only with a grant consumed at resume for this call id whose hash equals
+        SHA-256 of the canonical arguments the body is about to receive; the grant is used up, so
+        one decision runs the tool at most once. Anything else (no grant: a forged or edited
+        snapshot made the SDK run it; a hash mismatch) is journaled as FAILED, fails the saga,
+        and raises :class:`~sagacity_agents.errors.ApprovalError`.
+        """
+        with self._lock:
+            grant = self.grants.get(call_id)
+        digest = sha256_hex(canonical_bytes(args))
+        problem = None
+        if grant is None:
+            problem = "no consumed approval for this call in this saga"
+        elif grant.tool != tool:
+            problem = f"approval {grant.request_id} is for tool {grant.tool!r}, not {tool!r}"
+        elif not grant.approved:
+            problem = f"request {grant.request_id} was rejected"
+        elif grant.args_hash != digest:
+            problem = (f"arguments hash {digest} does not match the approved hash "
+                       f"{grant.args_hash} (request {grant.request_id})")
+        if problem is None:
+            with self._lock:
+                if self.grants.get(call_id) is grant:
+                    del self.grants[call_id]
+                    return
+            problem = f"approval {grant.request_id if grant else ''} was already used"
+        error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run")
+        seq = None
+        try:
+            entry = await self.journal.append(
+                self.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
+                call_id=call_id,
+                payload={"intent_seq": None, "not_run": True, "error": str(error),
+                         "args": _encode_or_marker(args), "args_hash": digest},
+            )
+            seq = entry.seq
+        finally:
+            self._note_failure(FailureRecord(seq, tool, call_id, str(error), error))
+        raise error
+
     def _outcome(
         self, decl: ToolDeclaration, intent: JournalEntry, frame: CallFrame, result: Any = None,
         exc: BaseException | None = None, elapsed: float = 0.0,
@@ -374,6 +436,8 @@ class Saga:
         done = self._begin()
         try:
             invocation = uuid.uuid4().hex
+            if decl.reversibility is Reversibility.IRREVERSIBLE:
+                await self._check_grant(tool, call_id, args, invocation)
             intent = await self._write_intent(decl, tool, call_id, args, raw_args, invocation)
         except BaseException:
             self._end(done)
@@ -441,6 +505,8 @@ class Saga:
         done = self._begin()
         try:
             invocation = uuid.uuid4().hex
+            if decl.reversibility is Reversibility.IRREVERSIBLE:
+                on_loop(self._check_grant(tool, call_id, args, invocation))
             intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args, invocation))
         except BaseException:
             self._end(done)
@@ -513,6 +579,11 @@ class Saga:
         return task
 
     # --- end of a run -------------------------------------------------------------------
+    def fail_now(self, tool: str, call_id: str | None, reason: str) -> None:
+        """Mark the saga failed without a failed call (e.g. a rejection under a policy that
+        fails the saga); with :attr:`FailurePolicy.STOP` the run stops at its next step."""
+        self._note_failure(FailureRecord(None, tool, call_id, reason))
+
     async def settle(self) -> int:
         """Wait for calls still in flight (up to ``in_flight_timeout`` seconds), then retry any
         outcome write that failed earlier (same write key: harmless if it had landed).

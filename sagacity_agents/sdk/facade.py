@@ -11,26 +11,57 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agents import Agent, RunHooks, Runner
 
+from ..core.approval import (
+    ApprovalStore,
+    InMemoryApprovalStore,
+    SqliteApprovalStore,
+    wait_for_decision,
+)
 from ..core.chain import VerifyResult, verify_journal
 from ..core.compensation import CompensationReport
 from ..core.journal import Journal
 from ..core.memory_journal import InMemoryJournal
 from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
 from ..core.sqlite_journal import SqliteJournal
-from ..errors import SagacityError, SagaStateError
+from ..errors import ApprovalError, SagacityError, SagaStateError
+from .approvals import ApprovalDesk
 from .hooks import SagaRunHooks
 
-__all__ = ["DEFAULT_JOURNAL_PATH", "SagaResult", "SagaStream", "Sagacity", "StreamAbandoned"]
+__all__ = [
+    "DEFAULT_JOURNAL_PATH",
+    "Approver",
+    "Decision",
+    "SagaResult",
+    "SagaStream",
+    "Sagacity",
+    "StreamAbandoned",
+]
 
 DEFAULT_JOURNAL_PATH = "sagacity.db"
 """Journal file used when neither an argument nor ``SAGACITY_DB`` names one."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an inline approver returns for one request."""
+
+    approved: bool
+    """True to approve, False to reject."""
+    approver: str
+    """Who decided (journaled)."""
+    reason: str | None = None
+    """Why (journaled; a rejection's reason is shown to the model)."""
+
+
+Approver = Callable[[Any], Awaitable[Decision]]
+"""An inline approver: ``async (ApprovalRequest) -> Decision`` (a console prompt, a chat bot...)."""
 
 
 class StreamAbandoned(SagacityError):
@@ -96,12 +127,21 @@ class Sagacity:
         self,
         journal: Journal | str | Path | None = None,
         *,
+        approvals: ApprovalStore | None = None,
         policy: FailurePolicy = FailurePolicy.STOP,
         in_flight_timeout: float = 30.0,
+        approval_ttl: float | None = 24 * 3600,
+        fail_on_rejection: bool = False,
     ) -> None:
         self.journal = _journal_from(journal)
+        if approvals is None:
+            path = getattr(self.journal, "path", None)
+            approvals = SqliteApprovalStore(path) if path and path != ":memory:" else InMemoryApprovalStore()
+        self.approvals = approvals
+        self.desk = ApprovalDesk(self.journal, approvals, ttl=approval_ttl)
         self.policy = FailurePolicy(policy)
         self.in_flight_timeout = in_flight_timeout
+        self.fail_on_rejection = fail_on_rejection
 
     def _hooks(
         self, agent: Agent[Any], saga_id: str | None, hooks: RunHooks[Any] | None, close: bool
@@ -115,17 +155,78 @@ class Sagacity:
         return SagaRunHooks(saga, agent=agent, hooks=hooks, close=close)
 
     @staticmethod
-    def _result(hooks: SagaRunHooks, run_result: Any, error: BaseException | None) -> SagaResult:
+    def _result(
+        hooks: SagaRunHooks, run_result: Any, error: BaseException | None,
+        approvals: tuple[Any, ...] = (),
+    ) -> SagaResult:
         status = hooks.status or SagaStatus.OPEN
         return SagaResult(
             saga_id=hooks.saga_id,
             status=status,
-            final_output=getattr(run_result, "final_output", None) if error is None else None,
+            final_output=(getattr(run_result, "final_output", None)
+                          if error is None and status is not SagaStatus.AWAITING_APPROVAL else None),
             exception=error,
             report=hooks.report,
             failures=tuple(hooks.saga.failures),
             run_result=run_result,
+            approvals=approvals if status is SagaStatus.AWAITING_APPROVAL else (),
         )
+
+    async def _drive(
+        self,
+        saga_hooks: SagaRunHooks,
+        agent: Agent[Any],
+        input: Any,
+        runner_kwargs: dict[str, Any],
+        approver: Approver | None,
+        restore: bool = False,
+    ) -> SagaResult:
+        """Run (or resume) under the saga until it completes, fails or waits for a human."""
+        run_result = None
+        error: BaseException | None = None
+        pending: tuple[Any, ...] = ()
+        saga = saga_hooks.saga
+        if restore:
+            # Every check runs before the saga scope is entered: a refused resume changes
+            # nothing (no compensation, no close); it raises ApprovalError to the caller.
+            await saga.open()
+            input = await self._restore(saga, agent, runner_kwargs.get("context"))
+        try:
+            async with saga_hooks:
+                run_result = await Runner.run(agent, input, hooks=saga_hooks, **runner_kwargs)
+                while run_result.interruptions and not saga.failed:
+                    outcome = await self.desk.pause(saga, agent, run_result.to_state())
+                    pending = outcome.requests
+                    if pending and approver is None:
+                        break
+                    for request in pending:
+                        verdict = await approver(request)  # type: ignore[misc]
+                        await self.desk.decide(
+                            request.request_id, approve=verdict.approved,
+                            approver=verdict.approver, reason=verdict.reason,
+                        )
+                    state = (await self._restore(saga, agent, runner_kwargs.get("context"))
+                             if pending else outcome.state)
+                    pending = ()
+                    run_result = await Runner.run(agent, state, hooks=saga_hooks, **runner_kwargs)
+                saga_hooks.pending_approvals = bool(pending)
+                if not pending:
+                    await self.approvals.delete_snapshot(saga.saga_id)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - compensated in __aexit__, returned to the caller
+            if saga_hooks.status is None:
+                raise
+            error = exc
+        return self._result(saga_hooks, run_result, error, pending)
+
+    async def _restore(self, saga: Saga, agent: Agent[Any], context: Any) -> Any:
+        state, grants = await self.desk.restore(saga, agent, context)
+        if self.fail_on_rejection:
+            for grant in grants:
+                if not grant.approved:
+                    saga.fail_now(grant.tool, grant.call_id, f"rejected (request {grant.request_id})")
+        return state
 
     async def run(
         self,
@@ -135,6 +236,7 @@ class Sagacity:
         saga_id: str | None = None,
         close: bool = True,
         hooks: RunHooks[Any] | None = None,
+        approver: Approver | None = None,
         **runner_kwargs: Any,
     ) -> SagaResult:
         """Run ``agent`` on ``input`` under a saga; compensate if the run ends badly.
@@ -145,6 +247,9 @@ class Sagacity:
             saga_id: continue an open saga (one saga over several runs); new if ``None``.
             close: close the saga when the run ends well; ``False`` keeps it open.
             hooks: the application's own ``RunHooks``, composed with ours.
+            approver: optional ``async (ApprovalRequest) -> Decision``; when given, paused
+                irreversible calls are decided inline (journaled like any decision) and the run
+                goes on to completion in one call. Without it the result is AWAITING_APPROVAL.
             **runner_kwargs: passed to ``Runner.run`` unchanged (``context=``, ``max_turns=``...).
 
         Returns:
@@ -157,19 +262,67 @@ class Sagacity:
             asyncio.CancelledError: the calling task was cancelled (after compensation).
         """
         saga_hooks = self._hooks(agent, saga_id, hooks, close)
-        run_result = None
-        error: BaseException | None = None
-        try:
-            async with saga_hooks:
-                run_result = await Runner.run(agent, input, hooks=saga_hooks, **runner_kwargs)
-                saga_hooks.pending_approvals = bool(getattr(run_result, "interruptions", None))
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # noqa: BLE001 - compensated in __aexit__, returned to the caller
-            if saga_hooks.status is None:
-                raise
-            error = exc
-        return self._result(saga_hooks, run_result, error)
+        return await self._drive(saga_hooks, agent, input, runner_kwargs, approver)
+
+    async def resume(
+        self,
+        saga_id: str,
+        agent: Agent[Any],
+        *,
+        context: Any = None,
+        close: bool = True,
+        hooks: RunHooks[Any] | None = None,
+        approver: Approver | None = None,
+        **runner_kwargs: Any,
+    ) -> SagaResult:
+        """Resume a saga that is AWAITING_APPROVAL, in this or any other process.
+
+        Every pending call is checked (failing closed): its request exists, is unconsumed and
+        unexpired; the journal holds the decision for this request and this argument hash; the
+        call in the stored snapshot hashes to it. All requests are then consumed atomically, so
+        two concurrent resumes run a tool at most once, and the run goes on under the same saga.
+
+        Args:
+            saga_id: the paused saga.
+            agent: the same agent (fresh objects are fine) with the same tools.
+            context: the trusted application context (the stored snapshot carries none).
+            Other arguments: as :meth:`run`.
+
+        Raises:
+            ApprovalError: any check failed, or some pending call has no decision yet (the
+                message lists them); nothing was consumed or run.
+            SagaStateError: the saga is closed.
+        """
+        saga_hooks = self._hooks(agent, saga_id, hooks, close)
+        kwargs = dict(runner_kwargs)
+        kwargs["context"] = context
+        return await self._drive(saga_hooks, agent, None, kwargs, approver, restore=True)
+
+    async def approve(self, request_id: str, *, approver: str, reason: str | None = None) -> Any:
+        """Approve a request: journals APPROVED (approver, reason, the hash decided on).
+
+        Raises:
+            ApprovalError: unknown, consumed or expired request; a different decision exists.
+        """
+        return await self.desk.decide(request_id, approve=True, approver=approver, reason=reason)
+
+    async def reject(self, request_id: str, *, approver: str, reason: str) -> Any:
+        """Reject a request: journals REJECTED; on resume the model gets the rejection message
+        and the body never runs.
+
+        Raises:
+            ApprovalError: as :meth:`approve`.
+        """
+        return await self.desk.decide(request_id, approve=False, approver=approver, reason=reason)
+
+    async def wait_for_decision(self, request_id: str, *, timeout: float) -> Any:
+        """Wait up to ``timeout`` seconds for a decision on ``request_id`` (in-process event,
+        or polling the store for a decision made by another process).
+
+        Raises:
+            TimeoutError: no decision in time. ApprovalError: unknown request.
+        """
+        return await wait_for_decision(self.approvals, request_id, timeout=timeout)
 
     def run_sync(self, agent: Agent[Any], input: Any, **kwargs: Any) -> SagaResult:
         """The sync form of :meth:`run` (same arguments), for code without an event loop.

@@ -1,0 +1,345 @@
+"""Approvals on the Agents SDK: pause irreversible calls, record decisions, resume safely.
+
+The SDK's own mechanism pauses the run (``needs_approval=True`` -> ``result.interruptions``) and
+serializes it (``RunState``), but its snapshot is not authenticated: edited arguments, a recomputed
+fingerprint, or a hand-written approvals block make it run what nobody approved
+(sdk-notes.md, "Approvals and RunState"). So the snapshot is never the source of truth:
+
+* pausing stores, per pending call, an approval request holding the canonical *validated*
+  arguments and their SHA-256, and journals AWAITING_APPROVAL in the saga's chain;
+* a decision is journaled (APPROVED / REJECTED with approver, reason and the hash decided on);
+* resuming checks, failing closed on each: the request exists, is unconsumed and unexpired; the
+  journal holds the decision for this request and hash; the pending call in the snapshot hashes
+  to it. Approvals found inside the snapshot are discarded. Requests are consumed atomically, and
+  the tool wrapper checks the hash once more at execution time (``Saga._check_grant``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from agents import Agent, FunctionTool
+from agents.function_schema import function_schema
+from agents.run_state import RunState
+
+from ..core.approval import ApprovalRequest, ApprovalStore, args_hash
+from ..core.canonical import format_timestamp, parse_json, to_canonical_value
+from ..core.entries import Phase
+from ..core.journal import Clock, Journal, utc_now
+from ..core.saga import Grant, Saga
+from ..errors import ApprovalError, EncodingError
+from .binding import _agents
+from .tools import declaration_of
+
+__all__ = ["ApprovalDesk", "PauseOutcome", "pending_call_arguments"]
+
+AUTO_REJECTION = "The tool call was rejected: its arguments are not valid for this tool."
+
+
+def _tools_by_name(agent: Agent[Any]) -> dict[str, FunctionTool]:
+    found: dict[str, FunctionTool] = {}
+    for current in _agents(agent):
+        for tool in current.tools:
+            if isinstance(tool, FunctionTool):
+                found.setdefault(tool.name, tool)
+    return found
+
+
+def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[str, Any], str | None]:
+    """Return the canonical arguments a paused call's body would receive, and the raw text when
+    it differs (only then is it stored).
+
+    For a decorated tool these are the *validated* values (``"100"`` -> 100, defaults filled in),
+    computed with the SDK's public ``function_schema`` on the original function; for a tool we
+    could not decorate, the parsed raw arguments.
+
+    Raises:
+        ApprovalError: the arguments do not parse (duplicate keys, NaN, truncated JSON) or do
+            not validate; such a call is rejected without asking anyone.
+    """
+    try:
+        data = parse_json(raw or "{}")
+    except EncodingError as exc:
+        raise ApprovalError(f"arguments are not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ApprovalError("arguments are not a JSON object")
+    func = getattr(getattr(tool, "__wrapped__", None), "__wrapped__", None)
+    if func is None:
+        return to_canonical_value(data), None
+    schema = function_schema(func)
+    try:
+        parsed = schema.params_pydantic_model(**data)
+    except Exception as exc:  # noqa: BLE001 - pydantic ValidationError and friends
+        raise ApprovalError(f"arguments do not validate: {exc}") from exc
+    args, kwargs = schema.to_call_args(parsed)
+    import inspect
+
+    params = [p for p in inspect.signature(func).parameters.values()]
+    if schema.takes_context:
+        params = params[1:]
+    bound = inspect.Signature(params).bind(*args, **kwargs)
+    bound.apply_defaults()
+    canonical = to_canonical_value(dict(bound.arguments))
+    try:
+        same = canonical == to_canonical_value(data)
+    except EncodingError:
+        same = False
+    return canonical, None if same else raw
+
+
+def _strip_snapshot(state_json: dict[str, Any]) -> dict[str, Any]:
+    """Remove the application context and every approval the snapshot carries.
+
+    The SDK writes a dict context into the snapshot even with a serializer: secrets never go into
+    the store; the caller passes the trusted context on resume. Approvals inside a snapshot are
+    never honoured: decisions live in the journal and the approval store.
+    """
+    ctx = state_json.get("context")
+    if isinstance(ctx, dict):
+        ctx["context"] = None
+        meta = ctx.get("context_meta")
+        if isinstance(meta, dict):
+            meta["omitted"] = True
+        ctx["approvals"] = {}
+        ctx.pop("function_tool_approvals", None)
+    return state_json
+
+
+@dataclass(frozen=True)
+class PauseOutcome:
+    """What :meth:`ApprovalDesk.pause` did with a run's interruptions."""
+
+    requests: tuple[ApprovalRequest, ...]
+    """New requests waiting for a human (empty: the run can go on at once)."""
+    state: Any
+    """The ``RunState`` with automatic decisions applied (invalid arguments rejected, consumed
+    decisions reused)."""
+
+
+class ApprovalDesk:
+    """Creates, decides and verifies approval requests for one journal and one store.
+
+    Args:
+        journal: the saga journal (decisions are journaled in the saga's chain).
+        store: the approval/snapshot store.
+        ttl: seconds before a request expires (``None``: never); default 24 h.
+        clock: time source.
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        store: ApprovalStore,
+        *,
+        ttl: float | None = 24 * 3600,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.journal = journal
+        self.store = store
+        self.ttl = ttl
+        self.clock = clock
+
+    # --- pausing --------------------------------------------------------------------------
+    async def pause(self, saga: Saga, agent: Agent[Any], state: Any) -> PauseOutcome:
+        """Turn a run's interruptions into approval requests.
+
+        Invalid arguments are rejected at once (journaled REJECTED by "sagacity"); a pending call
+        whose consumed decision is still unused in this saga (same call id and hash) reuses it;
+        every other call gets a request and an AWAITING_APPROVAL entry. When requests were made,
+        the snapshot (without application context and approvals) is stored for resume.
+        """
+        tools = _tools_by_name(agent)
+        requests: list[ApprovalRequest] = []
+        now = self.clock()
+        for item in state.get_interruptions():
+            name = item.tool_name or ""
+            raw = item.arguments or ""
+            call_id = getattr(item, "call_id", None)
+            try:
+                args, raw_kept = pending_call_arguments(tools.get(name), raw)
+            except ApprovalError as exc:
+                await self.journal.append(
+                    saga.saga_id, Phase.REJECTED, write_key=f"auto-reject:{uuid.uuid4().hex}",
+                    tool=name, call_id=call_id,
+                    payload={"request_id": None, "approver": "sagacity", "reason": str(exc),
+                             "raw_args": raw},
+                )
+                state.reject(item, rejection_message=AUTO_REJECTION)
+                continue
+            digest = args_hash(args)
+            grant = saga.grants.get(call_id)
+            if grant is not None and grant.tool == name and grant.args_hash == digest:
+                if grant.approved:
+                    state.approve(item)
+                else:
+                    state.reject(item)
+                continue
+            request = ApprovalRequest(
+                request_id=f"apr-{uuid.uuid4().hex}",
+                saga_id=saga.saga_id,
+                call_id=call_id,
+                tool=name,
+                args=args,
+                raw_args=raw_kept,
+                args_hash=digest,
+                created_at=format_timestamp(now),
+                expires_at=(format_timestamp(now + dt.timedelta(seconds=self.ttl))
+                            if self.ttl is not None else None),
+                decision=None,
+                approver=None,
+                reason=None,
+                decided_at=None,
+                consumed_at=None,
+            )
+            await self.journal.append(
+                saga.saga_id, Phase.AWAITING_APPROVAL, write_key=f"await:{request.request_id}",
+                tool=name, call_id=call_id,
+                payload={"request_id": request.request_id, "args": args, "raw_args": raw_kept,
+                         "args_hash": digest, "expires_at": request.expires_at},
+            )
+            await self.store.create(request)
+            requests.append(request)
+        if requests:
+            snapshot = _strip_snapshot(state.to_json())
+            import json
+
+            await self.store.save_snapshot(saga.saga_id, json.dumps(snapshot))
+        return PauseOutcome(tuple(requests), state)
+
+    # --- deciding -------------------------------------------------------------------------
+    async def decide(
+        self, request_id: str, *, approve: bool, approver: str, reason: str | None = None
+    ) -> ApprovalRequest:
+        """Journal an APPROVED / REJECTED entry for ``request_id`` and record it in the store.
+
+        Deciding does not consume the request (resume does). The journal entry is written first:
+        the store is never the only evidence of a decision.
+
+        Raises:
+            ApprovalError: unknown, consumed or expired request, a request with no recorded
+                hash, an empty approver, or a second, different decision.
+        """
+        if not approver:
+            raise ApprovalError("a decision needs the approver's identity")
+        request = await self.store.get(request_id)
+        if request is None:
+            raise ApprovalError(f"unknown approval request {request_id!r}")
+        if request.consumed_at is not None:
+            raise ApprovalError(f"approval request {request_id} was already consumed")
+        if not request.args_hash:
+            raise ApprovalError(f"approval request {request_id} has no recorded argument hash")
+        now = self.clock()
+        if request.expired(now):
+            raise ApprovalError(f"approval request {request_id} expired at {request.expires_at}")
+        phase = Phase.APPROVED if approve else Phase.REJECTED
+        try:
+            await self.journal.append(
+                request.saga_id, phase, write_key=f"decision:{request_id}", tool=request.tool,
+                call_id=request.call_id,
+                payload={"request_id": request_id, "args_hash": request.args_hash,
+                         "approver": approver, "reason": reason},
+            )
+        except Exception as exc:
+            raise ApprovalError(f"decision on {request_id} could not be journaled: {exc}") from exc
+        return await self.store.decide(
+            request_id, "approved" if approve else "rejected", approver, reason, now
+        )
+
+    # --- resuming -------------------------------------------------------------------------
+    async def _journaled_decisions(self, saga_id: str) -> dict[str, tuple[bool, str]]:
+        found: dict[str, tuple[bool, str]] = {}
+        for e in await self.journal.entries(saga_id):
+            if e.phase in (Phase.APPROVED, Phase.REJECTED) and isinstance(e.payload, dict):
+                rid = e.payload.get("request_id")
+                if rid:
+                    found[rid] = (e.phase is Phase.APPROVED, e.payload.get("args_hash") or "")
+        return found
+
+    async def restore(
+        self, saga: Saga, agent: Agent[Any], context: Any = None
+    ) -> tuple[Any, list[Grant]]:
+        """Load the saga's snapshot, verify every pending call against the store and the
+        journal, consume the requests atomically, and apply the decisions.
+
+        Args:
+            context: the trusted application context to run with (the snapshot carries none).
+
+        Returns:
+            The ``RunState`` to resume and the grants set on ``saga`` (one per decided call).
+
+        Raises:
+            ApprovalError: no snapshot; a pending call with no request (or a request of another
+                saga or call); a consumed or expired request; no journaled decision for the
+                request and its hash; a pending call whose arguments do not hash to the decided
+                hash; undecided calls (listed). Nothing is consumed or run then.
+        """
+        text = await self.store.load_snapshot(saga.saga_id)
+        if text is None:
+            raise ApprovalError(f"saga {saga.saga_id} has no stored snapshot to resume")
+        state = await RunState.from_json(
+            agent, _strip_snapshot(parse_json(text)), context_override=context
+        )
+        tools = _tools_by_name(agent)
+        requests = {r.call_id: r for r in await self.store.list(saga.saga_id) if r.consumed_at is None}
+        decisions = await self._journaled_decisions(saga.saga_id)
+        now = self.clock()
+        plan: list[tuple[Any, ApprovalRequest, bool]] = []
+        undecided: list[str] = []
+        for item in state.get_interruptions():
+            name = item.tool_name or ""
+            call_id = getattr(item, "call_id", None)
+            try:
+                args, _raw = pending_call_arguments(tools.get(name), item.arguments or "")
+            except ApprovalError:
+                state.reject(item, rejection_message=AUTO_REJECTION)
+                continue
+            request = requests.get(call_id)
+            if request is None or request.saga_id != saga.saga_id or request.tool != name:
+                raise ApprovalError(
+                    f"pending call {call_id} ({name}) has no unconsumed approval request in saga "
+                    f"{saga.saga_id}"
+                )
+            if not request.args_hash:
+                raise ApprovalError(f"request {request.request_id} has no recorded hash")
+            if request.expired(now):
+                raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}")
+            if args_hash(args) != request.args_hash:
+                raise ApprovalError(
+                    f"pending call {call_id} ({name}) in the snapshot does not match request "
+                    f"{request.request_id}: its arguments hash to {args_hash(args)}, the request "
+                    f"to {request.args_hash}"
+                )
+            decision = decisions.get(request.request_id)
+            if decision is None:
+                undecided.append(request.request_id)
+                continue
+            approved, decided_hash = decision
+            if decided_hash != request.args_hash:
+                raise ApprovalError(
+                    f"the journaled decision on {request.request_id} is for hash {decided_hash}, "
+                    f"not {request.args_hash}"
+                )
+            plan.append((item, request, approved))
+        if undecided:
+            raise ApprovalError(
+                "cannot resume: these approval requests have no decision yet: " + ", ".join(undecided)
+            )
+        await self.store.consume([r.request_id for _, r, _ in plan], now)
+        grants: list[Grant] = []
+        for item, request, approved in plan:
+            grant = Grant(request.request_id, request.call_id, request.tool, request.args_hash, approved)
+            saga.grants[request.call_id] = grant
+            grants.append(grant)
+            if approved:
+                state.approve(item)
+            else:
+                reason = (await self.store.get(request.request_id))
+                message = f"Tool execution was not approved{': ' + reason.reason if reason and reason.reason else '.'}"
+                state.reject(item, rejection_message=message)
+        return state, grants
+
+
