@@ -114,7 +114,7 @@ def summarize_payload(entry: JournalEntry) -> str:
     if entry.payload is None:
         return ""
     if name == Phase.SAGA_OPENED.value:
-        return _kv(p["metadata"]) if p.get("metadata") else "saga opened"
+        return _kv(p["metadata"]) if p.get("metadata") else "(no metadata)"
     if name == Phase.RUN_STARTED.value:
         return f"agent {p.get('agent')!s}"
     if name == Phase.INTENT.value:
@@ -131,7 +131,8 @@ def summarize_payload(entry: JournalEntry) -> str:
     if name == Phase.SAGA_FAILED.value:
         return short(p.get("reason", ""), 90)
     if name == Phase.COMPENSATING.value:
-        return f"undo seq {p.get('target_seq')} (attempt {p.get('attempt')}, key {p.get('idempotency_key')})"
+        key = short(p.get("idempotency_key") or "", 16)
+        return f"undo of seq {p.get('target_seq')}, attempt {p.get('attempt')}, key {key}"
     if name == Phase.COMPENSATED.value:
         return f"seq {p.get('target_seq')} undone"
     if name == Phase.COMPENSATION_FAILED.value:
@@ -180,7 +181,7 @@ def journal_table(
     table = Table(title=title, title_justify="left", header_style="bold", expand=False)
     table.add_column("seq", justify="right", no_wrap=True)
     if compact:
-        table.add_column("entry", overflow="fold", min_width=30)
+        table.add_column("entry", overflow="fold", min_width=20)
         table.add_column("time (UTC)", no_wrap=True)
     else:
         table.add_column("phase", no_wrap=True)
@@ -188,7 +189,11 @@ def journal_table(
         table.add_column("call id", no_wrap=True)
         table.add_column("recorded at (UTC)", no_wrap=True)
         table.add_column("payload", overflow="fold", min_width=24)
-    table.add_column("hash", no_wrap=not full, overflow="fold")
+    hash_in_entry = compact and full  # a whole hash gets its own line in the entry cell
+    if not hash_in_entry:
+        whole_hash = full and (width is None or width >= 180)
+        table.add_column("hash", no_wrap=not full or whole_hash, overflow="fold",
+                         min_width=64 if whole_hash else None)
     for e in entries:
         name = phase_name(e)
         payload = (
@@ -203,7 +208,11 @@ def journal_table(
                     cell.append(f"  {part}")
             if payload:
                 cell.append(f"\n{payload}", style="default")
-            table.add_row(str(e.seq), cell, _time(e.recorded_at, True), hash_cell, style=row_style)
+            if hash_in_entry:
+                cell.append(f"\nhash {e.hash}", style="dim")
+                table.add_row(str(e.seq), cell, _time(e.recorded_at, True), style=row_style)
+            else:
+                table.add_row(str(e.seq), cell, _time(e.recorded_at, True), hash_cell, style=row_style)
         else:
             table.add_row(
                 str(e.seq),

@@ -46,6 +46,14 @@ DEFAULT_START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 """Where a :class:`FrozenClock` starts when no time is given: 2026-01-01T00:00:00Z."""
 
 
+def _shift(value: dt.datetime, delta: dt.timedelta) -> dt.datetime:
+    # Absolute-time arithmetic: plain ``value + delta`` is wall-clock arithmetic in ``value``'s
+    # zone (wrong across a DST change) and resets ``fold``; going through UTC is neither.
+    if not delta:
+        return value
+    return (value.astimezone(dt.timezone.utc) + delta).astimezone(value.tzinfo)
+
+
 def _aware(value: dt.datetime) -> dt.datetime:
     if not isinstance(value, dt.datetime):
         raise TypeError(f"expected a datetime, got {type(value).__qualname__}")
@@ -59,7 +67,8 @@ class FrozenClock:
 
     Pass it as ``clock=`` to a journal backend. Each call returns the current frozen time and then,
     if ``tick`` is not zero, moves it forward by ``tick`` seconds (so consecutive entries get
-    distinct, predictable timestamps). Moving backwards is allowed: journals order entries by
+    distinct, predictable timestamps). Moves are in absolute time (across a DST change too) and
+    keep the time zone of the current value. Moving backwards is allowed: journals order entries by
     sequence number, never by time, and tests may want to show that. Thread-safe.
 
     Args:
@@ -83,7 +92,7 @@ class FrozenClock:
         """Return the frozen time (then advance it by ``tick``)."""
         with self._lock:
             now = self._now
-            self._now = now + self._tick
+            self._now = _shift(now, self._tick)
             self.calls += 1
             return now
 
@@ -100,7 +109,7 @@ class FrozenClock:
             seconds: how far to move; fractions below a microsecond are rounded by ``timedelta``.
         """
         with self._lock:
-            self._now = self._now + dt.timedelta(seconds=seconds)
+            self._now = _shift(self._now, dt.timedelta(seconds=seconds))
             return self._now
 
     def set(self, value: dt.datetime) -> None:

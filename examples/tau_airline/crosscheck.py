@@ -219,8 +219,12 @@ def _replay_conversation(
             verdict = compare(call.name, executed.output, call.output)
             report.comparisons.append(
                 Comparison(
-                    conversation.label, call.position, call.name, verdict,
-                    executed.output, call.output,
+                    conversation.label,
+                    call.position,
+                    call.name,
+                    verdict,
+                    executed.output,
+                    call.output,
                 )
             )
             if call.name in MUTATING and is_refusal(executed.output):
@@ -281,8 +285,7 @@ def format_report(report: CrossCheckReport, verbose: bool = False) -> str:
         f"{report.seconds:.2f} s",
         f"  identical output text:           {_percent(report.count('identical'), total)}",
         f"  agreement (parsed JSON equal):   {_percent(agreeing, total)}",
-        f"  agreement incl. explained diffs: "
-        f"{_percent(total - len(report.unexplained), total)}",
+        f"  agreement incl. explained diffs: {_percent(total - len(report.unexplained), total)}",
         "",
         "Per tool (agreeing/total):",
     ]
@@ -309,9 +312,14 @@ def format_report(report: CrossCheckReport, verbose: bool = False) -> str:
         "",
         "Reproduced quirks of the original implementation (outputs agree):",
         f"  search_onestop_flight: {len(report.onestop_quirk_dependent)} of {onestop} recorded "
-        "outputs would differ with calendar dates for next-day connections "
-        "(the original uses f'2024-05-{day+1}', unpadded, May only) and the second "
-        "leg's own date data (the original shows the first leg date's status/seats/prices).",
+        "outputs would differ from a quirk-free search. For a next-day connection the "
+        "original labels the second leg with the next date but shows the status, seats "
+        "and prices of the first leg's date (e.g. task 17: HAT047 on 2024-05-25 listed "
+        "at the 2024-05-24 business price 202 instead of 417), and it builds that date as "
+        "f'2024-05-{day+1}' (unpadded, May only), so next-day connections from May 1-8 "
+        "are never listed.",
+        "    affected: "
+        + ", ".join(f"{label} call {pos}" for label, pos in report.onestop_quirk_dependent),
         f"Refusals: {len(report.refused)} database-changing calls returned 'Error:' "
         f"in {refused_conversations} conversations.",
     ]

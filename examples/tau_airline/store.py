@@ -15,10 +15,11 @@ API), so creating a fresh store per replay takes about a millisecond.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 __all__ = [
     "AirlineStore",
     "DataNotFoundError",
+    "atomic",
     "default_data_dir",
     "resolve_data_dir",
 ]
@@ -121,6 +123,25 @@ def _template(data_dir: Path) -> sqlite3.Connection:
         return conn
 
 
+def atomic(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a function whose first argument is a store to run in one transaction.
+
+    Args:
+        function: ``function(store, ...)``.
+
+    Returns:
+        The wrapped function: all its writes are committed together, or rolled
+        back together if it raises.
+    """
+
+    @functools.wraps(function)
+    def wrapper(store: AirlineStore, *args: Any, **kwargs: Any) -> Any:
+        with store.transaction():
+            return function(store, *args, **kwargs)
+
+    return wrapper
+
+
 class AirlineStore:
     """Airline database (users, reservations, flights) kept in SQLite.
 
@@ -145,6 +166,7 @@ class AirlineStore:
         if self.db_path != ":memory:":
             Path(self.db_path).unlink(missing_ok=True)
         self._conn = sqlite3.connect(self.db_path, isolation_level=None, check_same_thread=False)
+        self._lock = threading.RLock()
         template = _template(self.data_dir)
         with _TEMPLATES_LOCK:
             template.backup(self._conn)
@@ -163,21 +185,25 @@ class AirlineStore:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """Run a block of reads/writes atomically (nested use is a no-op).
+        """Run a block of reads/writes atomically (nested use joins the outer block).
+
+        The block also holds the store's lock, so transactions from several
+        threads do not interleave.
 
         Yields:
             Nothing; commits on normal exit, rolls back on an exception.
         """
-        if self._conn.in_transaction:
-            yield
-            return
-        self._conn.execute("BEGIN")
-        try:
-            yield
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+        with self._lock:
+            if self._conn.in_transaction:
+                yield
+                return
+            self._conn.execute("BEGIN")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     # -- generic row access ----------------------------------------------------
 

@@ -10,7 +10,9 @@ Database-changing tools accept an optional ``record`` callback.  On success
 *before-state* an undo needs (see :mod:`.undo`); the tool output itself is not
 affected.  The callback is also called by the two irreversible tools
 (``cancel_reservation``, ``send_certificate``) so that a journal knows what they
-touched, although no undo exists for them.
+touched, although no undo exists for them.  Each mutating tool runs in one
+store transaction and calls ``record`` inside it, so if the callback raises
+(e.g. the journal cannot be written) the change is rolled back.
 
 This module does not depend on the saga library: wiring these functions into
 ``@function_tool`` tools is left to the harness.
@@ -25,7 +27,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .store import AirlineStore
+from .store import AirlineStore, atomic
 from .undo import (
     undo_book_reservation,
     undo_update_reservation_baggages,
@@ -205,7 +207,12 @@ def search_onestop_flight(store: AirlineStore, origin: str, destination: str, da
                 continue
             date2 = _second_leg_date(date, first)
             day1, day2 = first["dates"].get(date), second["dates"].get(date2)
-            if not day1 or not day2 or day1["status"] != "available" or day2["status"] != "available":
+            if (
+                not day1
+                or not day2
+                or day1["status"] != "available"
+                or day2["status"] != "available"
+            ):
                 continue
             results.append(
                 [_flight_on(first, day1, date), _flight_on(second, second["dates"][date], date2)]
@@ -445,7 +452,10 @@ def _check_booking_payments(
         method = user["payment_methods"].get(payment["payment_id"])
         if method is None:
             return f"Error: payment method {payment['payment_id']} not found"
-        if method["source"] in ("gift_card", "certificate") and method["amount"] < payment["amount"]:
+        if (
+            method["source"] in ("gift_card", "certificate")
+            and method["amount"] < payment["amount"]
+        ):
             return f"Error: not enough balance in payment method {payment['payment_id']}"
     paid = sum(payment["amount"] for payment in payment_methods)
     if paid != total_price:
@@ -492,6 +502,7 @@ def _new_reservation_id(store: AirlineStore) -> str:
     return NEW_RESERVATION_IDS[-1]
 
 
+@atomic
 def book_reservation(
     store: AirlineStore,
     user_id: str,
@@ -509,7 +520,7 @@ def book_reservation(
 ) -> str:
     """Book a new reservation and charge its payment methods.
 
-    Price = Σ cabin price × passengers + 30 × passengers if insured + 50 per
+    Price = Σ cabin price x passengers + 30 x passengers if insured + 50 per
     non-free bag; the payments must add up to it exactly.  A gift card is
     debited by its share; a certificate is used up (removed from the user's
     payment methods, any remainder is lost).  Seat counts are not changed.
@@ -531,7 +542,9 @@ def book_reservation(
             ``reservation_id``, ``user_id``, ``charges``
             (``[{payment_id, amount, source}]``), ``payment_methods_before``
             (the used methods as they were, incl. certificates used up),
-            ``payment_method_order`` and ``user_reservations_before``.
+            ``payment_method_order``, ``user_reservations_before`` and
+            ``replaced_reservation`` (``None`` unless all three new ids were
+            taken and, like the original, ``HATHAV`` was overwritten).
 
     Returns:
         ``json.dumps`` of the new reservation, or an ``"Error: ..."``.
@@ -599,7 +612,7 @@ def _reprice_flights(
 
     Returns:
         ``(segments, new_total, None)`` or ``(None, 0, "Error: ...")``; the
-        total is per reservation (price × passengers).
+        total is per reservation (price x passengers).
     """
     n_passengers = len(reservation["passengers"])
     segments, total = [], 0
@@ -634,6 +647,7 @@ def _reservation_and_user(
     return reservation, _load_user(store, reservation["user_id"])
 
 
+@atomic
 def update_reservation_flights(
     store: AirlineStore,
     reservation_id: str,
@@ -689,6 +703,7 @@ def update_reservation_flights(
     return json.dumps(reservation)
 
 
+@atomic
 def update_reservation_baggages(
     store: AirlineStore,
     reservation_id: str,
@@ -735,6 +750,7 @@ def update_reservation_baggages(
     return json.dumps(reservation)
 
 
+@atomic
 def update_reservation_passengers(
     store: AirlineStore,
     reservation_id: str,
@@ -776,6 +792,7 @@ def update_reservation_passengers(
 # ---------------------------------------------------------------------------
 
 
+@atomic
 def cancel_reservation(store: AirlineStore, reservation_id: str, record: Record = None) -> str:
     """Cancel a whole reservation (irreversible).
 
@@ -818,6 +835,7 @@ def cancel_reservation(store: AirlineStore, reservation_id: str, record: Record 
     return json.dumps(reservation)
 
 
+@atomic
 def send_certificate(
     store: AirlineStore, user_id: str, amount: int | float, record: Record = None
 ) -> str:
@@ -844,7 +862,11 @@ def send_certificate(
     payment_id = next((c for c in NEW_CERTIFICATE_IDS if c not in user["payment_methods"]), None)
     if payment_id is None:
         return f"Error: user {user_id} already has certificates {', '.join(NEW_CERTIFICATE_IDS)}"
-    user["payment_methods"][payment_id] = {"source": "certificate", "amount": amount, "id": payment_id}
+    user["payment_methods"][payment_id] = {
+        "source": "certificate",
+        "amount": amount,
+        "id": payment_id,
+    }
     store.put_user(user_id, user)
     _emit(record, {"user_id": user_id, "payment_id": payment_id, "amount": amount})
     return f"Certificate {payment_id} added to user {user_id} with amount {amount}."

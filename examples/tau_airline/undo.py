@@ -22,7 +22,12 @@ call:
   entry, including the charge being undone, so crediting it again would pay
   twice.  Its fields are not rewound either: it is kept as the irreversible
   call left it (README, task 34 and task 15).  A booking whose reservation was
-  cancelled later is likewise kept (cancelled, so inactive).
+  cancelled later is likewise kept (cancelled, so inactive);
+* an update made on a reservation that was *already* cancelled (the tools do
+  not check the status) was not covered by that cancellation's refunds, so it
+  is reversed like any other update.
+
+Every undo runs in one store transaction.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .store import AirlineStore
+from .store import AirlineStore, atomic
 
 __all__ = [
     "undo_book_reservation",
@@ -52,8 +57,7 @@ def _cancelled_later(reservation: Mapping[str, Any], undo_data: Mapping[str, Any
         ``True`` if it is cancelled now but was not cancelled before the call.
     """
     return (
-        reservation.get("status") == "cancelled"
-        and undo_data.get("status_before") != "cancelled"
+        reservation.get("status") == "cancelled" and undo_data.get("status_before") != "cancelled"
     )
 
 
@@ -78,7 +82,9 @@ def _credit_gift_card(store: AirlineStore, user_id: str, payment_id: str, amount
     return True
 
 
-def _reverse_update_charge(store: AirlineStore, reservation: dict[str, Any], undo_data: Mapping[str, Any]) -> str:
+def _reverse_update_charge(
+    store: AirlineStore, reservation: dict[str, Any], undo_data: Mapping[str, Any]
+) -> str:
     """Reverse an update's charge: opposite history entry plus gift-card credit.
 
     Args:
@@ -96,9 +102,9 @@ def _reverse_update_charge(store: AirlineStore, reservation: dict[str, Any], und
     payment_id = undo_data["payment_id"]
     reservation["payment_history"].append({"payment_id": payment_id, "amount": -amount})
     text = f"; appended reversing entry {payment_id} {-amount:+}"
-    if undo_data["payment_source"] == "gift_card":
-        if _credit_gift_card(store, undo_data["user_id"], payment_id, amount):
-            text += f", gift card balance {amount:+}"
+    gift_card = undo_data["payment_source"] == "gift_card"
+    if gift_card and _credit_gift_card(store, undo_data["user_id"], payment_id, amount):
+        text += f", gift card balance {amount:+}"
     return text
 
 
@@ -140,6 +146,7 @@ def _copy(value: Any) -> Any:
     return value
 
 
+@atomic
 def undo_update_reservation_flights(
     store: AirlineStore, args: Mapping[str, Any], result: str, undo_data: Mapping[str, Any]
 ) -> str:
@@ -163,6 +170,7 @@ def undo_update_reservation_flights(
     return _undo_update(store, undo_data, fields, "flight update")
 
 
+@atomic
 def undo_update_reservation_baggages(
     store: AirlineStore, args: Mapping[str, Any], result: str, undo_data: Mapping[str, Any]
 ) -> str:
@@ -188,6 +196,7 @@ def undo_update_reservation_baggages(
     return _undo_update(store, undo_data, fields, "baggage update")
 
 
+@atomic
 def undo_update_reservation_passengers(
     store: AirlineStore, args: Mapping[str, Any], result: str, undo_data: Mapping[str, Any]
 ) -> str:
@@ -206,9 +215,7 @@ def undo_update_reservation_passengers(
     return _undo_update(store, {**undo_data, "amount": 0}, fields, "passenger update")
 
 
-def _restore_booking_payments(
-    user: dict[str, Any], undo_data: Mapping[str, Any]
-) -> list[str]:
+def _restore_booking_payments(user: dict[str, Any], undo_data: Mapping[str, Any]) -> list[str]:
     """Credit gift cards and re-create used-up certificates of a booking.
 
     Args:
@@ -235,6 +242,7 @@ def _restore_booking_payments(
     return notes
 
 
+@atomic
 def undo_book_reservation(
     store: AirlineStore, args: Mapping[str, Any], result: str, undo_data: Mapping[str, Any]
 ) -> str:

@@ -21,6 +21,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -70,6 +71,9 @@ class UndoCase:
 def _compensate(store: AirlineStore, executed: Sequence[ExecutedCall]) -> list[tuple[str, str]]:
     """Undo the compensatable calls in reverse order.
 
+    The arguments and undo data go through a JSON round trip first, as they
+    would when a journal stores them.
+
     Args:
         store: The store after the calls.
         executed: The executed calls, in order.
@@ -81,7 +85,8 @@ def _compensate(store: AirlineStore, executed: Sequence[ExecutedCall]) -> list[t
     for item in reversed(executed):
         if item.compensatable:
             undo = COMPENSATIONS[item.call.name]
-            done.append((item.call.name, undo(store, item.call.arguments, item.output, item.undo_data)))
+            args, undo_data = json.loads(json.dumps([item.call.arguments, item.undo_data]))
+            done.append((item.call.name, undo(store, args, item.output, undo_data)))
     return done
 
 
@@ -111,7 +116,7 @@ def _expected_methods(
             expected[data["payment_id"]] = ("certificate", data["amount"])
             continue
         old = before["reservations"].get(data["reservation_id"], {}).get("payment_history", [])
-        for refund in data["refunds"][len(old):]:
+        for refund in data["refunds"][len(old) :]:
             source, amount = expected.get(refund["payment_id"], (None, None))
             if source == "gift_card":
                 expected[refund["payment_id"]] = (source, amount + refund["amount"])
@@ -164,7 +169,9 @@ def settlement_violations(
                 for pid in expected.keys() | actual.keys()
                 if expected.get(pid) != actual.get(pid)
             }
-            violations.append(f"[settled] user {user_id}: (expected, actual) payment methods {diff}")
+            violations.append(
+                f"[settled] user {user_id}: (expected, actual) payment methods {diff}"
+            )
     return violations
 
 
@@ -207,9 +214,7 @@ def _run_case(
         after = store.snapshot()
     case.violations = check_invariants(
         before, after, case.excluded_reservations, case.excluded_users
-    ) + settlement_violations(
-        before, pre_compensation, after, kept, case.excluded_users
-    )
+    ) + settlement_violations(before, pre_compensation, after, kept, case.excluded_users)
     case.users_identical = _users_identical(before, after, case.excluded_users)
     return case
 
@@ -317,10 +322,9 @@ def format_report(report: UndoCheckReport, verbose: bool = False) -> str:
     lines = [
         f"τ-bench airline undo check: {report.conversations} conversations, {with_changes} with "
         f"database-changing calls, {len(cases)} cases (one per such call), {report.seconds:.2f} s",
-        f"  calls executed: {sum(c.executed for c in cases)}; undos run: {undos}; "
-        f"irreversible calls kept: {kept}",
-        f"  cases with exclusions (kept irreversible calls): "
-        f"{sum(1 for c in cases if c.kept)}",
+        f"  summed over cases: calls executed {sum(c.executed for c in cases)}, "
+        f"undos run {undos}, irreversible calls kept {kept}",
+        f"  cases with exclusions (kept irreversible calls): {sum(1 for c in cases if c.kept)}",
         f"  cases whose non-excluded users are restored byte-identical: {identical}/{len(cases)}",
         f"  violations: {len(report.violations)}",
     ]

@@ -23,7 +23,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..core.chain import VerifyResult, verify_journal
+from ..core.chain import VerifyResult
 from ..core.entries import JournalEntry
 from ..core.saga import FailurePolicy
 from ..core.sqlite_journal import SqliteJournal
@@ -151,16 +151,14 @@ def _counts_table(counts: BookingCounts) -> Table:
     return table
 
 
-def render(outcome: TripOutcome, console: Console) -> None:
-    """Print the demo's story: the hidden failure, the saga's catch, the undo, the evidence."""
-    result = outcome.result
+def _intro(outcome: TripOutcome, console: Console) -> None:
+    model = "a real OpenAI model" if outcome.real_model else "scripted (deterministic, offline)"
     console.print(
         Panel.fit(
             Text.assemble(
                 ("sagacity demo: a trip booking whose last step fails\n\n", "bold"),
                 "The agent books a flight, then a hotel, then charges the card. The card is declined.\n",
-                f"Model: {'a real OpenAI model' if outcome.real_model else 'scripted (deterministic, offline)'}. ",
-                "Failure policy: CONTINUE, so the model gets to react to the failure\n",
+                f"Model: {model}. Failure policy: CONTINUE, so the model gets to react to the failure\n",
                 "(the default, STOP, ends the run right after the failed call).",
             ),
             border_style="cyan",
@@ -168,8 +166,12 @@ def render(outcome: TripOutcome, console: Console) -> None:
     )
     console.print(Text.assemble(("Request: ", "bold"), _quote(TRIP_REQUEST)))
 
+
+def _story(outcome: TripOutcome, console: Console) -> None:
+    """Steps 1-3: the SDK hid the failure, the saga caught it, the undo in reverse order."""
+    result = outcome.result
     _step(console, 1, "The Agents SDK hid the failure")
-    console.print("The card charge raised an exception. What the model was told instead:")
+    console.print(f"{result.failures[0].tool} raised an exception. What the model was told instead:")
     for output in outcome.told_model or ("(no tool output found)",):
         console.print(Text.assemble("  ", _quote(output)))
     if result.final_output is not None:
@@ -194,35 +196,58 @@ def render(outcome: TripOutcome, console: Console) -> None:
 
     _step(console, 3, "Undone in reverse order")
     report = result.report
+    for n, item in enumerate(report.undone if report else (), start=1):
+        console.print(
+            Text.assemble(f"  {n}. ", (item.tool or "?", "cyan"),
+                          f" (EXECUTED at seq {item.seq}, call {item.call_id}) undone")
+        )
     if report is None or not report.undone:
         console.print("nothing was undone")
-    else:
-        for n, item in enumerate(report.undone, start=1):
-            console.print(f"  {n}. [cyan]{item.tool}[/] (EXECUTED at seq {item.seq}, call {item.call_id}) undone")
-        if report.still_dirty:
-            console.print(Text(f"still dirty: {report.still_dirty}", style="bold red"))
-        else:
-            console.print(Text("nothing is left dirty", style="green"))
+    for item in report.still_dirty if report else ():
+        console.print(Text(f"  still dirty: {item.tool} (seq {item.seq}) {item.detail}", style="bold red"))
+    if report is not None and not report.still_dirty:
+        console.print(Text("nothing is left dirty", style="green"))
 
+
+def _evidence(outcome: TripOutcome, console: Console) -> None:
+    """Steps 4-7: the booking system's state, the journal, its verification, what to run next."""
+    saga_id = outcome.result.saga_id
     _step(console, 4, "The booking system agrees")
     console.print(f"Queried {outcome.booking_path}:")
     console.print(_counts_table(outcome.counts))
-    verdict = ("nothing booked, nothing charged", "bold green") if outcome.counts.empty else (
-        "something is still booked or charged!", "bold red")
-    console.print(Text(verdict[0], style=verdict[1]))
+    if outcome.counts.empty:
+        console.print(Text("nothing booked, nothing charged", style="bold green"))
+    else:
+        console.print(Text("something is still booked or charged!", style="bold red"))
 
     _step(console, 5, "The journal")
-    console.print(journal_table(outcome.entries, title=f"saga {result.saga_id}", width=console.width))
+    console.print(journal_table(outcome.entries, title=f"saga {saga_id}", width=console.width))
 
     _step(console, 6, "The hash chain")
     console.print(verify_text(outcome.verify))
 
     _step(console, 7, "Inspect it yourself")
     db = outcome.journal_path
-    console.print(f"  sagacity journal show {result.saga_id} --db {db}", style="bold", highlight=False)
-    console.print(f"  sagacity journal verify --db {db}", style="bold", highlight=False)
-    console.print(f"  sagacity journal list --db {db}", style="bold", highlight=False)
+    for command in (f"journal show {saga_id}", "journal verify", "journal list"):
+        console.print(f"  sagacity {command} --db {db}", style="bold", highlight=False)
     console.print()
+
+
+def render(outcome: TripOutcome, console: Console) -> None:
+    """Print the demo's story: the hidden failure, the saga's catch, the undo, the evidence."""
+    result = outcome.result
+    _intro(outcome, console)
+    if result.failures:
+        _story(outcome, console)
+    else:
+        # Only a real model can get here (e.g. it stopped to ask a question instead of paying).
+        console.print(Text(f"\nNo tool call failed this time (status {result.status.value}); "
+                           "nothing was compensated. Real models vary: try again.", style="yellow"))
+        if result.final_output is not None:
+            console.print(Text.assemble("The model said: ", _quote(str(result.final_output))))
+        if result.exception is not None:
+            console.print(f"The run raised: {type(result.exception).__name__}: {result.exception}")
+    _evidence(outcome, console)
 
 
 def main(

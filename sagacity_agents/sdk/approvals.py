@@ -280,9 +280,14 @@ class ApprovalDesk:
         text = await self.store.load_snapshot(saga.saga_id)
         if text is None:
             raise ApprovalError(f"saga {saga.saga_id} has no stored snapshot to resume")
-        state = await RunState.from_json(
-            agent, _strip_snapshot(parse_json(text)), context_override=context
-        )
+        try:
+            state = await RunState.from_json(
+                agent, _strip_snapshot(parse_json(text)), context_override=context
+            )
+        except Exception as exc:  # noqa: BLE001 - a snapshot the SDK refuses is refused here too
+            raise ApprovalError(
+                f"the stored snapshot of saga {saga.saga_id} cannot be restored: {exc}"
+            ) from exc
         tools = _tools_by_name(agent)
         requests = {r.call_id: r for r in await self.store.list(saga.saga_id) if r.consumed_at is None}
         decisions = await self._journaled_decisions(saga.saga_id)

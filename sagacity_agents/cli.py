@@ -1,0 +1,297 @@
+"""The ``sagacity`` command line: run the demo, read and verify saga journals.
+
+Layout: one click group, :func:`cli`, with a subgroup per area (``journal`` now; ``approvals``
+and ``saga`` later). To add an area, declare ``@cli.group()`` and hang commands under it; use
+:func:`db_option` for the journal location and :func:`with_journal` to run async journal code
+from a sync command (it opens the journal, runs the coroutine, and closes the journal).
+
+Exit statuses: 0 success; 1 a chain failed verification (or the journal could not be read);
+2 usage errors, including a journal file or saga id that does not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from . import __version__
+from .core.chain import VerifyResult, verify_journal
+from .core.entries import JournalEntry
+from .core.journal import Journal
+from .core.sqlite_journal import SqliteJournal
+from .errors import ConfigurationError, JournalError
+from .render import journal_table, make_console, saga_status, status_text, verify_text
+from .sdk.facade import DEFAULT_JOURNAL_PATH
+
+__all__ = ["DB_ENVVAR", "UsageFailure", "cli", "db_option", "main", "open_journal", "with_journal"]
+
+T = TypeVar("T")
+
+DB_ENVVAR = "SAGACITY_DB"
+"""Environment variable naming the journal file when ``--db`` is not given."""
+
+JOURNAL_TABLE = "sagacity_journal"
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class UsageFailure(click.ClickException):
+    """A usage error that is not about the command line's syntax (exit status 2): a journal
+    file or saga id that does not exist."""
+
+    exit_code = 2
+
+
+def db_option(
+    default: str = DEFAULT_JOURNAL_PATH, envvar: str | None = DB_ENVVAR
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The ``--db PATH`` option: the SQLite journal file (``$SAGACITY_DB``, else ``sagacity.db``)."""
+    source = f"${envvar}, else {default}" if envvar else default
+    return click.option(
+        "--db",
+        "db",
+        default=default,
+        envvar=envvar,
+        show_envvar=envvar is not None,
+        metavar="PATH",
+        help=f"SQLite journal file. Default: {source} (in the current directory).",
+    )
+
+
+def _check_journal_file(db: str) -> None:
+    path = Path(db)
+    if not path.exists():
+        raise UsageFailure(
+            f"no journal at {db}: the file does not exist (pass --db PATH or set {DB_ENVVAR})"
+        )
+    if path.is_dir():
+        raise UsageFailure(f"{db} is a directory, not a journal file")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return  # let the journal itself report what is wrong
+    try:
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (JOURNAL_TABLE,)
+        ).fetchone()
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc):
+            raise UsageFailure(f"{db} is not a SQLite database") from exc
+        return
+    finally:
+        conn.close()
+    if found is None:
+        raise UsageFailure(f"{db} is a SQLite database but not a sagacity journal (no {JOURNAL_TABLE} table)")
+
+
+def open_journal(db: str) -> Journal:
+    """Open an existing journal for reading; never creates a file.
+
+    Raises:
+        UsageFailure: the file does not exist or is not a sagacity journal (exit status 2).
+    """
+    _check_journal_file(db)
+    try:
+        return SqliteJournal(db)
+    except JournalError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def with_journal(db: str, work: Callable[[Journal], Awaitable[T]]) -> T:
+    """Open the journal at ``db``, run ``work(journal)`` to completion, close the journal."""
+    journal = open_journal(db)
+
+    async def run() -> T:
+        try:
+            return await work(journal)
+        finally:
+            await journal.close()
+
+    try:
+        return asyncio.run(run())
+    except JournalError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+async def _resolve_saga(journal: Journal, saga_id: str) -> str:
+    """``saga_id`` itself, or the one saga whose id starts with it."""
+    ids = await journal.saga_ids()
+    if saga_id in ids:
+        return saga_id
+    matches = [i for i in ids if i.startswith(saga_id)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UsageFailure(f"saga id prefix {saga_id!r} is ambiguous: {', '.join(matches)}")
+    raise UsageFailure(f"no saga {saga_id!r} in this journal (see: sagacity journal list)")
+
+
+# --- the group ------------------------------------------------------------------------------
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "-V", "--version", prog_name="sagacity")
+def cli() -> None:
+    """Saga semantics for OpenAI Agents SDK tool calls.
+
+    Every wrapped tool call is journaled in a tamper-evident hash chain; when a call fails, the
+    effects already made are undone in reverse order. This command runs the demo and reads,
+    shows and verifies journals.
+
+    \b
+    Start here:
+      sagacity demo                      run a trip booking whose card charge fails
+      sagacity journal list              the sagas in a journal
+      sagacity journal show SAGA_ID      one saga's entries
+      sagacity journal verify            re-check every hash chain
+
+    Journal commands read the SQLite file named by --db, else $SAGACITY_DB, else sagacity.db in
+    the current directory.
+    """
+
+
+# --- demo -----------------------------------------------------------------------------------
+@cli.command(short_help="Run a trip booking whose card charge fails; watch the saga undo it.")
+@click.option(
+    "--db",
+    "db",
+    default="sagacity-demo.db",
+    show_default=True,
+    metavar="PATH",
+    help="Journal file the demo writes (created if missing; earlier sagas are kept). The demo's "
+    "booking system goes next to it, in PATH.booking.db.",
+)
+@click.option(
+    "--real-model",
+    is_flag=True,
+    help="Drive the agent with a real OpenAI model (needs OPENAI_API_KEY; SAGACITY_DEMO_MODEL "
+    "picks the model) instead of the deterministic scripted one.",
+)
+def demo(db: str, real_model: bool) -> None:
+    """Run a trip booking whose last step fails, and show what the saga did about it.
+
+    The agent books a flight, then a hotel, then charges a card that is declined. The demo shows
+    that the Agents SDK hid the failure from the run (the model was told "an error occurred" and
+    still said the trip was booked), that the saga journaled it and undid the hotel and then the
+    flight, that the booking system ends with nothing booked and nothing charged, the journal
+    itself, and its hash chain verified. Offline and deterministic unless --real-model.
+    """
+    from .demo import main as run_demo  # the demo imports the Agents SDK's testing helpers
+
+    try:
+        run_demo(db, real_model, console=make_console())
+    except ConfigurationError as exc:
+        raise UsageFailure(str(exc)) from exc
+    except JournalError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+# --- journal --------------------------------------------------------------------------------
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="List, show and verify saga journals.")
+def journal() -> None:
+    """Read and verify saga journals (read-only; a missing file is an error, never created).
+
+    A journal holds one hash chain per saga: every entry's hash covers its content and the
+    previous entry's hash, so an edited, removed or reordered entry is detected by `verify`.
+    SAGA_ID arguments accept any unique prefix of the id.
+    """
+
+
+@journal.command("list")
+@db_option()
+def journal_list(db: str) -> None:
+    """List the sagas in the journal, oldest first.
+
+    For each saga: its id, how many entries it has, when its first and last entries were
+    recorded (UTC), and its status: the final status from SAGA_CLOSED (COMPLETED, COMPENSATED,
+    COMPENSATION_FAILED, IN_DOUBT...), or OPEN with the last phase recorded.
+    """
+
+    async def load(j: Journal) -> list[tuple[str, list[JournalEntry]]]:
+        return [(sid, await j.entries(sid)) for sid in await j.saga_ids()]
+
+    sagas = with_journal(db, load)
+    console = make_console()
+    if not sagas:
+        console.print(f"no sagas in {db}")
+        return
+    table = Table(title=f"{len(sagas)} saga(s) in {db}", title_justify="left", header_style="bold")
+    table.add_column("saga id", no_wrap=True)
+    table.add_column("entries", justify="right")
+    table.add_column("first recorded (UTC)", no_wrap=True)
+    table.add_column("last recorded (UTC)", no_wrap=True)
+    table.add_column("status")
+    for sid, entries in sagas:
+        first = entries[0].recorded_at.replace("T", " ").rstrip("Z") if entries else ""
+        last = entries[-1].recorded_at.replace("T", " ").rstrip("Z") if entries else ""
+        table.add_row(sid, str(len(entries)), first, last, status_text(saga_status(entries)))
+    console.print(table)
+
+
+@journal.command("show")
+@click.argument("saga_id")
+@db_option()
+@click.option("--full", is_flag=True, help="Show whole payloads (as JSON) and whole hashes.")
+def journal_show(saga_id: str, db: str, full: bool) -> None:
+    """Show one saga's journal entries as a table.
+
+    Columns: sequence number, phase (INTENT yellow, EXECUTED green, FAILED red, REFUSED magenta,
+    COMPENSATING / COMPENSATED cyan / blue, COMPENSATION_FAILED bold red, saga-level entries
+    dim), tool, the model's call id, when it was recorded (UTC), a summary of its payload, and
+    the start of its hash. SAGA_ID may be any unique prefix of the id.
+    """
+
+    async def load(j: Journal) -> tuple[str, list[JournalEntry]]:
+        sid = await _resolve_saga(j, saga_id)
+        return sid, await j.entries(sid)
+
+    sid, entries = with_journal(db, load)
+    console = make_console()
+    title = Text.assemble(
+        ("saga ", "bold"), sid, "  ", status_text(saga_status(entries)), f"  ({len(entries)} entries)"
+    )
+    console.print(title)
+    console.print(journal_table(entries, full=full, width=console.width))
+
+
+@journal.command("verify", short_help="Re-verify hash chains; exit 1 if one is broken.")
+@click.argument("saga_id", required=False)
+@db_option()
+def journal_verify(saga_id: str | None, db: str) -> None:
+    """Re-verify the hash chain of one saga, or of every saga in the journal.
+
+    Re-hashes every entry's stored bytes, checks each link to the previous entry, the sequence
+    numbers, and that the indexed columns match the hashed content. Prints one `verify: ok` line
+    per intact saga; for a broken chain, prints the saga, the first bad sequence number, the
+    fault and its detail, and exits with status 1.
+    """
+
+    async def check(j: Journal) -> list[VerifyResult]:
+        sid = await _resolve_saga(j, saga_id) if saga_id is not None else None
+        return await verify_journal(j, sid)
+
+    results = with_journal(db, check)
+    console = make_console(highlight=False)
+    if not results:
+        console.print(f"verify: no sagas in {db}")
+        return
+    for result in results:
+        console.print(verify_text(result))
+    broken = [r for r in results if not r.ok]
+    if broken:
+        console.print(Text(f"{len(broken)} of {len(results)} saga chain(s) BROKEN", style="bold red"))
+        raise SystemExit(1)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``sagacity`` script."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="sagacity")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

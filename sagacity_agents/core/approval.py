@@ -1,0 +1,916 @@
+"""Approval requests and the stores that hold them: the working state of human approvals.
+
+An irreversible tool call pauses for a human decision bound to its exact arguments (design.md,
+"Approvals"). The store keeps, per request, the canonical validated arguments and their SHA-256,
+the decision while it is pending, and whether a resume has *consumed* it; it also keeps the run
+snapshot of a paused saga so that any process can resume it.
+
+The store is working state, not evidence (the journal is; see the architecture notes, "Two storage
+shapes"): nothing in it is hash-chained, and a resume never trusts a decision found here without
+the matching APPROVED entry in the journal. What the store does guarantee is :meth:`consume`:
+all-or-nothing and atomic, even across processes sharing one SQLite file, so that two concurrent
+resumes of the same request execute the tool at most once.
+
+Two backends ship here: :class:`InMemoryApprovalStore` (one process) and
+:class:`SqliteApprovalStore` (one file, several processes; may be the journal's file). Both tell
+waiters in this process about a decision at once (:class:`DecisionNotifier`);
+:func:`wait_for_decision` also polls, which is how a decision made by another process is seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import dataclasses
+import datetime as dt
+import hmac
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+
+from ..errors import ApprovalError, JournalError
+from .canonical import canonical_bytes, format_timestamp, parse_json, sha256_hex, to_canonical_value
+
+__all__ = [
+    "APPROVED",
+    "DEFAULT_APPROVAL_TTL",
+    "REJECTED",
+    "ApprovalRequest",
+    "ApprovalStore",
+    "Decision",
+    "DecisionNotifier",
+    "InMemoryApprovalStore",
+    "SqliteApprovalStore",
+    "args_hash",
+    "wait_for_decision",
+]
+
+T = TypeVar("T")
+
+Decision = Literal["approved", "rejected"]
+"""A human decision on a request."""
+
+APPROVED: Decision = "approved"
+"""The request was approved: the call may run once, with exactly the hashed arguments."""
+
+REJECTED: Decision = "rejected"
+"""The request was rejected: the call does not run."""
+
+_DECISIONS = frozenset({APPROVED, REJECTED})
+
+DEFAULT_APPROVAL_TTL = dt.timedelta(hours=24)
+"""How long a request stays decidable by default (design.md: 24 h, configurable, may be disabled)."""
+
+_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def args_hash(args: Any) -> str:
+    """Return the SHA-256 hex of the canonical bytes of ``args``.
+
+    Args:
+        args: the arguments, in any form the canonical rules accept (``core.canonical``).
+
+    Returns:
+        64 lowercase hex characters.
+
+    Raises:
+        EncodingError: ``args`` has no canonical encoding.
+    """
+    return sha256_hex(canonical_bytes(args))
+
+
+def _parse_timestamp(text: str) -> dt.datetime:
+    """Parse the fixed-width UTC text written by :func:`format_timestamp`.
+
+    Raises:
+        ValueError: ``text`` is not in that form.
+    """
+    return dt.datetime.strptime(text, _TIMESTAMP_FORMAT).replace(tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """One request for a human decision on one tool call, as stored.
+
+    Instances are immutable; a store returns a new instance for every change. Build a fresh request
+    with :meth:`build`, which canonicalizes the arguments and computes their hash.
+    """
+
+    request_id: str
+    """Unique id of the request (a UUID by default)."""
+    saga_id: str
+    """The saga whose run paused for this request."""
+    call_id: str | None
+    """The model's tool call id, when the framework gives one."""
+    tool: str
+    """Name of the tool waiting for the decision."""
+    args: dict[str, Any]
+    """The canonical validated arguments (for fallback-wrapped tools: the canonical raw ones)."""
+    raw_args: str | None
+    """The model's raw argument text, kept only where it differs from ``args`` or is needed."""
+    args_hash: str
+    """SHA-256 hex of the canonical bytes of ``args``: what a decision is bound to."""
+    created_at: str
+    """When the request was made: fixed-width UTC text (``core.canonical.format_timestamp``)."""
+    expires_at: str | None
+    """When the request stops being valid, same format; ``None``: never."""
+    decision: Decision | None = None
+    """``"approved"``, ``"rejected"`` or ``None`` while pending. Working state only: the journal's
+    APPROVED / REJECTED entry is the evidence a resume checks."""
+    approver: str | None = None
+    """Who decided (free text chosen by the application)."""
+    reason: str | None = None
+    """Why, as given by the approver."""
+    decided_at: str | None = None
+    """When the decision was recorded, same format as ``created_at``."""
+    consumed_at: str | None = None
+    """When a resume consumed the request; a consumed request can be neither decided nor consumed
+    again."""
+
+    def __post_init__(self) -> None:
+        if self.decision is not None and self.decision not in _DECISIONS:
+            raise ValueError(f"decision must be 'approved', 'rejected' or None, not {self.decision!r}")
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        saga_id: str,
+        tool: str,
+        args: Any,
+        created_at: dt.datetime,
+        call_id: str | None = None,
+        raw_args: str | None = None,
+        ttl: dt.timedelta | None = DEFAULT_APPROVAL_TTL,
+        request_id: str | None = None,
+    ) -> ApprovalRequest:
+        """Make a new pending request.
+
+        Args:
+            saga_id: the saga the run belongs to.
+            tool: the tool's name.
+            args: the validated arguments; converted by the canonical rules, and must then be a
+                JSON object.
+            created_at: an aware datetime, the time of the request.
+            call_id: the model's call id, if any.
+            raw_args: the model's raw argument text, where it is needed.
+            ttl: time until the request expires; ``None``: it never does.
+            request_id: an explicit id; a random UUID by default.
+
+        Returns:
+            A pending, unconsumed request.
+
+        Raises:
+            EncodingError: ``args`` has no canonical encoding, or ``created_at`` is naive.
+            ValueError: an empty saga id or tool name, or arguments that are not an object.
+        """
+        if not saga_id or not tool:
+            raise ValueError("saga_id and tool must be non-empty strings")
+        canonical = to_canonical_value(args)
+        if not isinstance(canonical, dict):
+            raise ValueError(f"tool arguments must be a JSON object, not {type(canonical).__name__}")
+        return cls(
+            request_id=request_id or str(uuid.uuid4()),
+            saga_id=saga_id,
+            call_id=call_id,
+            tool=tool,
+            args=canonical,
+            raw_args=raw_args,
+            args_hash=args_hash(canonical),
+            created_at=format_timestamp(created_at),
+            expires_at=None if ttl is None else format_timestamp(created_at + ttl),
+        )
+
+    @property
+    def pending(self) -> bool:
+        """``True`` when the request is neither decided nor consumed."""
+        return self.decision is None and self.consumed_at is None
+
+    def expired(self, now: dt.datetime) -> bool:
+        """Return whether the request has expired at ``now``.
+
+        Args:
+            now: an aware datetime.
+
+        Returns:
+            ``True`` when ``expires_at`` is set and ``now`` is at or past it.
+
+        Raises:
+            EncodingError: ``now`` is naive.
+        """
+        if self.expires_at is None:
+            return False
+        format_timestamp(now)  # refuses a naive datetime, like everywhere else
+        return now >= _parse_timestamp(self.expires_at)
+
+    def matches(self, args: Any) -> bool:
+        """Return whether ``args`` hash to this request's ``args_hash`` (constant-time compare).
+
+        Raises:
+            EncodingError: ``args`` has no canonical encoding.
+        """
+        return hmac.compare_digest(args_hash(args), self.args_hash)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return every field as plain JSON types (``args`` is already canonical)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ApprovalRequest:
+        """Rebuild a request from :meth:`to_dict` output.
+
+        Raises:
+            TypeError: a field is missing or unknown.
+            ValueError: the decision is not one of the allowed values.
+        """
+        return cls(**data)
+
+
+# --- in-process notification ---------------------------------------------------------------
+
+
+class DecisionNotifier:
+    """Per-request-id waiters, woken when a decision is recorded in this process.
+
+    Each waiter is an ``asyncio.Event`` tied to the loop it was created on; :meth:`notify` may run
+    on any thread (SQLite stores decide on their I/O thread) and sets each event through
+    ``loop.call_soon_threadsafe``. A notification is a hint: the waiter always re-reads the store.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+
+    def subscribe(self, request_id: str) -> asyncio.Event:
+        """Register a waiter for ``request_id`` on the running loop and return its event.
+
+        Raises:
+            RuntimeError: no event loop is running.
+        """
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        with self._lock:
+            self._waiters.setdefault(request_id, set()).add((loop, event))
+        return event
+
+    def unsubscribe(self, request_id: str, event: asyncio.Event) -> None:
+        """Remove a waiter registered by :meth:`subscribe`. Unknown waiters are ignored."""
+        with self._lock:
+            waiters = self._waiters.get(request_id)
+            if waiters is None:
+                return
+            for item in [w for w in waiters if w[1] is event]:
+                waiters.discard(item)
+            if not waiters:
+                del self._waiters[request_id]
+
+    def notify(self, request_id: str) -> None:
+        """Wake every waiter of ``request_id``. Thread-safe; waiters on closed loops are skipped."""
+        with self._lock:
+            waiters = list(self._waiters.get(request_id, ()))
+        for loop, event in waiters:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # the loop is closed: nobody is waiting there any more
+                pass
+
+
+# --- the contract --------------------------------------------------------------------------
+
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    """Where approval requests and paused-run snapshots live between pause and resume.
+
+    A store may also expose ``notifier`` (a :class:`DecisionNotifier`) that its :meth:`decide`
+    notifies; :func:`wait_for_decision` uses it when present and polls regardless.
+    """
+
+    async def create(self, request: ApprovalRequest) -> None:
+        """Store a new request.
+
+        Raises:
+            ApprovalError: a request with the same id exists.
+            JournalError: storage could not be written.
+        """
+        ...
+
+    async def get(self, request_id: str) -> ApprovalRequest | None:
+        """Return the request, or ``None`` if unknown.
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        ...
+
+    async def list(
+        self, saga_id: str | None = None, *, pending_only: bool = False
+    ) -> builtins.list[ApprovalRequest]:
+        """Return requests, oldest first.
+
+        Args:
+            saga_id: only this saga's requests; ``None``: every saga.
+            pending_only: only requests neither decided nor consumed.
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        ...
+
+    async def decide(
+        self,
+        request_id: str,
+        decision: Decision,
+        approver: str | None,
+        reason: str | None,
+        at: dt.datetime,
+    ) -> ApprovalRequest:
+        """Record a decision (it does not consume the request) and wake in-process waiters.
+
+        Deciding again with the same decision returns the stored request unchanged (first
+        approver, reason and time kept). Expiry is not checked here; resume checks it.
+
+        Args:
+            request_id: the request.
+            decision: ``"approved"`` or ``"rejected"``.
+            approver: who decides.
+            reason: why.
+            at: an aware datetime, the time of the decision.
+
+        Returns:
+            The request as stored after the call.
+
+        Raises:
+            ApprovalError: unknown request, already consumed, or already decided differently.
+            ValueError: ``decision`` is not an allowed value.
+            EncodingError: ``at`` is naive.
+            JournalError: storage could not be read or written.
+        """
+        ...
+
+    async def consume(self, request_ids: builtins.list[str], at: dt.datetime) -> None:
+        """Mark every request consumed, atomically and all-or-nothing.
+
+        Either every id exists, none is consumed yet, and all become consumed at ``at``; or
+        nothing changes and :class:`ApprovalError` names the offending ids. Two concurrent
+        consumers of one id (tasks, threads or processes on one SQLite file): exactly one wins.
+        Duplicate ids in the list count once; an empty list does nothing.
+
+        Raises:
+            ApprovalError: an id is unknown or already consumed.
+            EncodingError: ``at`` is naive.
+            JournalError: storage could not be read or written.
+        """
+        ...
+
+    async def save_snapshot(self, saga_id: str, snapshot: str) -> None:
+        """Store (or replace) the serialized run state of a paused saga.
+
+        Raises:
+            JournalError: storage could not be written.
+        """
+        ...
+
+    async def load_snapshot(self, saga_id: str) -> str | None:
+        """Return the saga's stored snapshot, or ``None``.
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        ...
+
+    async def delete_snapshot(self, saga_id: str) -> None:
+        """Remove the saga's snapshot; nothing happens if there is none.
+
+        Raises:
+            JournalError: storage could not be written.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release connections and threads. Idempotent."""
+        ...
+
+
+# --- shared rules --------------------------------------------------------------------------
+
+
+def _check_decision(decision: str) -> None:
+    if decision not in _DECISIONS:
+        raise ValueError(f"decision must be 'approved' or 'rejected', not {decision!r}")
+
+
+def _apply_decision(
+    current: ApprovalRequest | None,
+    request_id: str,
+    decision: Decision,
+    approver: str | None,
+    reason: str | None,
+    decided_at: str,
+) -> tuple[ApprovalRequest, bool]:
+    """Return the request after the decision and whether it changed.
+
+    Raises:
+        ApprovalError: unknown, consumed, or decided differently.
+    """
+    if current is None:
+        raise ApprovalError(f"approval request {request_id!r} is unknown")
+    if current.consumed_at is not None:
+        raise ApprovalError(
+            f"approval request {request_id!r} was consumed at {current.consumed_at}; "
+            "it cannot be decided any more"
+        )
+    if current.decision is not None:
+        if current.decision != decision:
+            raise ApprovalError(
+                f"approval request {request_id!r} is already {current.decision} "
+                f"(by {current.approver!r} at {current.decided_at}); cannot make it {decision}"
+            )
+        return current, False
+    updated = dataclasses.replace(
+        current, decision=decision, approver=approver, reason=reason, decided_at=decided_at
+    )
+    return updated, True
+
+
+def _consume_refusal(unknown: Iterable[str], consumed: Iterable[str]) -> ApprovalError:
+    parts = []
+    unknown, consumed = sorted(unknown), sorted(consumed)
+    if unknown:
+        parts.append(f"unknown: {', '.join(repr(i) for i in unknown)}")
+    if consumed:
+        parts.append(f"already consumed: {', '.join(repr(i) for i in consumed)}")
+    return ApprovalError(f"cannot consume approval requests ({'; '.join(parts)}); nothing consumed")
+
+
+def _unique(ids: Iterable[str]) -> builtins.list[str]:
+    return builtins.list(dict.fromkeys(ids))
+
+
+# --- in-memory backend ---------------------------------------------------------------------
+
+
+class InMemoryApprovalStore:
+    """An :class:`ApprovalStore` held in this process's memory (tests, short-lived processes).
+
+    One ``threading.Lock`` guards every read-modify-write (never held across an ``await``), so
+    :meth:`consume` is atomic across tasks and threads.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: dict[str, ApprovalRequest] = {}
+        self._snapshots: dict[str, str] = {}
+        self.notifier = DecisionNotifier()
+        """Woken by :meth:`decide`; used by :func:`wait_for_decision`."""
+
+    async def create(self, request: ApprovalRequest) -> None:
+        """See :meth:`ApprovalStore.create`."""
+        with self._lock:
+            if request.request_id in self._requests:
+                raise ApprovalError(f"approval request {request.request_id!r} already exists")
+            self._requests[request.request_id] = request
+
+    async def get(self, request_id: str) -> ApprovalRequest | None:
+        """See :meth:`ApprovalStore.get`."""
+        with self._lock:
+            return self._requests.get(request_id)
+
+    async def list(
+        self, saga_id: str | None = None, *, pending_only: bool = False
+    ) -> builtins.list[ApprovalRequest]:
+        """See :meth:`ApprovalStore.list`."""
+        with self._lock:
+            found = [
+                r
+                for r in self._requests.values()
+                if (saga_id is None or r.saga_id == saga_id) and (not pending_only or r.pending)
+            ]
+        return sorted(found, key=lambda r: r.created_at)  # stable: ties keep insertion order
+
+    async def decide(
+        self,
+        request_id: str,
+        decision: Decision,
+        approver: str | None,
+        reason: str | None,
+        at: dt.datetime,
+    ) -> ApprovalRequest:
+        """See :meth:`ApprovalStore.decide`."""
+        _check_decision(decision)
+        decided_at = format_timestamp(at)
+        with self._lock:
+            updated, changed = _apply_decision(
+                self._requests.get(request_id), request_id, decision, approver, reason, decided_at
+            )
+            if changed:
+                self._requests[request_id] = updated
+        if changed:
+            self.notifier.notify(request_id)
+        return updated
+
+    async def consume(self, request_ids: builtins.list[str], at: dt.datetime) -> None:
+        """See :meth:`ApprovalStore.consume`."""
+        consumed_at = format_timestamp(at)
+        ids = _unique(request_ids)
+        with self._lock:
+            unknown = [i for i in ids if i not in self._requests]
+            consumed = [
+                i for i in ids if i in self._requests and self._requests[i].consumed_at is not None
+            ]
+            if unknown or consumed:
+                raise _consume_refusal(unknown, consumed)
+            for i in ids:
+                self._requests[i] = dataclasses.replace(self._requests[i], consumed_at=consumed_at)
+
+    async def save_snapshot(self, saga_id: str, snapshot: str) -> None:
+        """See :meth:`ApprovalStore.save_snapshot`."""
+        if not isinstance(snapshot, str):
+            raise TypeError("snapshot must be a str")
+        with self._lock:
+            self._snapshots[saga_id] = snapshot
+
+    async def load_snapshot(self, saga_id: str) -> str | None:
+        """See :meth:`ApprovalStore.load_snapshot`."""
+        with self._lock:
+            return self._snapshots.get(saga_id)
+
+    async def delete_snapshot(self, saga_id: str) -> None:
+        """See :meth:`ApprovalStore.delete_snapshot`."""
+        with self._lock:
+            self._snapshots.pop(saga_id, None)
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+# --- SQLite backend ------------------------------------------------------------------------
+
+_COLUMNS = (
+    "request_id",
+    "saga_id",
+    "call_id",
+    "tool",
+    "args",
+    "raw_args",
+    "args_hash",
+    "created_at",
+    "expires_at",
+    "decision",
+    "approver",
+    "reason",
+    "decided_at",
+    "consumed_at",
+)
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM sagacity_approval_requests"
+
+
+def _row_to_request(row: tuple[Any, ...]) -> ApprovalRequest:
+    data = dict(zip(_COLUMNS, row, strict=True))
+    data["args"] = parse_json(data["args"])
+    return ApprovalRequest(**data)
+
+
+def _request_to_row(request: ApprovalRequest) -> tuple[Any, ...]:
+    data = request.to_dict()
+    data["args"] = canonical_bytes(request.args).decode("utf-8")
+    return tuple(data[c] for c in _COLUMNS)
+
+
+class SqliteApprovalStore:
+    """An :class:`ApprovalStore` in one SQLite file, safe for several processes.
+
+    The file may be the journal's: the tables (``sagacity_approval_requests``,
+    ``sagacity_snapshots``) are separate. WAL mode. Every write runs in ``BEGIN IMMEDIATE``, which
+    takes SQLite's single write lock for the whole file, so :meth:`decide` and :meth:`consume`
+    are serialized across threads and processes; :meth:`consume` additionally updates with
+    ``WHERE consumed_at IS NULL`` and rolls back unless every row was updated.
+
+    All SQLite work runs on one dedicated thread per store object; the event loop only awaits it.
+
+    Args:
+        path: database file (created if missing, with its tables). ``":memory:"`` works but is
+            private to this object.
+        busy_timeout: seconds to wait for another process's write lock before failing.
+        synchronous: SQLite ``synchronous`` pragma: ``"FULL"`` (default), ``"NORMAL"`` or
+            ``"EXTRA"``.
+
+    Raises:
+        JournalError: the file cannot be opened or initialised.
+        ValueError: an unknown ``synchronous`` value.
+    """
+
+    def __init__(
+        self, path: str | Path, *, busy_timeout: float = 30.0, synchronous: str = "FULL"
+    ) -> None:
+        if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
+            raise ValueError("synchronous must be FULL, NORMAL or EXTRA")
+        self.path = str(path)
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous.upper()
+        self._local = threading.local()
+        self._closed = False
+        self.notifier = DecisionNotifier()
+        """Woken by :meth:`decide` in this process; used by :func:`wait_for_decision`."""
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sagacity-approvals")
+        try:
+            self._executor.submit(self._connect).result()
+        except BaseException:
+            self._executor.shutdown(wait=True)
+            raise
+
+    # --- runs on the store thread ---------------------------------------------------------
+    def _connect(self) -> None:
+        conn = None
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=True
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+            schema = resources.files("sagacity_agents.core").joinpath("sql/sqlite_approvals.sql")
+            conn.executescript(schema.read_text(encoding="utf-8"))
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            raise JournalError(f"cannot open SQLite approval store {self.path!r}: {exc}") from exc
+        self._local.conn = conn
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        return self._local.conn  # type: ignore[no-any-return]
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` inside ``BEGIN IMMEDIATE``; commit if it returns, roll back if it raises."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    def _create_sync(self, request: ApprovalRequest) -> None:
+        cursor = self._conn.execute(
+            f"INSERT INTO sagacity_approval_requests ({', '.join(_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (request_id) DO NOTHING",
+            _request_to_row(request),
+        )
+        if cursor.rowcount != 1:
+            raise ApprovalError(f"approval request {request.request_id!r} already exists")
+
+    def _get_sync(self, request_id: str) -> ApprovalRequest | None:
+        row = self._conn.execute(f"{_SELECT} WHERE request_id = ?", (request_id,)).fetchone()
+        return None if row is None else _row_to_request(row)
+
+    def _list_sync(self, saga_id: str | None, pending_only: bool) -> builtins.list[ApprovalRequest]:
+        clauses, params = [], []
+        if saga_id is not None:
+            clauses.append("saga_id = ?")
+            params.append(saga_id)
+        if pending_only:
+            clauses.append("decision IS NULL AND consumed_at IS NULL")
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._conn.execute(
+            f"{_SELECT}{where} ORDER BY created_at, rowid", tuple(params)
+        ).fetchall()
+        return [_row_to_request(r) for r in rows]
+
+    def _decide_sync(
+        self,
+        request_id: str,
+        decision: Decision,
+        approver: str | None,
+        reason: str | None,
+        decided_at: str,
+    ) -> ApprovalRequest:
+        def run(conn: sqlite3.Connection) -> tuple[ApprovalRequest, bool]:
+            row = conn.execute(f"{_SELECT} WHERE request_id = ?", (request_id,)).fetchone()
+            current = None if row is None else _row_to_request(row)
+            updated, changed = _apply_decision(
+                current, request_id, decision, approver, reason, decided_at
+            )
+            if changed:
+                cursor = conn.execute(
+                    "UPDATE sagacity_approval_requests "
+                    "SET decision = ?, approver = ?, reason = ?, decided_at = ? "
+                    "WHERE request_id = ? AND decision IS NULL AND consumed_at IS NULL",
+                    (decision, approver, reason, decided_at, request_id),
+                )
+                if cursor.rowcount != 1:  # pragma: no cover - excluded by the write lock
+                    raise ApprovalError(f"approval request {request_id!r} changed while deciding")
+            return updated, changed
+
+        updated, changed = self._write(run)
+        if changed:
+            self.notifier.notify(request_id)
+        return updated
+
+    def _consume_sync(self, ids: builtins.list[str], consumed_at: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            found: dict[str, str | None] = {}
+            for request_id in ids:
+                row = conn.execute(
+                    "SELECT consumed_at FROM sagacity_approval_requests WHERE request_id = ?",
+                    (request_id,),
+                ).fetchone()
+                if row is not None:
+                    found[request_id] = row[0]
+            unknown = [i for i in ids if i not in found]
+            consumed = [i for i, at in found.items() if at is not None]
+            if unknown or consumed:
+                raise _consume_refusal(unknown, consumed)
+            updated = 0
+            for request_id in ids:
+                updated += conn.execute(
+                    "UPDATE sagacity_approval_requests SET consumed_at = ? "
+                    "WHERE request_id = ? AND consumed_at IS NULL",
+                    (consumed_at, request_id),
+                ).rowcount
+            if updated != len(ids):  # the rollback in _write undoes the partial update
+                raise ApprovalError(
+                    f"cannot consume approval requests {ids!r}: {len(ids) - updated} changed "
+                    "concurrently; nothing consumed"
+                )
+
+        if ids:
+            self._write(run)
+
+    def _save_snapshot_sync(self, saga_id: str, snapshot: str) -> None:
+        self._conn.execute(
+            "INSERT INTO sagacity_snapshots (saga_id, snapshot) VALUES (?, ?) "
+            "ON CONFLICT (saga_id) DO UPDATE SET snapshot = excluded.snapshot",
+            (saga_id, snapshot),
+        )
+
+    def _load_snapshot_sync(self, saga_id: str) -> str | None:
+        row = self._conn.execute(
+            "SELECT snapshot FROM sagacity_snapshots WHERE saga_id = ?", (saga_id,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def _delete_snapshot_sync(self, saga_id: str) -> None:
+        self._conn.execute("DELETE FROM sagacity_snapshots WHERE saga_id = ?", (saga_id,))
+
+    def _close_sync(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # --- async interface ------------------------------------------------------------------
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise JournalError(f"SQLite approval store {self.path!r} is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, *args)
+        except sqlite3.Error as exc:
+            raise JournalError(f"SQLite approval store {self.path!r}: {exc}") from exc
+
+    async def create(self, request: ApprovalRequest) -> None:
+        """See :meth:`ApprovalStore.create`."""
+        await self._run(self._create_sync, request)
+
+    async def get(self, request_id: str) -> ApprovalRequest | None:
+        """See :meth:`ApprovalStore.get`."""
+        return await self._run(self._get_sync, request_id)
+
+    async def list(
+        self, saga_id: str | None = None, *, pending_only: bool = False
+    ) -> builtins.list[ApprovalRequest]:
+        """See :meth:`ApprovalStore.list`."""
+        return await self._run(self._list_sync, saga_id, pending_only)
+
+    async def decide(
+        self,
+        request_id: str,
+        decision: Decision,
+        approver: str | None,
+        reason: str | None,
+        at: dt.datetime,
+    ) -> ApprovalRequest:
+        """See :meth:`ApprovalStore.decide`."""
+        _check_decision(decision)
+        decided_at = format_timestamp(at)
+        return await self._run(self._decide_sync, request_id, decision, approver, reason, decided_at)
+
+    async def consume(self, request_ids: builtins.list[str], at: dt.datetime) -> None:
+        """See :meth:`ApprovalStore.consume`."""
+        consumed_at = format_timestamp(at)
+        await self._run(self._consume_sync, _unique(request_ids), consumed_at)
+
+    async def save_snapshot(self, saga_id: str, snapshot: str) -> None:
+        """See :meth:`ApprovalStore.save_snapshot`."""
+        if not isinstance(snapshot, str):
+            raise TypeError("snapshot must be a str")
+        await self._run(self._save_snapshot_sync, saga_id, snapshot)
+
+    async def load_snapshot(self, saga_id: str) -> str | None:
+        """See :meth:`ApprovalStore.load_snapshot`."""
+        return await self._run(self._load_snapshot_sync, saga_id)
+
+    async def delete_snapshot(self, saga_id: str) -> None:
+        """See :meth:`ApprovalStore.delete_snapshot`."""
+        await self._run(self._delete_snapshot_sync, saga_id)
+
+    async def close(self) -> None:
+        """Close the connection and stop the store thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.submit(self._close_sync).result()
+        self._executor.shutdown(wait=True)
+
+
+# --- waiting -------------------------------------------------------------------------------
+
+
+async def wait_for_decision(
+    store: ApprovalStore,
+    request_id: str,
+    *,
+    timeout: float,
+    poll_interval: float = 0.05,
+    max_interval: float = 1.0,
+    backoff: float = 2.0,
+) -> ApprovalRequest:
+    """Wait until ``request_id`` has a decision and return the request.
+
+    Two ways to learn of the decision, used together:
+
+    * **In this process**: when ``store`` has a ``notifier`` (:class:`DecisionNotifier`; both
+      built-in stores do), a :meth:`~ApprovalStore.decide` on that same store object wakes this
+      coroutine at once, from any task or thread.
+    * **From another process** (or another store object on the same file): the store is polled.
+      The first poll waits ``poll_interval`` seconds (default 0.05); each following wait is
+      multiplied by ``backoff`` (default 2.0) and capped at ``max_interval`` (default 1.0): with
+      the defaults 0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, ... seconds. A decision made elsewhere is
+      thus seen within ``max_interval`` seconds once the backoff has reached it.
+
+    A notification is only a hint: the store is always re-read before returning.
+
+    Args:
+        store: the approval store.
+        request_id: the request to wait for.
+        timeout: seconds to wait at most.
+        poll_interval: first polling interval, in seconds (> 0).
+        max_interval: largest polling interval, in seconds (>= ``poll_interval``).
+        backoff: factor applied to the interval after each poll (>= 1).
+
+    Returns:
+        The request, with ``decision`` set.
+
+    Raises:
+        TimeoutError: (``asyncio.TimeoutError`` is the same class) no decision within ``timeout``.
+        ApprovalError: the request is unknown, or was consumed without a decision (it can never
+            be decided).
+        ValueError: invalid interval settings.
+        JournalError: the store could not be read.
+    """
+    if poll_interval <= 0 or max_interval < poll_interval or backoff < 1:
+        raise ValueError("need poll_interval > 0, max_interval >= poll_interval and backoff >= 1")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    notifier = getattr(store, "notifier", None)
+    event = notifier.subscribe(request_id) if isinstance(notifier, DecisionNotifier) else None
+    interval = poll_interval
+    try:
+        while True:
+            request = await store.get(request_id)
+            if request is None:
+                raise ApprovalError(f"approval request {request_id!r} is unknown")
+            if request.decision is not None:
+                return request
+            if request.consumed_at is not None:
+                raise ApprovalError(
+                    f"approval request {request_id!r} was consumed without a decision"
+                )
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"no decision on approval request {request_id!r} within {timeout} s"
+                )
+            delay = min(interval, remaining)
+            if event is None:
+                await asyncio.sleep(delay)
+            else:
+                try:
+                    await asyncio.wait_for(event.wait(), delay)
+                except TimeoutError:
+                    pass
+                event.clear()
+            interval = min(interval * backoff, max_interval)
+    finally:
+        if event is not None and isinstance(notifier, DecisionNotifier):
+            notifier.unsubscribe(request_id, event)

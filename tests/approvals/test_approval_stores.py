@@ -1,0 +1,416 @@
+"""Conformance suite for approval stores, run against every backend, plus SQLite-only cases
+(several processes on one file: decisions seen by polling, consume races)."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import datetime as dt
+import hashlib
+import multiprocessing
+import sqlite3
+import threading
+import time
+from decimal import Decimal
+
+import pytest
+
+from sagacity_agents.core.approval import (
+    DEFAULT_APPROVAL_TTL,
+    ApprovalRequest,
+    ApprovalStore,
+    InMemoryApprovalStore,
+    SqliteApprovalStore,
+    args_hash,
+    wait_for_decision,
+)
+from sagacity_agents.core.canonical import canonical_bytes, format_timestamp
+from sagacity_agents.errors import ApprovalError, EncodingError, JournalError
+
+from . import _workers
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def make_request(
+    n: int = 1,
+    *,
+    saga_id: str = "saga-a",
+    created_at: dt.datetime | None = None,
+    ttl: dt.timedelta | None = DEFAULT_APPROVAL_TTL,
+) -> ApprovalRequest:
+    return ApprovalRequest.build(
+        saga_id=saga_id,
+        tool="charge_card",
+        args={"amount": Decimal("10.10"), "currency": "EUR", "n": n, "ratio": 0.5},
+        created_at=created_at or T0 + dt.timedelta(seconds=n),
+        call_id=f"call-{n}",
+        raw_args='{"amount": "10.10"}',
+        ttl=ttl,
+        request_id=f"req-{n}",
+    )
+
+
+# --- the request record --------------------------------------------------------------------
+
+
+def test_args_hash_is_sha256_of_canonical_bytes():
+    args = {"b": 1, "a": [True, None, "é"]}
+    assert args_hash(args) == hashlib.sha256(canonical_bytes(args)).hexdigest()
+    assert args_hash({"a": [True, None, "é"], "b": 1}) == args_hash(args)
+    assert len(args_hash(args)) == 64
+
+
+def test_build_canonicalizes_and_hashes():
+    request = make_request()
+    assert request.args == {"amount": "10.10", "currency": "EUR", "n": 1, "ratio": 0.5}
+    assert request.args_hash == args_hash(request.args)
+    assert request.created_at == "2026-01-01T12:00:01.000000Z"
+    assert request.expires_at == "2026-01-02T12:00:01.000000Z"
+    assert request.pending and request.decision is None and request.consumed_at is None
+    assert request.matches({"currency": "EUR", "amount": Decimal("10.10"), "n": 1, "ratio": 0.5})
+    assert not request.matches({**request.args, "n": 2})
+    assert ApprovalRequest.from_dict(request.to_dict()) == request
+    assert len(ApprovalRequest.build(saga_id="s", tool="t", args={}, created_at=T0).request_id) == 36
+    with pytest.raises(ValueError):
+        ApprovalRequest.build(saga_id="s", tool="t", args=[1], created_at=T0)
+    with pytest.raises(EncodingError):
+        ApprovalRequest.build(saga_id="s", tool="t", args={}, created_at=dt.datetime(2026, 1, 1))
+    with pytest.raises(ValueError):
+        ApprovalRequest(**{**request.to_dict(), "decision": "maybe"})
+
+
+def test_expiry():
+    request = make_request(created_at=T0, ttl=dt.timedelta(hours=1))
+    assert not request.expired(T0)
+    assert not request.expired(T0 + dt.timedelta(minutes=59, seconds=59, microseconds=999999))
+    assert request.expired(T0 + dt.timedelta(hours=1))
+    assert request.expired(T0 + dt.timedelta(days=3))
+    assert request.expired((T0 + dt.timedelta(hours=2)).astimezone(dt.timezone(dt.timedelta(hours=-5))))
+    never = make_request(created_at=T0, ttl=None)
+    assert never.expires_at is None
+    assert not never.expired(T0 + dt.timedelta(days=10_000))
+    with pytest.raises(EncodingError):
+        request.expired(dt.datetime(2030, 1, 1))
+
+
+# --- the conformance suite -----------------------------------------------------------------
+
+
+class ApprovalStoreConformance(abc.ABC):
+    """What every :class:`ApprovalStore` must do. Subclasses say how to make one."""
+
+    @abc.abstractmethod
+    def make_store(self, tmp_path) -> ApprovalStore:
+        """Return a fresh, empty store."""
+
+    @pytest.fixture
+    async def store(self, tmp_path):
+        store = self.make_store(tmp_path)
+        yield store
+        await store.close()
+
+    async def test_is_an_approval_store(self, store):
+        assert isinstance(store, ApprovalStore)
+
+    async def test_create_get_list_pending_filter(self, store):
+        r3 = make_request(3, saga_id="saga-a")
+        r1 = make_request(1, saga_id="saga-a")
+        r2 = make_request(2, saga_id="saga-b")
+        for r in (r3, r1, r2):  # inserted out of time order: list sorts by created_at
+            await store.create(r)
+        assert await store.get("req-1") == r1
+        assert await store.get("nope") is None
+        assert [r.request_id for r in await store.list()] == ["req-1", "req-2", "req-3"]
+        assert [r.request_id for r in await store.list("saga-a")] == ["req-1", "req-3"]
+        assert await store.list("saga-z") == []
+
+        await store.decide("req-1", "approved", "alice", "fine", T0)
+        await store.consume(["req-2"], T0)
+        assert [r.request_id for r in await store.list(pending_only=True)] == ["req-3"]
+        assert [r.request_id for r in await store.list("saga-b", pending_only=True)] == []
+        assert len(await store.list()) == 3
+
+    async def test_same_created_at_keeps_insertion_order(self, store):
+        for n in (5, 4, 6):
+            await store.create(make_request(n, created_at=T0))
+        assert [r.request_id for r in await store.list()] == ["req-5", "req-4", "req-6"]
+
+    async def test_duplicate_create_refused(self, store):
+        await store.create(make_request(1))
+        other = make_request(1, saga_id="saga-other")
+        with pytest.raises(ApprovalError, match="req-1"):
+            await store.create(other)
+        assert (await store.get("req-1")).saga_id == "saga-a"
+
+    async def test_decide_and_redecide(self, store):
+        await store.create(make_request(1))
+        at = T0 + dt.timedelta(minutes=5)
+        decided = await store.decide("req-1", "approved", "alice", "looks right", at)
+        assert decided.decision == "approved"
+        assert (decided.approver, decided.reason) == ("alice", "looks right")
+        assert decided.decided_at == "2026-01-01T12:05:00.000000Z"
+        assert decided.consumed_at is None  # deciding does not consume
+        assert await store.get("req-1") == decided
+
+        again = await store.decide("req-1", "approved", "bob", "me too", at + dt.timedelta(hours=1))
+        assert again == decided  # same decision: idempotent, first approver kept
+
+        with pytest.raises(ApprovalError, match="already approved"):
+            await store.decide("req-1", "rejected", "bob", "no", at)
+        assert (await store.get("req-1")).decision == "approved"
+
+        await store.consume(["req-1"], at)  # a decided request can still be consumed once
+
+    async def test_decide_refusals(self, store):
+        await store.create(make_request(1))
+        with pytest.raises(ApprovalError, match="unknown"):
+            await store.decide("nope", "approved", "alice", None, T0)
+        with pytest.raises(ValueError):
+            await store.decide("req-1", "yes", "alice", None, T0)  # type: ignore[arg-type]
+        with pytest.raises(EncodingError):
+            await store.decide("req-1", "approved", "alice", None, dt.datetime(2026, 1, 1))
+        assert (await store.get("req-1")).pending
+
+        rejected = await store.decide("req-1", "rejected", None, None, T0)
+        assert rejected.decision == "rejected" and rejected.approver is None
+
+    async def test_decide_of_consumed_refused(self, store):
+        await store.create(make_request(1))
+        await store.consume(["req-1"], T0)
+        with pytest.raises(ApprovalError, match="consumed"):
+            await store.decide("req-1", "approved", "alice", None, T0)
+        stored = await store.get("req-1")
+        assert stored.decision is None and stored.consumed_at == "2026-01-01T12:00:00.000000Z"
+
+    async def test_consume_all_or_nothing(self, store):
+        await store.create(make_request(1))
+        await store.create(make_request(2))
+        await store.consume(["req-1"], T0)
+        with pytest.raises(ApprovalError, match="already consumed: 'req-1'") as info:
+            await store.consume(["req-2", "req-1"], T0 + dt.timedelta(seconds=1))
+        assert "req-2" not in str(info.value)
+        assert (await store.get("req-2")).consumed_at is None  # untouched
+        assert (await store.get("req-1")).consumed_at == "2026-01-01T12:00:00.000000Z"
+        await store.consume(["req-2"], T0)
+        with pytest.raises(ApprovalError):
+            await store.consume(["req-2"], T0)
+
+    async def test_consume_unknown_refused(self, store):
+        await store.create(make_request(1))
+        with pytest.raises(ApprovalError, match="unknown: 'ghost'"):
+            await store.consume(["req-1", "ghost"], T0)
+        assert (await store.get("req-1")).consumed_at is None
+        with pytest.raises(ApprovalError):
+            await store.consume(["ghost"], T0)
+
+    async def test_consume_duplicates_and_empty(self, store):
+        await store.create(make_request(1))
+        await store.consume([], T0)
+        await store.consume(["req-1", "req-1"], T0)  # counts once
+        assert (await store.get("req-1")).consumed_at is not None
+
+    async def test_consume_race_between_threads(self, store):
+        await store.create(make_request(1))
+        start = threading.Barrier(4)
+
+        def racer() -> str:
+            start.wait(timeout=10)
+            try:
+                asyncio.run(store.consume(["req-1"], T0))
+            except ApprovalError:
+                return "refused"
+            return "ok"
+
+        outcomes = await asyncio.gather(*(asyncio.to_thread(racer) for _ in range(4)))
+        assert sorted(outcomes) == ["ok"] + ["refused"] * 3
+
+    async def test_snapshots(self, store):
+        assert await store.load_snapshot("saga-a") is None
+        await store.save_snapshot("saga-a", '{"state": 1}')
+        await store.save_snapshot("saga-b", "other")
+        assert await store.load_snapshot("saga-a") == '{"state": 1}'
+        await store.save_snapshot("saga-a", '{"state": 2, "text": "é"}')
+        assert await store.load_snapshot("saga-a") == '{"state": 2, "text": "é"}'
+        await store.delete_snapshot("saga-a")
+        assert await store.load_snapshot("saga-a") is None
+        await store.delete_snapshot("saga-a")  # idempotent
+        assert await store.load_snapshot("saga-b") == "other"
+
+    async def test_wait_woken_in_process_by_another_task(self, store):
+        await store.create(make_request(1))
+        decided_at: list[float] = []
+
+        async def decide_soon() -> None:
+            await asyncio.sleep(0.1)
+            decided_at.append(time.monotonic())
+            await store.decide("req-1", "approved", "alice", None, T0)
+
+        task = asyncio.create_task(decide_soon())
+        # Polling alone would take 5 s: only the in-process notification can be this fast.
+        result = await wait_for_decision(
+            store, "req-1", timeout=5, poll_interval=5, max_interval=5
+        )
+        woke = time.monotonic() - decided_at[0]
+        await task
+        assert result.decision == "approved" and result.approver == "alice"
+        assert woke < 0.2
+
+    async def test_wait_woken_by_decide_on_another_thread(self, store):
+        await store.create(make_request(1))
+
+        def decide_from_thread() -> None:
+            time.sleep(0.1)
+            asyncio.run(store.decide("req-1", "rejected", "bot", "rule 7", T0))
+
+        started = time.monotonic()
+        waiter = asyncio.create_task(
+            wait_for_decision(store, "req-1", timeout=5, poll_interval=5, max_interval=5)
+        )
+        await asyncio.to_thread(decide_from_thread)
+        result = await waiter
+        assert result.decision == "rejected"
+        assert time.monotonic() - started < 1.0
+
+    async def test_wait_returns_at_once_when_decided(self, store):
+        await store.create(make_request(1))
+        await store.decide("req-1", "approved", "alice", None, T0)
+        result = await wait_for_decision(store, "req-1", timeout=0.01)
+        assert result.decision == "approved"
+
+    async def test_wait_timeout(self, store):
+        await store.create(make_request(1))
+        started = time.monotonic()
+        with pytest.raises(asyncio.TimeoutError):
+            await wait_for_decision(store, "req-1", timeout=0.2, poll_interval=0.02)
+        elapsed = time.monotonic() - started
+        assert 0.18 <= elapsed < 1.0
+        with pytest.raises(TimeoutError):  # the same class since Python 3.11
+            await wait_for_decision(store, "req-1", timeout=0)
+        assert getattr(store, "notifier")._waiters == {}  # waiters are cleaned up
+
+    async def test_wait_refusals(self, store):
+        with pytest.raises(ApprovalError, match="unknown"):
+            await wait_for_decision(store, "ghost", timeout=1)
+        await store.create(make_request(1))
+        await store.consume(["req-1"], T0)
+        with pytest.raises(ApprovalError, match="consumed without a decision"):
+            await wait_for_decision(store, "req-1", timeout=1)
+        with pytest.raises(ValueError):
+            await wait_for_decision(store, "req-1", timeout=1, poll_interval=0)
+
+
+class TestInMemoryApprovalStore(ApprovalStoreConformance):
+    def make_store(self, tmp_path) -> ApprovalStore:
+        return InMemoryApprovalStore()
+
+
+class TestSqliteApprovalStore(ApprovalStoreConformance):
+    def make_store(self, tmp_path) -> ApprovalStore:
+        return SqliteApprovalStore(tmp_path / "sagacity.db")
+
+    async def test_persists_across_reopen(self, store, tmp_path):
+        await store.create(make_request(1))
+        await store.decide("req-1", "approved", "alice", "ok", T0)
+        await store.save_snapshot("saga-a", "snap")
+        expected = await store.get("req-1")
+        await store.close()
+        reopened = SqliteApprovalStore(tmp_path / "sagacity.db")
+        try:
+            assert await reopened.get("req-1") == expected
+            assert await reopened.load_snapshot("saga-a") == "snap"
+        finally:
+            await reopened.close()
+
+    async def test_shares_the_journal_file(self, tmp_path):
+        from sagacity_agents.core.entries import Phase
+        from sagacity_agents.core.sqlite_journal import SqliteJournal
+
+        path = tmp_path / "shared.db"
+        journal = SqliteJournal(path)
+        store = SqliteApprovalStore(path)
+        try:
+            await journal.append("saga-a", Phase.SAGA_OPENED, write_key="open", payload={})
+            await store.create(make_request(1))
+            assert len(await journal.entries("saga-a")) == 1
+            assert (await store.get("req-1")).tool == "charge_card"
+        finally:
+            await store.close()
+            await journal.close()
+
+    async def test_sqlite_errors_are_wrapped(self, store, tmp_path):
+        bad = tmp_path / "not-a-db"
+        bad.write_bytes(b"this is not an SQLite file" * 100)
+        with pytest.raises(JournalError) as info:
+            SqliteApprovalStore(bad)
+        assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
+        await store.close()
+        await store.close()  # idempotent
+        with pytest.raises(JournalError, match="closed"):
+            await store.get("req-1")
+
+    async def test_wait_polls_a_second_store_object(self, store, tmp_path):
+        await store.create(make_request(1))
+        other = SqliteApprovalStore(tmp_path / "sagacity.db")
+
+        async def decide_elsewhere() -> None:
+            await asyncio.sleep(0.1)
+            await other.decide("req-1", "approved", "other-object", None, T0)
+
+        try:
+            task = asyncio.create_task(decide_elsewhere())
+            result = await wait_for_decision(
+                store, "req-1", timeout=5, poll_interval=0.02, max_interval=0.1
+            )
+            await task
+        finally:
+            await other.close()
+        assert result.approver == "other-object"
+
+    @pytest.mark.slow
+    async def test_wait_sees_decision_made_by_another_process(self, store, tmp_path):
+        await store.create(make_request(1))
+        ctx = multiprocessing.get_context("spawn")
+        waiting_since = format_timestamp(dt.datetime.now(UTC))
+        child = ctx.Process(
+            target=_workers.decide_later,
+            args=(str(tmp_path / "sagacity.db"), "req-1", 0.2, "other-process"),
+        )
+        child.start()
+        try:
+            result = await wait_for_decision(
+                store, "req-1", timeout=30, poll_interval=0.05, max_interval=0.2
+            )
+        finally:
+            await asyncio.to_thread(child.join, 30)
+        assert child.exitcode == 0
+        assert result.decision == "approved" and result.approver == "other-process"
+        assert result.reason == "from another process"
+        assert result.decided_at > waiting_since  # decided while we waited: seen by polling
+
+    @pytest.mark.slow
+    async def test_two_processes_racing_consume(self, store, tmp_path):
+        await store.create(make_request(1))
+        await store.decide("req-1", "approved", "alice", None, T0)
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(2)
+        results = ctx.Queue()
+        path = str(tmp_path / "sagacity.db")
+        racers = [
+            ctx.Process(target=_workers.race_consume, args=(path, "req-1", barrier, results))
+            for _ in range(2)
+        ]
+        for racer in racers:
+            racer.start()
+        outcomes = [await asyncio.to_thread(results.get, True, 60) for _ in racers]
+        for racer in racers:
+            await asyncio.to_thread(racer.join, 30)
+        results.close()
+        results.join_thread()
+        assert [r.exitcode for r in racers] == [0, 0]
+        kinds = sorted(kind for kind, _ in outcomes)
+        assert kinds == ["ok", "refused"], outcomes
+        refusal = next(message for kind, message in outcomes if kind == "refused")
+        assert "already consumed: 'req-1'" in refusal
+        assert (await store.get("req-1")).consumed_at is not None

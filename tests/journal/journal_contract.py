@@ -1,0 +1,377 @@
+"""The journal contract: one abstract test suite every backend passes.
+
+A backend's test module subclasses :class:`JournalContract` in a few lines, providing two fixtures:
+
+* ``journal``: a fresh, empty journal built with the ``clock`` fixture (a FrozenClock);
+* ``tamper``: a :class:`Tamper` for that journal, editing storage behind the journal's back the way
+  an attacker with storage access would (in memory: ``_replace`` / ``_delete``; SQL: UPDATE/DELETE).
+
+Every tamper case names the first bad sequence number and the fault verification must report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import threading
+from typing import Any
+
+import pytest
+import rfc8785
+
+from sagacity_agents.core.canonical import parse_json
+from sagacity_agents.core.chain import ChainFault, verify_entries, verify_journal
+from sagacity_agents.core.entries import GENESIS_HASH, JournalEntry, Phase
+from sagacity_agents.core.journal import Journal
+from sagacity_agents.errors import EncodingError, JournalWriteError
+from sagacity_agents.testing import FrozenClock
+
+SAGA = "saga-1"
+
+
+class Tamper:
+    """Edits a backend's storage directly. Columns are named as in the SQL schema."""
+
+    def set_canonical(self, saga_id: str, seq: int, data: bytes) -> None:
+        """Overwrite the stored canonical bytes (every other column unchanged)."""
+        raise NotImplementedError
+
+    def set_column(self, saga_id: str, seq: int, column: str, value: Any) -> None:
+        """Overwrite one stored column (``hash``, ``phase``, ``tool``, ``call_id``...)."""
+        raise NotImplementedError
+
+    def delete(self, saga_id: str, seq: int) -> None:
+        """Remove one stored entry."""
+        raise NotImplementedError
+
+    def swap(self, saga_id: str, a: int, b: int) -> None:
+        """Exchange the stored contents of entries ``a`` and ``b``; their seq columns stay."""
+        raise NotImplementedError
+
+    def reseal(self, saga_id: str, seq: int, data: bytes) -> None:
+        """Overwrite the bytes *and* store their correct SHA-256 (a careful attacker)."""
+        self.set_canonical(saga_id, seq, data)
+        self.set_column(saga_id, seq, "hash", hashlib.sha256(data).hexdigest())
+
+
+def rewrite_payload(entry: JournalEntry, payload: Any) -> bytes:
+    """The canonical bytes ``entry`` would have with another payload (same everything else)."""
+    obj = parse_json(entry.canonical)
+    obj["payload"] = payload
+    return rfc8785.dumps(obj)
+
+
+async def fill(journal: Journal, n: int = 5, saga_id: str = SAGA) -> list[JournalEntry]:
+    """Append ``n`` tool entries (INTENT / EXECUTED alternating) and return them."""
+    out = []
+    for i in range(1, n + 1):
+        out.append(
+            await journal.append(
+                saga_id,
+                Phase.INTENT if i % 2 else Phase.EXECUTED,
+                write_key=f"w{i}",
+                tool="charge",
+                call_id=f"call_{(i + 1) // 2}",
+                payload={"i": i, "amount": 100 + i},
+            )
+        )
+    return out
+
+
+async def verify_one(journal: Journal, saga_id: str = SAGA):
+    (result,) = await verify_journal(journal, saga_id)
+    return result
+
+
+def assert_chain(entries: list[JournalEntry], n: int) -> None:
+    """Seq exactly 1..n, genesis link, every link pointing at the previous hash."""
+    assert [e.seq for e in entries] == list(range(1, n + 1))
+    assert entries[0].prev_hash == GENESIS_HASH == "0" * 64
+    for before, after in zip(entries, entries[1:]):
+        assert after.prev_hash == before.hash
+    for e in entries:
+        assert e.hash == hashlib.sha256(e.canonical).hexdigest()
+
+
+class JournalContract:
+    """Tests every Journal backend must pass. Subclass and provide ``journal`` and ``tamper``."""
+
+    @pytest.fixture
+    def clock(self) -> FrozenClock:
+        return FrozenClock(tick=0.001)
+
+    # --- append and read ------------------------------------------------------------------
+    async def test_is_a_journal(self, journal):
+        assert isinstance(journal, Journal)
+
+    async def test_append_returns_sealed_entry(self, journal):
+        entry = await journal.append(
+            SAGA, Phase.INTENT, write_key="k1", tool="charge", call_id="call_1", payload={"a": 1}
+        )
+        assert (entry.saga_id, entry.seq, entry.phase) == (SAGA, 1, Phase.INTENT)
+        assert (entry.tool, entry.call_id, entry.write_key) == ("charge", "call_1", "k1")
+        assert entry.payload == {"a": 1}
+        assert entry.recorded_at == "2026-01-01T00:00:00.000000Z"
+        assert entry.prev_hash == "0" * 64
+        assert entry.canonical == rfc8785.dumps(entry.hashed_object())
+        assert entry.hash == hashlib.sha256(entry.canonical).hexdigest()
+        assert len(entry.hash) == 64 and entry.hash == entry.hash.lower()
+
+    async def test_read_back_equals_appended(self, journal):
+        written = await fill(journal, 6)
+        read = await journal.entries(SAGA)
+        assert read == written
+        assert [e.payload for e in read] == [{"i": i, "amount": 100 + i} for i in range(1, 7)]
+
+    async def test_seq_one_to_n_without_gaps_and_linked(self, journal):
+        await fill(journal, 7)
+        assert_chain(await journal.entries(SAGA), 7)
+
+    async def test_genesis_prev_hash_is_64_zeros(self, journal):
+        first = await journal.append(SAGA, Phase.SAGA_OPENED, write_key="open")
+        assert first.prev_hash == "0" * 64
+        assert b'"prev_hash":"' + b"0" * 64 + b'"' in first.canonical
+
+    async def test_sagas_have_independent_chains(self, journal):
+        for i in range(4):
+            await journal.append("s-b", Phase.INTENT, write_key=f"k{i}", payload=i)
+            await journal.append("s-a", Phase.INTENT, write_key=f"k{i}", payload=i)
+        assert await journal.saga_ids() == ["s-b", "s-a"]
+        for sid in ("s-a", "s-b"):
+            entries = await journal.entries(sid)
+            assert_chain(entries, 4)
+            assert {e.saga_id for e in entries} == {sid}
+        assert all(r.ok for r in await verify_journal(journal))
+
+    async def test_unknown_saga_is_empty(self, journal):
+        assert await journal.entries("nope") == []
+        result = await verify_one(journal, "nope")
+        assert result.ok and result.entries == 0 and result.head is None
+
+    async def test_empty_saga_id_or_write_key_refused(self, journal):
+        with pytest.raises(ValueError):
+            await journal.append("", Phase.INTENT, write_key="k")
+        with pytest.raises(ValueError):
+            await journal.append(SAGA, Phase.INTENT, write_key="")
+        assert await journal.saga_ids() == []
+
+    # --- write keys -----------------------------------------------------------------------
+    async def test_write_key_retry_returns_same_entry(self, journal, clock):
+        kwargs = dict(write_key="w-retry", tool="charge", call_id="call_1", payload={"amount": 10})
+        first = await journal.append(SAGA, Phase.EXECUTED, **kwargs)
+        await journal.append(SAGA, Phase.INTENT, write_key="other", payload=None)
+        clock.advance(60)
+        again = await journal.append(SAGA, Phase.EXECUTED, **kwargs)
+        assert again == first
+        assert again.seq == 1 and again.hash == first.hash and again.canonical == first.canonical
+        assert len(await journal.entries(SAGA)) == 2
+
+    async def test_write_key_retry_with_equal_but_differently_typed_payload(self, journal):
+        # 1.0 and 1 have one canonical form ("1"): the same write.
+        first = await journal.append(SAGA, Phase.EXECUTED, write_key="w", payload={"x": 1})
+        assert await journal.append(SAGA, Phase.EXECUTED, write_key="w", payload={"x": 1.0}) == first
+
+    @pytest.mark.parametrize(
+        "change",
+        [
+            {"payload": {"amount": 11}},
+            {"payload": {"amount": True}},  # True == 1 in Python, not in JSON
+            {"phase": Phase.FAILED},
+            {"tool": "refund"},
+            {"call_id": "call_2"},
+        ],
+        ids=["payload", "payload-bool-vs-int", "phase", "tool", "call_id"],
+    )
+    async def test_reused_write_key_with_different_content_raises(self, journal, change):
+        base = dict(phase=Phase.EXECUTED, tool="charge", call_id="call_1", payload={"amount": 1})
+        await journal.append(SAGA, write_key="w", **base)
+        with pytest.raises(JournalWriteError, match="write key"):
+            await journal.append(SAGA, write_key="w", **{**base, **change})
+        assert len(await journal.entries(SAGA)) == 1
+
+    async def test_same_write_key_in_another_saga_is_another_write(self, journal):
+        a = await journal.append("s-a", Phase.INTENT, write_key="same", payload=1)
+        b = await journal.append("s-b", Phase.INTENT, write_key="same", payload=2)
+        assert (a.seq, b.seq) == (1, 1) and a.hash != b.hash
+
+    # --- encoding -------------------------------------------------------------------------
+    @pytest.mark.parametrize(
+        "payload",
+        [{"x": object()}, {"x": float("nan")}, {1: "non-string key"}, [float("inf")]],
+        ids=["object", "nan", "int-key", "inf"],
+    )
+    async def test_unencodable_payload_raises_and_writes_nothing(self, journal, clock, payload):
+        with pytest.raises(EncodingError):
+            await journal.append(SAGA, Phase.EXECUTED, write_key="w1", payload=payload)
+        assert await journal.entries(SAGA) == []
+        assert await journal.saga_ids() == []
+        assert clock.calls == 0
+        # The key was not consumed and the chain starts at 1.
+        entry = await journal.append(SAGA, Phase.EXECUTED, write_key="w1", payload={"x": 1})
+        assert entry.seq == 1 and entry.prev_hash == GENESIS_HASH
+
+    # --- verification ---------------------------------------------------------------------
+    async def test_verify_ok(self, journal):
+        written = await fill(journal, 5)
+        result = await verify_one(journal)
+        assert result.ok, str(result)
+        assert (result.entries, result.head, result.bad_seq, result.fault) == (5, written[-1].hash, None, None)
+
+    async def test_tamper_edited_payload_bytes_is_hash_mismatch(self, journal, tamper):
+        written = await fill(journal, 5)
+        data = written[2].canonical.replace(b'"amount":103', b'"amount":999')
+        assert data != written[2].canonical
+        tamper.set_canonical(SAGA, 3, data)
+        result = await verify_one(journal)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 3, ChainFault.HASH_MISMATCH)
+
+    async def test_tamper_edited_hash_column_is_hash_mismatch(self, journal, tamper):
+        await fill(journal, 5)
+        tamper.set_column(SAGA, 3, "hash", "f" * 64)
+        result = await verify_one(journal)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 3, ChainFault.HASH_MISMATCH)
+
+    async def test_tamper_deleted_middle_entry_is_gap(self, journal, tamper):
+        await fill(journal, 5)
+        tamper.delete(SAGA, 3)
+        result = await verify_one(journal)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 3, ChainFault.GAP)
+
+    @pytest.mark.parametrize(
+        ("column", "value"),
+        [
+            ("phase", "COMPENSATED"),
+            ("tool", "refund"),
+            ("call_id", "call_99"),
+            ("write_key", "forged"),
+            ("recorded_at", "2030-01-01T00:00:00.000000Z"),
+            ("prev_hash", "a" * 64),
+        ],
+    )
+    async def test_tamper_column_edited_bytes_untouched_is_column_mismatch(
+        self, journal, tamper, column, value
+    ):
+        written = await fill(journal, 5)
+        tamper.set_column(SAGA, 3, column, value)
+        entries = await journal.entries(SAGA)
+        assert entries[2].canonical == written[2].canonical  # bytes untouched, hash still fits
+        result = await verify_one(journal)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 3, ChainFault.COLUMN_MISMATCH)
+        assert column in result.detail
+
+    async def test_tamper_swapped_entries_detected(self, journal, tamper):
+        await fill(journal, 5)
+        tamper.swap(SAGA, 2, 3)
+        result = await verify_one(journal)
+        assert not result.ok and result.bad_seq == 2
+        assert result.fault in (ChainFault.REORDERED, ChainFault.BROKEN_LINK)
+
+    async def test_tamper_entry_copied_over_a_later_one_is_reordered(self, journal, tamper):
+        written = await fill(journal, 5)
+        tamper.set_canonical(SAGA, 4, written[1].canonical)
+        tamper.set_column(SAGA, 4, "hash", written[1].hash)
+        result = await verify_one(journal)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 4, ChainFault.REORDERED)
+
+    async def test_tamper_rewritten_bytes_with_recomputed_hash_breaks_next_link(self, journal, tamper):
+        written = await fill(journal, 5)
+        tamper.reseal(SAGA, 3, rewrite_payload(written[2], {"i": 3, "amount": 999}))
+        result = await verify_one(journal)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 4, ChainFault.BROKEN_LINK)
+
+    async def test_tamper_resealed_last_entry_changes_only_the_head(self, journal, tamper):
+        """The chain is evidence, not prevention: a resealed tail verifies, but its head moved,
+        which an exported head hash reveals."""
+        written = await fill(journal, 5)
+        tamper.reseal(SAGA, 5, rewrite_payload(written[4], {"i": 5, "amount": 0}))
+        result = await verify_one(journal)
+        assert result.ok and result.head != written[4].hash
+
+    async def test_tamper_malformed_bytes_with_matching_hash(self, journal, tamper):
+        await fill(journal, 5)
+        tamper.reseal(SAGA, 3, b"not json at all")
+        result = await verify_one(journal)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 3, ChainFault.MALFORMED)
+
+    async def test_verify_entries_matches_verify_journal(self, journal, tamper):
+        await fill(journal, 4)
+        tamper.set_column(SAGA, 2, "tool", "x")
+        direct = verify_entries(SAGA, await journal.entries(SAGA))
+        assert direct == await verify_one(journal)
+
+    # --- concurrency ----------------------------------------------------------------------
+    async def test_50_tasks_on_one_saga_get_seq_1_to_50(self, journal):
+        async def one(i: int) -> JournalEntry:
+            return await journal.append(SAGA, Phase.INTENT, write_key=f"t{i}", payload={"task": i})
+
+        written = await asyncio.gather(*(one(i) for i in range(50)))
+        assert sorted(e.seq for e in written) == list(range(1, 51))
+        entries = await journal.entries(SAGA)
+        assert_chain(entries, 50)
+        assert sorted(e.write_key for e in entries) == sorted(f"t{i}" for i in range(50))
+        assert (await verify_one(journal)).ok
+
+    async def test_concurrent_retries_of_one_write_store_it_once(self, journal):
+        async def one(i: int) -> JournalEntry:
+            return await journal.append(SAGA, Phase.INTENT, write_key=f"t{i % 10}", payload={"k": i % 10})
+
+        written = await asyncio.gather(*(one(i) for i in range(40)))
+        entries = await journal.entries(SAGA)
+        assert_chain(entries, 10)
+        by_key = {e.write_key: e for e in entries}
+        assert all(by_key[e.write_key] == e for e in written)
+
+    async def test_threads_each_with_own_event_loop(self, journal):
+        threads_n, per_thread = 6, 20
+        errors: list[BaseException] = []
+        start = threading.Barrier(threads_n)
+
+        def worker(t: int) -> None:
+            async def go() -> None:
+                for i in range(per_thread):
+                    await journal.append(SAGA, Phase.EXECUTED, write_key=f"{t}:{i}", payload={"t": t, "i": i})
+
+            try:
+                start.wait(timeout=10)
+                asyncio.run(go())
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(threads_n)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            await asyncio.to_thread(th.join, 30)
+        assert not errors
+        entries = await journal.entries(SAGA)
+        assert_chain(entries, threads_n * per_thread)
+        for t in range(threads_n):  # each writer's own appends keep their order
+            mine = [e.payload["i"] for e in entries if e.payload["t"] == t]
+            assert mine == list(range(per_thread))
+        assert (await verify_one(journal)).ok
+
+    async def test_threads_through_run_coroutine_threadsafe(self, journal):
+        loop = asyncio.get_running_loop()
+        threads_n, per_thread = 5, 10
+
+        def worker(t: int) -> list[int]:
+            seqs = []
+            for i in range(per_thread):
+                fut = asyncio.run_coroutine_threadsafe(
+                    journal.append(SAGA, Phase.EXECUTED, write_key=f"{t}:{i}", payload=[t, i]), loop
+                )
+                seqs.append(fut.result(timeout=30).seq)
+            return seqs
+
+        results = await asyncio.gather(*(asyncio.to_thread(worker, t) for t in range(threads_n)))
+        for seqs in results:
+            assert seqs == sorted(seqs)
+        assert sorted(s for seqs in results for s in seqs) == list(range(1, threads_n * per_thread + 1))
+        assert_chain(await journal.entries(SAGA), threads_n * per_thread)
+        assert (await verify_one(journal)).ok
+
+
+def replace_entry(entry: JournalEntry, **changes: Any) -> JournalEntry:
+    """``dataclasses.replace`` for the frozen entry (in-memory tampering)."""
+    return dataclasses.replace(entry, **changes)

@@ -1,0 +1,180 @@
+"""The journal contract run against every backend, plus what only one backend can show."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from journal_contract import SAGA, JournalContract, Tamper, assert_chain, fill, replace_entry, verify_one
+
+from sagacity_agents.core.chain import ChainFault
+from sagacity_agents.core.entries import JournalEntry, Phase
+from sagacity_agents.core.memory_journal import InMemoryJournal
+from sagacity_agents.core.sqlite_journal import SqliteJournal
+from sagacity_agents.errors import JournalError
+from sagacity_agents.testing import FrozenClock
+
+# --- in memory ------------------------------------------------------------------------------
+
+
+class MemoryTamper(Tamper):
+    def __init__(self, journal: InMemoryJournal) -> None:
+        self.journal = journal
+
+    def _get(self, saga_id: str, seq: int) -> JournalEntry:
+        return next(e for e in self.journal._chains[saga_id] if e.seq == seq)
+
+    def set_canonical(self, saga_id: str, seq: int, data: bytes) -> None:
+        self.journal._replace(saga_id, seq, replace_entry(self._get(saga_id, seq), canonical=data))
+
+    def set_column(self, saga_id: str, seq: int, column: str, value: Any) -> None:
+        if column == "phase":
+            value = Phase(value)
+        self.journal._replace(saga_id, seq, replace_entry(self._get(saga_id, seq), **{column: value}))
+
+    def delete(self, saga_id: str, seq: int) -> None:
+        self.journal._delete(saga_id, seq)
+
+    def swap(self, saga_id: str, a: int, b: int) -> None:
+        ea, eb = self._get(saga_id, a), self._get(saga_id, b)
+        self.journal._replace(saga_id, a, replace_entry(eb, seq=a))
+        self.journal._replace(saga_id, b, replace_entry(ea, seq=b))
+
+
+class TestInMemoryJournal(JournalContract):
+    @pytest.fixture
+    async def journal(self, clock):
+        journal = InMemoryJournal(clock=clock)
+        yield journal
+        await journal.close()
+
+    @pytest.fixture
+    def tamper(self, journal):
+        return MemoryTamper(journal)
+
+    async def test_tamper_entries_swapped_in_storage_order_is_reordered(self, journal):
+        await fill(journal, 5)
+        chain = journal._chains[SAGA]
+        chain[1], chain[2] = chain[2], chain[1]  # storage order 1, 3, 2, 4, 5
+        result = await verify_one(journal)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 2, ChainFault.REORDERED)
+
+
+# --- SQLite ---------------------------------------------------------------------------------
+
+_COLUMNS = ("saga_id", "seq", "phase", "tool", "call_id", "write_key", "recorded_at", "prev_hash",
+            "hash", "canonical")
+_EDITABLE = set(_COLUMNS) - {"saga_id", "seq"}
+
+
+class SqliteTamper(Tamper):
+    def __init__(self, journal: SqliteJournal) -> None:
+        self.journal = journal
+
+    def set_canonical(self, saga_id: str, seq: int, data: bytes) -> None:
+        self.set_column(saga_id, seq, "canonical", data)
+
+    def set_column(self, saga_id: str, seq: int, column: str, value: Any) -> None:
+        assert column in _EDITABLE, column
+        self.journal.execute_sql(
+            f"UPDATE sagacity_journal SET {column} = ? WHERE saga_id = ? AND seq = ?",
+            (value, saga_id, seq),
+        )
+        assert self.journal.execute_sql("SELECT changes()") == [(1,)]
+
+    def delete(self, saga_id: str, seq: int) -> None:
+        self.journal.execute_sql(
+            "DELETE FROM sagacity_journal WHERE saga_id = ? AND seq = ?", (saga_id, seq)
+        )
+        assert self.journal.execute_sql("SELECT changes()") == [(1,)]
+
+    def swap(self, saga_id: str, a: int, b: int) -> None:
+        rows = {
+            row[1]: row
+            for row in self.journal.execute_sql(
+                f"SELECT {', '.join(_COLUMNS)} FROM sagacity_journal "
+                "WHERE saga_id = ? AND seq IN (?, ?)",
+                (saga_id, a, b),
+            )
+        }
+        self.journal.execute_sql(
+            "DELETE FROM sagacity_journal WHERE saga_id = ? AND seq IN (?, ?)", (saga_id, a, b)
+        )
+        for seq, source in ((a, rows[b]), (b, rows[a])):
+            self.journal.execute_sql(
+                f"INSERT INTO sagacity_journal ({', '.join(_COLUMNS)}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (source[0], seq, *source[2:]),
+            )
+
+
+class TestSqliteJournal(JournalContract):
+    @pytest.fixture
+    async def journal(self, clock, tmp_path):
+        journal = SqliteJournal(tmp_path / "journal.db", clock=clock)
+        yield journal
+        await journal.close()
+
+    @pytest.fixture
+    def tamper(self, journal):
+        return SqliteTamper(journal)
+
+    async def test_stores_exactly_the_hashed_bytes_as_blob(self, journal):
+        written = await fill(journal, 3)
+        rows = journal.execute_sql(
+            "SELECT seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical, "
+            "typeof(canonical) FROM sagacity_journal WHERE saga_id = ? ORDER BY seq",
+            (SAGA,),
+        )
+        for entry, row in zip(written, rows, strict=True):
+            assert row == (
+                entry.seq, entry.phase.value, entry.tool, entry.call_id, entry.write_key,
+                entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical, "blob",
+            )
+            assert hashlib.sha256(row[8]).hexdigest() == row[7]
+
+    async def test_tamper_sql_text_replace_on_the_bytes_is_hash_mismatch(self, journal):
+        """SQL ``replace()`` on the BLOB returns TEXT: reading must still work and verification
+        must name the edited entry."""
+        await fill(journal, 5)
+        journal.execute_sql(
+            "UPDATE sagacity_journal SET canonical = replace(canonical, '\"amount\":103', "
+            "'\"amount\":999') WHERE saga_id = ?",
+            (SAGA,),
+        )
+        # Every row now holds TEXT; the untouched ones still carry the right UTF-8 bytes.
+        assert journal.execute_sql("SELECT DISTINCT typeof(canonical) FROM sagacity_journal") == [
+            ("text",)
+        ]
+        entries = await journal.entries(SAGA)
+        assert entries[2].payload == {"i": 3, "amount": 999}
+        result = await verify_one(journal)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 3, ChainFault.HASH_MISMATCH)
+
+    async def test_reopened_file_keeps_the_chain_and_continues_it(self, journal, tmp_path):
+        written = await fill(journal, 4)
+        await journal.append("other", Phase.SAGA_OPENED, write_key="open")
+        await journal.close()
+        reopened = SqliteJournal(tmp_path / "journal.db", clock=FrozenClock())
+        try:
+            assert await reopened.entries(SAGA) == written
+            assert await reopened.saga_ids() == [SAGA, "other"]
+            fifth = await reopened.append(SAGA, Phase.EXECUTED, write_key="w5", payload=5)
+            assert fifth.seq == 5 and fifth.prev_hash == written[-1].hash
+            # A retry after a restart is still recognised by its write key.
+            assert await reopened.append(
+                SAGA, Phase.INTENT, write_key="w1", tool="charge", call_id="call_1",
+                payload={"i": 1, "amount": 101},
+            ) == written[0]
+            assert_chain(await reopened.entries(SAGA), 5)
+            assert (await verify_one(reopened)).ok
+        finally:
+            await reopened.close()
+
+    async def test_close_is_idempotent_and_refuses_later_use(self, journal):
+        await journal.close()
+        await journal.close()
+        with pytest.raises(JournalError):
+            await journal.append(SAGA, Phase.INTENT, write_key="k")
+        with pytest.raises(JournalError):
+            await journal.entries(SAGA)

@@ -1,0 +1,348 @@
+"""Approvals: every way an approval can be wrong is refused (issue: human approval).
+
+The anchor is the original's stale-approval suite; each test asserts the outcome and that the
+irreversible body did (or did not) run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import multiprocessing
+import os
+
+import pytest
+from agents import Runner
+from agents.run_state import RunState
+
+from sagacity_agents import (
+    ApprovalError,
+    InMemoryJournal,
+    Phase,
+    SagaRunHooks,
+    Sagacity,
+    SagaStatus,
+)
+from sagacity_agents.core.approval import InMemoryApprovalStore
+from sagacity_agents.sdk.facade import Decision
+
+from . import wire_app
+from .helpers import tool_outputs
+
+WIRE = ("transfer", '{"amount": 5, "to": "acct-9"}', "w1")
+
+
+@pytest.fixture(autouse=True)
+def ledger(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.txt"
+    monkeypatch.setattr(wire_app, "LEDGER", path)
+    monkeypatch.setenv("WIRE_LEDGER", str(path))
+    return path
+
+
+def sagacity(**kw) -> Sagacity:
+    return Sagacity(InMemoryJournal(), approvals=InMemoryApprovalStore(), **kw)
+
+
+async def paused(s: Sagacity, *calls):
+    calls = calls or (WIRE,)
+    result = await s.run(wire_app.paused_agent(*calls), "go")
+    assert result.status is SagaStatus.AWAITING_APPROVAL
+    return result
+
+
+async def test_pause_records_request_and_resume_runs_exactly_once():
+    s = sagacity()
+    result = await paused(s)
+    (request,) = result.approvals
+    assert request.args == {"amount": 5, "to": "acct-9", "currency": "USD"}
+    assert wire_app.executions() == []
+    await s.approve(request.request_id, approver="alice", reason="known payee")
+    done = await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert done.status is SagaStatus.COMPLETED and done.final_output == "done"
+    assert wire_app.executions() == ["5 USD -> acct-9"]
+    entries = await s.journal.entries(result.saga_id)
+    approved = next(e for e in entries if e.phase is Phase.APPROVED)
+    assert approved.payload["approver"] == "alice"
+    assert approved.payload["args_hash"] == request.args_hash
+    assert [e.phase for e in entries if e.tool == "transfer"] == [
+        Phase.AWAITING_APPROVAL, Phase.APPROVED, Phase.INTENT, Phase.EXECUTED]
+
+
+async def test_snapshot_holds_no_application_context():
+    s = sagacity()
+    result = await s.run(wire_app.paused_agent(WIRE), "go", context={"api_key": "sk-secret"})
+    snapshot = await s.approvals.load_snapshot(result.saga_id)
+    assert "sk-secret" not in snapshot
+
+
+@pytest.mark.parametrize("fingerprint", ["kept", "deleted"])
+async def test_arguments_edited_in_the_snapshot_are_refused(fingerprint):
+    s = sagacity()
+    result = await paused(s)
+    await s.approve(result.approvals[0].request_id, approver="alice")
+    text = await s.approvals.load_snapshot(result.saga_id)
+    forged = text.replace('\\"amount\\": 5', '\\"amount\\": 5000').replace('\\"amount\\":5', '\\"amount\\":5000')
+    assert forged != text
+    if fingerprint == "deleted":
+        data = json.loads(forged)
+        for inv in data["context"]["tool_invocations"].values():
+            inv.pop("fingerprint", None)
+        forged = json.dumps(data)
+    await s.approvals.save_snapshot(result.saga_id, forged)
+    with pytest.raises(ApprovalError, match="does not match request|cannot be restored"):
+        await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert wire_app.executions() == []
+
+
+async def test_approval_inside_the_snapshot_is_not_honoured():
+    """An approval made on the state before serializing, or a hand-written approvals block, is
+    discarded: with no journaled decision, resume refuses."""
+    s = sagacity()
+    result = await paused(s)
+    text = await s.approvals.load_snapshot(result.saga_id)
+    state = await RunState.from_string(wire_app.resumed_agent(), text)
+    state.approve(state.get_interruptions()[0])
+    await s.approvals.save_snapshot(result.saga_id, state.to_string())
+    with pytest.raises(ApprovalError, match="no decision yet"):
+        await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert wire_app.executions() == []
+
+
+async def test_forged_sdk_approval_run_outside_resume_is_refused_at_execution():
+    """Running a snapshot carrying the SDK's own approval inside a saga, bypassing resume: the
+    wrapper finds no consumed approval, journals the refusal and fails the saga closed."""
+    s = sagacity()
+    result = await paused(s)
+    agent = wire_app.resumed_agent()
+    state = await RunState.from_string(agent, await s.approvals.load_snapshot(result.saga_id))
+    state.approve(state.get_interruptions()[0])
+    async with SagaRunHooks(s.journal, agent=agent, saga_id=result.saga_id) as hooks:
+        try:
+            await Runner.run(agent, state, hooks=hooks)
+        except Exception:
+            pass
+    assert wire_app.executions() == []
+    assert hooks.status is not SagaStatus.COMPLETED
+    failed = [e for e in await s.journal.entries(result.saga_id) if e.phase is Phase.FAILED]
+    assert "no consumed approval" in failed[0].payload["error"]
+
+
+async def test_approval_of_one_request_does_not_open_another():
+    s = sagacity()
+    a = await paused(s)
+    b = await paused(s)
+    await s.approve(a.approvals[0].request_id, approver="alice")
+    with pytest.raises(ApprovalError, match="no decision yet"):
+        await s.resume(b.saga_id, wire_app.resumed_agent())
+    # A's snapshot presented under B's saga: the pending call has no request there
+    await s.approvals.save_snapshot(b.saga_id, await s.approvals.load_snapshot(a.saga_id))
+    store_b = await s.approvals.list(b.saga_id)
+    await s.approvals.consume([r.request_id for r in store_b], __import__("datetime").datetime.now(
+        __import__("datetime").timezone.utc))
+    with pytest.raises(ApprovalError, match="no unconsumed approval request"):
+        await s.resume(b.saga_id, wire_app.resumed_agent())
+    assert wire_app.executions() == []
+
+
+async def test_resume_twice_runs_once():
+    s = sagacity()
+    result = await paused(s)
+    await s.approve(result.approvals[0].request_id, approver="alice")
+    results = await asyncio.gather(
+        s.resume(result.saga_id, wire_app.resumed_agent()),
+        s.resume(result.saga_id, wire_app.resumed_agent()),
+        return_exceptions=True,
+    )
+    assert wire_app.executions() == ["5 USD -> acct-9"]
+    assert sum(isinstance(r, Exception) for r in results) == 1
+
+
+async def test_store_decision_without_journal_entry_is_refused():
+    import datetime as dt
+
+    s = sagacity()
+    result = await paused(s)
+    rid = result.approvals[0].request_id
+    await s.approvals.decide(rid, "approved", "mallory", None, dt.datetime.now(dt.timezone.utc))
+    with pytest.raises(ApprovalError, match="no decision yet"):
+        await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert wire_app.executions() == []
+
+
+async def test_request_without_recorded_hash_is_refused():
+    s = sagacity()
+    result = await paused(s)
+    request = result.approvals[0]
+    store = s.approvals
+    store._requests[request.request_id] = dataclasses.replace(request, args_hash="")  # noqa: SLF001
+    with pytest.raises(ApprovalError, match="no recorded"):
+        await s.approve(request.request_id, approver="alice")
+    with pytest.raises(ApprovalError):
+        await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert wire_app.executions() == []
+
+
+async def test_expired_request_is_refused():
+    s = sagacity(approval_ttl=0.05)
+    result = await paused(s)
+    await s.approve(result.approvals[0].request_id, approver="alice")
+    await asyncio.sleep(0.1)
+    with pytest.raises(ApprovalError, match="expired"):
+        await s.resume(result.saga_id, wire_app.resumed_agent())
+    with pytest.raises(ApprovalError, match="expired"):
+        await s.approve(result.approvals[0].request_id, approver="bob")
+    assert wire_app.executions() == []
+
+
+async def test_rejected_request_never_runs_and_the_model_gets_the_message():
+    s = sagacity()
+    result = await paused(s)
+    await s.reject(result.approvals[0].request_id, approver="alice", reason="unknown payee")
+    agent = wire_app.resumed_agent()
+    done = await s.resume(result.saga_id, agent)
+    assert wire_app.executions() == []
+    assert done.status is SagaStatus.COMPLETED  # default: the run goes on, saga not failed
+    assert any("unknown payee" in o for o in tool_outputs(agent.model))
+
+
+async def test_rejection_can_fail_the_saga():
+    s = sagacity(fail_on_rejection=True)
+    result = await paused(s, ("note", '{"text": "a"}', "n1"), WIRE)
+    await s.reject(result.approvals[0].request_id, approver="alice", reason="no")
+    done = await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert done.status is SagaStatus.COMPENSATED
+    assert [i.tool for i in done.report.undone] == ["note"]
+
+
+async def test_parallel_calls_where_only_one_needs_approval():
+    s = sagacity()
+    result = await paused(s, ("note", '{"text": "a"}', "n1"), WIRE)
+    entries = await s.journal.entries(result.saga_id)
+    assert [e.phase for e in entries if e.tool == "note"] == [Phase.INTENT, Phase.EXECUTED]
+    assert len(result.approvals) == 1
+
+
+async def test_two_irreversible_calls_one_decided_resume_lists_the_other():
+    s = sagacity()
+    second = ("transfer", '{"amount": 7, "to": "acct-2"}', "w2")
+    result = await paused(s, WIRE, second)
+    first_req, second_req = sorted(result.approvals, key=lambda r: r.call_id)
+    await s.approve(first_req.request_id, approver="alice")
+    with pytest.raises(ApprovalError, match=second_req.request_id):
+        await s.resume(result.saga_id, wire_app.resumed_agent())
+    await s.approve(second_req.request_id, approver="alice")
+    done = await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert done.status is SagaStatus.COMPLETED
+    assert sorted(wire_app.executions()) == ["5 USD -> acct-9", "7 USD -> acct-2"]
+
+
+async def test_irreversible_tool_outside_a_saga_still_needs_approval():
+    result = await Runner.run(wire_app.paused_agent(WIRE), "go")
+    assert [i.tool_name for i in result.interruptions] == ["transfer"]
+    assert wire_app.executions() == []
+
+
+@pytest.mark.parametrize("raw", ['{"amount": "100", "to": "acct', '{"amount": NaN, "to": "acct-9"}'])
+async def test_c06_invalid_pending_call_rejected_without_asking(raw):
+    """C-06 (b), (c): never hashed as {}, never shown to an approver, saga not failed."""
+    s = sagacity()
+    agent = wire_app.paused_agent(("transfer", raw, "w1"))
+    result = await s.run(agent, "go")
+    assert result.status is SagaStatus.COMPLETED and result.approvals == ()
+    assert await s.approvals.list(result.saga_id) == []
+    rejected = [e for e in await s.journal.entries(result.saga_id) if e.phase is Phase.REJECTED]
+    assert rejected[0].payload["approver"] == "sagacity"
+    assert wire_app.executions() == []
+
+
+async def test_c06_approval_hash_covers_validated_values():
+    """C-06 (a): the approver is shown amount 100 as an integer and currency USD filled in."""
+    from sagacity_agents.core.approval import args_hash
+
+    s = sagacity()
+    result = await paused(s, ("transfer", '{"amount":"100","to":"acct-9"}', "w1"))
+    (request,) = result.approvals
+    assert request.args == {"amount": 100, "to": "acct-9", "currency": "USD"}
+    assert request.args_hash == args_hash({"amount": 100, "currency": "USD", "to": "acct-9"})
+
+
+async def test_inline_approver_completes_in_one_call():
+    s = sagacity()
+    seen = []
+
+    async def approver(request):
+        seen.append(request.tool)
+        return Decision(True, "bot", "policy allows")
+
+    result = await s.run(wire_app.paused_agent(WIRE), "go", approver=approver)
+    assert result.status is SagaStatus.COMPLETED and seen == ["transfer"]
+    assert wire_app.executions() == ["5 USD -> acct-9"]
+
+
+async def test_c05_reused_decision_for_a_re_interrupted_call():
+    """C-05: if the SDK interrupts again for the same not-yet-run call with the same hash, the
+    consumed decision is reused instead of asking the human again."""
+    from sagacity_agents import Saga
+    from sagacity_agents.core.saga import Grant
+    from sagacity_agents.core.approval import args_hash
+
+    s = sagacity()
+    result = await paused(s)
+    state = await RunState.from_string(
+        wire_app.resumed_agent(), await s.approvals.load_snapshot(result.saga_id)
+    )
+    saga = Saga(s.journal, result.saga_id)
+    digest = args_hash({"amount": 5, "to": "acct-9", "currency": "USD"})
+    saga.grants["w1"] = Grant("apr-x", "w1", "transfer", digest, True)
+    outcome = await s.desk.pause(saga, wire_app.resumed_agent(), state)
+    assert outcome.requests == ()  # nobody asked again
+
+
+def _resume_in_subprocess(db: str, saga_id: str, ledger: str, barrier, out) -> None:
+    os.environ["WIRE_LEDGER"] = ledger
+    from agents import set_tracing_disabled
+
+    set_tracing_disabled(True)
+    from tests.sdk import wire_app as app
+
+    app.LEDGER = __import__("pathlib").Path(ledger)
+
+    async def go():
+        s = Sagacity(db)
+        barrier.wait()
+        try:
+            r = await s.resume(saga_id, app.resumed_agent(), context={"who": "proc"})
+            out.put(("ok", r.status.value))
+        except Exception as exc:  # noqa: BLE001
+            out.put(("error", type(exc).__name__))
+        await s.aclose()
+
+    asyncio.run(go())
+
+
+@pytest.mark.slow
+async def test_c05_two_processes_resume_concurrently_exactly_one_execution(tmp_path, ledger):
+    """C-05 and the concurrency guarantee: pause here, approve, then two processes resume at the
+    same instant on one SQLite file; the transfer runs exactly once (one INTENT, one EXECUTED)."""
+    db = str(tmp_path / "journal.db")
+    s = Sagacity(db)
+    result = await paused(s)
+    await s.approve(result.approvals[0].request_id, approver="alice", reason="ok")
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_resume_in_subprocess, args=(db, result.saga_id, str(ledger), barrier, out))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    outcomes = sorted(out.get(timeout=5) for _ in procs)
+    assert [o[0] for o in outcomes] == ["error", "ok"]
+    assert wire_app.executions() == ["5 USD -> acct-9"]
+    entries = await s.journal.entries(result.saga_id)
+    assert [e.phase for e in entries if e.tool == "transfer"].count(Phase.INTENT) == 1
+    assert [e.phase for e in entries if e.tool == "transfer"].count(Phase.EXECUTED) == 1
+    await s.aclose()

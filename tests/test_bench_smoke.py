@@ -1,0 +1,53 @@
+"""The overhead benchmark runs end to end (tiny parameters; no timing assertions)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "overhead.py"
+
+
+@pytest.fixture(scope="module")
+def overhead():
+    spec = importlib.util.spec_from_file_location("bench_overhead", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+async def test_benchmark_core_runs(overhead, tmp_path):
+    result = await overhead.run_benchmark(
+        calls=3, rounds=2, warmup=1, fixed_rounds=1, append_n=5, db_dir=tmp_path
+    )
+    assert set(result["runs"]) == set(overhead.VARIANTS)
+    for variant in overhead.VARIANTS:
+        assert result["runs"][variant]["run_s"]["n"] == 2
+        assert result["fixed_per_run"][variant]["run_s"]["n"] == 1
+    # 3 calls -> INTENT + EXECUTED each, plus SAGA_OPENED, RUN_STARTED, SAGA_CLOSED.
+    assert result["journal_entries_last_saga"] == {
+        "memory": 9, "sqlite-full": 9, "sqlite-normal": 9,
+    }
+    assert {"memory", "sqlite-full", "sqlite-normal", "raw-sqlite-full", "raw-sqlite-normal"} <= set(
+        result["appends"]
+    )
+    json.dumps(result)  # JSON-able as --json writes it
+    overhead.print_report(result)
+
+
+def test_cli_writes_json(overhead, tmp_path):
+    out = tmp_path / "out.json"
+    rc = overhead.main([
+        "--calls", "2", "--rounds", "1", "--warmup", "1", "--fixed-rounds", "0",
+        "--append-n", "0", "--db-dir", str(tmp_path), "--json", str(out),
+    ])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert data["params"]["calls"] == 2
+    assert "appends" not in data and "fixed_per_run" not in data

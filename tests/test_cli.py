@@ -1,0 +1,297 @@
+"""The ``sagacity`` command line: demo, journal list / show / verify, tamper detection."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+from click.testing import CliRunner
+
+from sagacity_agents import Phase, SqliteJournal
+from sagacity_agents.cli import cli, main
+from sagacity_agents.demo import run_trip
+
+
+@pytest.fixture
+def runner(monkeypatch):
+    monkeypatch.delenv("SAGACITY_DB", raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+    return CliRunner()
+
+
+@pytest.fixture
+def demo_db(tmp_path):
+    """A journal holding one demo saga; returns (path, saga id)."""
+    path = tmp_path / "journal.db"
+    outcome = asyncio.run(run_trip(path))
+    return str(path), outcome.result.saga_id
+
+
+def _append(path, saga_id, *phases):
+    async def go():
+        journal = SqliteJournal(path)
+        try:
+            for n, phase in enumerate(phases):
+                await journal.append(saga_id, phase, write_key=f"k{n}", payload={})
+        finally:
+            await journal.close()
+
+    asyncio.run(go())
+
+
+def _tamper(path, sql, params=()):
+    with sqlite3.connect(path) as db:
+        db.execute(sql, params)
+    db.close()
+
+
+# --- help -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], ["demo", "journal", "SAGACITY_DB"]),
+        (["journal"], ["list", "show", "verify"]),
+        (["journal", "list"], ["--db", "SAGACITY_DB", "status"]),
+        (["journal", "show"], ["SAGA_ID", "--full", "prefix"]),
+        (["journal", "verify"], ["status 1", "SAGA_ID"]),
+        (["demo"], ["--real-model", "sagacity-demo.db", "OPENAI_API_KEY"]),
+    ],
+)
+def test_help(runner, args, expected):
+    result = runner.invoke(cli, [*args, "--help"])
+    assert result.exit_code == 0, result.output
+    for word in expected:
+        assert word in result.output
+
+
+def test_version_through_main_entry_point(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert "sagacity" in capsys.readouterr().out
+
+
+# --- demo -------------------------------------------------------------------------------------
+def test_demo_command(runner, tmp_path):
+    db = tmp_path / "d.db"
+    result = runner.invoke(cli, ["demo", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "Your trip is booked!" in out
+    assert "COMPENSATED" in out
+    assert out.index("1. book_hotel") < out.index("2. book_flight")
+    assert "nothing booked, nothing charged" in out
+    assert "verify: ok" in out
+    assert f"sagacity journal verify --db {db}" in out
+    assert db.exists() and (tmp_path / "d.db.booking.db").exists()
+
+    listed = runner.invoke(cli, ["journal", "list", "--db", str(db)])
+    assert listed.exit_code == 0 and "COMPENSATED" in listed.output
+
+
+def test_demo_default_db_is_in_the_current_directory(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "sagacity-demo.db").exists()
+    assert "--db sagacity-demo.db" in result.output
+
+
+def test_demo_real_model_without_key_is_a_usage_error(runner, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = runner.invoke(cli, ["demo", "--db", str(tmp_path / "d.db"), "--real-model"])
+    assert result.exit_code == 2
+    assert "OPENAI_API_KEY" in result.output
+
+
+# --- missing or wrong journal files -----------------------------------------------------------
+@pytest.mark.parametrize("args", [["list"], ["show", "abc"], ["verify"]])
+def test_missing_journal_is_reported_not_created(runner, tmp_path, args):
+    db = tmp_path / "nope.db"
+    result = runner.invoke(cli, ["journal", *args, "--db", str(db)])
+    assert result.exit_code == 2
+    assert "no journal at" in result.output and "does not exist" in result.output
+    assert not db.exists()
+
+
+def test_default_db_is_sagacity_db_in_the_current_directory(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli, ["journal", "list"])
+    assert result.exit_code == 2
+    assert "sagacity.db" in result.output
+    assert not (tmp_path / "sagacity.db").exists()
+
+
+def test_db_from_environment(runner, demo_db):
+    path, saga_id = demo_db
+    result = runner.invoke(cli, ["journal", "list"], env={"SAGACITY_DB": path})
+    assert result.exit_code == 0, result.output
+    assert saga_id in result.output
+
+
+def test_not_a_journal(runner, tmp_path):
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE t (x)")
+    db.close()
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite at all, not even close" * 10)
+    result = runner.invoke(cli, ["journal", "list", "--db", str(other)])
+    assert result.exit_code == 2 and "not a sagacity journal" in result.output
+    result = runner.invoke(cli, ["journal", "verify", "--db", str(garbage)])
+    assert result.exit_code == 2 and "not a SQLite database" in result.output
+    result = runner.invoke(cli, ["journal", "list", "--db", str(tmp_path)])
+    assert result.exit_code == 2 and "directory" in result.output
+
+
+# --- list / show ------------------------------------------------------------------------------
+def test_list(runner, demo_db, tmp_path):
+    path, saga_id = demo_db
+    _append(path, "open-saga", Phase.SAGA_OPENED, Phase.RUN_STARTED)
+    result = runner.invoke(cli, ["journal", "list", "--db", path])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    demo_line = next(line for line in lines if saga_id in line)
+    assert "14" in demo_line and "COMPENSATED" in demo_line
+    open_line = next(line for line in lines if "open-saga" in line)
+    assert "OPEN (last RUN_STARTED)" in open_line
+    assert result.output.index(saga_id) < result.output.index("open-saga")
+
+
+def test_list_empty_journal(runner, tmp_path):
+    path = tmp_path / "empty.db"
+    asyncio.run(SqliteJournal(path).close())
+    result = runner.invoke(cli, ["journal", "list", "--db", str(path)])
+    assert result.exit_code == 0
+    assert "no sagas" in result.output
+
+
+def test_show(runner, demo_db):
+    path, saga_id = demo_db
+    result = runner.invoke(cli, ["journal", "show", saga_id, "--db", path])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert saga_id in out and "COMPENSATED" in out and "(14 entries)" in out
+    for text in ("INTENT", "EXECUTED", "FAILED", "COMPENSATING", "SAGA_CLOSED", "call_charge",
+                 "CardDeclined", "book_hotel", "destination=Lisbon"):
+        assert text in out
+    # rows in seq order, hashes shortened
+    assert out.index("SAGA_OPENED") < out.index("SAGA_FAILED") < out.index("SAGA_CLOSED")
+
+
+def test_show_accepts_a_unique_prefix_and_full(runner, demo_db):
+    path, saga_id = demo_db
+    entries = asyncio.run(_entries(path, saga_id))
+    result = runner.invoke(cli, ["journal", "show", saga_id[:6], "--db", path, "--full"])
+    assert result.exit_code == 0, result.output
+    assert entries[-1].hash in result.output  # whole hashes with --full
+    assert '"idempotency_key"' in result.output
+
+
+async def _entries(path, saga_id):
+    journal = SqliteJournal(path)
+    try:
+        return await journal.entries(saga_id)
+    finally:
+        await journal.close()
+
+
+def test_show_unknown_or_ambiguous_saga(runner, tmp_path):
+    path = str(tmp_path / "j.db")
+    _append(path, "abc-1", Phase.SAGA_OPENED)
+    _append(path, "abc-2", Phase.SAGA_OPENED)
+    result = runner.invoke(cli, ["journal", "show", "zzz", "--db", path])
+    assert result.exit_code == 2 and "no saga 'zzz'" in result.output
+    result = runner.invoke(cli, ["journal", "show", "abc", "--db", path])
+    assert result.exit_code == 2 and "ambiguous" in result.output
+    result = runner.invoke(cli, ["journal", "show", "abc-2", "--db", path])
+    assert result.exit_code == 0 and "abc-2" in result.output
+
+
+def test_show_narrow_terminal_uses_the_compact_layout(runner, demo_db):
+    path, saga_id = demo_db
+    result = runner.invoke(cli, ["journal", "show", saga_id, "--db", path], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    assert "COMPENSATED  book_hotel  call_hotel" in result.output
+
+
+# --- verify -----------------------------------------------------------------------------------
+def test_verify_ok(runner, demo_db):
+    path, saga_id = demo_db
+    _append(path, "second", Phase.SAGA_OPENED)
+    result = runner.invoke(cli, ["journal", "verify", "--db", path])
+    assert result.exit_code == 0, result.output
+    ok_lines = [line for line in result.output.splitlines() if line.startswith("verify: ok")]
+    assert len(ok_lines) == 2
+    assert saga_id in ok_lines[0] and "14 entries" in ok_lines[0]
+
+    one = runner.invoke(cli, ["journal", "verify", saga_id[:8], "--db", path])
+    assert one.exit_code == 0
+    assert one.output.count("verify: ok") == 1 and saga_id in one.output
+
+
+def test_verify_empty_journal(runner, tmp_path):
+    path = tmp_path / "empty.db"
+    asyncio.run(SqliteJournal(path).close())
+    result = runner.invoke(cli, ["journal", "verify", "--db", str(path)])
+    assert result.exit_code == 0 and "no sagas" in result.output
+
+
+@pytest.mark.parametrize(
+    ("sql", "bad_seq", "fault"),
+    [
+        # an edited indexed column no longer matches the hashed bytes
+        ("UPDATE sagacity_journal SET tool = 'book_spa' WHERE seq = 4", 4, "column mismatch"),
+        # an edited payload: the stored hash no longer matches the bytes
+        (
+            "UPDATE sagacity_journal SET canonical = CAST(REPLACE(CAST(canonical AS TEXT), "
+            "'FL-0001', 'FL-0666') AS BLOB) WHERE seq = 4",
+            4,
+            "hash mismatch",
+        ),
+        # a removed entry leaves a gap
+        ("DELETE FROM sagacity_journal WHERE seq = 7", 7, "gap"),
+        # a FAILED call relabelled as EXECUTED
+        (
+            "UPDATE sagacity_journal SET phase = 'EXECUTED' WHERE seq = 8",
+            8,
+            "column mismatch",
+        ),
+    ],
+)
+def test_verify_detects_tampering(runner, demo_db, sql, bad_seq, fault):
+    path, saga_id = demo_db
+    _append(path, "untouched", Phase.SAGA_OPENED)
+    _tamper(path, sql + " AND saga_id = ?", (saga_id,))
+    result = runner.invoke(cli, ["journal", "verify", "--db", path])
+    assert result.exit_code == 1, result.output
+    broken = [line for line in result.output.splitlines() if "BROKEN" in line and saga_id in line]
+    assert len(broken) == 1
+    assert f"at seq {bad_seq}: {fault}" in broken[0]
+    assert any(line.startswith("verify: ok") and "untouched" in line for line in result.output.splitlines())
+    assert "1 of 2 saga chain(s) BROKEN" in result.output
+
+    one = runner.invoke(cli, ["journal", "verify", saga_id, "--db", path])
+    assert one.exit_code == 1 and f"at seq {bad_seq}" in one.output
+
+
+def test_verify_detects_a_consistently_rehashed_entry_by_its_broken_link(runner, demo_db):
+    """Rewriting an entry *and* its hash still breaks the next entry's prev_hash link."""
+    import hashlib
+
+    path, saga_id = demo_db
+    with sqlite3.connect(path) as db:
+        (canonical,) = db.execute(
+            "SELECT canonical FROM sagacity_journal WHERE saga_id = ? AND seq = 6", (saga_id,)
+        ).fetchone()
+        forged = bytes(canonical).replace(b"HT-0001", b"HT-0999")
+        db.execute(
+            "UPDATE sagacity_journal SET canonical = ?, hash = ? WHERE saga_id = ? AND seq = 6",
+            (forged, hashlib.sha256(forged).hexdigest(), saga_id),
+        )
+    db.close()
+    result = runner.invoke(cli, ["journal", "verify", "--db", path])
+    assert result.exit_code == 1
+    assert "at seq 7: broken link" in result.output
