@@ -8,6 +8,17 @@ bound to their exact arguments.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .core.approval import (
+    ApprovalRequest,
+    ApprovalStore,
+    InMemoryApprovalStore,
+    SqliteApprovalStore,
+    args_hash,
+    wait_for_decision,
+)
 from .core.chain import ChainFault, VerifyResult, verify_entries, verify_journal
 from .core.compensation import (
     CompensationContext,
@@ -33,25 +44,59 @@ from .errors import (
     SagaFailedError,
     SagaStateError,
 )
-from .sdk.fallback import nested_agent_tool, protect_tool
-from .sdk.facade import SagaResult, SagaStream, Sagacity, StreamAbandoned
-from .sdk.hooks import HooksNotEnteredError, SagaRunHooks, SagaStopped
-from .sdk.tools import compensable, irreversible, no_undo, read_only
+
+# The Agents SDK adapter is imported on first use, so core-only users (the CLI's journal
+# commands, an auditor verifying an export) do not pay for importing the SDK.
+_SDK_NAMES = {
+    "Decision": ".sdk.facade",
+    "HooksNotEnteredError": ".sdk.hooks",
+    "SagaResult": ".sdk.facade",
+    "SagaRunHooks": ".sdk.hooks",
+    "SagaStopped": ".sdk.hooks",
+    "SagaStream": ".sdk.facade",
+    "Sagacity": ".sdk.facade",
+    "StreamAbandoned": ".sdk.facade",
+    "compensable": ".sdk.tools",
+    "irreversible": ".sdk.tools",
+    "nested_agent_tool": ".sdk.fallback",
+    "no_undo": ".sdk.tools",
+    "protect_tool": ".sdk.fallback",
+    "read_only": ".sdk.tools",
+}
+
+if TYPE_CHECKING:
+    from .sdk.facade import Decision, SagaResult, SagaStream, Sagacity, StreamAbandoned
+    from .sdk.fallback import nested_agent_tool, protect_tool
+    from .sdk.hooks import HooksNotEnteredError, SagaRunHooks, SagaStopped
+    from .sdk.tools import compensable, irreversible, no_undo, read_only
+
+
+def __getattr__(name: str) -> Any:
+    module = _SDK_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sagacity_agents' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalError",
+    "ApprovalRequest",
+    "ApprovalStore",
     "ChainFault",
     "CompensationContext",
     "CompensationItem",
     "CompensationReport",
     "ConfigurationError",
+    "Decision",
     "DeclarationError",
     "EncodingError",
     "FailurePolicy",
     "FailureRecord",
     "HooksNotEnteredError",
+    "InMemoryApprovalStore",
     "InMemoryJournal",
     "Journal",
     "JournalEntry",
@@ -69,11 +114,13 @@ __all__ = [
     "SagaStream",
     "Sagacity",
     "SagacityError",
+    "SqliteApprovalStore",
     "SqliteJournal",
     "StreamAbandoned",
     "ToolDeclaration",
     "Verdict",
     "VerifyResult",
+    "args_hash",
     "compensable",
     "compensate",
     "idempotency_key",
@@ -85,4 +132,5 @@ __all__ = [
     "record_undo_data",
     "verify_entries",
     "verify_journal",
+    "wait_for_decision",
 ]

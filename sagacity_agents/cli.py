@@ -187,8 +187,8 @@ def demo(db: str, real_model: bool) -> None:
         run_demo(db, real_model, console=make_console())
     except ConfigurationError as exc:
         raise UsageFailure(str(exc)) from exc
-    except JournalError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (JournalError, sqlite3.Error) as exc:
+        raise click.ClickException(f"demo failed: {exc}") from exc
 
 
 # --- journal --------------------------------------------------------------------------------

@@ -295,3 +295,24 @@ def test_verify_detects_a_consistently_rehashed_entry_by_its_broken_link(runner,
     result = runner.invoke(cli, ["journal", "verify", "--db", path])
     assert result.exit_code == 1
     assert "at seq 7: broken link" in result.output
+
+
+def test_demo_into_a_missing_directory_fails_cleanly(runner, tmp_path):
+    result = runner.invoke(cli, ["demo", "--db", str(tmp_path / "no" / "such" / "dir.db")])
+    assert result.exit_code == 1
+    assert "demo failed" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_python_dash_m_runs_the_cli(demo_db):
+    """End to end through a real process: ``python -m sagacity_agents journal verify``."""
+    import subprocess
+    import sys
+
+    path, saga_id = demo_db
+    proc = subprocess.run(
+        [sys.executable, "-m", "sagacity_agents", "journal", "verify", "--db", path],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("verify: ok") and saga_id in proc.stdout

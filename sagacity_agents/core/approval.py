@@ -65,7 +65,7 @@ REJECTED: Decision = "rejected"
 _DECISIONS = frozenset({APPROVED, REJECTED})
 
 DEFAULT_APPROVAL_TTL = dt.timedelta(hours=24)
-"""How long a request stays decidable by default (design.md: 24 h, configurable, may be disabled)."""
+"""Default lifetime of a request (design.md: 24 h; configurable, ``None`` disables expiry)."""
 
 _TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -135,7 +135,9 @@ class ApprovalRequest:
 
     def __post_init__(self) -> None:
         if self.decision is not None and self.decision not in _DECISIONS:
-            raise ValueError(f"decision must be 'approved', 'rejected' or None, not {self.decision!r}")
+            raise ValueError(
+                f"decision must be 'approved', 'rejected' or None, not {self.decision!r}"
+            )
 
     @classmethod
     def build(
@@ -174,7 +176,8 @@ class ApprovalRequest:
             raise ValueError("saga_id and tool must be non-empty strings")
         canonical = to_canonical_value(args)
         if not isinstance(canonical, dict):
-            raise ValueError(f"tool arguments must be a JSON object, not {type(canonical).__name__}")
+            kind = type(canonical).__name__
+            raise ValueError(f"tool arguments must be a JSON object, not {kind}")
         return cls(
             request_id=request_id or str(uuid.uuid4()),
             saga_id=saga_id,
@@ -653,11 +656,11 @@ class SqliteApprovalStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = fn(conn)
+            conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
         return result
 
     def _create_sync(self, request: ApprovalRequest) -> None:
@@ -803,7 +806,9 @@ class SqliteApprovalStore:
         """See :meth:`ApprovalStore.decide`."""
         _check_decision(decision)
         decided_at = format_timestamp(at)
-        return await self._run(self._decide_sync, request_id, decision, approver, reason, decided_at)
+        return await self._run(
+            self._decide_sync, request_id, decision, approver, reason, decided_at
+        )
 
     async def consume(self, request_ids: builtins.list[str], at: dt.datetime) -> None:
         """See :meth:`ApprovalStore.consume`."""

@@ -68,7 +68,11 @@ class SqliteJournal:
         self._local = threading.local()
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous.upper()
-        self._executor.submit(self._connect).result()
+        try:
+            self._executor.submit(self._connect).result()
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            raise
 
     # --- runs on the journal thread -------------------------------------------------------
     def _connect(self) -> None:

@@ -72,7 +72,8 @@ def test_build_canonicalizes_and_hashes():
     assert request.matches({"currency": "EUR", "amount": Decimal("10.10"), "n": 1, "ratio": 0.5})
     assert not request.matches({**request.args, "n": 2})
     assert ApprovalRequest.from_dict(request.to_dict()) == request
-    assert len(ApprovalRequest.build(saga_id="s", tool="t", args={}, created_at=T0).request_id) == 36
+    fresh = ApprovalRequest.build(saga_id="s", tool="t", args={}, created_at=T0)
+    assert len(fresh.request_id) == 36 and fresh.expires_at == "2026-01-02T12:00:00.000000Z"
     with pytest.raises(ValueError):
         ApprovalRequest.build(saga_id="s", tool="t", args=[1], created_at=T0)
     with pytest.raises(EncodingError):
@@ -87,7 +88,9 @@ def test_expiry():
     assert not request.expired(T0 + dt.timedelta(minutes=59, seconds=59, microseconds=999999))
     assert request.expired(T0 + dt.timedelta(hours=1))
     assert request.expired(T0 + dt.timedelta(days=3))
-    assert request.expired((T0 + dt.timedelta(hours=2)).astimezone(dt.timezone(dt.timedelta(hours=-5))))
+    elsewhere = dt.timezone(dt.timedelta(hours=-5))
+    assert request.expired((T0 + dt.timedelta(hours=2)).astimezone(elsewhere))
+    assert not request.expired((T0 + dt.timedelta(minutes=30)).astimezone(elsewhere))
     never = make_request(created_at=T0, ttl=None)
     assert never.expires_at is None
     assert not never.expired(T0 + dt.timedelta(days=10_000))
@@ -349,6 +352,26 @@ class TestSqliteApprovalStore(ApprovalStoreConformance):
         await store.close()  # idempotent
         with pytest.raises(JournalError, match="closed"):
             await store.get("req-1")
+
+    async def test_consume_row_count_check_rolls_back(self, store, tmp_path):
+        """The guarded UPDATE's row count is checked: a row that was not updated (here a trigger
+        silently skips req-2) rolls the whole consume back, req-1 included."""
+        await store.create(make_request(1))
+        await store.create(make_request(2))
+        conn = sqlite3.connect(tmp_path / "sagacity.db")
+        try:
+            conn.execute(
+                "CREATE TRIGGER skip_req_2 BEFORE UPDATE OF consumed_at "
+                "ON sagacity_approval_requests WHEN NEW.request_id = 'req-2' "
+                "BEGIN SELECT RAISE(IGNORE); END"
+            )
+            conn.commit()
+        finally:
+            conn.close()
+        with pytest.raises(ApprovalError, match="changed concurrently"):
+            await store.consume(["req-1", "req-2"], T0)
+        assert (await store.get("req-1")).consumed_at is None
+        assert (await store.get("req-2")).consumed_at is None
 
     async def test_wait_polls_a_second_store_object(self, store, tmp_path):
         await store.create(make_request(1))

@@ -3,7 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import sys
+import types
 from typing import Any
+
+
+def _import_core_only() -> None:
+    """Make ``sagacity_agents`` importable without running its ``__init__`` (which imports the
+    Agents SDK, ~2 s per process); the core must not need the SDK, and the child checks that."""
+    if "sagacity_agents" in sys.modules:
+        return
+    spec = importlib.util.find_spec("sagacity_agents")
+    assert spec is not None and spec.submodule_search_locations is not None
+    package = types.ModuleType("sagacity_agents")
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__spec__ = spec
+    sys.modules["sagacity_agents"] = package
 
 
 def append_many(
@@ -11,6 +27,7 @@ def append_many(
 ) -> None:
     """Open the journal after every writer is ready (racing on schema setup too), then append
     ``count`` entries with write keys ``{writer}:{i}``."""
+    _import_core_only()
     from sagacity_agents.core.entries import Phase
     from sagacity_agents.core.sqlite_journal import SqliteJournal
 
@@ -28,3 +45,4 @@ def append_many(
             await journal.close()
 
     asyncio.run(main())
+    assert "agents" not in sys.modules, "the journal core imported the Agents SDK"
