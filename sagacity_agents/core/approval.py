@@ -30,11 +30,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from ..errors import ApprovalError, JournalError
+from .sqlite_setup import open_sqlite
 from .canonical import canonical_bytes, format_timestamp, parse_json, sha256_hex, to_canonical_value
 
 __all__ = [
@@ -630,21 +630,10 @@ class SqliteApprovalStore:
 
     # --- runs on the store thread ---------------------------------------------------------
     def _connect(self) -> None:
-        conn = None
-        try:
-            conn = sqlite3.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=True
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
-            schema = resources.files("sagacity_agents.core").joinpath("sql/sqlite_approvals.sql")
-            conn.executescript(schema.read_text(encoding="utf-8"))
-        except sqlite3.Error as exc:
-            if conn is not None:
-                conn.close()
-            raise JournalError(f"cannot open SQLite approval store {self.path!r}: {exc}") from exc
-        self._local.conn = conn
+        self._local.conn = open_sqlite(
+            self.path, "sqlite_approvals.sql", busy_timeout=self._busy_timeout,
+            synchronous=self._synchronous, what="SQLite approval store",
+        )
 
     @property
     def _conn(self) -> sqlite3.Connection:

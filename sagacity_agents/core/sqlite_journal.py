@@ -16,13 +16,13 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import JournalError, JournalWriteError
 from .entries import JournalEntry, Phase
 from .journal import AppendRequest, Clock, next_entry, replay_of, utc_now
+from .sqlite_setup import open_sqlite
 
 __all__ = ["SqliteJournal"]
 
@@ -76,18 +76,10 @@ class SqliteJournal:
 
     # --- runs on the journal thread -------------------------------------------------------
     def _connect(self) -> None:
-        try:
-            conn = sqlite3.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=True
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
-            schema = resources.files("sagacity_agents.core").joinpath("sql/sqlite_journal.sql")
-            conn.executescript(schema.read_text(encoding="utf-8"))
-        except sqlite3.Error as exc:
-            raise JournalError(f"cannot open SQLite journal {self.path!r}: {exc}") from exc
-        self._local.conn = conn
+        self._local.conn = open_sqlite(
+            self.path, "sqlite_journal.sql", busy_timeout=self._busy_timeout,
+            synchronous=self._synchronous, what="SQLite journal",
+        )
 
     def _append_sync(self, request: AppendRequest) -> JournalEntry:
         conn: sqlite3.Connection = self._local.conn

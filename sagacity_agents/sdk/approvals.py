@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,6 @@ from ..core.journal import Clock, Journal, utc_now
 from ..core.saga import Grant, Saga
 from ..errors import ApprovalError, EncodingError
 from .binding import _agents
-from .tools import declaration_of
 
 __all__ = ["ApprovalDesk", "PauseOutcome", "pending_call_arguments"]
 

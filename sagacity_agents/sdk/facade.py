@@ -30,7 +30,7 @@ from ..core.journal import Journal
 from ..core.memory_journal import InMemoryJournal
 from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
 from ..core.sqlite_journal import SqliteJournal
-from ..errors import ApprovalError, SagacityError, SagaStateError
+from ..errors import SagacityError, SagaStateError
 from .approvals import ApprovalDesk
 from .hooks import SagaRunHooks
 
