@@ -28,14 +28,11 @@ from .core.journal import Journal
 from .core.sqlite_journal import SqliteJournal
 from .errors import ConfigurationError, JournalError
 from .render import journal_table, make_console, saga_status, status_text, verify_text
-from .sdk.facade import DEFAULT_JOURNAL_PATH
+from .settings import DB_ENVVAR, DEFAULT_JOURNAL_PATH
 
 __all__ = ["DB_ENVVAR", "UsageFailure", "cli", "db_option", "main", "open_journal", "with_journal"]
 
 T = TypeVar("T")
-
-DB_ENVVAR = "SAGACITY_DB"
-"""Environment variable naming the journal file when ``--db`` is not given."""
 
 JOURNAL_TABLE = "sagacity_journal"
 
@@ -290,6 +287,7 @@ def journal_verify(saga_id: str | None, db: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``sagacity`` script."""
+    from . import cli_approvals  # noqa: F401 - registers the approvals and saga groups
     cli.main(args=list(argv) if argv is not None else None, prog_name="sagacity")
 
 

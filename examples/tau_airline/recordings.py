@@ -16,7 +16,7 @@ from typing import Any
 
 from .store import resolve_data_dir
 
-__all__ = ["Conversation", "RecordedCall", "load_conversations"]
+__all__ = ["Conversation", "RecordedCall", "load_conversations", "load_transcripts"]
 
 TRAJECTORIES_FILE = "trajectories-gpt-4o.json"
 
@@ -110,9 +110,14 @@ def _extract_calls(messages: list[dict[str, Any]]) -> tuple[RecordedCall, ...]:
 
 
 @lru_cache(maxsize=4)
-def _load(path: Path) -> tuple[Conversation, ...]:
+def _read(path: Path) -> tuple[dict[str, Any], ...]:
     with open(path, encoding="utf-8") as fh:
-        runs = json.load(fh)
+        return tuple(json.load(fh))
+
+
+@lru_cache(maxsize=4)
+def _load(path: Path) -> tuple[Conversation, ...]:
+    runs = _read(path)
     return tuple(
         Conversation(
             task_id=run["task_id"],
@@ -139,3 +144,23 @@ def load_conversations(data_dir: str | Path | None = None) -> tuple[Conversation
         FileNotFoundError: If the trajectories file is missing.
     """
     return _load(resolve_data_dir(data_dir) / TRAJECTORIES_FILE)
+
+
+def load_transcripts(data_dir: str | Path | None = None) -> tuple[dict[str, Any], ...]:
+    """Load the 150 recorded runs as stored (``task_id``, ``trial``, ``traj``...; cached).
+
+    The harness needs the whole transcript (user messages, assistant texts),
+    not only the calls of :func:`load_conversations`; both come in file order.
+    The returned dicts are shared by every caller: do not modify them.
+
+    Args:
+        data_dir: The ``tau-airline`` folder; ``None`` for the default.
+
+    Returns:
+        The recorded runs in file order.
+
+    Raises:
+        DataNotFoundError: If the data folder is missing.
+        FileNotFoundError: If the trajectories file is missing.
+    """
+    return _read(resolve_data_dir(data_dir) / TRAJECTORIES_FILE)

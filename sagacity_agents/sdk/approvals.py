@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from agents import Agent, FunctionTool
+from agents import Agent, FunctionTool, RunContextWrapper
 from agents.function_schema import function_schema
 from agents.run_state import RunState
 
@@ -280,7 +280,8 @@ class ApprovalDesk:
             raise ApprovalError(f"saga {saga.saga_id} has no stored snapshot to resume")
         try:
             state = await RunState.from_json(
-                agent, _strip_snapshot(parse_json(text)), context_override=context
+                agent, _strip_snapshot(parse_json(text)),
+                context_override=RunContextWrapper(context=context),
             )
         except Exception as exc:  # noqa: BLE001 - a snapshot the SDK refuses is refused here too
             raise ApprovalError(

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from ..core.memory_journal import InMemoryJournal
 from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
 from ..core.sqlite_journal import SqliteJournal
 from ..errors import SagacityError, SagaStateError
+from ..settings import DEFAULT_JOURNAL_PATH, journal_path
 from .approvals import ApprovalDesk
 from .hooks import SagaRunHooks
 
@@ -44,8 +44,6 @@ __all__ = [
     "StreamAbandoned",
 ]
 
-DEFAULT_JOURNAL_PATH = "sagacity.db"
-"""Journal file used when neither an argument nor ``SAGACITY_DB`` names one."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +105,7 @@ class SagaResult:
 
 def _journal_from(journal: Journal | str | Path | None) -> Journal:
     if journal is None:
-        journal = os.environ.get("SAGACITY_DB") or DEFAULT_JOURNAL_PATH
+        journal = journal_path()
     if isinstance(journal, (str, Path)):
         return InMemoryJournal() if str(journal) == ":memory:" else SqliteJournal(journal)
     return journal

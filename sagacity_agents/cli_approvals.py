@@ -1,0 +1,251 @@
+"""``sagacity approvals ...`` and ``sagacity saga resume``: decide paused calls, resume sagas.
+
+Decisions made here are journaled in the saga's chain (APPROVED / REJECTED with the approver,
+the reason and the argument hash decided on); the approval store is working state only.
+``saga resume`` loads the application's agent with ``--app module:attr``, the one convention for
+commands that need the user's agents and undos: ``attr`` is an ``Agent``, or a callable taking no
+arguments that returns one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import importlib
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+
+from .cli import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
+from .core.approval import ApprovalRequest, SqliteApprovalStore
+from .errors import ApprovalError, SagacityError
+from .render import make_console, status_text
+
+__all__ = ["approvals", "load_app", "saga"]
+
+T = TypeVar("T")
+
+
+def _with_sagacity(db: str, work: Callable[[Any], Awaitable[T]]) -> T:
+    """Run ``work(Sagacity(db))`` (journal and approval store in the same file) and close it."""
+    _check_journal_file(db)
+    from .sdk.facade import Sagacity  # imports the Agents SDK: only for commands that need it
+
+    async def run() -> T:
+        sagacity = Sagacity(db)
+        try:
+            return await work(sagacity)
+        finally:
+            await sagacity.aclose()
+            await sagacity.approvals.close()
+
+    try:
+        return asyncio.run(run())
+    except ApprovalError as exc:
+        raise click.ClickException(f"refused: {exc}") from exc
+    except SagacityError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _with_store(db: str, work: Callable[[SqliteApprovalStore], Awaitable[T]]) -> T:
+    _check_journal_file(db)
+
+    async def run() -> T:
+        store = SqliteApprovalStore(db)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def _age(created_at: str) -> str:
+    created = dt.datetime.strptime(created_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
+    seconds = int((dt.datetime.now(dt.timezone.utc) - created).total_seconds())
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
+def _state(request: ApprovalRequest) -> str:
+    if request.consumed_at:
+        return f"consumed ({request.decision})"
+    if request.expired(dt.datetime.now(dt.timezone.utc)):
+        return "expired"
+    return request.decision or "pending"
+
+
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="List, show, approve and reject paused calls.")
+def approvals() -> None:
+    """Human decisions on irreversible tool calls that paused a saga.
+
+    A request binds a decision to the SHA-256 of the call's canonical validated arguments. Approve
+    or reject it here (from any process), then resume the saga with `sagacity saga resume`: the
+    resume checks the journaled decision and the hash again and runs the call at most once.
+    """
+
+
+@approvals.command("list")
+@db_option()
+@click.option("--all", "show_all", is_flag=True, help="Include decided and consumed requests.")
+def approvals_list(db: str, show_all: bool) -> None:
+    """List approval requests (pending ones unless --all), oldest first."""
+
+    async def load(store: SqliteApprovalStore) -> list[ApprovalRequest]:
+        return await store.list(None, pending_only=not show_all)
+
+    requests = _with_store(db, load)
+    console = make_console()
+    if not requests:
+        console.print("no pending approval requests" if not show_all else "no approval requests")
+        return
+    table = Table(title=f"{len(requests)} approval request(s)", title_justify="left", header_style="bold")
+    for column in ("request id", "saga", "tool", "call id", "age", "state", "args hash"):
+        table.add_column(column, no_wrap=column in ("request id", "args hash"))
+    for r in requests:
+        table.add_row(r.request_id, r.saga_id[:12], r.tool, r.call_id or "", _age(r.created_at),
+                      _state(r), r.args_hash[:16])
+    console.print(table)
+
+
+@approvals.command("show")
+@click.argument("request_id")
+@db_option()
+def approvals_show(request_id: str, db: str) -> None:
+    """Show one request: the arguments the tool would receive, their hash, the saga, its age."""
+
+    async def load(store: SqliteApprovalStore) -> ApprovalRequest | None:
+        return await store.get(request_id)
+
+    request = _with_store(db, load)
+    if request is None:
+        raise UsageFailure(f"no approval request {request_id!r} (see: sagacity approvals list)")
+    console = make_console()
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    facts.add_row("request", request.request_id)
+    facts.add_row("saga", request.saga_id)
+    facts.add_row("tool", request.tool)
+    facts.add_row("call id", request.call_id or "")
+    facts.add_row("asked", f"{request.created_at} ({_age(request.created_at)} ago)")
+    facts.add_row("expires", request.expires_at or "never")
+    facts.add_row("state", _state(request))
+    if request.decision:
+        facts.add_row("decided by", f"{request.approver} ({request.reason or 'no reason given'})")
+    facts.add_row("args sha256", request.args_hash)
+    console.print(facts)
+    console.print(Panel(Syntax(json.dumps(request.args, indent=2, ensure_ascii=False), "json"),
+                        title="arguments the tool will receive", title_align="left"))
+    if request.raw_args is not None:
+        console.print(Panel(request.raw_args, title="raw arguments from the model", title_align="left"))
+
+
+def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str | None) -> None:
+    async def work(sagacity: Any) -> ApprovalRequest:
+        if approve:
+            return await sagacity.approve(request_id, approver=approver, reason=reason)  # type: ignore[no-any-return]
+        return await sagacity.reject(request_id, approver=approver, reason=reason or "")  # type: ignore[no-any-return]
+
+    request = _with_sagacity(db, work)
+    word = "approved" if approve else "rejected"
+    make_console(highlight=False).print(
+        f"{word} {request.request_id} ({request.tool}, args sha256 {request.args_hash}) as {approver}; "
+        f"resume with: sagacity saga resume {request.saga_id} --app MODULE:ATTR --db {db}"
+    )
+
+
+@approvals.command("approve")
+@click.argument("request_id")
+@click.option("--as", "approver", required=True, help="Who approves (journaled).")
+@click.option("--reason", default=None, help="Why (journaled).")
+@db_option()
+def approvals_approve(request_id: str, approver: str, reason: str | None, db: str) -> None:
+    """Approve a request: journals APPROVED with the approver, reason and argument hash."""
+    _decide(request_id, db, True, approver, reason)
+
+
+@approvals.command("reject")
+@click.argument("request_id")
+@click.option("--as", "approver", required=True, help="Who rejects (journaled).")
+@click.option("--reason", required=True, help="Why (journaled, and shown to the model).")
+@db_option()
+def approvals_reject(request_id: str, approver: str, reason: str, db: str) -> None:
+    """Reject a request: journals REJECTED; on resume the body never runs."""
+    _decide(request_id, db, False, approver, reason)
+
+
+def load_app(spec: str) -> Any:
+    """Load the application's agent from ``module:attr``.
+
+    ``attr`` (dotted attributes allowed) is an ``Agent``, or a callable with no arguments
+    returning one. The current directory is importable, as with ``python -m``.
+
+    Raises:
+        click.UsageError: the spec is malformed, or the module or attribute cannot be found.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise click.UsageError(f"--app takes MODULE:ATTR, got {spec!r}")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise click.UsageError(f"cannot load --app {spec!r}: {exc}") from exc
+    from agents import Agent
+
+    if not isinstance(obj, Agent) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, Agent):
+        raise click.UsageError(f"--app {spec!r} is not an Agent nor a callable returning one")
+    return obj
+
+
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="Resume sagas waiting for approval.")
+def saga() -> None:
+    """Operate on sagas: resume one that is waiting for approval."""
+
+
+@saga.command("resume")
+@click.argument("saga_id")
+@click.option("--app", "app", required=True, metavar="MODULE:ATTR",
+              help="The agent to resume with: an Agent or a no-argument callable returning one.")
+@click.option("--context-json", default=None, metavar="JSON",
+              help="Trusted application context (a JSON object); the stored snapshot has none.")
+@db_option()
+def saga_resume(saga_id: str, app: str, context_json: str | None, db: str) -> None:
+    """Resume a saga whose decisions are all made; exit 1 if any check refuses.
+
+    Checks, failing closed: every pending call has an unconsumed, unexpired request; its decision
+    is in the journal with the same argument hash; the call in the stored snapshot hashes to it.
+    The requests are consumed atomically, so a second resume (here or elsewhere) runs nothing.
+    """
+    agent = load_app(app)
+    context = json.loads(context_json) if context_json else None
+
+    async def work(sagacity: Any) -> Any:
+        return await sagacity.resume(saga_id, agent, context=context)
+
+    result = _with_sagacity(db, work)
+    console = make_console(highlight=False)
+    console.print(status_text(result.status.value), f"saga {result.saga_id}")
+    if result.final_output is not None:
+        console.print(f"final output: {result.final_output}")
+    if result.exception is not None:
+        console.print(f"run raised: {type(result.exception).__name__}: {result.exception}")
+    for request in result.approvals:
+        console.print(f"waiting again: {request.request_id} ({request.tool})")
+    if not result.ok and result.status.value != "AWAITING_APPROVAL":
+        raise SystemExit(1)
