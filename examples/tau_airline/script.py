@@ -80,6 +80,7 @@ class Script:
     """A recorded conversation, ready to drive a ``ScriptedModel``.
 
     Attributes:
+        index: Position of the conversation in the recordings file (0-149).
         conversation: The recorded conversation (its calls, with recorded outputs).
         turns: The runs to make, in order.
         rewritten_ids: How many calls got a rewritten id.
@@ -87,6 +88,7 @@ class Script:
         dropped_user_messages: Trailing user messages that open no run (0 or 1).
     """
 
+    index: int
     conversation: Conversation
     turns: tuple[Turn, ...]
     rewritten_ids: int
@@ -134,10 +136,11 @@ def _unique_ids(recorded: Iterable[str]) -> list[str]:
     return ids
 
 
-def build_script(run: dict[str, Any], conversation: Conversation) -> Script:
+def build_script(index: int, run: dict[str, Any], conversation: Conversation) -> Script:
     """Turn one recorded run into a :class:`Script`.
 
     Args:
+        index: The run's position in the recordings file.
         run: The recorded run (``traj`` is read).
         conversation: The same run as loaded by :func:`.load_conversations` (calls by position).
 
@@ -171,7 +174,7 @@ def build_script(run: dict[str, Any], conversation: Conversation) -> Script:
     script_turns = tuple(Turn(user, tuple(steps)) for user, steps in turns)
     rewritten = sum(1 for turn in script_turns for step in turn.steps for c in step.calls
                     if c.call_id != c.recorded_id)
-    return Script(conversation, script_turns, rewritten, appended, dropped)
+    return Script(index, conversation, script_turns, rewritten, appended, dropped)
 
 
 def load_scripts(data_dir: str | Path | None = None) -> tuple[Script, ...]:
@@ -182,4 +185,7 @@ def load_scripts(data_dir: str | Path | None = None) -> tuple[Script, ...]:
     """
     runs = load_transcripts(data_dir)
     conversations = load_conversations(data_dir)
-    return tuple(build_script(run, conv) for run, conv in zip(runs, conversations, strict=True))
+    return tuple(
+        build_script(index, run, conversation)
+        for index, (run, conversation) in enumerate(zip(runs, conversations, strict=True))
+    )

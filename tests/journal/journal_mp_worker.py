@@ -3,31 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import sys
-import types
 from typing import Any
 
 
-def _import_core_only() -> None:
-    """Make ``sagacity_agents`` importable without running its ``__init__`` (which imports the
-    Agents SDK, ~2 s per process); the core must not need the SDK, and the child checks that."""
-    if "sagacity_agents" in sys.modules:
-        return
-    spec = importlib.util.find_spec("sagacity_agents")
-    assert spec is not None and spec.submodule_search_locations is not None
-    package = types.ModuleType("sagacity_agents")
-    package.__path__ = list(spec.submodule_search_locations)
-    package.__spec__ = spec
-    sys.modules["sagacity_agents"] = package
-
-
 def append_many(
-    path: str, saga_id: str, writer: str, count: int, barrier: Any, synchronous: str = "FULL"
+    path: str,
+    saga_id: str,
+    writer: str,
+    count: int,
+    barrier: Any,
+    synchronous: str = "FULL",
+    pause: float = 0.0,
 ) -> None:
     """Open the journal after every writer is ready (racing on schema setup too), then append
-    ``count`` entries with write keys ``{writer}:{i}``."""
-    _import_core_only()
+    ``count`` entries with write keys ``{writer}:{i}``, sleeping ``pause`` seconds between appends
+    (without it, SQLite's backing-off busy handler lets one writer run all its appends while the
+    other sleeps, so the two barely interleave)."""
     from sagacity_agents.core.entries import Phase
     from sagacity_agents.core.sqlite_journal import SqliteJournal
 
@@ -41,8 +33,11 @@ def append_many(
                     saga_id, Phase.EXECUTED, write_key=f"{writer}:{i}", tool="t",
                     call_id=f"{writer}-{i}", payload={"writer": writer, "i": i},
                 )
+                if pause:
+                    await asyncio.sleep(pause)
         finally:
             await journal.close()
 
     asyncio.run(main())
+    # The package imports the SDK lazily: a process using only the journal never loads it.
     assert "agents" not in sys.modules, "the journal core imported the Agents SDK"

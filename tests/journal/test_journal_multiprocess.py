@@ -16,11 +16,16 @@ PER_PROCESS = 100
 pytestmark = pytest.mark.slow
 
 
-def run_writers(path: str, sagas: list[str], synchronous: str = "NORMAL") -> None:
+def run_writers(path: str, sagas: list[str], synchronous: str = "FULL", pause: float = 0.002) -> None:
+    """Start one spawned writer per saga name; they open the file together and interleave
+    (``pause`` between appends; see ``journal_mp_worker.append_many``)."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(len(sagas))
     procs = [
-        ctx.Process(target=append_many, args=(path, saga, f"p{n}", PER_PROCESS, barrier, synchronous))
+        ctx.Process(
+            target=append_many,
+            args=(path, saga, f"p{n}", PER_PROCESS, barrier, synchronous, pause),
+        )
         for n, saga in enumerate(sagas)
     ]
     for proc in procs:
