@@ -42,7 +42,7 @@ __all__ = [
     "make_failing",
 ]
 
-DEFAULT_START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+DEFAULT_START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 """Where a :class:`FrozenClock` starts when no time is given: 2026-01-01T00:00:00Z."""
 
 
@@ -51,7 +51,7 @@ def _shift(value: dt.datetime, delta: dt.timedelta) -> dt.datetime:
     # zone (wrong across a DST change) and resets ``fold``; going through UTC is neither.
     if not delta:
         return value
-    return (value.astimezone(dt.timezone.utc) + delta).astimezone(value.tzinfo)
+    return (value.astimezone(dt.UTC) + delta).astimezone(value.tzinfo)
 
 
 def _aware(value: dt.datetime) -> dt.datetime:

@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canonical_bytes, format_timestamp, parse_json, sha256_hex
+from .canonical import encode_canonical, format_timestamp, parse_json, sha256_hex, to_canonical_value
 
 __all__ = ["GENESIS_HASH", "HASHED_FIELDS", "JournalEntry", "Phase", "seal_entry"]
 
@@ -175,17 +175,21 @@ def seal_entry(
     payload: Any,
     recorded_at: dt.datetime | str,
     prev_hash: str,
+    converted: bool = False,
 ) -> JournalEntry:
     """Build an entry: convert the payload, encode canonically, hash.
 
     Args:
         recorded_at: an aware datetime (truncated to microseconds, converted to UTC) or the
             already formatted fixed-width string.
+        converted: the payload already went through ``to_canonical_value`` (skip that pass).
 
     Raises:
         EncodingError: the payload (or a field) has no canonical encoding.
     """
     stamp = recorded_at if isinstance(recorded_at, str) else format_timestamp(recorded_at)
+    if not converted:
+        payload = to_canonical_value(payload)
     obj = {
         "saga_id": saga_id,
         "seq": seq,
@@ -197,7 +201,7 @@ def seal_entry(
         "recorded_at": stamp,
         "prev_hash": prev_hash,
     }
-    data = canonical_bytes(obj)
+    data = encode_canonical(obj)
     return JournalEntry(
         saga_id=saga_id,
         seq=seq,
@@ -205,7 +209,7 @@ def seal_entry(
         tool=tool,
         call_id=call_id,
         write_key=write_key,
-        payload=parse_json(data)["payload"],
+        payload=payload,
         recorded_at=stamp,
         prev_hash=prev_hash,
         hash=sha256_hex(data),

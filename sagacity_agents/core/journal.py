@@ -70,18 +70,22 @@ class AppendRequest:
         return cls(saga_id, Phase(phase), write_key, tool, call_id, to_canonical_value(payload))
 
 
-def next_entry(request: AppendRequest, tail: JournalEntry | None, now: dt.datetime) -> JournalEntry:
-    """Seal ``request`` as the entry that follows ``tail`` (``None``: the saga's first entry)."""
+def next_entry(
+    request: AppendRequest, tail: tuple[int, str] | None, now: dt.datetime
+) -> JournalEntry:
+    """Seal ``request`` as the entry that follows ``tail`` = (seq, hash) of the saga's last
+    entry (``None``: the saga's first entry)."""
     return seal_entry(
         saga_id=request.saga_id,
-        seq=1 if tail is None else tail.seq + 1,
+        seq=1 if tail is None else tail[0] + 1,
         phase=request.phase,
         tool=request.tool,
         call_id=request.call_id,
         write_key=request.write_key,
         payload=request.payload,
         recorded_at=now,
-        prev_hash=GENESIS_HASH if tail is None else tail.hash,
+        prev_hash=GENESIS_HASH if tail is None else tail[1],
+        converted=True,
     )
 
 

@@ -47,7 +47,8 @@ class InMemoryJournal:
             if existing is not None:
                 return replay_of(existing, request)
             chain = self._chains.setdefault(saga_id, [])
-            entry = next_entry(request, chain[-1] if chain else None, self._clock())
+            tail = (chain[-1].seq, chain[-1].hash) if chain else None
+            entry = next_entry(request, tail, self._clock())
             chain.append(entry)
             self._keys[(saga_id, write_key)] = entry
             return entry

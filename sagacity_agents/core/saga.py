@@ -9,7 +9,6 @@ Framework-agnostic: an adapter calls :meth:`Saga.run_call` (async bodies) or
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextvars
 import enum
 import threading
@@ -102,6 +101,15 @@ class Grant:
     """True for an approval, False for a rejection."""
 
 
+class _InFlight:
+    """One call counted in flight; ended exactly once."""
+
+    __slots__ = ("ended",)
+
+    def __init__(self) -> None:
+        self.ended = False
+
+
 @dataclass
 class CallFrame:
     """The call currently running in this context (set by the wrapper around the body)."""
@@ -179,6 +187,7 @@ class Saga:
         metadata: dict[str, Any] | None = None,
     ) -> None:
         self.journal = journal
+        self._fresh_id = saga_id is None  # a new random id: nothing in the journal to read
         self.saga_id = saga_id or uuid.uuid4().hex
         self.policy = FailurePolicy(policy)
         self.in_flight_timeout = in_flight_timeout
@@ -190,10 +199,10 @@ class Saga:
         self.report: CompensationReport | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
-        self._in_flight: set[concurrent.futures.Future[None]] = set()
+        self._active = 0  # calls between _begin and _end (any thread)
         self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
         self.grants: dict[str | None, Grant] = {}
-        self._external: dict[str | None, tuple[ToolDeclaration, JournalEntry, concurrent.futures.Future[None]]] = {}
+        self._external: dict[str | None, tuple[ToolDeclaration, JournalEntry, _InFlight]] = {}
         self._opened = False
         self._closed = False
 
@@ -218,6 +227,12 @@ class Saga:
         """
         self.loop = asyncio.get_running_loop()
         if self._opened:
+            return
+        if self._fresh_id:
+            await self.journal.append(
+                self.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": self.metadata}
+            )
+            self._opened = True
             return
         existing = await self.journal.entries(self.saga_id)
         if any(e.phase is Phase.SAGA_CLOSED for e in existing):
@@ -246,17 +261,16 @@ class Saga:
             self.tool_settings[tool] = settings
 
     # --- one tool call ------------------------------------------------------------------
-    def _begin(self) -> concurrent.futures.Future[None]:
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+    def _begin(self) -> _InFlight:
         with self._lock:
-            self._in_flight.add(done)
-        return done
+            self._active += 1
+        return _InFlight()
 
-    def _end(self, done: concurrent.futures.Future[None]) -> None:
+    def _end(self, token: _InFlight) -> None:
         with self._lock:
-            self._in_flight.discard(done)
-        if not done.done():
-            done.set_result(None)
+            if not token.ended:
+                token.ended = True
+                self._active -= 1
 
     def _intent_payload(
         self, decl: ToolDeclaration, args: dict[str, Any], raw_args: str | None
@@ -459,15 +473,19 @@ class Saga:
         return result
 
     async def _finish_write(
-        self, done: concurrent.futures.Future[None], intent: JournalEntry, phase: Phase,
+        self, done: _InFlight, intent: JournalEntry, phase: Phase,
         payload: dict[str, Any], failure: FailureRecord | None,
     ) -> None:
-        # The write runs as its own task, shielded: a second cancellation of the caller (the SDK
-        # gives cancelled siblings ~0.25 s) cannot lose the outcome, and `done` is only set once
-        # the entry is written, so settle() waits for it.
-        task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, failure))
-        task.add_done_callback(lambda _t: self._end(done))
-        await asyncio.shield(task)
+        try:
+            await self._write_outcome(intent, phase, payload, failure)
+        except asyncio.CancelledError:
+            # Cancelled during the write (the SDK gives cancelled siblings ~0.25 s): finish it as
+            # a task of its own, with the same write key (harmless if the first attempt landed),
+            # and count the call in flight until it has, so settle() waits for it.
+            task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, failure))
+            task.add_done_callback(lambda _t: self._end(done))
+            raise
+        self._end(done)
 
     def run_call_sync(
         self,
@@ -591,16 +609,11 @@ class Saga:
         Returns:
             How many calls were still running when the wait gave up (their INTENTs are in doubt).
         """
+        # Calls end on worker threads too; a short poll only runs while calls are still in
+        # flight, i.e. after a run ended badly, never on the hot path.
         deadline = time.monotonic() + self.in_flight_timeout
-        while True:
-            with self._lock:
-                pending = [f for f in self._in_flight if not f.done()]
-            if not pending:
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            await asyncio.wait([asyncio.wrap_future(f) for f in pending], timeout=remaining)
+        while self._active and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
         with self._lock:
             unwritten, self._unwritten = self._unwritten, []
         for phase, kwargs in unwritten:
@@ -610,7 +623,7 @@ class Saga:
                 with self._lock:
                     self._unwritten.append((phase, kwargs))
         with self._lock:
-            return sum(1 for f in self._in_flight if not f.done())
+            return self._active
 
     @property
     def unwritten_outcomes(self) -> list[dict[str, Any]]:

@@ -93,12 +93,11 @@ class SqliteJournal:
                 if row is not None:
                     conn.execute("ROLLBACK")
                     return replay_of(_row_to_entry(row), request)
-                row = conn.execute(
-                    f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? "
+                tail = conn.execute(
+                    "SELECT seq, hash FROM sagacity_journal WHERE saga_id = ? "
                     "ORDER BY seq DESC LIMIT 1",
                     (request.saga_id,),
                 ).fetchone()
-                tail = _row_to_entry(row) if row is not None else None
                 entry = next_entry(request, tail, self._clock())
                 if tail is None:
                     conn.execute(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import itertools
 import threading
 from typing import Any
 
@@ -88,7 +89,7 @@ def assert_chain(entries: list[JournalEntry], n: int) -> None:
     """Seq exactly 1..n, genesis link, every link pointing at the previous hash."""
     assert [e.seq for e in entries] == list(range(1, n + 1))
     assert entries[0].prev_hash == GENESIS_HASH == "0" * 64
-    for before, after in zip(entries, entries[1:]):
+    for before, after in itertools.pairwise(entries):
         assert after.prev_hash == before.hash
     for e in entries:
         assert e.hash == hashlib.sha256(e.canonical).hexdigest()
@@ -158,7 +159,7 @@ class JournalContract:
 
     # --- write keys -----------------------------------------------------------------------
     async def test_write_key_retry_returns_same_entry(self, journal, clock):
-        kwargs = dict(write_key="w-retry", tool="charge", call_id="call_1", payload={"amount": 10})
+        kwargs = {"write_key": "w-retry", "tool": "charge", "call_id": "call_1", "payload": {"amount": 10}}
         first = await journal.append(SAGA, Phase.EXECUTED, **kwargs)
         await journal.append(SAGA, Phase.INTENT, write_key="other", payload=None)
         clock.advance(60)
@@ -184,7 +185,7 @@ class JournalContract:
         ids=["payload", "payload-bool-vs-int", "phase", "tool", "call_id"],
     )
     async def test_reused_write_key_with_different_content_raises(self, journal, change):
-        base = dict(phase=Phase.EXECUTED, tool="charge", call_id="call_1", payload={"amount": 1})
+        base = {"phase": Phase.EXECUTED, "tool": "charge", "call_id": "call_1", "payload": {"amount": 1}}
         await journal.append(SAGA, write_key="w", **base)
         with pytest.raises(JournalWriteError, match="write key"):
             await journal.append(SAGA, write_key="w", **{**base, **change})

@@ -6,7 +6,15 @@ import hashlib
 from typing import Any
 
 import pytest
-from journal_contract import SAGA, JournalContract, Tamper, assert_chain, fill, replace_entry, verify_one
+from journal_contract import (
+    SAGA,
+    JournalContract,
+    Tamper,
+    assert_chain,
+    fill,
+    replace_entry,
+    verify_one,
+)
 
 from sagacity_agents.core.chain import ChainFault
 from sagacity_agents.core.entries import JournalEntry, Phase

@@ -21,7 +21,7 @@ from sagacity_agents.core.canonical import (
 )
 from sagacity_agents.errors import EncodingError
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 # --- integers -------------------------------------------------------------------------------

@@ -21,7 +21,11 @@ from zoneinfo import ZoneInfo
 import pytest
 import rfc8785
 
-from sagacity_agents.core.canonical import canonical_bytes, parse_json, to_canonical_value
+from sagacity_agents.core.canonical import (
+    canonical_bytes,
+    parse_json,
+    to_canonical_value,
+)
 from sagacity_agents.core.chain import verify_journal
 from sagacity_agents.core.entries import JournalEntry, Phase
 from sagacity_agents.core.memory_journal import InMemoryJournal
@@ -30,7 +34,7 @@ from sagacity_agents.core.sqlite_journal import SqliteJournal
 from sagacity_agents.errors import EncodingError
 from sagacity_agents.testing import FrozenClock
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 BERLIN = ZoneInfo("Europe/Berlin")
 FIXED_WIDTH = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 ZEROS = "0" * 64

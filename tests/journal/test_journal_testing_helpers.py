@@ -16,9 +16,14 @@ from sagacity_agents.core.memory_journal import InMemoryJournal
 from sagacity_agents.core.saga import Saga
 from sagacity_agents.core.sqlite_journal import SqliteJournal
 from sagacity_agents.errors import EncodingError, JournalWriteError
-from sagacity_agents.testing import DEFAULT_START, FaultyJournal, FrozenClock, make_failing
+from sagacity_agents.testing import (
+    DEFAULT_START,
+    FaultyJournal,
+    FrozenClock,
+    make_failing,
+)
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 BERLIN = ZoneInfo("Europe/Berlin")
 
 

@@ -1,0 +1,44 @@
+"""The stdlib fast path of ``encode_canonical`` writes exactly the RFC 8785 bytes of ``rfc8785``.
+
+The fast path is taken only for values without floats and without object keys above U+FFFF;
+everything else goes to the reference encoder. Generated values (including control characters,
+quotes, backslashes, U+2028/U+2029, astral characters and floats) must encode identically.
+"""
+
+from __future__ import annotations
+
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sagacity_agents.core.canonical import MAX_SAFE_INTEGER, encode_canonical
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER),
+    st.floats(allow_nan=False, allow_infinity=False),
+    text,
+)
+values = st.recursive(
+    scalars,
+    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(text, children, max_size=4)),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(values)
+def test_encode_canonical_equals_rfc8785(value):
+    assert encode_canonical(value) == rfc8785.dumps(value)
+
+
+def test_keys_above_bmp_sort_by_utf16_code_units():
+    value = {"\U0001f600": 1, "\uff61": 2}  # code points and UTF-16 units disagree
+    assert encode_canonical(value) == rfc8785.dumps(value)
+    assert encode_canonical(value).startswith('{"\U0001f600"'.encode())
+
+
+def test_floats_use_the_reference_encoder():
+    assert encode_canonical({"x": 1e-7, "y": 1.0, "z": -0.0}) == b'{"x":1e-7,"y":1,"z":0}'
