@@ -67,11 +67,119 @@ def format_timestamp(value: dt.datetime) -> str:
     )
 
 
-def to_canonical_value(value: Any, _path: str = "$") -> Any:
+class _Unencodable(EncodingError):
+    """Raised inside the conversion; collects the JSON path while unwinding (paths are only
+    built for errors, never on the hot path)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.parts: list[str] = []
+
+
+def _is_astral(key: str) -> bool:
+    return not key.isascii() and max(key) > "\uffff"
+
+
+def _convert(value: Any, flags: list[bool] | None) -> Any:
+    """The conversion; sets ``flags[0]`` when the stdlib encoder would not write RFC 8785 bytes
+    (a float, or a key above U+FFFF; see :func:`_stdlib_is_jcs`)."""
+    kind = type(value)
+    if value is None or kind is str or kind is bool:
+        return value
+    if kind is int:
+        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else str(value)
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                if not isinstance(key, str):
+                    raise _Unencodable(f"dict key {key!r} is not a string")
+                key = str.__str__(key)
+            if flags is not None and _is_astral(key):
+                flags[0] = True
+            try:
+                out[key] = _convert(item, flags)
+            except _Unencodable as exc:
+                exc.parts.append(f".{key}")
+                raise
+        return out
+    if kind is list or kind is tuple:
+        items = []
+        for i, item in enumerate(value):
+            try:
+                items.append(_convert(item, flags))
+            except _Unencodable as exc:
+                exc.parts.append(f"[{i}]")
+                raise
+        return items
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _Unencodable(f"float {value!r} is not representable in JSON")
+        if flags is not None:
+            flags[0] = True
+        return value
+    return _convert_other(value, flags)
+
+
+def _convert_other(value: Any, flags: list[bool] | None) -> Any:
+    """Everything but the exact plain types: subclasses, Decimal, datetimes, sets, models..."""
+    if isinstance(value, enum.Enum):
+        return _convert(value.value, flags)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return _convert(int(value), flags)
+    if isinstance(value, float):
+        return _convert(float(value), flags)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise _Unencodable(f"Decimal {value!r} is not finite")
+        return str(value)
+    if isinstance(value, dt.datetime):
+        try:
+            return format_timestamp(value)
+        except EncodingError as exc:
+            raise _Unencodable(str(exc)) from exc
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dict):
+        return _convert(dict(value), flags)
+    if isinstance(value, (list, tuple)):
+        return _convert(list(value), flags)
+    if isinstance(value, (set, frozenset)):
+        items = []
+        for item in value:
+            try:
+                items.append(_convert(item, flags))
+            except _Unencodable as exc:
+                exc.parts.append("[]")
+                raise
+        return sorted(items, key=encode_canonical)
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump) and hasattr(type(value), "model_fields"):
+        # Python-mode dump first, so our rules apply (sets sorted, fixed-width timestamps,
+        # Decimal as string) whatever the hash seed; pydantic's JSON mode only for the rest.
+        try:
+            return _convert(model_dump(mode="python"), flags)
+        except _Unencodable:
+            return _convert(model_dump(mode="json"), flags)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _convert(dataclasses.asdict(value), flags)
+    raise _Unencodable(f"no canonical encoding for type {type(value).__qualname__}")
+
+
+def to_canonical_value(value: Any, *, flags: list[bool] | None = None) -> Any:
     """Convert ``value`` to plain JSON types by the module's fixed rules.
 
     Args:
         value: any Python value.
+        flags: optional one-item list; set to ``[True]`` when the result holds a float or a key
+            above U+FFFF (then only the reference encoder writes RFC 8785 bytes).
 
     Returns:
         A tree of ``dict`` (str keys), ``list``, ``str``, ``int`` (within +/-(2**53 - 1)),
@@ -80,51 +188,11 @@ def to_canonical_value(value: Any, _path: str = "$") -> Any:
     Raises:
         EncodingError: a value with no defined encoding; the message names its JSON path and type.
     """
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        if isinstance(value, enum.Enum):
-            return to_canonical_value(value.value, _path)
-        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else str(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise EncodingError(f"{_path}: float {value!r} is not representable in JSON")
-        return value
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise EncodingError(f"{_path}: Decimal {value!r} is not finite")
-        return str(value)
-    if isinstance(value, dt.datetime):
-        return format_timestamp(value)
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, enum.Enum):
-        return to_canonical_value(value.value, _path)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise EncodingError(f"{_path}: dict key {key!r} is not a string")
-            out[key] = to_canonical_value(item, f"{_path}.{key}")
-        return out
-    if isinstance(value, (list, tuple)):
-        return [to_canonical_value(item, f"{_path}[{i}]") for i, item in enumerate(value)]
-    if isinstance(value, (set, frozenset)):
-        items = [to_canonical_value(item, f"{_path}[]") for item in value]
-        return sorted(items, key=rfc8785.dumps)
-    model_dump = getattr(value, "model_dump", None)
-    if callable(model_dump) and hasattr(type(value), "model_fields"):
-        # Python-mode dump first, so our rules apply (sets sorted, fixed-width timestamps,
-        # Decimal as string) whatever the hash seed; pydantic's JSON mode only for the rest.
-        try:
-            return to_canonical_value(model_dump(mode="python"), _path)
-        except EncodingError:
-            return to_canonical_value(model_dump(mode="json"), _path)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_canonical_value(dataclasses.asdict(value), _path)
-    raise EncodingError(f"{_path}: no canonical encoding for type {type(value).__qualname__}")
+    try:
+        return _convert(value, flags)
+    except _Unencodable as exc:
+        path = "$" + "".join(reversed(exc.parts))
+        raise EncodingError(f"{path}: {exc.reason}") from None
 
 
 def _stdlib_is_jcs(value: Any) -> bool:
@@ -139,9 +207,7 @@ def _stdlib_is_jcs(value: Any) -> bool:
     """
     if isinstance(value, dict):
         for key, item in value.items():
-            if not key.isascii() and max(key) > "\uffff":
-                return False
-            if not _stdlib_is_jcs(item):
+            if _is_astral(key) or not _stdlib_is_jcs(item):
                 return False
         return True
     if isinstance(value, list):
@@ -149,17 +215,22 @@ def _stdlib_is_jcs(value: Any) -> bool:
     return not isinstance(value, float)
 
 
-def encode_canonical(value: Any) -> bytes:
+def encode_canonical(value: Any, *, stdlib_safe: bool | None = None) -> bytes:
     """Return the RFC 8785 bytes of an already converted value (see :func:`to_canonical_value`).
 
     The ``rfc8785`` library is the reference encoder. Values without floats and without keys
     above U+FFFF, for which the standard library's ``json`` module writes the very same bytes
     about four times faster, take that path: it is on the hot path of every tool call.
 
+    Args:
+        value: a converted value.
+        stdlib_safe: what the conversion's ``flags`` said (``not flags[0]``), to skip the check;
+            ``None`` checks here.
+
     Raises:
         EncodingError: the value cannot be encoded (e.g. a lone surrogate in a string).
     """
-    if _stdlib_is_jcs(value):
+    if stdlib_safe if stdlib_safe is not None else _stdlib_is_jcs(value):
         try:
             return json.dumps(
                 value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -170,6 +241,7 @@ def encode_canonical(value: Any) -> bytes:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, UnicodeError, TypeError) as exc:
         raise EncodingError(f"no RFC 8785 encoding: {exc}") from exc
+
 
 
 def canonical_bytes(value: Any) -> bytes:

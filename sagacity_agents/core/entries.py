@@ -176,6 +176,7 @@ def seal_entry(
     recorded_at: dt.datetime | str,
     prev_hash: str,
     converted: bool = False,
+    stdlib_safe: bool | None = None,
 ) -> JournalEntry:
     """Build an entry: convert the payload, encode canonically, hash.
 
@@ -183,13 +184,17 @@ def seal_entry(
         recorded_at: an aware datetime (truncated to microseconds, converted to UTC) or the
             already formatted fixed-width string.
         converted: the payload already went through ``to_canonical_value`` (skip that pass).
+        stdlib_safe: that conversion's finding (see ``canonical.encode_canonical``); ``None``
+            checks again.
 
     Raises:
         EncodingError: the payload (or a field) has no canonical encoding.
     """
     stamp = recorded_at if isinstance(recorded_at, str) else format_timestamp(recorded_at)
     if not converted:
-        payload = to_canonical_value(payload)
+        flags = [False]
+        payload = to_canonical_value(payload, flags=flags)
+        stdlib_safe = not flags[0]
     obj = {
         "saga_id": saga_id,
         "seq": seq,
@@ -201,7 +206,7 @@ def seal_entry(
         "recorded_at": stamp,
         "prev_hash": prev_hash,
     }
-    data = encode_canonical(obj)
+    data = encode_canonical(obj, stdlib_safe=stdlib_safe)
     return JournalEntry(
         saga_id=saga_id,
         seq=seq,

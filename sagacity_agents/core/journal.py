@@ -47,6 +47,8 @@ class AppendRequest:
     """The model's call id for tool entries."""
     payload: Any = None
     """Phase data, already converted by :func:`~sagacity_agents.core.canonical.to_canonical_value`."""
+    stdlib_safe: bool = True
+    """The converted payload holds no float and no key above U+FFFF (fast encoder applies)."""
 
     @classmethod
     def build(
@@ -67,7 +69,9 @@ class AppendRequest:
         """
         if not saga_id or not write_key:
             raise ValueError("saga_id and write_key must be non-empty strings")
-        return cls(saga_id, Phase(phase), write_key, tool, call_id, to_canonical_value(payload))
+        flags = [False]
+        converted = to_canonical_value(payload, flags=flags)
+        return cls(saga_id, Phase(phase), write_key, tool, call_id, converted, not flags[0])
 
 
 def next_entry(
@@ -86,6 +90,7 @@ def next_entry(
         recorded_at=now,
         prev_hash=GENESIS_HASH if tail is None else tail[1],
         converted=True,
+        stdlib_safe=request.stdlib_safe,
     )
 
 
