@@ -77,19 +77,27 @@ async def test_snapshot_holds_no_application_context():
     assert "sk-secret" not in snapshot
 
 
-@pytest.mark.parametrize("fingerprint", ["kept", "deleted"])
+@pytest.mark.parametrize("fingerprint", ["stale", "recomputed", "deleted"])
 async def test_arguments_edited_in_the_snapshot_are_refused(fingerprint):
+    """The snapshot's arguments are edited everywhere after the approval; the SDK's fingerprint
+    is left stale, recomputed the way the SDK computes it (it is unkeyed), or deleted."""
+    from agents._tool_invocation import tool_invocation_identity  # what an attacker would use
+
     s = sagacity()
     result = await paused(s)
     await s.approve(result.approvals[0].request_id, approver="alice")
     text = await s.approvals.load_snapshot(result.saga_id)
     forged = text.replace('\\"amount\\": 5', '\\"amount\\": 5000').replace('\\"amount\\":5', '\\"amount\\":5000')
     assert forged != text
-    if fingerprint == "deleted":
-        data = json.loads(forged)
-        for inv in data["context"]["tool_invocations"].values():
+    data = json.loads(forged)
+    calls = [i["raw_item"] for i in data["generated_items"] if i.get("type") == "tool_call_item"]
+    for call_id, inv in data["context"]["tool_invocations"].items():
+        if fingerprint == "deleted":
             inv.pop("fingerprint", None)
-        forged = json.dumps(data)
+        elif fingerprint == "recomputed":
+            raw = next(c for c in calls if c["call_id"] == call_id)
+            inv["fingerprint"] = tool_invocation_identity(raw)[2]
+    forged = json.dumps(data)
     await s.approvals.save_snapshot(result.saga_id, forged)
     with pytest.raises(ApprovalError, match="does not match request|cannot be restored"):
         await s.resume(result.saga_id, wire_app.resumed_agent())
@@ -346,3 +354,40 @@ async def test_c05_two_processes_resume_concurrently_exactly_one_execution(tmp_p
     assert [e.phase for e in entries if e.tool == "transfer"].count(Phase.INTENT) == 1
     assert [e.phase for e in entries if e.tool == "transfer"].count(Phase.EXECUTED) == 1
     await s.aclose()
+
+
+async def test_recomputed_fingerprint_makes_the_bare_sdk_run_edited_arguments():
+    """Control for the test above: the same forgery fools the SDK on its own (sdk-notes.md), so
+    the refusal above is ours, not the SDK's."""
+    from agents._tool_invocation import tool_invocation_identity
+
+    first = await Runner.run(wire_app.paused_agent(WIRE), "go")
+    state = first.to_state()
+    state.approve(state.get_interruptions()[0])
+    data = json.loads(state.to_string().replace('\\"amount\\": 5', '\\"amount\\": 5000'))
+    calls = [i["raw_item"] for i in data["generated_items"] if i.get("type") == "tool_call_item"]
+    for call_id, inv in data["context"]["tool_invocations"].items():
+        raw = next(c for c in calls if c["call_id"] == call_id)
+        inv["fingerprint"] = tool_invocation_identity(raw)[2]
+    agent = wire_app.resumed_agent()
+    forged = await RunState.from_json(agent, data)
+    await Runner.run(agent, forged)
+    assert wire_app.executions() == ["5000 USD -> acct-9"]
+
+
+async def test_wait_for_decision_wakes_when_another_task_decides():
+    s = sagacity()
+    result = await paused(s)
+    rid = result.approvals[0].request_id
+
+    async def decide_later():
+        await asyncio.sleep(0.05)
+        await s.approve(rid, approver="alice")
+
+    decider = asyncio.create_task(decide_later())
+    decided = await s.wait_for_decision(rid, timeout=5)
+    await decider
+    assert decided.decision == "approved" and decided.approver == "alice"
+    with pytest.raises(TimeoutError):
+        other = await paused(s)
+        await s.wait_for_decision(other.approvals[0].request_id, timeout=0.1)

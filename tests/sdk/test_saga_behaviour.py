@@ -476,3 +476,26 @@ async def test_cancelled_run_is_compensated_and_cancellation_propagates():
     (saga_id,) = await journal.saga_ids()
     entries = await journal.entries(saga_id)
     assert entries[-1].phase is Phase.SAGA_CLOSED and log == ["undo-a"]
+
+
+async def test_nested_run_inside_a_wrapped_tool_joins_the_saga():
+    """A Runner.run started inside a wrapped tool joins the enclosing saga; its calls record the
+    outer call as their parent, and a failure inside it fails the whole saga."""
+    journal = InMemoryJournal()
+    log: list[str] = []
+    a, b, c, fail = counter_tools(log)
+
+    @function_tool
+    @compensable(undo=lambda ctx: log.append("undo-delegate"))
+    async def delegate(task: str) -> str:
+        inner = agent(scripted([("a", {"n": 7}, "inner-1")], [("fail", {}, "inner-2")], "x"), a, fail)
+        result = await Runner.run(inner, task)
+        return str(result.final_output)
+
+    model = scripted([("delegate", {"task": "go"}, "outer-1")], "done")
+    result = await Sagacity(journal, policy=FailurePolicy.CONTINUE).run(agent(model, delegate), "go")
+    entries = await journal.entries(result.saga_id)
+    inner_intents = [e for e in entries if e.phase is Phase.INTENT and e.tool in ("a", "fail")]
+    assert [e.payload["parent_call_id"] for e in inner_intents] == ["outer-1", "outer-1"]
+    assert result.status is SagaStatus.COMPENSATED
+    assert log == ["undo-delegate", "undo-a"]
