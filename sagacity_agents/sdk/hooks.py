@@ -19,6 +19,8 @@ from typing import Any
 
 from agents import Agent, AgentsException, RunContextWrapper, RunHooks, Tool
 
+from ..core.declarations import Reversibility
+from ..core.entries import Phase
 from ..core.journal import Journal
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..errors import ConfigurationError, SagaFailedError, SagaStateError
@@ -85,7 +87,11 @@ class SagaRunHooks(RunHooks[Any]):
         self.close = close
         self.status: SagaStatus | None = None
         self.error: BaseException | None = None
-        self.pending_approvals = False
+        self.pending_approvals: bool | None = None
+        """Whether the run returned with calls paused for approval; ``None`` until told (the
+        facade tells it). Used directly, the hooks infer it from the irreversible calls the model
+        asked for that neither ran nor were rejected."""
+        self._asked_irreversible: set[str] = set()
         self._token: contextvars.Token[Saga | None] | None = None
         self._entered = False
 
@@ -121,6 +127,13 @@ class SagaRunHooks(RunHooks[Any]):
             self._token = None
         self._entered = False
         self.error = exc
+        if exc is None and self.pending_approvals is None and self._asked_irreversible:
+            settled = {
+                e.call_id
+                for e in await self.saga.journal.entries(self.saga.saga_id)
+                if e.phase in (Phase.INTENT, Phase.REJECTED, Phase.FAILED)
+            }
+            self.pending_approvals = bool(self._asked_irreversible - settled)
         if exc is None and self.pending_approvals and not self.saga.failed:
             await self.saga.settle()
             self.status = SagaStatus.AWAITING_APPROVAL
@@ -149,6 +162,11 @@ class SagaRunHooks(RunHooks[Any]):
 
     async def on_llm_end(self, context: Any, agent: Agent[Any], response: Any) -> None:
         self._check()
+        for item in getattr(response, "output", None) or ():
+            if getattr(item, "type", None) == "function_call":
+                decl = self.saga.declarations.get(getattr(item, "name", ""))
+                if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
+                    self._asked_irreversible.add(item.call_id)
         if self.user_hooks is not None:
             await self.user_hooks.on_llm_end(context, agent, response)
 

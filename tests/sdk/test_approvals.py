@@ -391,3 +391,15 @@ async def test_wait_for_decision_wakes_when_another_task_decides():
     with pytest.raises(TimeoutError):
         other = await paused(s)
         await s.wait_for_decision(other.approvals[0].request_id, timeout=0.1)
+
+
+async def test_saga_run_hooks_used_directly_do_not_close_a_paused_saga():
+    """Without the facade, the hooks see that an irreversible call paused: the saga is left
+    AWAITING_APPROVAL, not closed as COMPLETED."""
+    journal = InMemoryJournal()
+    agent = wire_app.paused_agent(WIRE)
+    async with SagaRunHooks(journal, agent=agent) as hooks:
+        result = await Runner.run(agent, "go", hooks=hooks)
+    assert result.interruptions
+    assert hooks.status is SagaStatus.AWAITING_APPROVAL
+    assert (await journal.entries(hooks.saga_id))[-1].phase is not Phase.SAGA_CLOSED
