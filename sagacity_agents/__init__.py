@@ -50,6 +50,7 @@ from .errors import (
 _SDK_NAMES = {
     "Decision": ".sdk.facade",
     "HooksNotEnteredError": ".sdk.hooks",
+    "SagaRecovered": ".sdk.facade",
     "SagaResult": ".sdk.facade",
     "SagaRunHooks": ".sdk.hooks",
     "SagaStopped": ".sdk.hooks",
@@ -65,7 +66,14 @@ _SDK_NAMES = {
 }
 
 if TYPE_CHECKING:
-    from .sdk.facade import Decision, SagaResult, SagaStream, Sagacity, StreamAbandoned
+    from .sdk.facade import (
+        Decision,
+        SagaRecovered,
+        SagaResult,
+        SagaStream,
+        Sagacity,
+        StreamAbandoned,
+    )
     from .sdk.fallback import nested_agent_tool, protect_tool
     from .sdk.hooks import HooksNotEnteredError, SagaRunHooks, SagaStopped
     from .sdk.tools import compensable, irreversible, no_undo, read_only
@@ -106,6 +114,7 @@ __all__ = [
     "Reversibility",
     "Saga",
     "SagaFailedError",
+    "SagaRecovered",
     "SagaResult",
     "SagaRunHooks",
     "SagaStateError",

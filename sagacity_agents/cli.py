@@ -287,7 +287,7 @@ def journal_verify(saga_id: str | None, db: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``sagacity`` script."""
-    from . import cli_approvals  # noqa: F401 - registers the approvals and saga groups
+    from . import cli_saga  # noqa: F401 - registers the approvals and saga groups
     cli.main(args=list(argv) if argv is not None else None, prog_name="sagacity")
 
 

@@ -32,12 +32,14 @@ from ..core.sqlite_journal import SqliteJournal
 from ..errors import SagacityError, SagaStateError
 from ..settings import DEFAULT_JOURNAL_PATH, journal_path
 from .approvals import ApprovalDesk
+from .binding import bind_agent
 from .hooks import SagaRunHooks
 
 __all__ = [
     "DEFAULT_JOURNAL_PATH",
     "Approver",
     "Decision",
+    "SagaRecovered",
     "SagaResult",
     "SagaStream",
     "Sagacity",
@@ -60,6 +62,10 @@ class Decision:
 
 Approver = Callable[[Any], Awaitable[Decision]]
 """An inline approver: ``async (ApprovalRequest) -> Decision`` (a console prompt, a chat bot...)."""
+
+
+class SagaRecovered(SagacityError):
+    """Recorded as the reason when :meth:`Sagacity.recover` finishes a saga left behind."""
 
 
 class StreamAbandoned(SagacityError):
@@ -295,6 +301,29 @@ class Sagacity:
         kwargs = dict(runner_kwargs)
         kwargs["context"] = context
         return await self._drive(saga_hooks, agent, None, kwargs, approver, restore=True)
+
+    async def recover(self, saga_id: str, agent: Agent[Any]) -> SagaResult:
+        """Finish a saga its process left behind (a crash, a kill): compensate from the journal.
+
+        Reads only the journal: EXECUTED compensatable calls not yet COMPENSATED are undone in
+        reverse order (an undo already COMPENSATED is never applied again; a failed one is
+        retried with the same idempotency key); an INTENT or COMPENSATING with no outcome is
+        reported in doubt, never acted on. The saga is then closed.
+
+        Args:
+            saga_id: the saga to recover (must not be closed).
+            agent: an agent with the same tools, whose declarations hold the undos.
+
+        Raises:
+            SagaStateError: the saga is closed or unknown.
+        """
+        if not await self.journal.entries(saga_id):
+            raise SagaStateError(f"no saga {saga_id} in the journal")
+        saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0)
+        bind_agent(saga, agent)
+        await saga.open()
+        status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
+        return SagaResult(saga_id=saga_id, status=status, report=saga.report)
 
     async def approve(self, request_id: str, *, approver: str, reason: str | None = None) -> Any:
         """Approve a request: journals APPROVED (approver, reason, the hash decided on).

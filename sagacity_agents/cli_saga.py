@@ -1,4 +1,4 @@
-"""``sagacity approvals ...`` and ``sagacity saga resume``: decide paused calls, resume sagas.
+"""``sagacity approvals ...`` and ``sagacity saga resume|recover``: decide paused calls, resume and recover sagas.
 
 Decisions made here are journaled in the saga's chain (APPROVED / REJECTED with the approver,
 the reason and the argument hash decided on); the approval store is working state only.
@@ -213,9 +213,9 @@ def load_app(spec: str) -> Any:
     return obj
 
 
-@cli.group(context_settings=CONTEXT_SETTINGS, short_help="Resume sagas waiting for approval.")
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="Resume or recover sagas.")
 def saga() -> None:
-    """Operate on sagas: resume one that is waiting for approval."""
+    """Operate on sagas: resume one waiting for approval, recover one left behind by a crash."""
 
 
 @saga.command("resume")
@@ -248,4 +248,34 @@ def saga_resume(saga_id: str, app: str, context_json: str | None, db: str) -> No
     for request in result.approvals:
         console.print(f"waiting again: {request.request_id} ({request.tool})")
     if not result.ok and result.status.value != "AWAITING_APPROVAL":
+        raise SystemExit(1)
+
+
+@saga.command("recover")
+@click.argument("saga_id")
+@click.option("--app", "app", required=True, metavar="MODULE:ATTR",
+              help="The agent whose tool declarations hold the undos.")
+@db_option()
+def saga_recover(saga_id: str, app: str, db: str) -> None:
+    """Finish a saga its process left behind: undo its executed effects from the journal.
+
+    Undos already COMPENSATED are not applied again; an INTENT or COMPENSATING without outcome
+    is reported in doubt (exit 1) for a human to check. The saga is then closed.
+    """
+    agent = load_app(app)
+
+    async def work(sagacity: Any) -> Any:
+        return await sagacity.recover(saga_id, agent)
+
+    result = _with_sagacity(db, work)
+    console = make_console(highlight=False)
+    console.print(status_text(result.status.value), f"saga {result.saga_id}")
+    report = result.report
+    if report is not None:
+        for label, items in (("undone", report.undone), ("undo failed", report.failed),
+                             ("in doubt", report.in_doubt), ("no undo", report.no_undo),
+                             ("kept (irreversible)", report.kept_irreversible)):
+            for item in items:
+                console.print(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}")
+    if result.status.value != "COMPENSATED":
         raise SystemExit(1)

@@ -1,0 +1,82 @@
+"""Recovery of a saga whose process died: compensation from the journal alone."""
+
+from __future__ import annotations
+
+import pytest
+from agents import function_tool
+
+from sagacity_agents import (
+    InMemoryJournal,
+    Phase,
+    Sagacity,
+    SagaStateError,
+    SagaStatus,
+    compensable,
+)
+
+from .helpers import agent, scripted
+
+
+def tools(log):
+    @function_tool
+    @compensable(undo=lambda ctx: log.append(("undo", ctx.args["n"], ctx.idempotency_key)))
+    async def step(n: int) -> int:
+        return n
+
+    return step
+
+
+async def crashed_saga(journal, *, undo_started: bool = False, undo_done: bool = False):
+    """Journal what a process leaves when it dies: two executed calls, one call in flight."""
+    sid = "crashed-1"
+    await journal.append(sid, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": {}})
+    seqs = []
+    for n in (1, 2):
+        intent = await journal.append(sid, Phase.INTENT, write_key=f"c{n}:intent", tool="step",
+                                      call_id=f"c{n}", payload={"args": {"n": n}, "reversibility": "compensatable"})
+        done = await journal.append(sid, Phase.EXECUTED, write_key=f"c{n}:outcome", tool="step",
+                                    call_id=f"c{n}", payload={"intent_seq": intent.seq, "result": n})
+        seqs.append(done.seq)
+    await journal.append(sid, Phase.INTENT, write_key="c3:intent", tool="step", call_id="c3",
+                         payload={"args": {"n": 3}, "reversibility": "compensatable"})
+    if undo_started:
+        start = await journal.append(sid, Phase.COMPENSATING, write_key=f"undo:{seqs[1]}:1:start",
+                                     tool="step", call_id="c2",
+                                     payload={"target_seq": seqs[1], "idempotency_key": "k", "attempt": 1})
+        if undo_done:
+            await journal.append(sid, Phase.COMPENSATED, write_key=f"undo:{seqs[1]}:1:end", tool="step",
+                                 call_id="c2", payload={"target_seq": seqs[1], "compensating_seq": start.seq})
+    return sid
+
+
+async def test_recover_undoes_executed_calls_and_reports_the_call_in_flight():
+    journal = InMemoryJournal()
+    log: list = []
+    sid = await crashed_saga(journal)
+    result = await Sagacity(journal).recover(sid, agent(scripted(), tools(log)))
+    assert [entry[1] for entry in log] == [2, 1]
+    assert result.status is SagaStatus.IN_DOUBT
+    assert [i.call_id for i in result.report.in_doubt] == ["c3"]
+    entries = await journal.entries(sid)
+    assert entries[-1].phase is Phase.SAGA_CLOSED
+    with pytest.raises(SagaStateError):
+        await Sagacity(journal).recover(sid, agent(scripted(), tools(log)))
+
+
+async def test_recover_never_applies_a_compensated_undo_twice():
+    journal = InMemoryJournal()
+    log: list = []
+    sid = await crashed_saga(journal, undo_started=True, undo_done=True)
+    result = await Sagacity(journal).recover(sid, agent(scripted(), tools(log)))
+    assert [entry[1] for entry in log] == [1]  # c2 was already compensated before the crash
+    assert sorted(i.call_id for i in result.report.undone) == ["c1", "c2"]
+
+
+async def test_recover_leaves_an_interrupted_undo_in_doubt():
+    journal = InMemoryJournal()
+    log: list = []
+    sid = await crashed_saga(journal, undo_started=True, undo_done=False)
+    result = await Sagacity(journal).recover(sid, agent(scripted(), tools(log)))
+    assert [entry[1] for entry in log] == [1]
+    assert {i.call_id for i in result.report.in_doubt} == {"c2", "c3"}
+    assert result.status is SagaStatus.IN_DOUBT
