@@ -1,0 +1,58 @@
+"""`sagacity saga recover` and `sagacity approvals` through click's runner (in-process)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from click.testing import CliRunner
+
+from sagacity_agents import Phase, SqliteJournal
+from sagacity_agents.cli import cli
+from sagacity_agents.cli_saga import load_app  # registers the approvals and saga groups
+
+
+async def _crash(db: str) -> str:
+    journal = SqliteJournal(db)
+    sid = "left-behind"
+    await journal.append(sid, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": {}})
+    intent = await journal.append(sid, Phase.INTENT, write_key="n1:intent", tool="note", call_id="n1",
+                                  payload={"args": {"text": "a"}, "reversibility": "compensatable"})
+    await journal.append(sid, Phase.EXECUTED, write_key="n1:outcome", tool="note", call_id="n1",
+                         payload={"intent_seq": intent.seq, "result": "noted"})
+    await journal.close()
+    return sid
+
+
+def test_saga_recover_compensates_and_closes(tmp_path):
+    db = str(tmp_path / "j.db")
+    sid = asyncio.run(_crash(db))
+    runner = CliRunner()
+    out = runner.invoke(cli, ["saga", "recover", sid, "--app", "tests.sdk.wire_app:resumed_agent", "--db", db])
+    assert out.exit_code == 0, out.output
+    assert "COMPENSATED" in out.output and "undone: seq 3 note" in out.output
+    again = runner.invoke(cli, ["saga", "recover", sid, "--app", "tests.sdk.wire_app:resumed_agent", "--db", db])
+    assert again.exit_code == 1 and "closed" in again.output
+
+
+def test_load_app_rejects_bad_specs():
+    import click
+    import pytest
+
+    for spec in ("nocolon", "tests.sdk.wire_app:missing", "tests.sdk.wire_app:LEDGER"):
+        with pytest.raises(click.UsageError):
+            load_app(spec)
+    assert load_app("tests.sdk.wire_app:resumed_agent").name == "wire"
+
+
+def test_approvals_list_on_an_empty_journal(tmp_path):
+    db = str(tmp_path / "j.db")
+    asyncio.run(_crash(db))
+    from sagacity_agents import SqliteApprovalStore
+
+    async def make_store():
+        store = SqliteApprovalStore(db)
+        await store.close()
+
+    asyncio.run(make_store())
+    out = CliRunner().invoke(cli, ["approvals", "list", "--db", db])
+    assert out.exit_code == 0 and "no pending approval requests" in out.output
