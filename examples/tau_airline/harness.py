@@ -18,7 +18,8 @@ end. Modes:
   business invariants must hold against the database as it was before the saga's first run,
   excluding the reservations and users that executed irreversible calls touched (read from the
   journal's EXECUTED entries of ``cancel_reservation`` / ``send_certificate``, and printed). On
-  those, compensation must not settle anything a second time (:func:`.undo_check.settlement_violations`);
+  those, compensation must not settle anything a second time
+  (:func:`.undo_check.settlement_violations`);
 * ``approvals``: irreversible calls pause (AWAITING_APPROVAL); a second actor approves every
   other request and rejects the rest through ``Sagacity.approve`` / ``Sagacity.reject``
   (:func:`second_actor_approves`: alternating, starting with an approval in the recordings file's
@@ -388,7 +389,8 @@ def _check_calls(stats: ModeStats, replay: SagaReplay, script: Script, expected:
         outcomes = len(facts.outcomes.get(call_id, ()))
         if count > 1 or outcomes > 1:
             stats.double_executions += 1
-            stats.problems.append(f"{where}: call {call_id} has {count} INTENTs, {outcomes} outcomes")
+            stats.problems.append(
+                f"{where}: call {call_id} has {count} INTENTs, {outcomes} outcomes")
         elif outcomes == 0:
             stats.problems.append(f"{where}: call {call_id} has no outcome (in doubt)")
     journaled, wanted = set(facts.intents), set(expected)
@@ -545,7 +547,8 @@ class Harness:
         else:
             stats.problems.append(f"{where}: saga ended {replay.status.value}, not COMPENSATED")
         kept = replay.facts.executed_irreversible(script)
-        reported = sorted(item.call_id for item in replay.report.kept_irreversible) if replay.report else []
+        report_kept = replay.report.kept_irreversible if replay.report else ()
+        reported = sorted(item.call_id for item in report_kept)
         if reported != sorted(item.call.call_id for item in kept):
             stats.problems.append(f"{where}: report lists kept {reported}, journal executed "
                                   f"{[item.call.call_id for item in kept]}")
@@ -604,7 +607,8 @@ class Harness:
         for call_id, approve in replay.decisions.items():
             ran = facts.intent_counts.get(call_id, 0), len(facts.outcomes.get(call_id, ()))
             if approve and ran != (1, 1):
-                stats.problems.append(f"{where}: approved call {call_id} ran {ran} (INTENT, outcome)")
+                stats.problems.append(
+                    f"{where}: approved call {call_id} ran {ran} (INTENT, outcome)")
             if not approve and ran != (0, 0):
                 stats.problems.append(f"{where}: rejected call {call_id} ran {ran}")
         if sorted(facts.approved) != sorted(c for c, a in replay.decisions.items() if a) or \
@@ -612,7 +616,8 @@ class Harness:
             stats.problems.append(f"{where}: journaled decisions differ from the second actor's")
         skipped = {c.position for c in script.calls if c.call_id in rejected}
         with self.store() as store:
-            execute_calls(store, [c for c in script.conversation.calls if c.position not in skipped])
+            execute_calls(store, [c for c in script.conversation.calls
+                                  if c.position not in skipped])
             reference = store.snapshot()
         _compare_databases(stats, where, after, reference,
                            "a direct replay without the rejected calls")
@@ -742,7 +747,8 @@ def render(summary: Summary, console: Any, verbose: bool = False) -> None:
                 value = f"{value}/{mode.databases_compared}" if mode.databases_compared else "-"
             cells.append(str(value))
         table.add_row(label, *cells)
-    table.add_row("invariant violations", *[str(len(m.invariant_violations)) for m in summary.modes])
+    table.add_row("invariant violations",
+                  *[str(len(m.invariant_violations)) for m in summary.modes])
     table.add_row("other problems", *[str(len(m.problems)) for m in summary.modes])
     table.add_row("seconds (saga replays)", *[f"{m.seconds:.2f}" for m in summary.modes])
     table.add_row("result", *["[green]ok[/]" if m.ok else "[red]FAILED[/]" for m in summary.modes])

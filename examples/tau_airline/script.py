@@ -160,9 +160,10 @@ def build_script(index: int, run: dict[str, Any], conversation: Conversation) ->
         calls = []
         for tool_call in message.get("tool_calls") or ():
             recorded = next(recorded_calls)
-            assert (recorded.call_id, recorded.name) == (tool_call["id"], tool_call["function"]["name"])
+            function = tool_call["function"]
+            assert (recorded.call_id, recorded.name) == (tool_call["id"], function["name"])
             calls.append(ScriptedCall(recorded.position, next(ids), tool_call["id"],
-                                      recorded.name, tool_call["function"]["arguments"]))
+                                      recorded.name, function["arguments"]))
         turns[-1][1].append(Step(message.get("content") or None, tuple(calls)))
     dropped = 0
     if turns and not turns[-1][1]:

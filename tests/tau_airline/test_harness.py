@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -88,7 +89,8 @@ def test_inject_mode(summary: Summary, scripts: dict[str, Script]) -> None:
     assert inject.irreversible_kept == sum(len(e["kept"]) for e in inject.exclusions) > 0
     # task 34 trial 0, failing at its last call: the approved cancellation of XEHM4B is kept and
     # its reservation and user are excluded; the undo of its earlier flight update paid nothing.
-    case = next(e for e in inject.exclusions if e["case"].startswith("inject task 34 trial 0 call 11"))
+    case = next(e for e in inject.exclusions
+                if e["case"].startswith("inject task 34 trial 0 call 11"))
     assert case["reservations"] == ["XEHM4B"] and case["users"] == ["daiki_muller_1116"]
 
 
@@ -118,7 +120,8 @@ def test_a_broken_undo_is_caught(data_dir: Path, monkeypatch: pytest.MonkeyPatch
     broken = asyncio.run(run_harness(data_dir, ["inject"], keys=["4.2"]))
     violations = broken.mode("inject").invariant_violations
     assert not broken.ok
-    assert any("[1] user omar_rossi_1241: payment method gift_card_8190333" in v for v in violations)
+    gift_card = "[1] user omar_rossi_1241: payment method gift_card_8190333"
+    assert any(gift_card in v for v in violations)
     assert any("[3] user omar_rossi_1241 lists reservation HATHAT" in v for v in violations)
 
 
@@ -130,7 +133,9 @@ def test_json_output(summary: Summary) -> None:
     assert {m["name"] for m in data["modes"]} == {"clean", "inject", "approvals"}
 
 
-async def test_tool_outputs_are_the_domain_outputs(data_dir: Path, scripts: dict[str, Script]) -> None:
+async def test_tool_outputs_are_the_domain_outputs(
+    data_dir: Path, scripts: dict[str, Script]
+) -> None:
     """Through the SDK and the saga layer, every tool returns exactly what the domain returns
     when the recorded calls are replayed directly (the cross-check's replay)."""
     script = scripts["8.1"]
@@ -150,7 +155,8 @@ def test_tool_declarations(data_dir: Path) -> None:
         plain = plain_tools(tools)
     kinds = {tool.name: declaration_of(tool).reversibility for tool in tools}
     assert {n for n, k in kinds.items() if k is Reversibility.IRREVERSIBLE} == IRREVERSIBLE
-    assert {n for n, k in kinds.items() if k is Reversibility.COMPENSATABLE} == MUTATING - IRREVERSIBLE
+    compensatable = {n for n, k in kinds.items() if k is Reversibility.COMPENSATABLE}
+    assert compensatable == MUTATING - IRREVERSIBLE
     assert {n for n, k in kinds.items() if k is Reversibility.READ_ONLY} == set(TOOLS) - MUTATING
     assert {tool.name for tool in tools if tool.needs_approval} == IRREVERSIBLE
     recorded = json.loads((data_dir / "tools.json").read_text(encoding="utf-8"))
@@ -170,7 +176,7 @@ def test_script_treatments(scripts: dict[str, Script]) -> None:
         ids = [call.call_id for call in script.calls]
         assert len(set(ids)) == len(ids)
         for call in script.calls:
-            assert call.call_id == call.recorded_id or call.call_id.startswith(call.recorded_id + "-r")
+            assert re.fullmatch(re.escape(call.recorded_id) + r"(-r[2-9][0-9]*)?", call.call_id)
         last = script.turns[-1].steps[-1]
         assert not last.calls and (last.text == APPENDED_FINAL) == script.appended_final
 
