@@ -277,7 +277,7 @@ class Saga:
     ) -> dict[str, Any]:
         frame = current_call.get()
         payload: dict[str, Any] = {
-            "args": to_canonical_value(args),
+            "args": args,  # converted by the journal; unencodable -> INTENT fails, body not run
             "reversibility": decl.reversibility.value,
         }
         if raw_args is not None:
@@ -383,9 +383,11 @@ class Saga:
         except Exception as classify_exc:  # noqa: BLE001 - a broken classifier fails the call
             verdict = Verdict.FAILED
             base["classifier_error"] = _describe(classify_exc)
-        payload = {**base, "result": _encode_or_marker(result)}
+        # Converted once, by the journal; a value with no encoding is marked on the retry in
+        # _write_outcome (never a repr).
+        payload = {**base, "result": result}
         if frame.has_undo_data:
-            payload["undo_data"] = _encode_or_marker(frame.undo_data)
+            payload["undo_data"] = frame.undo_data
         if verdict is Verdict.REFUSED:
             return Phase.REFUSED, payload, None
         if verdict is Verdict.FAILED:
@@ -404,7 +406,14 @@ class Saga:
         )
         seq = None
         try:
-            entry = await self.journal.append(self.saga_id, phase, payload=payload, **kwargs)
+            try:
+                entry = await self.journal.append(self.saga_id, phase, payload=payload, **kwargs)
+            except EncodingError:
+                payload = {
+                    key: (_encode_or_marker(value) if key in ("result", "undo_data") else value)
+                    for key, value in payload.items()
+                }
+                entry = await self.journal.append(self.saga_id, phase, payload=payload, **kwargs)
             seq = entry.seq
         except Exception:  # noqa: BLE001 - the outcome is kept and retried by settle()
             with self._lock:

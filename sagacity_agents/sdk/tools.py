@@ -89,12 +89,25 @@ def _wrap(func: Callable[..., Any], decl: ToolDeclaration) -> Callable[..., Any]
     adds_ctx = not _takes_context(func)
     signature = inspect.signature(func)
 
+    names = [
+        p.name for p in signature.parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                      inspect.Parameter.KEYWORD_ONLY)
+    ]
+    simple = len(names) == len(signature.parameters)  # no *args / **kwargs
+
     def arguments(call_args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        bound = signature.bind(*call_args, **kwargs)
-        bound.apply_defaults()
-        values = dict(bound.arguments)
+        """The validated values the body receives, by parameter name (context excluded)."""
+        if simple and len(call_args) + len(kwargs) == len(names):
+            # The SDK passes every field (defaults filled in): no binding needed.
+            values = dict(zip(names, call_args))
+            values.update(kwargs)
+        else:
+            bound = signature.bind(*call_args, **kwargs)
+            bound.apply_defaults()
+            values = dict(bound.arguments)
         if not adds_ctx:
-            values.pop(next(iter(signature.parameters)), None)
+            values.pop(names[0], None)
         return values
 
     def call_info(ctx: Any) -> tuple[str, str | None]:
