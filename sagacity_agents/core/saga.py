@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import enum
 import threading
 import time
@@ -188,6 +189,10 @@ class Saga:
     ) -> None:
         self.journal = journal
         self._fresh_id = saga_id is None  # a new random id: nothing in the journal to read
+        # Invocation ids (write-key prefixes): random per Saga object, counted per call; unique
+        # across processes and retries of a saga without a uuid4 per call.
+        self._invocation_prefix = uuid.uuid4().hex[:16]
+        self._invocations = itertools.count(1)
         self.saga_id = saga_id or uuid.uuid4().hex
         self.policy = FailurePolicy(policy)
         self.in_flight_timeout = in_flight_timeout
@@ -261,6 +266,9 @@ class Saga:
             self.tool_settings[tool] = settings
 
     # --- one tool call ------------------------------------------------------------------
+    def _invocation_id(self) -> str:
+        return f"{self._invocation_prefix}-{next(self._invocations)}"
+
     def _begin(self) -> _InFlight:
         with self._lock:
             self._active += 1
@@ -458,7 +466,7 @@ class Saga:
         """
         done = self._begin()
         try:
-            invocation = uuid.uuid4().hex
+            invocation = self._invocation_id()
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 await self._check_grant(tool, call_id, args, invocation)
             intent = await self._write_intent(decl, tool, call_id, args, raw_args, invocation)
@@ -531,7 +539,7 @@ class Saga:
 
         done = self._begin()
         try:
-            invocation = uuid.uuid4().hex
+            invocation = self._invocation_id()
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 on_loop(self._check_grant(tool, call_id, args, invocation))
             intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args, invocation))
@@ -569,7 +577,7 @@ class Saga:
         """
         done = self._begin()
         try:
-            intent = await self._write_intent(decl, tool, call_id, {}, raw_args, uuid.uuid4().hex)
+            intent = await self._write_intent(decl, tool, call_id, {}, raw_args, self._invocation_id())
         except BaseException:
             self._end(done)
             raise
@@ -706,8 +714,12 @@ class Saga:
             return status
         await self.settle()
         if close:
-            ledger = SagaLedger(await self.journal.entries(self.saga_id))
-            in_doubt = ledger.in_doubt()
+            if self._fresh_id:
+                # Every entry of a saga this object created was written here: a call without
+                # outcome would still be in flight (settle() waited) or held unwritten.
+                in_doubt = bool(self._active)
+            else:
+                in_doubt = bool(SagaLedger(await self.journal.entries(self.saga_id)).in_doubt())
             status = SagaStatus.IN_DOUBT if in_doubt or self.unwritten_outcomes else SagaStatus.COMPLETED
             await self.close(status)
             return status

@@ -198,7 +198,9 @@ class Sagacity:
         try:
             async with saga_hooks:
                 run_result = await Runner.run(agent, input, hooks=saga_hooks, **runner_kwargs)
+                paused = False
                 while run_result.interruptions and not saga.failed:
+                    paused = True
                     outcome = await self.desk.pause(saga, agent, run_result.to_state())
                     pending = outcome.requests
                     if pending and approver is None:
@@ -214,7 +216,7 @@ class Sagacity:
                     pending = ()
                     run_result = await Runner.run(agent, state, hooks=saga_hooks, **runner_kwargs)
                 saga_hooks.pending_approvals = bool(pending)
-                if not pending:
+                if not pending and (restore or paused):
                     await self.approvals.delete_snapshot(saga.saga_id)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
