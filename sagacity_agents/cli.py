@@ -1,9 +1,11 @@
 """The ``sagacity`` command line: run the demo, read and verify saga journals.
 
-Layout: one click group, :func:`cli`, with a subgroup per area (``journal`` now; ``approvals``
-and ``saga`` later). To add an area, declare ``@cli.group()`` and hang commands under it; use
-:func:`db_option` for the journal location and :func:`with_journal` to run async journal code
-from a sync command (it opens the journal, runs the coroutine, and closes the journal).
+Layout: one click group, :func:`cli`, with a subgroup per area (``journal`` here; ``approvals``
+and ``saga`` in :mod:`sagacity_agents.cli_saga`). To add an area, declare ``@cli.group()`` and
+hang commands under it; use :func:`db_option` for the journal location and :func:`with_journal`
+to run async journal code from a sync command (it opens the journal, runs the coroutine, and
+closes the journal). Strings read from a journal are untrusted: render them with
+:func:`~sagacity_agents.render.data_text` / :func:`~sagacity_agents.render.printable`.
 
 Exit statuses: 0 success; 1 a chain failed verification (or the journal could not be read);
 2 usage errors, including a journal file or saga id that does not exist.
@@ -12,6 +14,7 @@ Exit statuses: 0 success; 1 a chain failed verification (or the journal could no
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -22,12 +25,20 @@ from rich.table import Table
 from rich.text import Text
 
 from . import __version__
-from .core.chain import VerifyResult, verify_journal
+from .core.chain import ChainHead, VerifyResult, heads_from_json, heads_of, heads_to_json, verify_journal
 from .core.entries import JournalEntry
 from .core.journal import Journal
 from .core.sqlite_journal import SqliteJournal
 from .errors import ConfigurationError, JournalError
-from .render import journal_table, make_console, saga_status, status_text, verify_text
+from .render import (
+    data_text,
+    journal_table,
+    make_console,
+    printable,
+    saga_status,
+    status_text,
+    verify_text,
+)
 from .settings import DB_ENVVAR, DEFAULT_JOURNAL_PATH
 
 __all__ = ["DB_ENVVAR", "UsageFailure", "cli", "db_option", "main", "open_journal", "with_journal"]
@@ -117,17 +128,32 @@ def with_journal(db: str, work: Callable[[Journal], Awaitable[T]]) -> T:
         raise click.ClickException(str(exc)) from exc
 
 
-async def _resolve_saga(journal: Journal, saga_id: str) -> str:
-    """``saga_id`` itself, or the one saga whose id starts with it."""
-    ids = await journal.saga_ids()
+async def _resolve_saga(journal: Journal, saga_id: str, also: Sequence[str] = ()) -> str:
+    """``saga_id`` itself, or the one saga whose id starts with it (among the journal's sagas
+    and ``also``, e.g. the sagas of a heads file)."""
+    ids = list(dict.fromkeys([*await journal.saga_ids(), *also]))
     if saga_id in ids:
         return saga_id
     matches = [i for i in ids if i.startswith(saga_id)]
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise UsageFailure(f"saga id prefix {saga_id!r} is ambiguous: {', '.join(matches)}")
+        listed = ", ".join(printable(m) for m in matches)
+        raise UsageFailure(f"saga id prefix {saga_id!r} is ambiguous: {listed}")
     raise UsageFailure(f"no saga {saga_id!r} in this journal (see: sagacity journal list)")
+
+
+def _load_heads(path: str) -> dict[str, ChainHead]:
+    """The anchored heads in the JSON file at ``path``.
+
+    Raises:
+        UsageFailure: the file cannot be read or is not a heads file (exit status 2).
+    """
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+        return heads_from_json(data)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageFailure(f"{path} is not a heads file written by `sagacity journal heads`: {exc}") from exc
 
 
 # --- the group ------------------------------------------------------------------------------
@@ -146,6 +172,13 @@ def cli() -> None:
       sagacity journal list              the sagas in a journal
       sagacity journal show SAGA_ID      one saga's entries
       sagacity journal verify            re-check every hash chain
+      sagacity journal heads --out F     export each chain's head (keep F elsewhere)
+      sagacity journal verify --heads F  also check the chains against those heads
+      sagacity approvals list            calls paused for a human decision
+      sagacity saga resume SAGA_ID --app MODULE:ATTR
+                                         continue a saga once its approvals are decided
+      sagacity saga recover SAGA_ID --app MODULE:ATTR
+                                         undo what a crashed process left behind
 
     Journal commands read the SQLite file named by --db, else $SAGACITY_DB, else sagacity.db in
     the current directory.
@@ -189,13 +222,15 @@ def demo(db: str, real_model: bool) -> None:
 
 
 # --- journal --------------------------------------------------------------------------------
-@cli.group(context_settings=CONTEXT_SETTINGS, short_help="List, show and verify saga journals.")
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="List, show, verify and anchor saga journals.")
 def journal() -> None:
     """Read and verify saga journals (read-only; a missing file is an error, never created).
 
     A journal holds one hash chain per saga: every entry's hash covers its content and the
-    previous entry's hash, so an edited, removed or reordered entry is detected by `verify`.
-    SAGA_ID arguments accept any unique prefix of the id.
+    previous entry's hash, so an edited, inserted or reordered entry, or one removed from the
+    middle, is detected by `verify`. Removing a saga's last entries, or rewriting its tail
+    consistently, is only detected against heads exported earlier (`heads`, then
+    `verify --heads`). SAGA_ID arguments accept any unique prefix of the id.
     """
 
 
@@ -226,7 +261,8 @@ def journal_list(db: str) -> None:
     for sid, entries in sagas:
         first = entries[0].recorded_at.replace("T", " ").rstrip("Z") if entries else ""
         last = entries[-1].recorded_at.replace("T", " ").rstrip("Z") if entries else ""
-        table.add_row(sid, str(len(entries)), first, last, status_text(saga_status(entries)))
+        table.add_row(data_text(sid), str(len(entries)), data_text(first), data_text(last),
+                      status_text(saga_status(entries)))
     console.print(table)
 
 
@@ -250,7 +286,8 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
     sid, entries = with_journal(db, load)
     console = make_console()
     title = Text.assemble(
-        ("saga ", "bold"), sid, "  ", status_text(saga_status(entries)), f"  ({len(entries)} entries)"
+        ("saga ", "bold"), printable(sid), "  ", status_text(saga_status(entries)),
+        f"  ({len(entries)} entries)",
     )
     console.print(title)
     console.print(journal_table(entries, full=full, width=console.width))
@@ -259,18 +296,36 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
 @journal.command("verify", short_help="Re-verify hash chains; exit 1 if one is broken.")
 @click.argument("saga_id", required=False)
 @db_option()
-def journal_verify(saga_id: str | None, db: str) -> None:
+@click.option(
+    "--heads",
+    "heads_file",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help="Also check each saga against the head `sagacity journal heads` exported to FILE: it "
+    "must still have an entry at that seq with exactly that hash (else truncated, head "
+    "mismatch or missing saga).",
+)
+def journal_verify(saga_id: str | None, db: str, heads_file: str | None) -> None:
     """Re-verify the hash chain of one saga, or of every saga in the journal.
 
     Re-hashes every entry's stored bytes, checks each link to the previous entry, the sequence
     numbers, and that the indexed columns match the hashed content. Prints one `verify: ok` line
     per intact saga; for a broken chain, prints the saga, the first bad sequence number, the
     fault and its detail, and exits with status 1.
+
+    The chain alone cannot show that a saga's last entries (or all of them) were removed, or
+    that its tail was rewritten consistently. With --heads FILE, every saga listed in FILE must
+    still hold an entry at the listed seq with exactly the listed hash; a saga missing from the
+    journal, a missing seq (truncated) or another hash (rewritten) exits with status 1. Sagas
+    newer than FILE are verified without an anchor.
     """
+    heads = _load_heads(heads_file) if heads_file is not None else None
 
     async def check(j: Journal) -> list[VerifyResult]:
-        sid = await _resolve_saga(j, saga_id) if saga_id is not None else None
-        return await verify_journal(j, sid)
+        sid = await _resolve_saga(j, saga_id, also=list(heads or ())) if saga_id is not None else None
+        if sid is not None and heads is not None and sid not in heads:
+            raise UsageFailure(f"{heads_file} lists no head for saga {printable(sid)}")
+        return await verify_journal(j, sid, heads=heads)
 
     results = with_journal(db, check)
     console = make_console(highlight=False)
@@ -280,9 +335,56 @@ def journal_verify(saga_id: str | None, db: str) -> None:
     for result in results:
         console.print(verify_text(result))
     broken = [r for r in results if not r.ok]
+    if heads is not None:
+        anchored = sum(1 for r in results if r.anchor is not None)
+        console.print(f"checked {anchored} saga(s) against the heads in {heads_file}")
     if broken:
         console.print(Text(f"{len(broken)} of {len(results)} saga chain(s) BROKEN", style="bold red"))
         raise SystemExit(1)
+
+
+@journal.command("heads", short_help="Export each chain's head (seq and hash) as JSON.")
+@click.argument("saga_id", required=False)
+@db_option()
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="Write the JSON to FILE instead of standard output.",
+)
+def journal_heads(saga_id: str | None, db: str, out: str | None) -> None:
+    """Export the head of each saga's chain (or of SAGA_ID's) as JSON: an anchor.
+
+    Output: {"SAGA_ID": {"seq": N, "hash": H}, ...}, the last entry of every chain. Keep it
+    where the journal's writers cannot change it (a WORM bucket, a ticket, a signed commit);
+    later, `sagacity journal verify --heads FILE` detects what the chain alone cannot: removed
+    last entries, a removed saga, a consistently rewritten tail. The chains are verified first;
+    if one is broken nothing is exported and the status is 1.
+    """
+
+    async def check(j: Journal) -> list[VerifyResult]:
+        sid = await _resolve_saga(j, saga_id) if saga_id is not None else None
+        return await verify_journal(j, sid)
+
+    results = with_journal(db, check)
+    broken = [r for r in results if not r.ok]
+    if broken:
+        console = make_console(highlight=False, stderr=True)
+        for result in broken:
+            console.print(verify_text(result))
+        console.print(Text(f"{len(broken)} saga chain(s) BROKEN: no heads exported", style="bold red"))
+        raise SystemExit(1)
+    heads = heads_of(results)
+    document = json.dumps(heads_to_json(heads), indent=2, ensure_ascii=True) + "\n"
+    if out is None:
+        click.echo(document, nl=False)
+        return
+    try:
+        Path(out).write_text(document, "utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {out}: {exc}") from exc
+    make_console(highlight=False).print(f"wrote the heads of {len(heads)} saga(s) to {out}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

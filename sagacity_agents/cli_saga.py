@@ -13,6 +13,7 @@ import asyncio
 import datetime as dt
 import importlib
 import json
+import shlex
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -21,11 +22,12 @@ import click
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from .cli import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
 from .core.approval import ApprovalRequest, SqliteApprovalStore
 from .errors import ApprovalError, SagacityError
-from .render import make_console, status_text
+from .render import data_text, make_console, printable, status_text
 
 __all__ = ["approvals", "load_app", "saga"]
 
@@ -112,8 +114,9 @@ def approvals_list(db: str, show_all: bool) -> None:
     for column in ("request id", "saga", "tool", "call id", "age", "state", "args hash"):
         table.add_column(column, no_wrap=column in ("request id", "args hash"))
     for r in requests:
-        table.add_row(r.request_id, r.saga_id[:12], r.tool, r.call_id or "", _age(r.created_at),
-                      _state(r), r.args_hash[:16])
+        table.add_row(data_text(r.request_id), data_text(r.saga_id[:12]), data_text(r.tool),
+                      data_text(r.call_id), _age(r.created_at), data_text(_state(r)),
+                      data_text(r.args_hash[:16]))
     console.print(table)
 
 
@@ -133,21 +136,27 @@ def approvals_show(request_id: str, db: str) -> None:
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
     facts.add_column()
-    facts.add_row("request", request.request_id)
-    facts.add_row("saga", request.saga_id)
-    facts.add_row("tool", request.tool)
-    facts.add_row("call id", request.call_id or "")
-    facts.add_row("asked", f"{request.created_at} ({_age(request.created_at)} ago)")
-    facts.add_row("expires", request.expires_at or "never")
-    facts.add_row("state", _state(request))
+    # Everything below comes from the model or the store: escaped, never read as markup.
+    facts.add_row("request", data_text(request.request_id))
+    facts.add_row("saga", data_text(request.saga_id))
+    facts.add_row("tool", data_text(request.tool))
+    facts.add_row("call id", data_text(request.call_id))
+    facts.add_row("asked", data_text(f"{request.created_at} ({_age(request.created_at)} ago)"))
+    facts.add_row("expires", data_text(request.expires_at or "never"))
+    facts.add_row("state", data_text(_state(request)))
     if request.decision:
-        facts.add_row("decided by", f"{request.approver} ({request.reason or 'no reason given'})")
-    facts.add_row("args sha256", request.args_hash)
+        facts.add_row("decided by", data_text(f"{request.approver} ({request.reason or 'no reason given'})"))
+    facts.add_row("args sha256", data_text(request.args_hash))
     console.print(facts)
-    console.print(Panel(Syntax(json.dumps(request.args, indent=2, ensure_ascii=False), "json"),
+    # json.dumps escapes C0 characters but not DEL and C1; its own line breaks are kept.
+    args_json = "\n".join(
+        printable(line) for line in json.dumps(request.args, indent=2, ensure_ascii=False).split("\n")
+    )
+    console.print(Panel(Syntax(args_json, "json"),
                         title="arguments the tool will receive", title_align="left"))
     if request.raw_args is not None:
-        console.print(Panel(request.raw_args, title="raw arguments from the model", title_align="left"))
+        console.print(Panel(data_text(request.raw_args), title="raw arguments from the model",
+                            title_align="left"))
 
 
 def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str | None) -> None:
@@ -158,10 +167,17 @@ def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str 
 
     request = _with_sagacity(db, work)
     word = "approved" if approve else "rejected"
-    make_console(highlight=False).print(
-        f"{word} {request.request_id} ({request.tool}, args sha256 {request.args_hash}) as {approver}; "
-        f"resume with: sagacity saga resume {request.saga_id} --app MODULE:ATTR --db {db}"
-    )
+    console = make_console(highlight=False)
+    console.print(Text.assemble(
+        f"{word} ", data_text(request.request_id), " (", data_text(request.tool),
+        f", args sha256 {printable(request.args_hash)}) as ", data_text(approver),
+    ))
+    # The command goes on a line of its own, never wrapped, so it can be copied as it is.
+    console.print("resume the saga with your application's agent, passed as --app module:attr:",
+                  soft_wrap=True)
+    command = (f"sagacity saga resume {shlex.quote(printable(request.saga_id))} "
+               f"--app module:attr --db {shlex.quote(db)}")
+    console.print(Text(command), soft_wrap=True)
 
 
 @approvals.command("approve")
@@ -240,13 +256,13 @@ def saga_resume(saga_id: str, app: str, context_json: str | None, db: str) -> No
 
     result = _with_sagacity(db, work)
     console = make_console(highlight=False)
-    console.print(status_text(result.status.value), f"saga {result.saga_id}")
-    if result.final_output is not None:
-        console.print(f"final output: {result.final_output}")
+    console.print(status_text(result.status.value), data_text(f"saga {result.saga_id}"))
+    if result.final_output is not None:  # model text: escaped, never markup
+        console.print(data_text(f"final output: {result.final_output}"))
     if result.exception is not None:
-        console.print(f"run raised: {type(result.exception).__name__}: {result.exception}")
+        console.print(data_text(f"run raised: {type(result.exception).__name__}: {result.exception}"))
     for request in result.approvals:
-        console.print(f"waiting again: {request.request_id} ({request.tool})")
+        console.print(data_text(f"waiting again: {request.request_id} ({request.tool})"))
     if not result.ok and result.status.value != "AWAITING_APPROVAL":
         raise SystemExit(1)
 
@@ -269,13 +285,13 @@ def saga_recover(saga_id: str, app: str, db: str) -> None:
 
     result = _with_sagacity(db, work)
     console = make_console(highlight=False)
-    console.print(status_text(result.status.value), f"saga {result.saga_id}")
+    console.print(status_text(result.status.value), data_text(f"saga {result.saga_id}"))
     report = result.report
     if report is not None:
         for label, items in (("undone", report.undone), ("undo failed", report.failed),
                              ("in doubt", report.in_doubt), ("no undo", report.no_undo),
                              ("kept (irreversible)", report.kept_irreversible)):
             for item in items:
-                console.print(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}")
+                console.print(data_text(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}"))
     if result.status.value != "COMPENSATED":
         raise SystemExit(1)

@@ -2,6 +2,11 @@
 
 Read-only helpers: they take :class:`~sagacity_agents.core.entries.JournalEntry` lists and
 :class:`~sagacity_agents.core.chain.VerifyResult` values and return rich renderables or text.
+
+Journal data is untrusted (payloads come from models and tools, and anyone with write access can
+edit the file): every string taken from it goes through :func:`printable`, which escapes control
+characters, and into a :class:`~rich.text.Text`, never a markup string, so it can neither drive
+the terminal nor break rich markup.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from .core.entries import JournalEntry, Phase
 __all__ = [
     "COMPACT_BELOW",
     "PHASE_STYLES",
+    "data_text",
     "journal_table",
     "make_console",
     "phase_name",
     "phase_text",
+    "printable",
     "saga_status",
     "short",
     "status_text",
@@ -60,6 +67,34 @@ STATUS_STYLES: dict[str, str] = {
 }
 
 
+_NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_CONTROL_ESCAPES = {
+    code: _NAMED_ESCAPES.get(chr(code), f"\\u{code:04x}")
+    for code in (*range(0x00, 0x20), *range(0x7F, 0xA0))
+}
+
+
+def printable(value: object) -> str:
+    """``str(value)`` with every C0 and C1 control character and DEL escaped (``\\n``, ``\\t``,
+    ``\\r``, else ``\\u001b``-style), so data from the journal cannot move the cursor, recolour
+    the terminal, set its title or split a table row.
+
+    Args:
+        value: any value; ``None`` becomes ``""``.
+
+    Returns:
+        The escaped text.
+    """
+    if value is None:
+        return ""
+    return str(value).translate(_CONTROL_ESCAPES)
+
+
+def data_text(value: object, style: str = "") -> Text:
+    """Journal data as a :class:`~rich.text.Text`: escaped by :func:`printable`, no markup."""
+    return Text(printable(value), style=style)
+
+
 PIPE_WIDTH = 160
 """Console width used when output is not a terminal and ``COLUMNS`` is unset."""
 
@@ -79,13 +114,13 @@ def phase_name(entry: JournalEntry) -> str:
 
 
 def phase_text(name: str) -> Text:
-    """A phase name, coloured."""
-    return Text(name, style=PHASE_STYLES.get(name, ""))
+    """A phase name, coloured (escaped: storage may hold any string)."""
+    return data_text(name, PHASE_STYLES.get(name, ""))
 
 
 def status_text(status: str) -> Text:
-    """A saga status, coloured."""
-    return Text(status, style=STATUS_STYLES.get(status.split(" ")[0], ""))
+    """A saga status, coloured (escaped: it may come from a payload)."""
+    return data_text(status, STATUS_STYLES.get(status.split(" ")[0], ""))
 
 
 def short(value: Any, limit: int = 60) -> str:
@@ -196,30 +231,32 @@ def journal_table(
                          min_width=64 if whole_hash else None)
     for e in entries:
         name = phase_name(e)
-        payload = (
+        payload = printable(
             json.dumps(e.payload, ensure_ascii=False, sort_keys=True) if full else summarize_payload(e)
         )
-        hash_cell = e.hash if full else e.hash[: 8 if compact else 12]
+        hash_cell = data_text(e.hash if full else e.hash[: 8 if compact else 12])
+        seq_cell = data_text(e.seq)
         row_style = "dim" if PHASE_STYLES.get(name, "").startswith("dim") else None
         if compact:
             cell = phase_text(name)
             for part in (e.tool, e.call_id):
                 if part:
-                    cell.append(f"  {part}")
+                    cell.append(f"  {printable(part)}")
             if payload:
                 cell.append(f"\n{payload}", style="default")
+            time_cell = data_text(_time(e.recorded_at, True))
             if hash_in_entry:
-                cell.append(f"\nhash {e.hash}", style="dim")
-                table.add_row(str(e.seq), cell, _time(e.recorded_at, True), style=row_style)
+                cell.append(f"\nhash {printable(e.hash)}", style="dim")
+                table.add_row(seq_cell, cell, time_cell, style=row_style)
             else:
-                table.add_row(str(e.seq), cell, _time(e.recorded_at, True), hash_cell, style=row_style)
+                table.add_row(seq_cell, cell, time_cell, hash_cell, style=row_style)
         else:
             table.add_row(
-                str(e.seq),
+                seq_cell,
                 phase_text(name),
-                e.tool or "",
-                e.call_id or "",
-                _time(e.recorded_at, False),
+                data_text(e.tool),
+                data_text(e.call_id),
+                data_text(_time(e.recorded_at, False)),
                 Text(payload),
                 hash_cell,
                 style=row_style,
@@ -228,15 +265,21 @@ def journal_table(
 
 
 def verify_text(result: VerifyResult) -> Text:
-    """``verify: ok ...`` or ``verify: BROKEN ...`` for one saga."""
+    """``verify: ok ...`` or ``verify: BROKEN ...`` for one saga (saga id and detail escaped).
+
+    An ok chain checked against an anchored head says ``anchored seq N matches``.
+    """
+    saga_id = printable(result.saga_id)
     if result.ok:
         text = Text("verify: ", style="bold")
         text.append("ok", style="bold green")
-        head = result.head[:16] if result.head else "-"
-        text.append(f"  saga {result.saga_id}  {result.entries} entries, head {head}")
+        head = printable(result.head[:16]) if result.head else "-"
+        text.append(f"  saga {saga_id}  {result.entries} entries, head {head}")
+        if result.anchor is not None:
+            text.append(f", anchored seq {result.anchor.seq} matches")
         return text
     text = Text("verify: ", style="bold")
     text.append("BROKEN", style="bold red")
     fault = result.fault.value if result.fault is not None else "?"
-    text.append(f"  saga {result.saga_id}  at seq {result.bad_seq}: {fault}: {result.detail}")
+    text.append(f"  saga {saga_id}  at seq {result.bad_seq}: {fault}: {printable(result.detail)}")
     return text

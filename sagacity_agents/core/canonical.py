@@ -3,8 +3,9 @@
 Rules (design.md, "Canonical bytes"), applied recursively before encoding:
 
 * ``Decimal`` -> its string form (``Decimal("10.10")`` -> ``"10.10"``, never the float 10.1);
-* ``datetime`` -> UTC, truncated to microseconds, fixed width ``2026-01-01T00:00:00.000000Z``
-  (a naive datetime is refused: its zone is unknown); ``date`` -> ``YYYY-MM-DD``;
+* ``datetime`` -> UTC, truncated to microseconds, fixed width ``2026-01-01T00:00:00.000000Z``;
+  a naive datetime (no zone: no instant) keeps its wall-clock value, fixed width, without the
+  ``Z`` (``2026-01-01T10:00:00.000000``); ``date`` -> ``YYYY-MM-DD``;
 * ``set`` / ``frozenset`` -> sorted list (sorted by canonical bytes, so mixed types sort too);
 * pydantic models -> ``model_dump(mode="python")`` then these rules (pydantic's JSON-mode dump
   for types these rules do not cover); dataclasses -> ``dataclasses.asdict`` then these
@@ -139,10 +140,11 @@ def _convert_other(value: Any, flags: list[bool] | None) -> Any:
             raise _Unencodable(f"Decimal {value!r} is not finite")
         return str(value)
     if isinstance(value, dt.datetime):
-        try:
-            return format_timestamp(value)
-        except EncodingError as exc:
-            raise _Unencodable(str(exc)) from exc
+        if value.tzinfo is None or value.utcoffset() is None:
+            # A naive value (e.g. a model's "2025-06-12T10:00:00") has no instant: kept as it is,
+            # fixed width and without "Z", never guessed to be UTC.
+            return format_timestamp(value.replace(tzinfo=dt.timezone.utc))[:-1]
+        return format_timestamp(value)
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -193,6 +195,10 @@ def to_canonical_value(value: Any, *, flags: list[bool] | None = None) -> Any:
     except _Unencodable as exc:
         path = "$" + "".join(reversed(exc.parts))
         raise EncodingError(f"{path}: {exc.reason}") from None
+    except RecursionError:
+        raise EncodingError("value is nested too deeply or contains itself") from None
+    except (TypeError, ValueError) as exc:  # e.g. dataclasses.asdict on a field that cannot be copied
+        raise EncodingError(f"cannot convert {type(value).__qualname__}: {exc}") from exc
 
 
 def _stdlib_is_jcs(value: Any) -> bool:

@@ -3,22 +3,43 @@
 Verification never re-serializes an entry from its columns: it hashes the stored canonical bytes,
 then checks that each indexed column (saga id, seq, phase, tool, call id, write key, recorded-at,
 prev hash) equals the value inside those bytes, so an edited column cannot fool a reader that
-trusts columns. The chain detects edits; it does not prevent them (evidence, not prevention): a
-writer with storage access can rewrite a whole chain from the edit onwards, which only an
-exported head hash kept elsewhere (``VerifyResult.head``) reveals.
+trusts columns.
+
+What the chain alone detects: an edited, inserted or reordered entry, and an entry removed from
+the middle (a gap). An entry edited *and* given its recomputed hash is reported at the next
+``seq``, the first entry whose stored link (``prev_hash``) disagrees. What it cannot detect:
+the removal of a saga's last entries (or of all of them), or a tail rewritten consistently from
+some entry onwards, because what remains is a valid, shorter or different, chain. The chain is
+evidence, not prevention. Anchors close that gap: export each chain's head (:func:`heads_of`,
+``sagacity journal heads``) somewhere the journal's writer cannot change, and verify against it
+later (``heads=`` of :func:`verify_journal`, ``sagacity journal verify --heads``): a saga that
+no longer has an entry at the anchored ``seq`` with exactly the anchored hash fails.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .canonical import parse_json, sha256_hex
 from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry
 from .journal import Journal
 
-__all__ = ["ChainFault", "VerifyResult", "verify_entries", "verify_journal"]
+__all__ = [
+    "ChainFault",
+    "ChainHead",
+    "VerifyResult",
+    "heads_from_json",
+    "heads_of",
+    "heads_to_json",
+    "verify_entries",
+    "verify_journal",
+]
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 class ChainFault(str, enum.Enum):
@@ -36,6 +57,23 @@ class ChainFault(str, enum.Enum):
     """A stored column disagrees with the value inside the hashed bytes."""
     MALFORMED = "malformed"
     """The stored bytes are not a canonical journal entry."""
+    TRUNCATED = "truncated"
+    """The chain ends before the anchored head's ``seq``: its last entries were removed."""
+    HEAD_MISMATCH = "head mismatch"
+    """The entry at the anchored head's ``seq`` has another hash: the chain was rewritten at or
+    before that entry."""
+    MISSING_SAGA = "missing saga"
+    """An anchored saga has no entries left at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainHead:
+    """An anchor: the last entry of a saga's chain at some moment, exported elsewhere."""
+
+    seq: int
+    """Sequence number of that entry (the chain's length then)."""
+    hash: str
+    """Its hash (64 lowercase hex digits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,35 +83,86 @@ class VerifyResult:
     saga_id: str
     """The saga checked."""
     ok: bool
-    """True when every entry verified."""
+    """True when every entry verified (and the anchored head, if any, is still there)."""
     entries: int
     """How many entries were read."""
     head: str | None
-    """Hash of the last entry (export it elsewhere to detect a rewritten chain); ``None`` if empty."""
+    """Hash of the last entry (export it elsewhere to detect a rewritten chain); ``None`` if empty
+    or broken."""
     bad_seq: int | None = None
-    """Sequence number of the first bad entry (the expected one for a gap)."""
+    """Sequence number of the first bad entry (the expected one for a gap, the first missing one
+    for a truncated chain, the anchored one for a head mismatch)."""
     fault: ChainFault | None = None
     """Why the first bad entry is bad."""
     detail: str = ""
     """Human-readable explanation."""
+    anchor: ChainHead | None = None
+    """The anchored head this chain was checked against, if one was given."""
 
     def __str__(self) -> str:
         if self.ok:
-            return f"{self.saga_id}: ok ({self.entries} entries, head {self.head})"
+            anchored = f", anchored seq {self.anchor.seq} matches" if self.anchor else ""
+            return f"{self.saga_id}: ok ({self.entries} entries, head {self.head}{anchored})"
         return f"{self.saga_id}: BROKEN at seq {self.bad_seq}: {self.fault.value if self.fault else ''}: {self.detail}"
 
 
-def verify_entries(saga_id: str, entries: Sequence[JournalEntry]) -> VerifyResult:
+def _check_anchor(saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead) -> VerifyResult | None:
+    """The fault of ``entries`` against ``anchor`` (``None`` if the anchored entry is there)."""
+
+    def bad(seq: int, fault: ChainFault, detail: str) -> VerifyResult:
+        return VerifyResult(saga_id, False, len(entries), None, seq, fault, detail, anchor)
+
+    wanted = f"anchored head is seq {anchor.seq} hash {anchor.hash}"
+    if not entries:
+        return bad(1, ChainFault.MISSING_SAGA, f"no entries left; {wanted}")
+    at = next((e for e in entries if e.seq == anchor.seq), None)
+    if at is None:
+        last = max(e.seq for e in entries)
+        if last < anchor.seq:
+            return bad(last + 1, ChainFault.TRUNCATED, f"chain ends at seq {last}; {wanted}")
+        return bad(anchor.seq, ChainFault.TRUNCATED, f"no entry at seq {anchor.seq}; {wanted}")
+    if at.hash != anchor.hash:
+        return bad(
+            anchor.seq,
+            ChainFault.HEAD_MISMATCH,
+            f"entry at seq {anchor.seq} has hash {at.hash}; {wanted} "
+            f"(rewritten at or before seq {anchor.seq})",
+        )
+    return None
+
+
+def verify_entries(
+    saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead | None = None
+) -> VerifyResult:
     """Verify one saga's entries, given in storage order (ascending ``seq``).
 
     Args:
         saga_id: the saga the entries must belong to.
         entries: the stored entries.
+        anchor: a head exported earlier; when given, the chain must still hold an entry at
+            ``anchor.seq`` with exactly ``anchor.hash`` (else :attr:`ChainFault.MISSING_SAGA`,
+            :attr:`ChainFault.TRUNCATED` or :attr:`ChainFault.HEAD_MISMATCH`). A fault inside
+            the chain is reported first (it names a precise entry); a disagreeing anchor is then
+            added to its detail.
 
     Returns:
         A :class:`VerifyResult` naming the first bad sequence number and the fault, if any.
     """
+    result = _verify_chain(saga_id, entries)
+    if anchor is None:
+        return result
+    anchor_fault = _check_anchor(saga_id, entries, anchor)
+    if not result.ok:
+        detail = result.detail
+        if anchor_fault is not None and anchor_fault.fault is not None:
+            detail += f"; also {anchor_fault.fault.value} at seq {anchor_fault.bad_seq}: {anchor_fault.detail}"
+        return VerifyResult(saga_id, False, result.entries, None, result.bad_seq, result.fault, detail, anchor)
+    if anchor_fault is not None:
+        return anchor_fault
+    return VerifyResult(saga_id, True, result.entries, result.head, anchor=anchor)
 
+
+def _verify_chain(saga_id: str, entries: Sequence[JournalEntry]) -> VerifyResult:
     def bad(seq: int, fault: ChainFault, detail: str) -> VerifyResult:
         return VerifyResult(saga_id, False, len(entries), None, seq, fault, detail)
 
@@ -115,13 +204,99 @@ def verify_entries(saga_id: str, entries: Sequence[JournalEntry]) -> VerifyResul
     return VerifyResult(saga_id, True, len(entries), prev if entries else None)
 
 
-async def verify_journal(journal: Journal, saga_id: str | None = None) -> list[VerifyResult]:
-    """Verify one saga (``saga_id``) or every saga in ``journal``.
+async def verify_journal(
+    journal: Journal,
+    saga_id: str | None = None,
+    *,
+    heads: Mapping[str, ChainHead] | None = None,
+) -> list[VerifyResult]:
+    """Verify one saga (``saga_id``) or every saga in ``journal``, optionally against anchors.
+
+    Args:
+        journal: the journal to read.
+        saga_id: verify only this saga; ``None`` for every saga in the journal.
+        heads: anchored heads by saga id (see :func:`heads_of`, :func:`heads_from_json`). Each
+            verified saga listed there is also checked against its anchor (see
+            :func:`verify_entries`). Without ``saga_id``, every saga listed in ``heads`` is
+            verified even when the journal no longer knows it (all of its entries removed:
+            :attr:`ChainFault.MISSING_SAGA`); sagas of the journal that ``heads`` does not list
+            are verified without an anchor.
+
+    Returns:
+        One :class:`VerifyResult` per saga: the journal's sagas oldest first, then anchored
+        sagas the journal no longer lists, in ``heads`` order.
 
     Raises:
         JournalError: the journal could not be read.
     """
-    ids = [saga_id] if saga_id is not None else await journal.saga_ids()
-    return [verify_entries(sid, await journal.entries(sid)) for sid in ids]
+    heads = heads or {}
+    if saga_id is not None:
+        ids = [saga_id]
+    else:
+        ids = await journal.saga_ids()
+        known = set(ids)
+        ids += [sid for sid in heads if sid not in known]
+    return [verify_entries(sid, await journal.entries(sid), heads.get(sid)) for sid in ids]
 
 
+def heads_of(results: Iterable[VerifyResult]) -> dict[str, ChainHead]:
+    """The head of every verified, non-empty chain in ``results``, to export as anchors.
+
+    Args:
+        results: results of :func:`verify_journal` (or :func:`verify_entries`).
+
+    Returns:
+        ``{saga_id: ChainHead(seq, hash)}`` in the order of ``results``; empty chains are left out.
+
+    Raises:
+        ValueError: a result is broken (anchoring a broken chain would vouch for it).
+    """
+    heads: dict[str, ChainHead] = {}
+    for result in results:
+        if not result.ok:
+            raise ValueError(f"saga {result.saga_id!r} does not verify: {result}")
+        if result.head is not None:
+            heads[result.saga_id] = ChainHead(result.entries, result.head)
+    return heads
+
+
+def heads_to_json(heads: Mapping[str, ChainHead]) -> dict[str, dict[str, Any]]:
+    """The JSON form of anchored heads: ``{saga_id: {"seq": N, "hash": H}}``.
+
+    Args:
+        heads: anchored heads by saga id.
+
+    Returns:
+        A plain dict, ready for :func:`json.dumps`.
+    """
+    return {sid: {"seq": head.seq, "hash": head.hash} for sid, head in heads.items()}
+
+
+def heads_from_json(data: Any) -> dict[str, ChainHead]:
+    """Parse and check the JSON form of anchored heads (see :func:`heads_to_json`).
+
+    Args:
+        data: the decoded JSON: an object mapping each saga id to ``{"seq": N, "hash": H}``,
+            ``N`` an integer >= 1 and ``H`` 64 hex digits (case-insensitive); nothing else.
+
+    Returns:
+        ``{saga_id: ChainHead}`` in the order of ``data``, hashes in lowercase.
+
+    Raises:
+        ValueError: ``data`` does not have that shape (the message names the offending saga).
+    """
+    if not isinstance(data, dict):
+        raise ValueError('heads must be a JSON object {saga_id: {"seq": N, "hash": H}}')
+    heads: dict[str, ChainHead] = {}
+    for sid, value in data.items():
+        if not isinstance(sid, str) or not sid:
+            raise ValueError(f"saga id {sid!r} is not a non-empty string")
+        if not isinstance(value, dict) or set(value) != {"seq", "hash"}:
+            raise ValueError(f'head of saga {sid!r} must be {{"seq": N, "hash": H}}, got {value!r}')
+        seq, digest = value["seq"], value["hash"]
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+            raise ValueError(f"head of saga {sid!r}: seq must be an integer >= 1, got {seq!r}")
+        if not isinstance(digest, str) or not _HEX64.fullmatch(digest.lower()):
+            raise ValueError(f"head of saga {sid!r}: hash must be 64 hex digits, got {digest!r}")
+        heads[sid] = ChainHead(seq, digest.lower())
+    return heads

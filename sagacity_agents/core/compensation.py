@@ -147,12 +147,16 @@ class SagaLedger:
         self.entries = entries
         self.calls: dict[int, _Call] = {}
         undo_targets: dict[int, int] = {}
+        by_key = {e.write_key: e.seq for e in entries if e.phase is Phase.INTENT}
         for e in entries:
             payload = e.payload if isinstance(e.payload, dict) else {}
             if e.phase is Phase.INTENT:
                 self.calls[e.seq] = _Call(e)
             elif e.phase in (Phase.EXECUTED, Phase.REFUSED, Phase.FAILED):
-                call = self.calls.get(payload.get("intent_seq", -1))
+                intent_seq = payload.get("intent_seq")
+                if intent_seq is None and payload.get("intent_write_key"):
+                    intent_seq = by_key.get(payload["intent_write_key"], -1)
+                call = self.calls.get(intent_seq if intent_seq is not None else -1)
                 if call is not None and call.outcome is None:
                     call.outcome = e
             elif e.phase is Phase.COMPENSATING:
@@ -208,8 +212,9 @@ async def compensate(
         ``failed``; the walk goes on.
 
     Raises:
-        JournalError: a COMPENSATING entry could not be written (that undo is then not run) or
-            the journal could not be read.
+        JournalError: the journal could not be read. A COMPENSATING entry that cannot be written
+            means that undo is not run (listed as failed); an undo whose outcome cannot be
+            written is listed in doubt; the walk goes on in both cases.
     """
     ledger = SagaLedger(await journal.entries(saga_id))
     undone: list[CompensationItem] = []
@@ -246,14 +251,21 @@ async def compensate(
         decl = declarations.get(call.intent.tool or "")
         key = idempotency_key(saga_id, call.outcome.seq)
         attempt = len(call.attempts) + 1
-        start = await journal.append(
-            saga_id,
-            Phase.COMPENSATING,
-            write_key=f"undo:{call.outcome.seq}:{attempt}:start",
-            tool=call.intent.tool,
-            call_id=call.intent.call_id,
-            payload={"target_seq": call.outcome.seq, "idempotency_key": key, "attempt": attempt},
-        )
+        try:
+            start = await journal.append(
+                saga_id,
+                Phase.COMPENSATING,
+                write_key=f"undo:{call.outcome.seq}:{attempt}:start",
+                tool=call.intent.tool,
+                call_id=call.intent.call_id,
+                payload={"target_seq": call.outcome.seq, "idempotency_key": key, "attempt": attempt},
+            )
+        except Exception as exc:  # noqa: BLE001 - record intent before acting: no entry, no undo
+            failed.append(CompensationItem(
+                item.seq, item.tool, item.call_id,
+                f"undo not run: COMPENSATING could not be journaled ({type(exc).__qualname__}: {exc})",
+            ))
+            continue
         outcome_payload: dict[str, Any] = {"target_seq": call.outcome.seq, "compensating_seq": start.seq}
         error: str | None = None
         if decl is None or decl.undo is None:
@@ -275,25 +287,25 @@ async def compensate(
                 await _run_undo(decl, ctx)
             except Exception as exc:  # noqa: BLE001 - journaled, the walk goes on
                 error = f"{type(exc).__qualname__}: {exc}"
-        if error is None:
+        phase = Phase.COMPENSATED if error is None else Phase.COMPENSATION_FAILED
+        if error is not None:
+            outcome_payload["error"] = error
+        try:
             await journal.append(
                 saga_id,
-                Phase.COMPENSATED,
+                phase,
                 write_key=f"undo:{call.outcome.seq}:{attempt}:end",
                 tool=call.intent.tool,
                 call_id=call.intent.call_id,
                 payload=outcome_payload,
             )
+        except Exception as exc:  # noqa: BLE001 - the undo's outcome is known here, not in the journal
+            note = f"undo {'ran' if error is None else 'failed'} but its outcome could not be journaled ({exc})"
+            in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, note))
+            continue
+        if error is None:
             undone.append(item)
         else:
-            await journal.append(
-                saga_id,
-                Phase.COMPENSATION_FAILED,
-                write_key=f"undo:{call.outcome.seq}:{attempt}:end",
-                tool=call.intent.tool,
-                call_id=call.intent.call_id,
-                payload={**outcome_payload, "error": error},
-            )
             failed.append(CompensationItem(item.seq, item.tool, item.call_id, error))
     by_seq = lambda items: tuple(sorted(items, key=lambda i: i.seq))  # noqa: E731
     return CompensationReport(

@@ -59,9 +59,10 @@ class InMemoryJournal:
             return list(self._chains.get(saga_id, ()))
 
     async def saga_ids(self) -> list[str]:
-        """See :meth:`Journal.saga_ids`."""
+        """See :meth:`Journal.saga_ids`. Like SQLite, a saga is listed while any of its entries
+        is stored (a chain emptied by tampering is not), in order of its first entry."""
         with self._lock:
-            return list(self._chains)
+            return [sid for sid, chain in self._chains.items() if chain]
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..errors import ApprovalError, EncodingError, JournalWriteError, SagaFailedError, SagaStateError
-from .canonical import canonical_bytes, sha256_hex, to_canonical_value
+from ..errors import ApprovalError, EncodingError, JournalError, JournalWriteError, SagaFailedError, SagaStateError
+from .canonical import canonical_bytes, encode_canonical, sha256_hex, to_canonical_value
 from .compensation import CompensationReport, SagaLedger, compensate
 from .declarations import Reversibility, ToolDeclaration, Verdict
 from .entries import JournalEntry, Phase
@@ -146,18 +146,29 @@ def record_undo_data(data: Any) -> None:
     undo as ``CompensationContext.undo_data``. Call it once per call (a later call replaces the
     value). Outside a saga it does nothing, so tools stay usable without one.
 
+    Call it before the body changes the world (it records the state *before* the change).
+
     Args:
         data: any value with a canonical encoding (see ``core.canonical``).
+
+    Raises:
+        EncodingError: ``data`` has no canonical encoding (raised inside the body, which then
+            fails like any raising body).
     """
     frame = current_call.get()
     if frame is not None:
+        # Checked now, in the body, where the developer can see it: undo data that cannot be
+        # journaled would leave the undo without what it needs, discovered only at refund time.
+        encode_canonical(to_canonical_value(data))
         frame.undo_data = data
         frame.has_undo_data = True
 
 
 def _encode_or_marker(value: Any) -> Any:
     try:
-        return to_canonical_value(value)
+        converted = to_canonical_value(value)
+        encode_canonical(converted)  # e.g. a lone surrogate converts but does not encode
+        return converted
     except EncodingError as exc:
         return {ENCODING_ERROR_KEY: str(exc), "type": type(value).__qualname__}
 
@@ -207,6 +218,8 @@ class Saga:
         self._active = 0  # calls between _begin and _end (any thread)
         self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
         self.grants: dict[str | None, Grant] = {}
+        self.journal_errors: list[str] = []
+        """Journal writes of the saga's own bookkeeping that failed (SAGA_FAILED, SAGA_CLOSED)."""
         self._external: dict[str | None, tuple[ToolDeclaration, JournalEntry, _InFlight]] = {}
         self._opened = False
         self._closed = False
@@ -222,12 +235,16 @@ class Saga:
         """True once SAGA_CLOSED is journaled."""
         return self._closed
 
-    async def open(self) -> None:
+    async def open(self, *, recovering: bool = False) -> None:
         """Journal SAGA_OPENED (once per saga id; a retry or a later process is harmless) and
         bind the saga to the running event loop.
 
+        Args:
+            recovering: allow a saga that failed without being closed (recovery finishes it).
+
         Raises:
-            SagaStateError: the saga is already closed in the journal.
+            SagaStateError: the saga is closed in the journal, or it failed (a failed saga takes
+                no more runs: recover it).
             JournalError: the journal cannot be written.
         """
         self.loop = asyncio.get_running_loop()
@@ -242,6 +259,12 @@ class Saga:
         existing = await self.journal.entries(self.saga_id)
         if any(e.phase is Phase.SAGA_CLOSED for e in existing):
             raise SagaStateError(f"saga {self.saga_id} is closed; open a new saga")
+        if not recovering and any(e.phase is Phase.SAGA_FAILED for e in existing):
+            raise SagaStateError(
+                f"saga {self.saga_id} failed and was not closed (its process stopped while "
+                "compensating); it takes no more runs: recover it (Sagacity.recover or "
+                "`sagacity saga recover`)"
+            )
         if not existing:
             await self.journal.append(
                 self.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": self.metadata}
@@ -299,22 +322,33 @@ class Saga:
         self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
         raw_args: str | None, invocation: str,
     ) -> JournalEntry:
+        write_key = f"{invocation}:intent"
+        payload = self._intent_payload(decl, args, raw_args)
         try:
-            payload = self._intent_payload(decl, args, raw_args)
-            return await self.journal.append(
-                self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
-                call_id=call_id, payload=payload,
-            )
+            try:
+                return await self.journal.append(
+                    self.saga_id, Phase.INTENT, write_key=write_key, tool=tool,
+                    call_id=call_id, payload=payload,
+                )
+            except JournalWriteError:
+                # The write may have landed with its acknowledgement lost: a retry with the same
+                # write key returns the stored entry if so (and writes it if not).
+                return await self.journal.append(
+                    self.saga_id, Phase.INTENT, write_key=write_key, tool=tool,
+                    call_id=call_id, payload=payload,
+                )
         except Exception as exc:
-            # Fail closed: the body will not run. Journal why, if the journal is reachable.
+            # Fail closed: the body will not run. Journal why, if the journal is reachable; the
+            # entry names the INTENT's write key, so a reader can pair it with an INTENT that
+            # landed after all.
             reason = _describe(exc)
             seq = None
             try:
                 entry = await self.journal.append(
                     self.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
                     call_id=call_id,
-                    payload={"intent_seq": None, "error": f"INTENT not written, body not run: {reason}",
-                             "not_run": True},
+                    payload={"intent_seq": None, "intent_write_key": write_key, "not_run": True,
+                             "error": f"INTENT not written, body not run: {reason}"},
                 )
                 seq = entry.seq
             except Exception:  # noqa: BLE001 - the journal is down; the raise below says so
@@ -388,9 +422,16 @@ class Saga:
             return Phase.FAILED, payload, FailureRecord(None, tool, intent.call_id, error, exc)
         try:
             verdict = decl.verdict(result)
-        except Exception as classify_exc:  # noqa: BLE001 - a broken classifier fails the call
-            verdict = Verdict.FAILED
-            base["classifier_error"] = _describe(classify_exc)
+        except Exception as classify_exc:  # noqa: BLE001 - see below
+            # The body returned, so its effect may exist: journal it as EXECUTED (undoable) and
+            # fail the saga, rather than hide an effect behind FAILED.
+            error = f"classifier raised {_describe(classify_exc)}"
+            payload = {**base, "result": result, "classifier_error": error}
+            if frame.has_undo_data:
+                payload["undo_data"] = frame.undo_data
+            return Phase.EXECUTED, payload, FailureRecord(
+                None, tool, intent.call_id, error, classify_exc
+            )
         # Converted once, by the journal; a value with no encoding is marked on the retry in
         # _write_outcome (never a repr).
         payload = {**base, "result": result}
@@ -399,7 +440,7 @@ class Saga:
         if verdict is Verdict.REFUSED:
             return Phase.REFUSED, payload, None
         if verdict is Verdict.FAILED:
-            payload["error"] = base.get("classifier_error", "result classified as failed")
+            payload["error"] = "result classified as failed"
             return Phase.FAILED, payload, FailureRecord(None, tool, intent.call_id, payload["error"])
         return Phase.EXECUTED, payload, None
 
@@ -501,6 +542,9 @@ class Saga:
             # and count the call in flight until it has, so settle() waits for it.
             task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, failure))
             task.add_done_callback(lambda _t: self._end(done))
+            raise
+        except BaseException:
+            self._end(done)
             raise
         self._end(done)
 
@@ -649,10 +693,20 @@ class Saga:
             return [{"phase": p.value, **k} for p, k in self._unwritten]
 
     async def fail(self, reason: str) -> None:
-        """Journal SAGA_FAILED with ``reason`` (once per saga)."""
-        await self.journal.append(
-            self.saga_id, Phase.SAGA_FAILED, write_key="saga:failed", payload={"reason": reason}
-        )
+        """Journal SAGA_FAILED with ``reason`` (once per saga: a saga already marked failed, e.g.
+        by a process that died while compensating, keeps its first reason).
+
+        Raises:
+            JournalError: the entry could not be written and the saga is not marked failed.
+        """
+        try:
+            await self.journal.append(
+                self.saga_id, Phase.SAGA_FAILED, write_key="saga:failed", payload={"reason": reason}
+            )
+        except JournalWriteError:
+            entries = await self.journal.entries(self.saga_id)
+            if not any(e.phase is Phase.SAGA_FAILED for e in entries):
+                raise
 
     async def compensate(self) -> CompensationReport:
         """Settle in-flight calls, then undo EXECUTED compensatable effects in reverse order.
@@ -675,13 +729,26 @@ class Saga:
         return report
 
     async def close(self, status: SagaStatus, **extra: Any) -> None:
-        """Journal SAGA_CLOSED with the final status and report; the saga takes no more runs."""
+        """Journal SAGA_CLOSED with the final status and report; the saga takes no more runs.
+
+        A failed write is retried once (same write key), then recorded in
+        :attr:`journal_errors`: the status stands, the journal shows the saga still open, and
+        ``Sagacity.close_saga`` / ``recover`` can close it later.
+        """
         payload: dict[str, Any] = {"status": status.value, **extra}
         if self.report is not None:
             payload["report"] = self.report.to_dict()
-        await self.journal.append(self.saga_id, Phase.SAGA_CLOSED, write_key="saga:closed", payload=payload)
         self.status = status
         self._closed = True
+        for attempt in (1, 2):
+            try:
+                await self.journal.append(
+                    self.saga_id, Phase.SAGA_CLOSED, write_key="saga:closed", payload=payload
+                )
+                return
+            except JournalError as exc:
+                if attempt == 2:
+                    self.journal_errors.append(f"SAGA_CLOSED not journaled: {_describe(exc)}")
 
     async def finish(self, *, error: BaseException | None, close: bool) -> SagaStatus:
         """Decide how one run of the saga ended, compensating when it ended badly.
@@ -702,11 +769,14 @@ class Saga:
                     reason += f"; run raised {_describe(error)}"
             else:
                 reason = f"run raised {_describe(error)}" if error is not None else "failed"
-            await self.fail(reason)
+            try:
+                await self.fail(reason)
+            except JournalError as exc:  # compensation must not wait for the journal's health
+                self.journal_errors.append(f"SAGA_FAILED not journaled: {_describe(exc)}")
             report = await self.compensate()
             if report.failed:
                 status = SagaStatus.COMPENSATION_FAILED
-            elif report.in_doubt or self.unwritten_outcomes:
+            elif report.in_doubt or self.unwritten_outcomes or self.journal_errors:
                 status = SagaStatus.IN_DOUBT
             else:
                 status = SagaStatus.COMPENSATED

@@ -99,12 +99,6 @@ class SqliteJournal:
                     (request.saga_id,),
                 ).fetchone()
                 entry = next_entry(request, tail, self._clock())
-                if tail is None:
-                    conn.execute(
-                        "INSERT OR IGNORE INTO sagacity_sagas (saga_id, ordinal) "
-                        "VALUES (?, (SELECT COALESCE(MAX(ordinal), 0) + 1 FROM sagacity_sagas))",
-                        (request.saga_id,),
-                    )
                 conn.execute(
                     f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (
@@ -136,8 +130,11 @@ class SqliteJournal:
         return [_row_to_entry(r) for r in rows]
 
     def _saga_ids_sync(self) -> list[str]:
+        # Derived from the entries themselves, never from a side table an editor could prune
+        # to hide a saga from `verify`. Order of first appearance: the first stored row of each
+        # saga (rowids grow with every insert).
         rows = self._local.conn.execute(
-            "SELECT saga_id FROM sagacity_sagas ORDER BY ordinal"
+            "SELECT saga_id FROM sagacity_journal GROUP BY saga_id ORDER BY MIN(rowid)"
         ).fetchall()
         return [r[0] for r in rows]
 
@@ -179,7 +176,8 @@ class SqliteJournal:
         return await self._run(self._entries_sync, saga_id)
 
     async def saga_ids(self) -> list[str]:
-        """See :meth:`Journal.saga_ids`."""
+        """See :meth:`Journal.saga_ids`. Read from the journal's entries: a saga is listed while
+        any of its entries is stored, in order of its first stored entry."""
         return await self._run(self._saga_ids_sync)
 
     async def close(self) -> None:

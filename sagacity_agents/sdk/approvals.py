@@ -17,6 +17,8 @@ fingerprint, or a hand-written approvals block make it run what nobody approved
 from __future__ import annotations
 
 import datetime as dt
+import inspect
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +28,13 @@ from agents.function_schema import function_schema
 from agents.run_state import RunState
 
 from ..core.approval import ApprovalRequest, ApprovalStore, args_hash
-from ..core.canonical import format_timestamp, parse_json, to_canonical_value
+from ..core.canonical import (
+    encode_canonical,
+    format_timestamp,
+    parse_json,
+    sha256_hex,
+    to_canonical_value,
+)
 from ..core.entries import Phase
 from ..core.journal import Clock, Journal, utc_now
 from ..core.saga import Grant, Saga
@@ -74,14 +82,16 @@ def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[st
     except Exception as exc:  # noqa: BLE001 - pydantic ValidationError and friends
         raise ApprovalError(f"arguments do not validate: {exc}") from exc
     args, kwargs = schema.to_call_args(parsed)
-    import inspect
-
     params = [p for p in inspect.signature(func).parameters.values()]
     if schema.takes_context:
         params = params[1:]
     bound = inspect.Signature(params).bind(*args, **kwargs)
     bound.apply_defaults()
-    canonical = to_canonical_value(dict(bound.arguments))
+    try:
+        canonical = to_canonical_value(dict(bound.arguments))
+        encode_canonical(canonical)
+    except EncodingError as exc:
+        raise ApprovalError(f"arguments have no canonical encoding: {exc}") from exc
     try:
         same = canonical == to_canonical_value(data)
     except EncodingError:
@@ -151,15 +161,15 @@ class ApprovalDesk:
         the snapshot (without application context and approvals) is stored for resume.
         """
         tools = _tools_by_name(agent)
-        requests: list[ApprovalRequest] = []
         now = self.clock()
+        waiting: list[tuple[str, str | None, dict[str, Any], str | None, str]] = []
         for item in state.get_interruptions():
             name = item.tool_name or ""
             raw = item.arguments or ""
             call_id = getattr(item, "call_id", None)
             try:
                 args, raw_kept = pending_call_arguments(tools.get(name), raw)
-            except ApprovalError as exc:
+            except (ApprovalError, EncodingError) as exc:
                 await self.journal.append(
                     saga.saga_id, Phase.REJECTED, write_key=f"auto-reject:{uuid.uuid4().hex}",
                     tool=name, call_id=call_id,
@@ -176,6 +186,15 @@ class ApprovalDesk:
                 else:
                     state.reject(item)
                 continue
+            waiting.append((name, call_id, args, raw_kept, digest))
+        if not waiting:
+            return PauseOutcome((), state)
+        # The snapshot's hash is journaled with every request, inside the chain: resume refuses a
+        # stored snapshot that differs in any byte (an injected call, edited arguments...).
+        snapshot = json.dumps(_strip_snapshot(state.to_json()), sort_keys=True)
+        snapshot_hash = sha256_hex(snapshot.encode("utf-8"))
+        requests: list[ApprovalRequest] = []
+        for name, call_id, args, raw_kept, digest in waiting:
             request = ApprovalRequest(
                 request_id=f"apr-{uuid.uuid4().hex}",
                 saga_id=saga.saga_id,
@@ -187,25 +206,17 @@ class ApprovalDesk:
                 created_at=format_timestamp(now),
                 expires_at=(format_timestamp(now + dt.timedelta(seconds=self.ttl))
                             if self.ttl is not None else None),
-                decision=None,
-                approver=None,
-                reason=None,
-                decided_at=None,
-                consumed_at=None,
             )
             await self.journal.append(
                 saga.saga_id, Phase.AWAITING_APPROVAL, write_key=f"await:{request.request_id}",
                 tool=name, call_id=call_id,
                 payload={"request_id": request.request_id, "args": args, "raw_args": raw_kept,
-                         "args_hash": digest, "expires_at": request.expires_at},
+                         "args_hash": digest, "expires_at": request.expires_at,
+                         "snapshot_sha256": snapshot_hash},
             )
             await self.store.create(request)
             requests.append(request)
-        if requests:
-            snapshot = _strip_snapshot(state.to_json())
-            import json
-
-            await self.store.save_snapshot(saga.saga_id, json.dumps(snapshot))
+        await self.store.save_snapshot(saga.saga_id, snapshot)
         return PauseOutcome(tuple(requests), state)
 
     # --- deciding -------------------------------------------------------------------------
@@ -233,6 +244,14 @@ class ApprovalDesk:
         now = self.clock()
         if request.expired(now):
             raise ApprovalError(f"approval request {request_id} expired at {request.expires_at}")
+        wanted = "approved" if approve else "rejected"
+        if request.decision is not None:
+            if request.decision == wanted:
+                return request  # the same decision again: nothing new to record
+            raise ApprovalError(
+                f"approval request {request_id} was already {request.decision} by "
+                f"{request.approver}; a decision cannot be changed"
+            )
         phase = Phase.APPROVED if approve else Phase.REJECTED
         try:
             await self.journal.append(
@@ -248,14 +267,20 @@ class ApprovalDesk:
         )
 
     # --- resuming -------------------------------------------------------------------------
-    async def _journaled_decisions(self, saga_id: str) -> dict[str, tuple[bool, str]]:
-        found: dict[str, tuple[bool, str]] = {}
+    async def _journaled(self, saga_id: str) -> tuple[dict[str, tuple[bool, str]], dict[str, str]]:
+        """Decisions by request id (approved?, hash decided on) and snapshot hashes by request
+        id, as the saga's journal records them."""
+        decisions: dict[str, tuple[bool, str]] = {}
+        snapshots: dict[str, str] = {}
         for e in await self.journal.entries(saga_id):
-            if e.phase in (Phase.APPROVED, Phase.REJECTED) and isinstance(e.payload, dict):
-                rid = e.payload.get("request_id")
-                if rid:
-                    found[rid] = (e.phase is Phase.APPROVED, e.payload.get("args_hash") or "")
-        return found
+            if not isinstance(e.payload, dict) or not e.payload.get("request_id"):
+                continue
+            rid = e.payload["request_id"]
+            if e.phase in (Phase.APPROVED, Phase.REJECTED):
+                decisions[rid] = (e.phase is Phase.APPROVED, e.payload.get("args_hash") or "")
+            elif e.phase is Phase.AWAITING_APPROVAL:
+                snapshots[rid] = e.payload.get("snapshot_sha256") or ""
+        return decisions, snapshots
 
     async def restore(
         self, saga: Saga, agent: Agent[Any], context: Any = None
@@ -278,6 +303,8 @@ class ApprovalDesk:
         text = await self.store.load_snapshot(saga.saga_id)
         if text is None:
             raise ApprovalError(f"saga {saga.saga_id} has no stored snapshot to resume")
+        decisions, snapshot_hashes = await self._journaled(saga.saga_id)
+        snapshot_hash = sha256_hex(text.encode("utf-8"))
         try:
             state = await RunState.from_json(
                 agent, _strip_snapshot(parse_json(text)),
@@ -289,7 +316,6 @@ class ApprovalDesk:
             ) from exc
         tools = _tools_by_name(agent)
         requests = {r.call_id: r for r in await self.store.list(saga.saga_id) if r.consumed_at is None}
-        decisions = await self._journaled_decisions(saga.saga_id)
         now = self.clock()
         plan: list[tuple[Any, ApprovalRequest, bool]] = []
         undecided: list[str] = []
@@ -298,7 +324,7 @@ class ApprovalDesk:
             call_id = getattr(item, "call_id", None)
             try:
                 args, _raw = pending_call_arguments(tools.get(name), item.arguments or "")
-            except ApprovalError:
+            except (ApprovalError, EncodingError):
                 state.reject(item, rejection_message=AUTO_REJECTION)
                 continue
             request = requests.get(call_id)
@@ -309,6 +335,11 @@ class ApprovalDesk:
                 )
             if not request.args_hash:
                 raise ApprovalError(f"request {request.request_id} has no recorded hash")
+            if snapshot_hashes.get(request.request_id) != snapshot_hash:
+                raise ApprovalError(
+                    f"the stored snapshot of saga {saga.saga_id} is not the one journaled with "
+                    f"request {request.request_id} (SHA-256 {snapshot_hash}); it was changed"
+                )
             if request.expired(now):
                 raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}")
             if args_hash(args) != request.args_hash:

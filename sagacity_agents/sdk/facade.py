@@ -323,7 +323,7 @@ class Sagacity:
             raise SagaStateError(f"no saga {saga_id} in the journal")
         saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0)
         bind_agent(saga, agent)
-        await saga.open()
+        await saga.open(recovering=True)
         status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
         return SagaResult(saga_id=saga_id, status=status, report=saga.report)
 

@@ -14,6 +14,7 @@ failure policy (stop the run after the first failed call) and delegate to the us
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from typing import Any
 
@@ -45,6 +46,9 @@ class HooksNotEnteredError(AgentsException, ConfigurationError):
     """A :class:`SagaRunHooks` reached a run without being entered: the run is refused rather
     than run unprotected."""
 
+
+_FINALIZING: set[asyncio.Future[Any]] = set()
+"""Finalizations still running after their caller was cancelled (kept referenced)."""
 
 _ENTER_HINT = (
     "SagaRunHooks was passed to a run without being entered, so no saga protects it. Use:\n\n"
@@ -127,6 +131,16 @@ class SagaRunHooks(RunHooks[Any]):
             self._token = None
         self._entered = False
         self.error = exc
+        # Finalizing (compensation above all) runs as its own task, shielded: a caller cancelled
+        # again while it runs (a second task.cancel(), an anyio/Starlette cancel scope, which
+        # cancels every await) stops waiting for it, but the undos still run to the end.
+        finalize = asyncio.ensure_future(self._finalize(exc))
+        _FINALIZING.add(finalize)
+        finalize.add_done_callback(_FINALIZING.discard)
+        self.status = await asyncio.shield(finalize)
+        return False
+
+    async def _finalize(self, exc: BaseException | None) -> SagaStatus:
         if exc is None and self.pending_approvals is None and self._asked_irreversible:
             settled = {
                 e.call_id
@@ -136,10 +150,8 @@ class SagaRunHooks(RunHooks[Any]):
             self.pending_approvals = bool(self._asked_irreversible - settled)
         if exc is None and self.pending_approvals and not self.saga.failed:
             await self.saga.settle()
-            self.status = SagaStatus.AWAITING_APPROVAL
-            return False
-        self.status = await self.saga.finish(error=exc, close=self.close)
-        return False
+            return SagaStatus.AWAITING_APPROVAL
+        return await self.saga.finish(error=exc, close=self.close)
 
     # --- callbacks ------------------------------------------------------------------------
     def _check(self) -> None:

@@ -100,7 +100,7 @@ def _wrap(func: Callable[..., Any], decl: ToolDeclaration) -> Callable[..., Any]
         """The validated values the body receives, by parameter name (context excluded)."""
         if simple and len(call_args) + len(kwargs) == len(names):
             # The SDK passes every field (defaults filled in): no binding needed.
-            values = dict(zip(names, call_args))
+            values = dict(zip(names, call_args, strict=False))
             values.update(kwargs)
         else:
             bound = signature.bind(*call_args, **kwargs)

@@ -22,7 +22,13 @@ import pytest
 import rfc8785
 
 from sagacity_agents.core.canonical import parse_json
-from sagacity_agents.core.chain import ChainFault, verify_entries, verify_journal
+from sagacity_agents.core.chain import (
+    ChainFault,
+    ChainHead,
+    heads_of,
+    verify_entries,
+    verify_journal,
+)
 from sagacity_agents.core.entries import GENESIS_HASH, JournalEntry, Phase
 from sagacity_agents.core.journal import Journal
 from sagacity_agents.errors import EncodingError, JournalWriteError
@@ -80,9 +86,26 @@ async def fill(journal: Journal, n: int = 5, saga_id: str = SAGA) -> list[Journa
     return out
 
 
-async def verify_one(journal: Journal, saga_id: str = SAGA):
-    (result,) = await verify_journal(journal, saga_id)
+async def verify_one(journal: Journal, saga_id: str = SAGA, heads=None):
+    (result,) = await verify_journal(journal, saga_id, heads=heads)
     return result
+
+
+def rewrite_tail(tamper: Tamper, written: list[JournalEntry], from_seq: int) -> list[str]:
+    """Rewrite entries ``from_seq``.. with new payloads *and* relink every later entry to its
+    rewritten predecessor (a careful attacker with storage access). Returns the new hashes."""
+    prev = written[from_seq - 2].hash if from_seq > 1 else GENESIS_HASH
+    hashes = []
+    for entry in written[from_seq - 1:]:
+        obj = parse_json(entry.canonical)
+        obj["payload"] = {"i": entry.seq, "amount": 0}
+        obj["prev_hash"] = prev
+        data = rfc8785.dumps(obj)
+        tamper.reseal(entry.saga_id, entry.seq, data)
+        tamper.set_column(entry.saga_id, entry.seq, "prev_hash", prev)
+        prev = hashlib.sha256(data).hexdigest()
+        hashes.append(prev)
+    return hashes
 
 
 def assert_chain(entries: list[JournalEntry], n: int) -> None:
@@ -288,6 +311,110 @@ class JournalContract:
         tamper.reseal(SAGA, 5, rewrite_payload(written[4], {"i": 5, "amount": 0}))
         result = await verify_one(journal)
         assert result.ok and result.head != written[4].hash
+
+    async def test_tamper_rewritten_tail_verifies_without_an_anchor(self, journal, tamper):
+        written = await fill(journal, 5)
+        rewrite_tail(tamper, written, 3)
+        result = await verify_one(journal)
+        assert result.ok and result.head != written[-1].hash
+
+    async def test_tamper_deleted_last_entries_verify_without_an_anchor(self, journal, tamper):
+        """The chain alone cannot see a truncation: what is left is a valid, shorter chain."""
+        written = await fill(journal, 5)
+        tamper.delete(SAGA, 5)
+        tamper.delete(SAGA, 4)
+        result = await verify_one(journal)
+        assert result.ok and result.entries == 3 and result.head == written[2].hash
+
+    # --- saga ids come from the entries ---------------------------------------------------
+    async def test_saga_with_every_entry_deleted_is_no_longer_listed(self, journal, tamper):
+        await fill(journal, 2, saga_id="s-a")
+        await fill(journal, 2, saga_id="s-b")
+        tamper.delete("s-a", 1)
+        assert await journal.saga_ids() == ["s-a", "s-b"]  # still has seq 2
+        tamper.delete("s-a", 2)
+        assert await journal.saga_ids() == ["s-b"]
+        assert [r.saga_id for r in await verify_journal(journal)] == ["s-b"]
+
+    # --- anchors (exported heads) ---------------------------------------------------------
+    async def test_anchor_at_the_head_verifies(self, journal):
+        written = await fill(journal, 5)
+        heads = heads_of(await verify_journal(journal))
+        assert heads == {SAGA: ChainHead(5, written[-1].hash)}
+        result = await verify_one(journal, heads=heads)
+        assert result.ok and result.anchor == heads[SAGA] and result.head == written[-1].hash
+
+    async def test_anchor_still_verifies_after_later_appends(self, journal):
+        written = await fill(journal, 3)
+        heads = {SAGA: ChainHead(3, written[-1].hash)}
+        more = await journal.append(SAGA, Phase.SAGA_CLOSED, write_key="close", payload={})
+        result = await verify_one(journal, heads=heads)
+        assert result.ok and result.entries == 4 and result.head == more.hash
+
+    @pytest.mark.parametrize("removed", [[5], [5, 4], [5, 4, 3, 2]])
+    async def test_anchor_reveals_deleted_last_entries_as_truncated(self, journal, tamper, removed):
+        written = await fill(journal, 5)
+        heads = {SAGA: ChainHead(5, written[-1].hash)}
+        for seq in removed:
+            tamper.delete(SAGA, seq)
+        result = await verify_one(journal, heads=heads)
+        first_missing = min(removed)
+        assert (result.ok, result.bad_seq, result.fault) == (False, first_missing, ChainFault.TRUNCATED)
+        assert f"chain ends at seq {first_missing - 1}" in result.detail
+        assert written[-1].hash in result.detail
+
+    async def test_anchor_reveals_a_saga_with_every_entry_deleted(self, journal, tamper):
+        written = await fill(journal, 3)
+        await journal.append("other", Phase.SAGA_OPENED, write_key="open")
+        heads = heads_of(await verify_journal(journal))
+        for seq in (1, 2, 3):
+            tamper.delete(SAGA, seq)
+        results = await verify_journal(journal, heads=heads)
+        assert [r.saga_id for r in results] == ["other", SAGA]  # journal order, then the missing
+        other, missing = results
+        assert other.ok and other.anchor is not None
+        assert (missing.ok, missing.bad_seq, missing.fault) == (False, 1, ChainFault.MISSING_SAGA)
+        assert written[-1].hash in missing.detail
+        assert (await verify_one(journal, SAGA, heads=heads)).fault is ChainFault.MISSING_SAGA
+
+    async def test_anchor_reveals_a_resealed_last_entry(self, journal, tamper):
+        written = await fill(journal, 5)
+        heads = {SAGA: ChainHead(5, written[-1].hash)}
+        tamper.reseal(SAGA, 5, rewrite_payload(written[4], {"i": 5, "amount": 0}))
+        result = await verify_one(journal, heads=heads)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 5, ChainFault.HEAD_MISMATCH)
+
+    async def test_anchor_reveals_a_consistently_rewritten_tail(self, journal, tamper):
+        written = await fill(journal, 5)
+        heads = {SAGA: ChainHead(4, written[3].hash)}
+        new_hashes = rewrite_tail(tamper, written, 2)
+        result = await verify_one(journal, heads=heads)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 4, ChainFault.HEAD_MISMATCH)
+        assert new_hashes[2] in result.detail and written[3].hash in result.detail
+
+    async def test_anchor_then_rewrite_then_truncate_to_before_the_anchor(self, journal, tamper):
+        """An attacker who rewrites the tail *and* cuts it below the anchor is still caught."""
+        written = await fill(journal, 5)
+        heads = {SAGA: ChainHead(5, written[-1].hash)}
+        rewrite_tail(tamper, written, 3)
+        tamper.delete(SAGA, 5)
+        result = await verify_one(journal, heads=heads)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 5, ChainFault.TRUNCATED)
+
+    async def test_broken_chain_reports_its_own_fault_first_and_the_anchor_too(self, journal, tamper):
+        written = await fill(journal, 5)
+        heads = {SAGA: ChainHead(5, written[-1].hash)}
+        tamper.set_column(SAGA, 2, "tool", "refund")
+        tamper.delete(SAGA, 5)
+        result = await verify_one(journal, heads=heads)
+        assert (result.ok, result.bad_seq, result.fault) == (False, 2, ChainFault.COLUMN_MISMATCH)
+        assert "also truncated at seq 5" in result.detail
+
+    async def test_heads_of_refuses_a_broken_chain(self, journal, tamper):
+        await fill(journal, 3)
+        tamper.set_column(SAGA, 2, "tool", "refund")
+        with pytest.raises(ValueError, match="does not verify"):
+            heads_of(await verify_journal(journal))
 
     async def test_tamper_malformed_bytes_with_matching_hash(self, journal, tamper):
         await fill(journal, 5)

@@ -104,9 +104,11 @@ def test_datetime_fixed_width_for_small_years():
     assert format_timestamp(dt.datetime(999, 12, 31, tzinfo=UTC)) == "0999-12-31T00:00:00.000000Z"
 
 
-def test_naive_datetime_refused():
-    with pytest.raises(EncodingError, match="naive"):
-        to_canonical_value({"when": dt.datetime(2026, 1, 1)})
+def test_naive_datetime_kept_without_zone_and_refused_as_a_timestamp():
+    """A naive datetime in a tool's arguments (a model sends "2025-06-12T10:00:00") is journaled
+    as what it is: fixed width, no zone marker, never guessed to be UTC. Journal timestamps
+    themselves must be aware."""
+    assert to_canonical_value({"when": dt.datetime(2026, 1, 1, 10)}) == {"when": "2026-01-01T10:00:00.000000"}
     with pytest.raises(EncodingError, match="naive"):
         format_timestamp(dt.datetime(2026, 1, 1))
 

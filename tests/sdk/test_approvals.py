@@ -99,7 +99,7 @@ async def test_arguments_edited_in_the_snapshot_are_refused(fingerprint):
             inv["fingerprint"] = tool_invocation_identity(raw)[2]
     forged = json.dumps(data)
     await s.approvals.save_snapshot(result.saga_id, forged)
-    with pytest.raises(ApprovalError, match="does not match request|cannot be restored"):
+    with pytest.raises(ApprovalError, match="was changed|does not match request|cannot be restored"):
         await s.resume(result.saga_id, wire_app.resumed_agent())
     assert wire_app.executions() == []
 
@@ -113,7 +113,7 @@ async def test_approval_inside_the_snapshot_is_not_honoured():
     state = await RunState.from_string(wire_app.resumed_agent(), text)
     state.approve(state.get_interruptions()[0])
     await s.approvals.save_snapshot(result.saga_id, state.to_string())
-    with pytest.raises(ApprovalError, match="no decision yet"):
+    with pytest.raises(ApprovalError, match="was changed"):
         await s.resume(result.saga_id, wire_app.resumed_agent())
     assert wire_app.executions() == []
 
@@ -403,3 +403,32 @@ async def test_saga_run_hooks_used_directly_do_not_close_a_paused_saga():
     assert result.interruptions
     assert hooks.status is SagaStatus.AWAITING_APPROVAL
     assert (await journal.entries(hooks.saga_id))[-1].phase is not Phase.SAGA_CLOSED
+
+
+async def test_a_call_injected_into_the_stored_snapshot_is_refused():
+    """Someone who can edit only the snapshot store adds a compensatable call to the pending
+    turn: the snapshot no longer hashes to what was journaled at pause, so nothing runs."""
+    s = sagacity()
+    result = await paused(s)
+    await s.approve(result.approvals[0].request_id, approver="alice")
+    data = json.loads(await s.approvals.load_snapshot(result.saga_id))
+    injected = {"arguments": '{"text": "INJECTED"}', "call_id": "x1", "name": "note",
+                "type": "function_call", "id": "x1"}
+    data["model_responses"][-1]["output"].append(injected)
+    await s.approvals.save_snapshot(result.saga_id, json.dumps(data))
+    with pytest.raises(ApprovalError, match="was changed"):
+        await s.resume(result.saga_id, wire_app.resumed_agent())
+    entries = await s.journal.entries(result.saga_id)
+    assert not [e for e in entries if e.phase is Phase.INTENT]
+    assert wire_app.executions() == []
+
+
+async def test_a_second_different_decision_is_refused_clearly():
+    s = sagacity()
+    result = await paused(s)
+    rid = result.approvals[0].request_id
+    await s.approve(rid, approver="alice")
+    again = await s.approve(rid, approver="alice")
+    assert again.decision == "approved"
+    with pytest.raises(ApprovalError, match="already approved by alice; a decision cannot be changed"):
+        await s.reject(rid, approver="bob", reason="no")

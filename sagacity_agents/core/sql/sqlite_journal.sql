@@ -15,7 +15,6 @@ CREATE TABLE IF NOT EXISTS sagacity_journal (
     PRIMARY KEY (saga_id, seq),
     UNIQUE (saga_id, write_key)
 );
-CREATE TABLE IF NOT EXISTS sagacity_sagas (
-    saga_id    TEXT PRIMARY KEY,
-    ordinal    INTEGER NOT NULL
-);
+-- No other table: the list of sagas is derived from these rows (a side table could be pruned
+-- to hide a saga from verification). Files written by earlier versions may still hold an unused
+-- sagacity_sagas table; nothing reads it.

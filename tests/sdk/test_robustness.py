@@ -1,0 +1,217 @@
+"""Regressions from trying to break the saga layer: cancellation during compensation, failed
+sagas reused, broken classifiers, values that crash conversion, journal faults, odd arguments."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import threading
+import time
+
+import pytest
+from agents import function_tool
+
+from sagacity_agents import (
+    EncodingError,
+    FailurePolicy,
+    InMemoryJournal,
+    Phase,
+    Sagacity,
+    SagaStateError,
+    SagaStatus,
+    compensable,
+    no_undo,
+    record_undo_data,
+)
+from sagacity_agents.testing import make_failing
+
+from .helpers import agent, phases, scripted
+
+
+def booking_tools(world: list[int], *, undo_delay: float = 0.0):
+    async def cancel(ctx):
+        await asyncio.sleep(undo_delay)
+        world.remove(ctx.args["n"])
+
+    @function_tool
+    @compensable(undo=cancel)
+    async def book(n: int) -> str:
+        world.append(n)
+        return f"booked {n}"
+
+    @function_tool
+    @no_undo
+    async def slow() -> str:
+        await asyncio.sleep(10)
+        return "never"
+
+    @function_tool
+    @no_undo
+    async def boom() -> str:
+        raise RuntimeError("boom")
+
+    return book, slow, boom
+
+
+async def test_compensation_survives_a_second_cancellation():
+    """A caller cancelled again while compensation runs (anyio / Starlette cancel scopes cancel
+    every await) stops waiting, but every undo still runs and the saga is closed."""
+    journal = InMemoryJournal()
+    world: list[int] = []
+    book, slow, _ = booking_tools(world, undo_delay=0.2)
+    model = scripted([("book", {"n": 1}, "1")], [("book", {"n": 2}, "2")], [("slow", {}, "3")], "x")
+    task = asyncio.create_task(Sagacity(journal).run(agent(model, book, slow), "go"))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    await asyncio.sleep(0.1)  # compensation is running its first (slow) undo now
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(50):
+        (sid,) = await journal.saga_ids()
+        entries = await journal.entries(sid)
+        if entries[-1].phase is Phase.SAGA_CLOSED:
+            break
+        await asyncio.sleep(0.05)
+    assert entries[-1].phase is Phase.SAGA_CLOSED
+    assert entries[-1].payload["status"] == "COMPENSATED"
+    assert world == []
+
+
+async def test_a_failed_saga_takes_no_more_runs_and_cannot_be_closed_completed():
+    journal = InMemoryJournal()
+    world: list[int] = []
+    book, _, boom = booking_tools(world)
+    sagacity = Sagacity(journal)
+    # A process died while compensating: SAGA_FAILED, no SAGA_CLOSED.
+    first = await sagacity.run(agent(scripted([("book", {"n": 1}, "1")], "ok"), book), "a", close=False)
+    await journal.append(first.saga_id, Phase.SAGA_FAILED, write_key="saga:failed", payload={"reason": "crash"})
+    with pytest.raises(SagaStateError, match="recover"):
+        await sagacity.run(agent(scripted([("book", {"n": 2}, "2")], "ok"), book), "b", saga_id=first.saga_id)
+    with pytest.raises(SagaStateError, match="recover"):
+        await sagacity.close_saga(first.saga_id)
+    recovered = await sagacity.recover(first.saga_id, agent(scripted(), book))
+    assert recovered.status is SagaStatus.COMPENSATED and world == []
+
+
+async def test_a_classifier_that_raises_keeps_the_effect_undoable():
+    journal = InMemoryJournal()
+    world: list[int] = []
+
+    @function_tool
+    @compensable(undo=lambda ctx: world.remove(ctx.args["n"]), classify=lambda r: 1 / 0)
+    async def book(n: int) -> str:
+        world.append(n)
+        return "booked"
+
+    result = await Sagacity(journal).run(agent(scripted([("book", {"n": 1}, "1")], "x"), book), "go")
+    executed = [e for e in await journal.entries(result.saga_id) if e.phase is Phase.EXECUTED]
+    assert "ZeroDivisionError" in executed[0].payload["classifier_error"]
+    assert result.status is SagaStatus.COMPENSATED and world == []
+
+
+@dataclasses.dataclass
+class Holder:
+    lock: threading.Lock
+
+
+@pytest.mark.parametrize("make", [lambda: Holder(threading.Lock()), lambda: (lambda d: (d.update(me=d), d)[1])({}),
+                                  lambda: "\ud800"], ids=["lock", "self-reference", "lone-surrogate"])
+async def test_results_that_break_conversion_are_marked_not_lost(make):
+    journal = InMemoryJournal()
+    world: list[int] = []
+
+    @function_tool
+    @compensable(undo=lambda ctx: world.remove(1))
+    async def weird() -> str:
+        world.append(1)
+        return make()
+
+    @function_tool
+    @no_undo
+    async def boom() -> str:
+        raise RuntimeError("boom")
+
+    started = time.monotonic()
+    result = await Sagacity(journal).run(
+        agent(scripted([("weird", {}, "1")], [("boom", {}, "2")], "x"), weird, boom), "go"
+    )
+    assert time.monotonic() - started < 5  # no wait for a call that looked in flight
+    executed = [e for e in await journal.entries(result.saga_id) if e.phase is Phase.EXECUTED]
+    assert "$encoding_error" in executed[0].payload["result"]
+    assert result.status is SagaStatus.COMPENSATED and world == []
+
+
+@pytest.mark.parametrize("phase", [Phase.SAGA_FAILED, Phase.COMPENSATING])
+async def test_one_failed_bookkeeping_write_does_not_stop_compensation(phase):
+    world: list[int] = []
+    book, _, boom = booking_tools(world)
+    journal = make_failing(InMemoryJournal(), phase=phase, times=1)
+    model = scripted([("book", {"n": 1}, "1")], [("book", {"n": 2}, "2")], [("boom", {}, "3")], "x")
+    result = await Sagacity(journal).run(agent(model, book, boom), "go")
+    if phase is Phase.SAGA_FAILED:
+        assert world == [] and result.status is SagaStatus.IN_DOUBT  # undone; journal incomplete
+    else:
+        assert world == [2]  # the newest undo lost its COMPENSATING entry: not run...
+        assert result.status is SagaStatus.COMPENSATION_FAILED  # ...and is reported
+        assert "COMPENSATING could not be journaled" in result.report.failed[0].detail
+
+
+async def test_a_failed_close_write_keeps_the_result():
+    world: list[int] = []
+    book, _, _ = booking_tools(world)
+    journal = make_failing(InMemoryJournal(), phase=Phase.SAGA_CLOSED, times=5)
+    result = await Sagacity(journal).run(agent(scripted([("book", {"n": 1}, "1")], "done"), book), "go")
+    assert result.final_output == "done" and result.status is SagaStatus.COMPLETED
+
+
+async def test_naive_datetime_argument_is_journaled_as_given():
+    journal = InMemoryJournal()
+
+    @function_tool
+    @no_undo
+    def schedule(at: dt.datetime) -> str:
+        return at.isoformat()
+
+    model = scripted([("schedule", {"at": "2025-06-12T10:00:00"}, "1")], "x")
+    result = await Sagacity(journal).run(agent(model, schedule), "go")
+    intent = next(e for e in await journal.entries(result.saga_id) if e.phase is Phase.INTENT)
+    assert intent.payload["args"] == {"at": "2025-06-12T10:00:00.000000"}
+    assert result.status is SagaStatus.COMPLETED
+
+
+async def test_unencodable_undo_data_fails_in_the_body():
+    journal = InMemoryJournal()
+    errors: list[BaseException] = []
+
+    @function_tool
+    @compensable(undo=lambda ctx: None)
+    def book(n: int) -> str:
+        try:
+            record_undo_data({"id": 7, "conn": threading.Lock()})
+        except EncodingError as exc:
+            errors.append(exc)
+            raise
+        return "booked"
+
+    result = await Sagacity(journal, policy=FailurePolicy.CONTINUE).run(
+        agent(scripted([("book", {"n": 1}, "1")], "x"), book), "go"
+    )
+    assert errors and "conn" in str(errors[0])
+    assert phases(await journal.entries(result.saga_id)) == ["INTENT", "FAILED"]
+
+
+async def test_lost_acknowledgement_of_an_intent_still_runs_the_call_once():
+    ran: list[int] = []
+
+    @function_tool
+    @no_undo
+    async def pay(n: int) -> str:
+        ran.append(n)
+        return "paid"
+
+    journal = make_failing(InMemoryJournal(), phase=Phase.INTENT, times=1, after_write=True)
+    result = await Sagacity(journal).run(agent(scripted([("pay", {"n": 1}, "1")], "x"), pay), "go")
+    assert ran == [1] and result.status is SagaStatus.COMPLETED
+    assert phases(await journal.inner.entries(result.saga_id)) == ["INTENT", "EXECUTED"]
