@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import sqlite3
 
 import pytest
@@ -50,11 +52,14 @@ def _tamper(path, sql, params=()):
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ([], ["demo", "journal", "SAGACITY_DB"]),
-        (["journal"], ["list", "show", "verify"]),
+        ([], ["demo", "journal", "SAGACITY_DB", "sagacity approvals list",
+              "sagacity saga resume SAGA_ID --app MODULE:ATTR",
+              "sagacity saga recover SAGA_ID --app MODULE:ATTR", "sagacity journal heads"]),
+        (["journal"], ["list", "show", "verify", "heads"]),
         (["journal", "list"], ["--db", "SAGACITY_DB", "status"]),
         (["journal", "show"], ["SAGA_ID", "--full", "prefix"]),
-        (["journal", "verify"], ["status 1", "SAGA_ID"]),
+        (["journal", "verify"], ["status 1", "SAGA_ID", "--heads FILE", "truncated"]),
+        (["journal", "heads"], ["--out FILE", '{"SAGA_ID": {"seq": N, "hash": H}', "verify --heads"]),
         (["demo"], ["--real-model", "sagacity-demo.db", "OPENAI_API_KEY"]),
     ],
 )
@@ -316,3 +321,195 @@ def test_python_dash_m_runs_the_cli(demo_db):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("verify: ok") and saga_id in proc.stdout
+
+
+# --- anchors: journal heads / verify --heads ----------------------------------------------------
+def _heads(runner, path, *args):
+    result = runner.invoke(cli, ["journal", "heads", *args, "--db", path])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _reseal(path, saga_id, seq, old, new):
+    with sqlite3.connect(path) as db:
+        (canonical,) = db.execute(
+            "SELECT canonical FROM sagacity_journal WHERE saga_id = ? AND seq = ?", (saga_id, seq)
+        ).fetchone()
+        forged = bytes(canonical).replace(old, new)
+        assert forged != bytes(canonical)
+        db.execute(
+            "UPDATE sagacity_journal SET canonical = ?, hash = ? WHERE saga_id = ? AND seq = ?",
+            (forged, hashlib.sha256(forged).hexdigest(), saga_id, seq),
+        )
+    db.close()
+
+
+def test_heads_to_stdout_is_the_head_of_each_chain(runner, demo_db):
+    path, saga_id = demo_db
+    _append(path, "second", Phase.SAGA_OPENED, Phase.RUN_STARTED)
+    heads = json.loads(_heads(runner, path).output)
+    entries = asyncio.run(_entries(path, saga_id))
+    second = asyncio.run(_entries(path, "second"))
+    assert heads == {
+        saga_id: {"seq": 14, "hash": entries[-1].hash},
+        "second": {"seq": 2, "hash": second[-1].hash},
+    }
+    assert list(heads) == [saga_id, "second"]
+    one = json.loads(_heads(runner, path, "second").output)
+    assert one == {"second": heads["second"]}
+
+
+def test_heads_of_an_empty_journal_is_an_empty_object(runner, tmp_path):
+    path = tmp_path / "empty.db"
+    asyncio.run(SqliteJournal(path).close())
+    assert json.loads(_heads(runner, str(path)).output) == {}
+
+
+def test_verify_against_heads_ok_even_after_later_appends(runner, demo_db, tmp_path):
+    path, saga_id = demo_db
+    anchors = tmp_path / "heads.json"
+    out = _heads(runner, path, "--out", str(anchors))
+    assert f"wrote the heads of 1 saga(s) to {anchors}" in out.output
+    _append(path, "newer", Phase.SAGA_OPENED)  # not in the heads file: verified unanchored
+    result = runner.invoke(cli, ["journal", "verify", "--db", path, "--heads", str(anchors)])
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if saga_id in line)
+    assert line.startswith("verify: ok") and "anchored seq 14 matches" in line
+    newer = next(line for line in result.output.splitlines() if "newer" in line)
+    assert newer.startswith("verify: ok") and "anchored" not in newer
+    assert f"checked 1 saga(s) against the heads in {anchors}" in result.output
+    one = runner.invoke(cli, ["journal", "verify", saga_id[:8], "--db", path, "--heads", str(anchors)])
+    assert one.exit_code == 0 and "anchored seq 14 matches" in one.output
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("DELETE FROM sagacity_journal WHERE seq >= 13", "at seq 13: truncated: chain ends at seq 12"),
+        ("DELETE FROM sagacity_journal WHERE seq = 14", "at seq 14: truncated: chain ends at seq 13"),
+        ("DELETE FROM sagacity_journal WHERE 1", "at seq 1: missing saga: no entries left"),
+    ],
+)
+def test_verify_against_heads_detects_truncation(runner, demo_db, tmp_path, sql, message):
+    path, saga_id = demo_db
+    _append(path, "untouched", Phase.SAGA_OPENED)
+    anchors = tmp_path / "heads.json"
+    _heads(runner, path, "--out", str(anchors))
+    head = json.loads(anchors.read_text())[saga_id]
+    _tamper(path, sql + " AND saga_id = ?", (saga_id,))
+
+    plain = runner.invoke(cli, ["journal", "verify", "--db", path])
+    assert plain.exit_code == 0, plain.output  # the chain alone cannot tell
+
+    result = runner.invoke(cli, ["journal", "verify", "--db", path, "--heads", str(anchors)])
+    assert result.exit_code == 1, result.output
+    (broken,) = [line for line in result.output.splitlines() if "BROKEN" in line and saga_id in line]
+    assert message in broken
+    assert f"anchored head is seq {head['seq']} hash {head['hash']}" in broken
+    assert any(line.startswith("verify: ok") and "untouched" in line for line in result.output.splitlines())
+    assert "1 of 2 saga chain(s) BROKEN" in result.output
+
+    one = runner.invoke(cli, ["journal", "verify", saga_id, "--db", path, "--heads", str(anchors)])
+    assert one.exit_code == 1 and message in one.output
+
+
+def test_verify_against_heads_detects_a_rewritten_tail(runner, demo_db, tmp_path):
+    path, saga_id = demo_db
+    anchors = tmp_path / "heads.json"
+    _heads(runner, path, "--out", str(anchors))
+    _reseal(path, saga_id, 14, b'"COMPENSATED"', b'"COMPLETED"')  # the last entry, resealed
+    assert runner.invoke(cli, ["journal", "verify", "--db", path]).exit_code == 0
+    result = runner.invoke(cli, ["journal", "verify", "--db", path, "--heads", str(anchors)])
+    assert result.exit_code == 1
+    assert f"saga {saga_id}  at seq 14: head mismatch" in result.output
+
+
+def test_heads_refuses_to_anchor_a_broken_chain(runner, demo_db, tmp_path):
+    path, saga_id = demo_db
+    _tamper(path, "UPDATE sagacity_journal SET tool = 'x' WHERE seq = 4 AND saga_id = ?", (saga_id,))
+    anchors = tmp_path / "heads.json"
+    result = runner.invoke(cli, ["journal", "heads", "--db", path, "--out", str(anchors)])
+    assert result.exit_code == 1
+    assert "at seq 4: column mismatch" in result.output and "no heads exported" in result.output
+    assert not anchors.exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["not json", "[]", '{"s": {"seq": 0, "hash": "00"}}', '{"s": {"seq": 1}}'],
+)
+def test_verify_with_a_malformed_heads_file_is_a_usage_error(runner, demo_db, tmp_path, content):
+    path, _ = demo_db
+    anchors = tmp_path / "heads.json"
+    anchors.write_text(content)
+    result = runner.invoke(cli, ["journal", "verify", "--db", path, "--heads", str(anchors)])
+    assert result.exit_code == 2
+    assert "not a heads file" in result.output
+
+
+def test_verify_one_saga_not_listed_in_the_heads_file_is_a_usage_error(runner, demo_db, tmp_path):
+    path, saga_id = demo_db
+    anchors = tmp_path / "heads.json"
+    anchors.write_text("{}")
+    result = runner.invoke(cli, ["journal", "verify", saga_id, "--db", path, "--heads", str(anchors)])
+    assert result.exit_code == 2 and "lists no head for saga" in result.output
+    missing = runner.invoke(cli, ["journal", "verify", "--db", path, "--heads", str(tmp_path / "nope.json")])
+    assert missing.exit_code == 2
+
+
+def test_a_pruned_saga_side_table_hides_nothing(runner, demo_db):
+    """Files of earlier versions listed sagas from a side table; deleting a saga's row there
+    made `list` and `verify` say "no sagas". Saga ids now come from the entries."""
+    path, saga_id = demo_db
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS sagacity_sagas (saga_id TEXT PRIMARY KEY, ordinal INTEGER)")
+        db.execute("DELETE FROM sagacity_sagas")
+    db.close()
+    listed = runner.invoke(cli, ["journal", "list", "--db", path])
+    assert listed.exit_code == 0 and saga_id in listed.output and "no sagas" not in listed.output
+    verified = runner.invoke(cli, ["journal", "verify", "--db", path])
+    assert verified.exit_code == 0 and "verify: ok" in verified.output and saga_id in verified.output
+
+
+# --- untrusted data on the terminal -------------------------------------------------------------
+async def _hostile(path):
+    journal = SqliteJournal(path)
+    try:
+        await journal.append("evil\x1b]0;owned\x07", Phase.SAGA_OPENED, write_key="open",
+                             payload={"metadata": {"note": "\x1b[2J\x9b31m"}})
+        await journal.append("evil\x1b]0;owned\x07", Phase.INTENT, write_key="i", tool="pay\x1b[31m[/]",
+                             call_id="[bold]c\x7f\u0085", payload={"args": {"to": "x\x1b[8m"}})
+        await journal.append("evil\x1b]0;owned\x07", Phase.FAILED, write_key="f", tool="pay\x1b[31m[/]",
+                             call_id="[bold]c\x7f\u0085", payload={"error": "boom\x1b[1A\nline\rover"})
+    finally:
+        await journal.close()
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["--full"], ["--columns"], ["--columns", "--full"]], ids=["wide", "full", "narrow", "narrow-full"]
+)
+def test_show_escapes_control_characters_and_markup_from_the_journal(runner, tmp_path, args):
+    path = str(tmp_path / "j.db")
+    asyncio.run(_hostile(path))
+    env = {"COLUMNS": "80"} if "--columns" in args else {}
+    args = [a for a in args if a != "--columns"]
+    result = runner.invoke(cli, ["journal", "show", "evil", "--db", path, *args], env=env)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for raw in ("\x1b", "\x07", "\x9b", "\x7f", "\x85", "\r"):
+        assert raw not in out, repr(raw)
+    assert "\\u001b]0;owned\\u0007" in out  # the saga id in the title
+    assert "\\u001b[31m[/]" in out  # the tool: escaped, and `[/]` is not read as markup
+    assert "[bold]c\\u007f\\u0085" in out  # the call id
+    assert "\\u001b[2J\\u009b31m" in out.replace("\n", "").replace(" ", "").replace("│", "") or args
+    assert "boom" in out
+
+
+def test_list_and_verify_escape_control_characters(runner, tmp_path):
+    path = str(tmp_path / "j.db")
+    asyncio.run(_hostile(path))
+    for command in (["list"], ["verify"], ["heads"]):
+        result = runner.invoke(cli, ["journal", *command, "--db", path])
+        assert result.exit_code == 0, result.output
+        assert "\x1b" not in result.output and "\x07" not in result.output
+        assert "\\u001b" in result.output

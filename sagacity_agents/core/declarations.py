@@ -17,7 +17,7 @@ from ..errors import DeclarationError
 if TYPE_CHECKING:
     from .compensation import CompensationContext
 
-__all__ = ["Classifier", "Reversibility", "ToolDeclaration", "Undo", "Verdict"]
+__all__ = ["Classifier", "Reversibility", "ToolDeclaration", "Undo", "Verdict", "check_undo"]
 
 
 class Reversibility(str, enum.Enum):
@@ -52,7 +52,12 @@ Classifier = Callable[[Any], "Verdict | str | None"]
 """Reads a returned value; returns a :class:`Verdict` (or its value); ``None`` means OK."""
 
 
-def _check_undo(undo: Any, tool_name: str) -> None:
+def check_undo(undo: Any, tool_name: str) -> None:
+    """Check that ``undo`` can be called with one :class:`CompensationContext`.
+
+    Raises:
+        DeclarationError: ``undo`` is not callable or its signature cannot take one argument.
+    """
     if not callable(undo):
         raise DeclarationError(
             f"{tool_name}: undo must be a callable taking a CompensationContext, got {undo!r}"
@@ -96,7 +101,7 @@ class ToolDeclaration:
         if self.reversibility is Reversibility.COMPENSATABLE:
             if self.undo is None:
                 raise DeclarationError(f"{self.name}: a compensatable tool needs undo=...")
-            _check_undo(self.undo, self.name)
+            check_undo(self.undo, self.name)
         elif self.undo is not None:
             raise DeclarationError(
                 f"{self.name}: only compensatable tools take an undo "

@@ -27,7 +27,7 @@ from typing import Any, TypeVar, overload
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 
-from ..core.declarations import Classifier, Reversibility, ToolDeclaration, Undo
+from ..core.declarations import Classifier, Reversibility, ToolDeclaration, Undo, check_undo
 from ..core.saga import current_saga
 from ..errors import DeclarationError
 
@@ -203,6 +203,16 @@ def compensable(undo: Undo, *, classify: Classifier | None = None) -> Callable[[
             _ORDER_HINT.format(deco="compensable", args="(undo=...)", name=undo.name)
             + "\ncompensable() takes the undo as its argument: @compensable(undo=my_undo)."
         )
+
+    if undo is None:
+        raise DeclarationError("compensable: a compensatable tool needs undo=...")
+    try:
+        check_undo(undo, "compensable")
+    except DeclarationError as exc:
+        raise DeclarationError(
+            f"{exc}\n(Used bare, `@compensable` takes the tool function as its undo: write "
+            "`@compensable(undo=my_undo)`.)"
+        ) from None
 
     def decorate(func: F) -> F:
         return _declare(  # type: ignore[return-value]

@@ -16,7 +16,7 @@ from journal_contract import (
     verify_one,
 )
 
-from sagacity_agents.core.chain import ChainFault
+from sagacity_agents.core.chain import ChainFault, verify_journal
 from sagacity_agents.core.entries import JournalEntry, Phase
 from sagacity_agents.core.memory_journal import InMemoryJournal
 from sagacity_agents.core.sqlite_journal import SqliteJournal
@@ -178,6 +178,31 @@ class TestSqliteJournal(JournalContract):
             assert (await verify_one(reopened)).ok
         finally:
             await reopened.close()
+
+    async def test_saga_ids_come_from_the_entries_not_a_side_table(self, journal, tmp_path):
+        """Pruning a side table must not hide a saga from `list` / `verify`: there is none, and
+        an old file's leftover ``sagacity_sagas`` table is not read."""
+        await fill(journal, 2, saga_id="s-old")
+        await fill(journal, 2, saga_id="s-new")
+        tables = {r[0] for r in journal.execute_sql("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "sagacity_sagas" not in tables
+        # A file written by an earlier version, its side table edited to forget "s-new".
+        journal.execute_sql("CREATE TABLE sagacity_sagas (saga_id TEXT PRIMARY KEY, ordinal INTEGER NOT NULL)")
+        journal.execute_sql("INSERT INTO sagacity_sagas VALUES ('s-old', 1)")
+        await journal.close()
+        reopened = SqliteJournal(tmp_path / "journal.db")
+        try:
+            assert await reopened.saga_ids() == ["s-old", "s-new"]
+            assert [r.saga_id for r in await verify_journal(reopened) if r.ok] == ["s-old", "s-new"]
+        finally:
+            await reopened.close()
+
+    async def test_saga_ids_in_order_of_first_stored_entry(self, journal):
+        for i in range(3):
+            for sid in ("c", "a", "b"):
+                await journal.append(sid, Phase.INTENT, write_key=f"k{i}", payload=i)
+        await journal.append("z", Phase.INTENT, write_key="k", payload=0)
+        assert await journal.saga_ids() == ["c", "a", "b", "z"]
 
     async def test_close_is_idempotent_and_refuses_later_use(self, journal):
         await journal.close()

@@ -499,3 +499,11 @@ async def test_nested_run_inside_a_wrapped_tool_joins_the_saga():
     assert [e.payload["parent_call_id"] for e in inner_intents] == ["outer-1", "outer-1"]
     assert result.status is SagaStatus.COMPENSATED
     assert log == ["undo-delegate", "undo-a"]
+
+
+def test_compensable_used_bare_says_how_to_use_it():
+    with pytest.raises(DeclarationError, match=r"@compensable\(undo=my_undo\)"):
+
+        @compensable
+        async def book(city: str, nights: int) -> str:
+            return ""
