@@ -19,7 +19,16 @@ from .core.approval import (
     args_hash,
     wait_for_decision,
 )
-from .core.chain import ChainFault, VerifyResult, verify_entries, verify_journal
+from .core.chain import (
+    ChainFault,
+    ChainHead,
+    VerifyResult,
+    heads_from_json,
+    heads_of,
+    heads_to_json,
+    verify_entries,
+    verify_journal,
+)
 from .core.compensation import (
     CompensationContext,
     CompensationItem,
@@ -94,6 +103,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalStore",
     "ChainFault",
+    "ChainHead",
     "CompensationContext",
     "CompensationItem",
     "CompensationReport",
@@ -132,6 +142,9 @@ __all__ = [
     "args_hash",
     "compensable",
     "compensate",
+    "heads_from_json",
+    "heads_of",
+    "heads_to_json",
     "idempotency_key",
     "irreversible",
     "nested_agent_tool",

@@ -25,7 +25,14 @@ from rich.table import Table
 from rich.text import Text
 
 from . import __version__
-from .core.chain import ChainHead, VerifyResult, heads_from_json, heads_of, heads_to_json, verify_journal
+from .core.chain import (
+    ChainHead,
+    VerifyResult,
+    heads_from_json,
+    heads_of,
+    heads_to_json,
+    verify_journal,
+)
 from .core.entries import JournalEntry
 from .core.journal import Journal
 from .core.sqlite_journal import SqliteJournal

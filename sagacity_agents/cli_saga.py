@@ -168,11 +168,12 @@ def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str 
     request = _with_sagacity(db, work)
     word = "approved" if approve else "rejected"
     console = make_console(highlight=False)
+    # One line each, never wrapped by rich (the terminal folds them visually; a copy stays whole).
     console.print(Text.assemble(
         f"{word} ", data_text(request.request_id), " (", data_text(request.tool),
         f", args sha256 {printable(request.args_hash)}) as ", data_text(approver),
-    ))
-    # The command goes on a line of its own, never wrapped, so it can be copied as it is.
+    ), soft_wrap=True)
+    # The command goes on a line of its own, so it can be copied as it is.
     console.print("resume the saga with your application's agent, passed as --app module:attr:",
                   soft_wrap=True)
     command = (f"sagacity saga resume {shlex.quote(printable(request.saga_id))} "

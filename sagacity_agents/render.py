@@ -70,7 +70,7 @@ STATUS_STYLES: dict[str, str] = {
 _NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _CONTROL_ESCAPES = {
     code: _NAMED_ESCAPES.get(chr(code), f"\\u{code:04x}")
-    for code in (*range(0x00, 0x20), *range(0x7F, 0xA0))
+    for code in (*range(0x20), *range(0x7F, 0xA0))
 }
 
 

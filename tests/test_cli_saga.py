@@ -56,3 +56,33 @@ def test_approvals_list_on_an_empty_journal(tmp_path):
     asyncio.run(make_store())
     out = CliRunner().invoke(cli, ["approvals", "list", "--db", db])
     assert out.exit_code == 0 and "no pending approval requests" in out.output
+
+
+async def _pause(db: str) -> tuple[str, str]:
+    from sagacity_agents import Sagacity
+    from tests.sdk import wire_app
+
+    sagacity = Sagacity(db)
+    try:
+        result = await sagacity.run(wire_app.paused_agent(("transfer", '{"amount": 5, "to": "acct-9"}', "w1")), "go")
+    finally:
+        await sagacity.aclose()
+        await sagacity.approvals.close()
+    (request,) = result.approvals
+    return result.saga_id, request.request_id
+
+
+def test_approve_prints_the_resume_command_on_one_unbroken_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("WIRE_LEDGER", str(tmp_path / "ledger.txt"))
+    folder = tmp_path / "a rather long directory name so the command is wider than the terminal"
+    folder.mkdir()
+    db = str(folder / "wire.db")
+    saga_id, request_id = asyncio.run(_pause(db))
+    out = CliRunner().invoke(cli, ["approvals", "approve", request_id, "--as", "alice", "--db", db],
+                             env={"COLUMNS": "60"})
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0].startswith(f"approved {request_id} (transfer, args sha256 ") and lines[0].endswith("as alice")
+    assert "--app module:attr" in lines[1] and "MODULE:ATTR" not in out.output
+    command = f"sagacity saga resume {saga_id} --app module:attr --db '{db}'"
+    assert command in lines  # a line of its own, not wrapped at 60 columns

@@ -286,7 +286,7 @@ def heads_from_json(data: Any) -> dict[str, ChainHead]:
         ValueError: ``data`` does not have that shape (the message names the offending saga).
     """
     if not isinstance(data, dict):
-        raise ValueError('heads must be a JSON object {saga_id: {"seq": N, "hash": H}}')
+        raise ValueError('heads must be a JSON object {saga_id: {"seq": N, "hash": H}}')  # noqa: TRY004 - one error type for a bad file
     heads: dict[str, ChainHead] = {}
     for sid, value in data.items():
         if not isinstance(sid, str) or not sid:

@@ -23,7 +23,7 @@ from ..core.approval import (
     SqliteApprovalStore,
     wait_for_decision,
 )
-from ..core.chain import VerifyResult, verify_journal
+from ..core.chain import ChainHead, VerifyResult, verify_journal
 from ..core.compensation import CompensationReport
 from ..core.journal import Journal
 from ..core.memory_journal import InMemoryJournal
@@ -403,9 +403,12 @@ class Sagacity:
         await saga.open()
         return await saga.finish(error=None, close=True)
 
-    async def verify(self, saga_id: str | None = None) -> list[VerifyResult]:
-        """Verify one saga's hash chain, or every saga's."""
-        return await verify_journal(self.journal, saga_id)
+    async def verify(
+        self, saga_id: str | None = None, *, heads: dict[str, ChainHead] | None = None
+    ) -> list[VerifyResult]:
+        """Verify one saga's hash chain, or every saga's; with ``heads`` (exported earlier with
+        ``heads_of``), also detect truncated or rewritten tails and missing sagas."""
+        return await verify_journal(self.journal, saga_id, heads=heads)
 
     async def aclose(self) -> None:
         """Close the journal."""
