@@ -12,15 +12,16 @@ The interface is async; backends that block (SQLite) run their I/O off the event
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import JournalWriteError
-from .canonical import canonical_bytes, to_canonical_value
+from .canonical import canonical_bytes, format_timestamp, to_canonical_value
 from .entries import GENESIS_HASH, JournalEntry, Phase, seal_entry
 
-__all__ = ["AppendRequest", "Clock", "Journal", "next_entry", "utc_now"]
+__all__ = ["AppendRequest", "Clock", "Journal", "next_entry", "stamp_from", "utc_now", "utc_stamp"]
 
 Clock = Callable[[], dt.datetime]
 """Returns the current time as an aware datetime (truncated to microseconds when recorded)."""
@@ -29,6 +30,28 @@ Clock = Callable[[], dt.datetime]
 def utc_now() -> dt.datetime:
     """The default :data:`Clock`: the system time in UTC."""
     return dt.datetime.now(dt.timezone.utc)
+
+
+_stamp_cache: tuple[int, str] = (-1, "")  # (second, its "YYYY-MM-DDTHH:MM:SS." prefix)
+
+
+def utc_stamp() -> str:
+    """The system time in UTC, already in the journal's fixed-width form
+    (``2026-01-01T00:00:00.000000Z``): what :func:`utc_now` + ``format_timestamp`` give, without
+    building a datetime per entry (the date-and-seconds prefix is cached per second; the cache
+    is one tuple, replaced whole, so threads never see a half-updated one)."""
+    global _stamp_cache
+    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    cached_second, prefix = _stamp_cache
+    if cached_second != seconds:
+        prefix = dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat()[:-6] + "."
+        _stamp_cache = (seconds, prefix)
+    return f"{prefix}{micros:06d}Z"
+
+
+def stamp_from(clock: Clock) -> str:
+    """The fixed-width UTC text of ``clock()``; the fast path for the default clock."""
+    return utc_stamp() if clock is utc_now else format_timestamp(clock())
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +94,12 @@ class AppendRequest:
             raise ValueError("saga_id and write_key must be non-empty strings")
         flags = [False]
         converted = to_canonical_value(payload, flags=flags)
-        return cls(saga_id, Phase(phase), write_key, tool, call_id, converted, not flags[0])
+        phase = phase if type(phase) is Phase else Phase(phase)
+        return cls(saga_id, phase, write_key, tool, call_id, converted, not flags[0])
 
 
 def next_entry(
-    request: AppendRequest, tail: tuple[int, str] | None, now: dt.datetime
+    request: AppendRequest, tail: tuple[int, str] | None, now: dt.datetime | str
 ) -> JournalEntry:
     """Seal ``request`` as the entry that follows ``tail`` = (seq, hash) of the saga's last
     entry (``None``: the saga's first entry)."""

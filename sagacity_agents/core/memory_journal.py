@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from .entries import JournalEntry, Phase
-from .journal import AppendRequest, Clock, next_entry, replay_of, utc_now
+from .journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
 
 __all__ = ["InMemoryJournal"]
 
@@ -48,7 +48,7 @@ class InMemoryJournal:
                 return replay_of(existing, request)
             chain = self._chains.setdefault(saga_id, [])
             tail = (chain[-1].seq, chain[-1].hash) if chain else None
-            entry = next_entry(request, tail, self._clock())
+            entry = next_entry(request, tail, stamp_from(self._clock))
             chain.append(entry)
             self._keys[(saga_id, write_key)] = entry
             return entry

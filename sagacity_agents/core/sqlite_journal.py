@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ..errors import JournalError, JournalWriteError
 from .entries import JournalEntry, Phase
-from .journal import AppendRequest, Clock, next_entry, replay_of, utc_now
+from .journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
 from .sqlite_setup import open_sqlite
 
 __all__ = ["SqliteJournal"]
@@ -98,7 +98,7 @@ class SqliteJournal:
                     "ORDER BY seq DESC LIMIT 1",
                     (request.saga_id,),
                 ).fetchone()
-                entry = next_entry(request, tail, self._clock())
+                entry = next_entry(request, tail, stamp_from(self._clock))
                 conn.execute(
                     f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (
