@@ -54,9 +54,11 @@ def stamp_from(clock: Clock) -> str:
     return utc_stamp() if clock is utc_now else format_timestamp(clock())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AppendRequest:
-    """What a writer asks to append; the backend adds ``seq``, ``prev_hash`` and the time."""
+    """What a writer asks to append; the backend adds ``seq``, ``prev_hash`` and the time.
+
+    Not frozen on purpose: one is built per append on the hot path; nothing mutates it."""
 
     saga_id: str
     """Saga to append to."""

@@ -40,6 +40,8 @@ __all__ = [
 
 T = TypeVar("T")
 
+_REVERSIBILITY_TEXT = {kind: kind.value for kind in Reversibility}  # Enum.value is slow per call
+
 ENCODING_ERROR_KEY = "$encoding_error"
 """Marker key in a payload for a value that had no canonical encoding (never a ``repr``)."""
 
@@ -309,7 +311,7 @@ class Saga:
         frame = current_call.get()
         payload: dict[str, Any] = {
             "args": args,  # converted by the journal; unencodable -> INTENT fails, body not run
-            "reversibility": decl.reversibility.value,
+            "reversibility": _REVERSIBILITY_TEXT[decl.reversibility],
         }
         if raw_args is not None:
             payload["raw_args"] = raw_args
