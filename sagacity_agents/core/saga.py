@@ -225,6 +225,7 @@ class Saga:
         self._external: dict[str | None, tuple[ToolDeclaration, JournalEntry, _InFlight]] = {}
         self._opened = False
         self._closed = False
+        self._closes = 0  # SAGA_CLOSED entries already in the journal (recovery of IN_DOUBT)
 
     # --- lifecycle ------------------------------------------------------------------------
     @property
@@ -242,7 +243,8 @@ class Saga:
         bind the saga to the running event loop.
 
         Args:
-            recovering: allow a saga that failed without being closed (recovery finishes it).
+            recovering: allow a saga that failed without being closed, or that was closed
+                IN_DOUBT (recovery finishes it: late outcomes are undone or reported).
 
         Raises:
             SagaStateError: the saga is closed in the journal, or it failed (a failed saga takes
@@ -259,8 +261,17 @@ class Saga:
             self._opened = True
             return
         existing = await self.journal.entries(self.saga_id)
-        if any(e.phase is Phase.SAGA_CLOSED for e in existing):
-            raise SagaStateError(f"saga {self.saga_id} is closed; open a new saga")
+        closes = [e for e in existing if e.phase is Phase.SAGA_CLOSED]
+        if closes:
+            last = closes[-1].payload if isinstance(closes[-1].payload, dict) else {}
+            if not (recovering and last.get("status") == SagaStatus.IN_DOUBT.value):
+                raise SagaStateError(
+                    f"saga {self.saga_id} is closed ({last.get('status')}); open a new saga"
+                    + (" (a saga closed IN_DOUBT can be recovered)" if not recovering else "")
+                )
+            # Recovering a saga closed in doubt (e.g. a call's outcome landed after the close):
+            # its next SAGA_CLOSED gets a write key of its own.
+            self._closes = len(closes)
         if not recovering and any(e.phase is Phase.SAGA_FAILED for e in existing):
             raise SagaStateError(
                 f"saga {self.saga_id} failed and was not closed (its process stopped while "
@@ -744,9 +755,8 @@ class Saga:
         self._closed = True
         for attempt in (1, 2):
             try:
-                await self.journal.append(
-                    self.saga_id, Phase.SAGA_CLOSED, write_key="saga:closed", payload=payload
-                )
+                key = "saga:closed" if not self._closes else f"saga:closed:{self._closes + 1}"
+                await self.journal.append(self.saga_id, Phase.SAGA_CLOSED, write_key=key, payload=payload)
                 return
             except JournalError as exc:
                 if attempt == 2:

@@ -305,7 +305,8 @@ class Sagacity:
         return await self._drive(saga_hooks, agent, None, kwargs, approver, restore=True)
 
     async def recover(self, saga_id: str, agent: Agent[Any]) -> SagaResult:
-        """Finish a saga its process left behind (a crash, a kill): compensate from the journal.
+        """Finish a saga its process left behind (a crash, a kill), or one closed IN_DOUBT whose
+        late outcomes have since landed: compensate from the journal.
 
         Reads only the journal: EXECUTED compensatable calls not yet COMPENSATED are undone in
         reverse order (an undo already COMPENSATED is never applied again; a failed one is
@@ -317,7 +318,7 @@ class Sagacity:
             agent: an agent with the same tools, whose declarations hold the undos.
 
         Raises:
-            SagaStateError: the saga is closed or unknown.
+            SagaStateError: the saga is unknown, or closed other than IN_DOUBT.
         """
         if not await self.journal.entries(saga_id):
             raise SagaStateError(f"no saga {saga_id} in the journal")

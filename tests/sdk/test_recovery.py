@@ -59,7 +59,17 @@ async def test_recover_undoes_executed_calls_and_reports_the_call_in_flight():
     assert [i.call_id for i in result.report.in_doubt] == ["c3"]
     entries = await journal.entries(sid)
     assert entries[-1].phase is Phase.SAGA_CLOSED
-    with pytest.raises(SagaStateError):
+    again = await Sagacity(journal).recover(sid, agent(scripted(), tools(log)))
+    assert again.status is SagaStatus.IN_DOUBT  # c3 is still in doubt: a human decides
+    assert [entry[1] for entry in log] == [2, 1]  # no undo applied twice
+
+
+async def test_recover_refuses_a_saga_closed_cleanly():
+    journal = InMemoryJournal()
+    log: list = []
+    sid = await crashed_saga(journal)
+    await journal.append(sid, Phase.SAGA_CLOSED, write_key="saga:closed", payload={"status": "COMPENSATED"})
+    with pytest.raises(SagaStateError, match="closed"):
         await Sagacity(journal).recover(sid, agent(scripted(), tools(log)))
 
 
@@ -80,3 +90,39 @@ async def test_recover_leaves_an_interrupted_undo_in_doubt():
     assert [entry[1] for entry in log] == [1]
     assert {i.call_id for i in result.report.in_doubt} == {"c2", "c3"}
     assert result.status is SagaStatus.IN_DOUBT
+
+
+async def test_an_outcome_landing_after_an_in_doubt_close_is_undone_by_recover():
+    """A sync body the SDK cannot stop outlives the in-flight wait: the saga closes IN_DOUBT; its
+    EXECUTED lands later; recovering the saga undoes it."""
+    import asyncio
+    import time
+
+    from sagacity_agents import no_undo
+
+    journal = InMemoryJournal()
+    log: list = []
+
+    @function_tool
+    @compensable(undo=lambda ctx: log.append("undo-slow"))
+    def slow_booking() -> str:
+        time.sleep(0.6)
+        return "booked late"
+
+    @function_tool(failure_error_function=None)
+    @no_undo
+    async def boom() -> str:
+        await asyncio.sleep(0.05)
+        raise RuntimeError("boom")
+
+    sagacity = Sagacity(journal, in_flight_timeout=0.1)
+    model = scripted([("slow_booking", {}, "s1"), ("boom", {}, "b1")], "x")
+    first = await sagacity.run(agent(model, slow_booking, boom), "go")
+    assert first.status is SagaStatus.IN_DOUBT
+    await asyncio.sleep(1.0)  # the thread finishes and journals EXECUTED after SAGA_CLOSED
+    entries = await journal.entries(first.saga_id)
+    assert entries[-1].phase is Phase.EXECUTED
+    recovered = await sagacity.recover(first.saga_id, agent(scripted(), slow_booking, boom))
+    assert recovered.status is SagaStatus.COMPENSATED and log == ["undo-slow"]
+    closes = [e for e in await journal.entries(first.saga_id) if e.phase is Phase.SAGA_CLOSED]
+    assert [c.payload["status"] for c in closes] == ["IN_DOUBT", "COMPENSATED"]
