@@ -28,13 +28,12 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from ..errors import ApprovalError, JournalError
-from .sqlite_setup import open_sqlite
+from ..errors import ApprovalError
+from .sqlite_setup import SqliteWorker
 from .canonical import canonical_bytes, format_timestamp, parse_json, sha256_hex, to_canonical_value
 
 __all__ = [
@@ -586,7 +585,7 @@ def _request_to_row(request: ApprovalRequest) -> tuple[Any, ...]:
     return tuple(data[c] for c in _COLUMNS)
 
 
-class SqliteApprovalStore:
+class SqliteApprovalStore(SqliteWorker):
     """An :class:`ApprovalStore` in one SQLite file, safe for several processes.
 
     The file may be the journal's: the tables (``sagacity_approval_requests``,
@@ -612,32 +611,12 @@ class SqliteApprovalStore:
     def __init__(
         self, path: str | Path, *, busy_timeout: float = 30.0, synchronous: str = "FULL"
     ) -> None:
-        if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
-            raise ValueError("synchronous must be FULL, NORMAL or EXTRA")
-        self.path = str(path)
-        self._busy_timeout = busy_timeout
-        self._synchronous = synchronous.upper()
-        self._local = threading.local()
-        self._closed = False
         self.notifier = DecisionNotifier()
         """Woken by :meth:`decide` in this process; used by :func:`wait_for_decision`."""
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sagacity-approvals")
-        try:
-            self._executor.submit(self._connect).result()
-        except BaseException:
-            self._executor.shutdown(wait=True)
-            raise
-
-    # --- runs on the store thread ---------------------------------------------------------
-    def _connect(self) -> None:
-        self._local.conn = open_sqlite(
-            self.path, "sqlite_approvals.sql", busy_timeout=self._busy_timeout,
-            synchronous=self._synchronous, what="SQLite approval store",
+        super().__init__(
+            path, schema="sqlite_approvals.sql", what="SQLite approval store",
+            busy_timeout=busy_timeout, synchronous=synchronous,
         )
-
-    @property
-    def _conn(self) -> sqlite3.Connection:
-        return self._local.conn  # type: ignore[no-any-return]
 
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` inside ``BEGIN IMMEDIATE``; commit if it returns, roll back if it raises."""
@@ -754,22 +733,6 @@ class SqliteApprovalStore:
     def _delete_snapshot_sync(self, saga_id: str) -> None:
         self._conn.execute("DELETE FROM sagacity_snapshots WHERE saga_id = ?", (saga_id,))
 
-    def _close_sync(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-
-    # --- async interface ------------------------------------------------------------------
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._closed:
-            raise JournalError(f"SQLite approval store {self.path!r} is closed")
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor, fn, *args)
-        except sqlite3.Error as exc:
-            raise JournalError(f"SQLite approval store {self.path!r}: {exc}") from exc
-
     async def create(self, request: ApprovalRequest) -> None:
         """See :meth:`ApprovalStore.create`."""
         await self._run(self._create_sync, request)
@@ -818,13 +781,6 @@ class SqliteApprovalStore:
         """See :meth:`ApprovalStore.delete_snapshot`."""
         await self._run(self._delete_snapshot_sync, saga_id)
 
-    async def close(self) -> None:
-        """Close the connection and stop the store thread. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._executor.submit(self._close_sync).result()
-        self._executor.shutdown(wait=True)
 
 
 # --- waiting -------------------------------------------------------------------------------

@@ -11,22 +11,17 @@ be shared across threads); the event loop only awaits it.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from ..errors import JournalError, JournalWriteError
+from ..errors import JournalWriteError
 from .entries import JournalEntry, Phase
 from .journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
-from .sqlite_setup import open_sqlite
+from .sqlite_setup import SqliteWorker
 
 __all__ = ["SqliteJournal"]
 
-T = TypeVar("T")
 
 _COLUMNS = "saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical"
 
@@ -36,7 +31,7 @@ def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
     return JournalEntry.from_stored(**dict(zip(names, row, strict=True)))
 
 
-class SqliteJournal:
+class SqliteJournal(SqliteWorker):
     """A :class:`~sagacity_agents.core.journal.Journal` in one SQLite file.
 
     Args:
@@ -59,30 +54,14 @@ class SqliteJournal:
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
     ) -> None:
-        if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
-            raise ValueError("synchronous must be FULL, NORMAL or EXTRA")
-        self.path = str(path)
         self._clock = clock
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sagacity-sqlite")
-        self._closed = False
-        self._local = threading.local()
-        self._busy_timeout = busy_timeout
-        self._synchronous = synchronous.upper()
-        try:
-            self._executor.submit(self._connect).result()
-        except BaseException:
-            self._executor.shutdown(wait=False)
-            raise
-
-    # --- runs on the journal thread -------------------------------------------------------
-    def _connect(self) -> None:
-        self._local.conn = open_sqlite(
-            self.path, "sqlite_journal.sql", busy_timeout=self._busy_timeout,
-            synchronous=self._synchronous, what="SQLite journal",
+        super().__init__(
+            path, schema="sqlite_journal.sql", what="SQLite journal",
+            busy_timeout=busy_timeout, synchronous=synchronous,
         )
 
     def _append_sync(self, request: AppendRequest) -> JournalEntry:
-        conn: sqlite3.Connection = self._local.conn
+        conn: sqlite3.Connection = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -124,7 +103,7 @@ class SqliteJournal:
             raise JournalWriteError(f"SQLite append to saga {request.saga_id!r} failed: {exc}") from exc
 
     def _entries_sync(self, saga_id: str) -> list[JournalEntry]:
-        rows = self._local.conn.execute(
+        rows = self._conn.execute(
             f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? ORDER BY seq", (saga_id,)
         ).fetchall()
         return [_row_to_entry(r) for r in rows]
@@ -133,26 +112,10 @@ class SqliteJournal:
         # Derived from the entries themselves, never from a side table an editor could prune
         # to hide a saga from `verify`. Order of first appearance: the first stored row of each
         # saga (rowids grow with every insert).
-        rows = self._local.conn.execute(
+        rows = self._conn.execute(
             "SELECT saga_id FROM sagacity_journal GROUP BY saga_id ORDER BY MIN(rowid)"
         ).fetchall()
         return [r[0] for r in rows]
-
-    def _close_sync(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-
-    # --- async interface ------------------------------------------------------------------
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._closed:
-            raise JournalError(f"SQLite journal {self.path!r} is closed")
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor, fn, *args)
-        except sqlite3.Error as exc:
-            raise JournalError(f"SQLite journal {self.path!r}: {exc}") from exc
 
     async def append(
         self,
@@ -180,20 +143,3 @@ class SqliteJournal:
         any of its entries is stored, in order of its first stored entry."""
         return await self._run(self._saga_ids_sync)
 
-    async def close(self) -> None:
-        """Close the connection and stop the journal thread. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._executor.submit(self._close_sync).result()
-        self._executor.shutdown(wait=True)
-
-    def execute_sql(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run raw SQL on the journal thread (tests and tamper demonstrations; not for apps)."""
-
-        def run() -> list[tuple[Any, ...]]:
-            conn = self._local.conn
-            rows = conn.execute(sql, params).fetchall()
-            return rows
-
-        return self._executor.submit(run).result()

@@ -1,14 +1,23 @@
-"""Opening an embedded SQLite file the same way for every store that lives in it."""
+"""Opening an embedded SQLite file the same way for every store that lives in it, and the one
+I/O thread each store object runs its SQLite work on."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
 
 from ..errors import JournalError
 
-__all__ = ["open_sqlite"]
+__all__ = ["SqliteWorker", "open_sqlite"]
+
+T = TypeVar("T")
 
 
 def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str, what: str) -> sqlite3.Connection:
@@ -53,3 +62,75 @@ def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str
             if conn is not None:
                 conn.close()
             raise JournalError(f"cannot open {what} {path!r}: {exc}") from exc
+
+
+class SqliteWorker:
+    """One SQLite connection on one dedicated thread (sqlite3 connections are not shared across
+    threads); the event loop only awaits it. Base of the SQLite journal and approval store.
+
+    Args:
+        path: database file (created if missing, with the schema). ``":memory:"`` is private to
+            this object.
+        schema: the package schema file to apply (``core/sql/NAME``).
+        what: what this store is, for messages ("SQLite journal").
+        busy_timeout: seconds to wait for another process's write lock before failing.
+        synchronous: SQLite ``synchronous`` pragma: ``"FULL"``, ``"NORMAL"`` or ``"EXTRA"``.
+
+    Raises:
+        JournalError: the file cannot be opened or initialised.
+        ValueError: an unknown ``synchronous`` value.
+    """
+
+    def __init__(
+        self, path: str | Path, *, schema: str, what: str, busy_timeout: float, synchronous: str
+    ) -> None:
+        if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
+            raise ValueError("synchronous must be FULL, NORMAL or EXTRA")
+        self.path = str(path)
+        self._what = what
+        self._closed = False
+        self._local = threading.local()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sagacity-sqlite")
+        options = {"busy_timeout": busy_timeout, "synchronous": synchronous.upper(), "what": what}
+
+        def connect() -> None:
+            self._local.conn = open_sqlite(self.path, schema, **options)
+
+        try:
+            self._executor.submit(connect).result()
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            raise
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The connection (only on the worker thread)."""
+        return self._local.conn  # type: ignore[no-any-return]
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the worker thread; driver errors become :class:`JournalError`."""
+        if self._closed:
+            raise JournalError(f"{self._what} {self.path!r} is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, *args)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self._what} {self.path!r}: {exc}") from exc
+
+    def _close_sync(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    async def close(self) -> None:
+        """Close the connection and stop the worker thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.submit(self._close_sync).result()
+        self._executor.shutdown(wait=True)
+
+    def execute_sql(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run raw SQL on the worker thread (tests and tamper demonstrations; not for apps)."""
+        return self._executor.submit(lambda: self._conn.execute(sql, params).fetchall()).result()
