@@ -461,11 +461,11 @@ class Saga:
         self, intent: JournalEntry, phase: Phase, payload: dict[str, Any],
         failure: FailureRecord | None,
     ) -> None:
-        kwargs = dict(
-            write_key=f"{intent.write_key.rsplit(':', 1)[0]}:outcome",
-            tool=intent.tool,
-            call_id=intent.call_id,
-        )
+        kwargs: dict[str, Any] = {
+            "write_key": f"{intent.write_key.rsplit(':', 1)[0]}:outcome",
+            "tool": intent.tool,
+            "call_id": intent.call_id,
+        }
         seq = None
         try:
             try:

@@ -91,10 +91,12 @@ class SqliteWorker:
         self._closed = False
         self._local = threading.local()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sagacity-sqlite")
-        options = {"busy_timeout": busy_timeout, "synchronous": synchronous.upper(), "what": what}
+        mode = synchronous.upper()
 
         def connect() -> None:
-            self._local.conn = open_sqlite(self.path, schema, **options)
+            self._local.conn = open_sqlite(
+                self.path, schema, busy_timeout=busy_timeout, synchronous=mode, what=what
+            )
 
         try:
             self._executor.submit(connect).result()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from agents import Agent, FunctionTool, function_tool
+from agents import Agent, FunctionTool, Tool, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from ..core.compensation import CompensationContext
@@ -114,4 +114,5 @@ def build_agent(booking: BookingSystem, *, real_model: bool = False) -> Agent[An
     elif os.environ.get("SAGACITY_DEMO_MODEL"):
         model = os.environ["SAGACITY_DEMO_MODEL"]
     kwargs: dict[str, Any] = {} if model is None else {"model": model}
-    return Agent(name="trip-agent", instructions=INSTRUCTIONS, tools=trip_tools(booking), **kwargs)
+    tools: list[Tool] = list(trip_tools(booking))
+    return Agent(name="trip-agent", instructions=INSTRUCTIONS, tools=tools, **kwargs)

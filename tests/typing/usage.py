@@ -1,0 +1,63 @@
+"""Type-checked only (by tests/test_typing.py through mypy): the public API as users write it."""
+
+from __future__ import annotations
+
+from agents import Agent, function_tool
+
+from sagacity_agents import (
+    CompensationContext,
+    CompensationReport,
+    Decision,
+    InMemoryJournal,
+    SagaResult,
+    Sagacity,
+    SagaStatus,
+    Verdict,
+    compensable,
+    irreversible,
+    read_only,
+    record_undo_data,
+)
+
+
+def cancel(ctx: CompensationContext) -> None:
+    key: str = ctx.idempotency_key
+    seq: int = ctx.seq
+    del key, seq
+
+
+def classify(value: str) -> Verdict | None:
+    return Verdict.REFUSED if value.startswith("Error:") else None
+
+
+@function_tool
+@compensable(undo=cancel, classify=classify)
+async def book(city: str, nights: int) -> str:
+    record_undo_data({"city": city})
+    return "ok"
+
+
+@function_tool
+@read_only
+def look(city: str) -> str:
+    return city
+
+
+@function_tool(needs_approval=True)
+@irreversible
+def wire(amount: int) -> str:
+    return str(amount)
+
+
+async def approve_all(request: object) -> Decision:
+    return Decision(approved=True, approver="bot")
+
+
+async def main() -> None:
+    sagacity = Sagacity(InMemoryJournal())
+    result: SagaResult = await sagacity.run(
+        Agent(name="a", tools=[book, look, wire]), "go", approver=approve_all
+    )
+    status: SagaStatus = result.status
+    report: CompensationReport | None = result.report
+    del status, report
