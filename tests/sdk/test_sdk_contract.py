@@ -236,3 +236,49 @@ def test_as_tool_has_no_wrapped_function():
     inner = Agent(name="inner", model=scripted("x"))
     tool = inner.as_tool(tool_name="inner", tool_description="d")
     assert getattr(tool, "__wrapped__", None) is None
+
+
+async def test_agents_exception_from_a_hook_passes_through_unwrapped():
+    """Fact: an AgentsException subclass raised from a RunHooks callback leaves Runner.run as
+    itself (SagaStopped relies on it to stop a run at the first failure)."""
+    from agents import AgentsException, RunHooks
+
+    class Stop(AgentsException):
+        pass
+
+    class Hooks(RunHooks):
+        async def on_tool_end(self, context, agent, tool, result):
+            raise Stop("stop here")
+
+    @function_tool
+    def ping() -> str:
+        return "pong"
+
+    with pytest.raises(Stop, match="stop here"):
+        await Runner.run(agent(scripted([("ping", {}, "p1")], "x"), ping), "go", hooks=Hooks())
+
+
+async def test_protect_tool_journals_a_hand_built_tool_through_its_failure_formatter():
+    """Fact pinned for the fallback: a copy of a FunctionTool with its failure formatter swapped
+    (the SDK's internal set_function_tool_failure_error_function) still converts the error for
+    the model, and our formatter sees the raw exception first."""
+    from sagacity_agents import Reversibility, protect_tool
+
+    @function_tool
+    def legacy(x: int) -> str:
+        raise ValueError("legacy broke")
+
+    journal = InMemoryJournal()
+    protected = protect_tool(legacy, reversibility=Reversibility.NO_UNDO)
+    assert protected is not legacy and legacy.tool_input_guardrails in (None, [])
+    model = scripted([("legacy", '{"x": 1}', "l1")], "x")
+    from sagacity_agents import FailurePolicy
+
+    result = await Sagacity(journal, policy=FailurePolicy.CONTINUE).run(agent(model, protected), "go")
+    entries = await journal.entries(result.saga_id)
+    tool_entries = [e for e in entries if e.tool == "legacy"]
+    assert [e.phase for e in tool_entries] == [Phase.INTENT, Phase.FAILED]
+    assert tool_entries[0].payload["raw_args"] == '{"x": 1}'
+    assert "legacy broke" in tool_entries[1].payload["error"]
+    assert tool_outputs(model) == [DEFAULT_ERROR]
+    assert result.status is SagaStatus.COMPENSATED
