@@ -291,7 +291,7 @@ class ApprovalStoreConformance(abc.ABC):
         assert 0.18 <= elapsed < 1.0
         with pytest.raises(TimeoutError):  # the same class since Python 3.11
             await wait_for_decision(store, "req-1", timeout=0)
-        assert getattr(store, "notifier")._waiters == {}  # waiters are cleaned up
+        assert store.notifier._waiters == {}  # waiters are cleaned up
 
     async def test_wait_refusals(self, store):
         with pytest.raises(ApprovalError, match="unknown"):

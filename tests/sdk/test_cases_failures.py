@@ -6,7 +6,7 @@ import asyncio
 import time
 
 import pytest
-from agents import Agent, Runner, function_tool
+from agents import Agent, function_tool
 
 from sagacity_agents import (
     FailurePolicy,
