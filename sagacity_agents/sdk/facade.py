@@ -391,7 +391,8 @@ class Sagacity:
             Other arguments: as :meth:`run`.
         """
         return SagaStream(
-            self._hooks(agent, saga_id, hooks, close), agent, input, runner_kwargs, abandon
+            self._hooks(agent, saga_id, hooks, close), agent, input, runner_kwargs, abandon,
+            desk=self.desk,
         )
 
     async def close_saga(self, saga_id: str) -> SagaStatus:
@@ -427,10 +428,13 @@ class SagaStream:
         input: Any,
         runner_kwargs: dict[str, Any],
         abandon: str = "finish",
+        *,
+        desk: ApprovalDesk | None = None,
     ) -> None:
         if abandon not in ("finish", "cancel"):
             raise ValueError("abandon must be 'finish' or 'cancel'")
         self._abandon = abandon
+        self._desk = desk
         self._run_error: BaseException | None = None
         self._hooks = hooks
         self._agent = agent
@@ -481,10 +485,17 @@ class SagaStream:
             error = error or run.run_loop_exception
         if error is None and abandoned:
             error = StreamAbandoned("the stream consumer left before the run completed; run cancelled")
-        if error is None and run is not None:
-            self._hooks.pending_approvals = bool(getattr(run, "interruptions", None))
+        requests: tuple[Any, ...] = ()
+        if error is None and run is not None and getattr(run, "interruptions", None):
+            if self._desk is not None:
+                # Same pause as Sagacity.run: requests, journaled hashes, the stored snapshot;
+                # resume with Sagacity.resume (not streamed).
+                requests = (await self._desk.pause(self._hooks.saga, self._agent, run.to_state())).requests
+            self._hooks.pending_approvals = bool(requests) or self._desk is None
+        elif error is None:
+            self._hooks.pending_approvals = False
         await self._hooks.__aexit__(type(error) if error else None, error, None)
-        self.result = Sagacity._result(self._hooks, run, error)
+        self.result = Sagacity._result(self._hooks, run, error, requests)
         # The run's own exception is in the result; anything else (the consumer's own error, a
         # cancellation) propagates after the saga was finalized.
         return exc is not None and exc is self._run_error

@@ -432,3 +432,16 @@ async def test_a_second_different_decision_is_refused_clearly():
     assert again.decision == "approved"
     with pytest.raises(ApprovalError, match="already approved by alice; a decision cannot be changed"):
         await s.reject(rid, approver="bob", reason="no")
+
+
+async def test_a_streamed_run_pauses_and_resumes_like_a_plain_one():
+    s = sagacity()
+    async with s.run_streamed(wire_app.paused_agent(WIRE), "go") as stream:
+        async for _ in stream.stream_events():
+            pass
+    result = stream.result
+    assert result.status is SagaStatus.AWAITING_APPROVAL and len(result.approvals) == 1
+    await s.approve(result.approvals[0].request_id, approver="alice")
+    done = await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert done.status is SagaStatus.COMPLETED
+    assert wire_app.executions() == ["5 USD -> acct-9"]
