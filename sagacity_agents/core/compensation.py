@@ -224,8 +224,15 @@ async def compensate(
     in_doubt = [
         CompensationItem(e.seq, e.tool, e.call_id, "INTENT without outcome") for e in ledger.in_doubt()
     ]
+    # EXECUTED effects, and FAILED calls whose body recorded undo data before failing (its
+    # change may have happened; the undo acts on the world as it is).
     executed = [
-        c for c in ledger.calls.values() if c.outcome is not None and c.outcome.phase is Phase.EXECUTED
+        c for c in ledger.calls.values()
+        if c.outcome is not None and (
+            c.outcome.phase is Phase.EXECUTED
+            or (c.outcome.phase is Phase.FAILED and isinstance(c.outcome.payload, dict)
+                and "undo_data" in c.outcome.payload)
+        )
     ]
     for call in sorted(executed, key=lambda c: c.outcome.seq if c.outcome else 0, reverse=True):
         assert call.outcome is not None

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..errors import ApprovalError, EncodingError, JournalError, JournalWriteError, SagaFailedError, SagaStateError
+from ..errors import ApprovalError, ConfigurationError, EncodingError, JournalError, JournalWriteError, SagaFailedError, SagaStateError
 from .canonical import canonical_bytes, encode_canonical, sha256_hex, to_canonical_value
 from .compensation import CompensationReport, SagaLedger, compensate
 from .declarations import Reversibility, ToolDeclaration, Verdict
@@ -264,10 +264,12 @@ class Saga:
         closes = [e for e in existing if e.phase is Phase.SAGA_CLOSED]
         if closes:
             last = closes[-1].payload if isinstance(closes[-1].payload, dict) else {}
-            if not (recovering and last.get("status") == SagaStatus.IN_DOUBT.value):
+            recoverable = (SagaStatus.IN_DOUBT.value, SagaStatus.COMPENSATION_FAILED.value)
+            if not (recovering and last.get("status") in recoverable):
                 raise SagaStateError(
                     f"saga {self.saga_id} is closed ({last.get('status')}); open a new saga"
-                    + (" (a saga closed IN_DOUBT can be recovered)" if not recovering else "")
+                    + (" (a saga closed IN_DOUBT or COMPENSATION_FAILED can be recovered)"
+                       if not recovering else "")
                 )
             # Recovering a saga closed in doubt (e.g. a call's outcome landed after the close):
             # its next SAGA_CLOSED gets a write key of its own.
@@ -296,7 +298,20 @@ class Saga:
 
     def register(self, tool: str, declaration: ToolDeclaration, **settings: Any) -> None:
         """Make ``declaration``'s undo available for entries of ``tool`` and note the tool's
-        framework settings (e.g. ``timeout`` seconds, used to say a cancellation was a timeout)."""
+        framework settings (e.g. ``timeout`` seconds, used to say a cancellation was a timeout).
+
+        Raises:
+            ConfigurationError: another declaration is registered under the same tool name (two
+                agents of one saga with different tools named alike): the journal names calls by
+                tool name, so compensation would run the wrong undo.
+        """
+        known = self.declarations.get(tool)
+        if known is not None and known is not declaration:
+            raise ConfigurationError(
+                f"two different tools are named {tool!r} in saga {self.saga_id} "
+                f"({known.name} and {declaration.name}); tool names must be unique across the "
+                "agents of a saga (use function_tool(name_override=...))"
+            )
         self.declarations[tool] = declaration
         if settings:
             self.tool_settings[tool] = settings
@@ -432,6 +447,10 @@ class Saga:
                 error = "cancelled before it finished (CancelledError)"
             payload = {**base, "error_type": type(exc).__qualname__, "error": error,
                        "cancelled": cancelled, "timed_out": timed_out}
+            if frame.has_undo_data:
+                # The body recorded the state before its change, then failed: the change may
+                # have happened. Compensation runs the undo for such an entry too.
+                payload["undo_data"] = frame.undo_data
             return Phase.FAILED, payload, FailureRecord(None, tool, intent.call_id, error, exc)
         try:
             verdict = decl.verdict(result)

@@ -40,6 +40,7 @@ from ..core.journal import Clock, Journal, utc_now
 from ..core.saga import Grant, Saga
 from ..errors import ApprovalError, EncodingError
 from .binding import _agents
+from .tools import declaration_of
 
 __all__ = ["ApprovalDesk", "PauseOutcome", "pending_call_arguments"]
 
@@ -97,6 +98,12 @@ def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[st
     except EncodingError:
         same = False
     return canonical, None if same else raw
+
+
+def _reversibility_of(tool: FunctionTool | None) -> str | None:
+    """The saga declaration's reversibility of ``tool`` (``None``: not declared)."""
+    decl = declaration_of(tool) if tool is not None else None
+    return decl.reversibility.value if decl is not None else None
 
 
 def _strip_snapshot(state_json: dict[str, Any]) -> dict[str, Any]:
@@ -212,7 +219,8 @@ class ApprovalDesk:
                 tool=name, call_id=call_id,
                 payload={"request_id": request.request_id, "args": args, "raw_args": raw_kept,
                          "args_hash": digest, "expires_at": request.expires_at,
-                         "snapshot_sha256": snapshot_hash},
+                         "snapshot_sha256": snapshot_hash,
+                         "reversibility": _reversibility_of(tools.get(name))},
             )
             await self.store.create(request)
             requests.append(request)
@@ -252,6 +260,8 @@ class ApprovalDesk:
                 f"approval request {request_id} was already {request.decision} by "
                 f"{request.approver}; a decision cannot be changed"
             )
+        if any(e.phase is Phase.SAGA_CLOSED for e in await self.journal.entries(request.saga_id)):
+            raise ApprovalError(f"saga {request.saga_id} is closed; nothing can run on this decision")
         phase = Phase.APPROVED if approve else Phase.REJECTED
         try:
             await self.journal.append(
@@ -267,11 +277,18 @@ class ApprovalDesk:
         )
 
     # --- resuming -------------------------------------------------------------------------
-    async def _journaled(self, saga_id: str) -> tuple[dict[str, tuple[bool, str]], dict[str, str]]:
-        """Decisions by request id (approved?, hash decided on) and snapshot hashes by request
-        id, as the saga's journal records them."""
+    async def _journaled(
+        self, saga_id: str
+    ) -> tuple[dict[str, tuple[bool, str]], dict[str, str], dict[str, str | None]]:
+        """What the saga's journal records, by request id: decisions (approved?, hash decided
+        on), snapshot hashes, and the tool's reversibility when the run paused.
+
+        Raises:
+            ApprovalError: the saga is closed.
+        """
         decisions: dict[str, tuple[bool, str]] = {}
         snapshots: dict[str, str] = {}
+        kinds: dict[str, str | None] = {}
         for e in await self.journal.entries(saga_id):
             if not isinstance(e.payload, dict) or not e.payload.get("request_id"):
                 continue
@@ -280,7 +297,10 @@ class ApprovalDesk:
                 decisions[rid] = (e.phase is Phase.APPROVED, e.payload.get("args_hash") or "")
             elif e.phase is Phase.AWAITING_APPROVAL:
                 snapshots[rid] = e.payload.get("snapshot_sha256") or ""
-        return decisions, snapshots
+                kinds[rid] = e.payload.get("reversibility")
+            elif e.phase is Phase.SAGA_CLOSED:
+                raise ApprovalError(f"saga {saga_id} is closed; its approvals can no longer be used")
+        return decisions, snapshots, kinds
 
     async def restore(
         self, saga: Saga, agent: Agent[Any], context: Any = None
@@ -303,7 +323,7 @@ class ApprovalDesk:
         text = await self.store.load_snapshot(saga.saga_id)
         if text is None:
             raise ApprovalError(f"saga {saga.saga_id} has no stored snapshot to resume")
-        decisions, snapshot_hashes = await self._journaled(saga.saga_id)
+        decisions, snapshot_hashes, paused_kinds = await self._journaled(saga.saga_id)
         snapshot_hash = sha256_hex(text.encode("utf-8"))
         try:
             state = await RunState.from_json(
@@ -316,6 +336,17 @@ class ApprovalDesk:
             ) from exc
         tools = _tools_by_name(agent)
         requests = {r.call_id: r for r in await self.store.list(saga.saga_id) if r.consumed_at is None}
+        if not requests:
+            raise ApprovalError(f"saga {saga.saga_id} has no unconsumed approval request to resume")
+        # The snapshot must be, byte for byte, the one journaled with the pending requests: checked
+        # for every request, whatever the snapshot itself claims is pending.
+        changed = [r.request_id for r in requests.values()
+                   if snapshot_hashes.get(r.request_id) != snapshot_hash]
+        if changed:
+            raise ApprovalError(
+                f"the stored snapshot of saga {saga.saga_id} (SHA-256 {snapshot_hash}) is not the "
+                f"one journaled with request(s) {', '.join(changed)}; it was changed"
+            )
         now = self.clock()
         plan: list[tuple[Any, ApprovalRequest, bool]] = []
         undecided: list[str] = []
@@ -342,6 +373,13 @@ class ApprovalDesk:
                 )
             if request.expired(now):
                 raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}")
+            kind_now = _reversibility_of(tools.get(name))
+            if kind_now != paused_kinds.get(request.request_id):
+                raise ApprovalError(
+                    f"tool {name!r} is declared {kind_now or 'without a saga decorator'} in the "
+                    f"agent given to resume, but was {paused_kinds.get(request.request_id)} "
+                    "when the run paused; resume with the same tools"
+                )
             if args_hash(args) != request.args_hash:
                 raise ApprovalError(
                     f"pending call {call_id} ({name}) in the snapshot does not match request "
@@ -359,6 +397,12 @@ class ApprovalDesk:
                     f"not {request.args_hash}"
                 )
             plan.append((item, request, approved))
+        covered = {r.request_id for _, r, _ in plan} | set(undecided)
+        missing = [r.request_id for r in requests.values() if r.request_id not in covered]
+        if missing:
+            raise ApprovalError(
+                "the stored snapshot has no pending call for request(s) " + ", ".join(missing)
+            )
         if undecided:
             raise ApprovalError(
                 "cannot resume: these approval requests have no decision yet: " + ", ".join(undecided)

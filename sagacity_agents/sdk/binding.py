@@ -49,13 +49,16 @@ def bind_agent(saga: Saga, agent: Agent[Any]) -> None:
     """Register every declared tool of ``agent`` with ``saga`` and check the declarations.
 
     Raises:
-        ConfigurationError: an irreversible tool lacks ``needs_approval`` (True or a policy).
+        ConfigurationError: an irreversible tool lacks ``needs_approval=True`` (a policy callable
+            is refused: every irreversible call needs a human), or two different tools share a
+            name.
     """
     for tool, decl in declared_tools(agent):
-        if decl.reversibility is Reversibility.IRREVERSIBLE and tool.needs_approval is False:
+        if decl.reversibility is Reversibility.IRREVERSIBLE and tool.needs_approval is not True:
             raise ConfigurationError(
-                f"tool {tool.name!r} is declared irreversible but its @function_tool has no "
-                "needs_approval=True; an irreversible call must wait for a human approval:\n\n"
+                f"tool {tool.name!r} is declared irreversible but its @function_tool does not have "
+                "needs_approval=True (a policy callable would let some calls through without a "
+                "human); an irreversible call must always wait for an approval:\n\n"
                 "    @function_tool(needs_approval=True)\n    @irreversible\n"
                 f"    def {tool.name}(...): ..."
             )

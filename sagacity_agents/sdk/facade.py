@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -267,6 +268,8 @@ class Sagacity:
             SagaStateError: a saga is already active in this context, or ``saga_id`` is closed.
             asyncio.CancelledError: the calling task was cancelled (after compensation).
         """
+        if saga_id is not None:
+            await self._refuse_if_waiting(saga_id, "start another run in it")
         saga_hooks = self._hooks(agent, saga_id, hooks, close)
         return await self._drive(saga_hooks, agent, input, runner_kwargs, approver)
 
@@ -325,6 +328,10 @@ class Sagacity:
         saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0)
         bind_agent(saga, agent)
         await saga.open(recovering=True)
+        # Approvals still pending die with the saga: consumed, so no resume can run them later.
+        pending = [r.request_id for r in await self.approvals.list(saga_id) if r.consumed_at is None]
+        if pending:
+            await self.approvals.consume(pending, dt.datetime.now(dt.timezone.utc))
         status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
         return SagaResult(saga_id=saga_id, status=status, report=saga.report)
 
@@ -401,9 +408,18 @@ class Sagacity:
         Raises:
             SagaStateError: the saga is already closed.
         """
+        await self._refuse_if_waiting(saga_id, "close it")
         saga = Saga(self.journal, saga_id, policy=self.policy)
         await saga.open()
         return await saga.finish(error=None, close=True)
+
+    async def _refuse_if_waiting(self, saga_id: str, what: str) -> None:
+        pending = [r.request_id for r in await self.approvals.list(saga_id) if r.consumed_at is None]
+        if pending:
+            raise SagaStateError(
+                f"saga {saga_id} is waiting for approval ({', '.join(pending)}): decide and "
+                f"resume it, or recover it, rather than {what}"
+            )
 
     async def verify(
         self, saga_id: str | None = None, *, heads: dict[str, ChainHead] | None = None

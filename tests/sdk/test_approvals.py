@@ -445,3 +445,81 @@ async def test_a_streamed_run_pauses_and_resumes_like_a_plain_one():
     done = await s.resume(result.saga_id, wire_app.resumed_agent())
     assert done.status is SagaStatus.COMPLETED
     assert wire_app.executions() == ["5 USD -> acct-9"]
+
+
+async def test_a_snapshot_emptied_of_its_pending_call_is_refused():
+    """The pending call is turned into another call and the interruptions are cleared: the
+    snapshot hash check runs whatever the snapshot claims is pending."""
+    s = sagacity()
+    result = await paused(s)
+    await s.approve(result.approvals[0].request_id, approver="alice")
+    data = json.loads(await s.approvals.load_snapshot(result.saga_id))
+    for response in data["model_responses"]:
+        for item in response["output"]:
+            if item.get("name") == "transfer":
+                item.update(name="note", arguments='{"text": "INJECTED"}', call_id="x9", id="x9")
+    data["generated_items"] = [i for i in data["generated_items"] if i.get("type") != "tool_approval_item"]
+    await s.approvals.save_snapshot(result.saga_id, json.dumps(data))
+    with pytest.raises(ApprovalError, match="was changed|cannot be restored|no pending call"):
+        await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert not [e for e in await s.journal.entries(result.saga_id) if e.phase is Phase.INTENT]
+
+
+async def test_resume_with_the_tool_declared_differently_is_refused():
+    from agents import Agent, function_tool
+    from agents.testing import ScriptedModel, assistant_message
+
+    from sagacity_agents import compensable as compensable_
+
+    s = sagacity()
+    result = await paused(s)
+    await s.approve(result.approvals[0].request_id, approver="alice")
+
+    @function_tool(name_override="transfer")
+    @compensable_(undo=lambda ctx: None)
+    def transfer(amount: int, to: str, currency: str = "USD") -> str:
+        return "sent"
+
+    model = ScriptedModel()
+    model.enqueue([assistant_message("done")])
+    swapped = Agent(name="wire", model=model, tools=[transfer, wire_app.note])
+    with pytest.raises(ApprovalError, match="declared compensatable .* but was irreversible"):
+        await s.resume(result.saga_id, swapped)
+    assert wire_app.executions() == []
+
+
+async def test_a_paused_saga_is_not_closed_or_continued_behind_its_approvals():
+    from sagacity_agents import SagaStateError
+
+    s = sagacity()
+    result = await paused(s)
+    with pytest.raises(SagaStateError, match="waiting for approval"):
+        await s.close_saga(result.saga_id)
+    with pytest.raises(SagaStateError, match="waiting for approval"):
+        await s.run(wire_app.resumed_agent(), "more", saga_id=result.saga_id)
+    recovered = await s.recover(result.saga_id, wire_app.resumed_agent())
+    assert recovered.status is SagaStatus.COMPENSATED
+    with pytest.raises(ApprovalError):
+        await s.approve(result.approvals[0].request_id, approver="alice")
+    with pytest.raises((ApprovalError, SagaStateError)):
+        await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert wire_app.executions() == []
+
+
+def test_an_approval_policy_callable_is_refused_for_irreversible_tools():
+    from agents import function_tool
+
+    from sagacity_agents import ConfigurationError, irreversible
+
+    async def only_big(ctx, params, call_id):
+        return params["amount"] > 100
+
+    @function_tool(needs_approval=only_big)
+    @irreversible
+    def pay(amount: int) -> str:
+        return "paid"
+
+    from .helpers import agent as make_agent, scripted
+
+    with pytest.raises(ConfigurationError, match="needs_approval=True"):
+        Sagacity(InMemoryJournal()).run_sync(make_agent(scripted("x"), pay), "go")

@@ -215,3 +215,71 @@ async def test_lost_acknowledgement_of_an_intent_still_runs_the_call_once():
     result = await Sagacity(journal).run(agent(scripted([("pay", {"n": 1}, "1")], "x"), pay), "go")
     assert ran == [1] and result.status is SagaStatus.COMPLETED
     assert phases(await journal.inner.entries(result.saga_id)) == ["INTENT", "EXECUTED"]
+
+
+async def test_two_tools_with_one_name_in_a_saga_are_refused():
+    from agents import Agent
+
+    from sagacity_agents import ConfigurationError
+
+    @function_tool(name_override="book")
+    @compensable(undo=lambda ctx: None)
+    def book_flight(n: int) -> str:
+        return "flight"
+
+    @function_tool(name_override="book")
+    @compensable(undo=lambda ctx: None)
+    def book_hotel(n: int) -> str:
+        return "hotel"
+
+    hotels = Agent(name="hotels", model=scripted("x"), tools=[book_hotel])
+    triage = Agent(name="triage", model=scripted("x"), tools=[book_flight], handoffs=[hotels])
+    with pytest.raises(ConfigurationError, match="two different tools are named 'book'"):
+        await Sagacity(InMemoryJournal()).run(triage, "go")
+
+
+async def test_a_body_failing_after_recording_undo_data_is_undone():
+    world: list[str] = []
+    journal = InMemoryJournal()
+
+    def release(ctx):
+        if ctx.undo_data["id"] in world:
+            world.remove(ctx.undo_data["id"])
+
+    @function_tool
+    @compensable(undo=release)
+    def reserve(n: int) -> str:
+        record_undo_data({"id": f"R{n}"})
+        world.append(f"R{n}")
+        raise ConnectionError("lost the reply after reserving")
+
+    result = await Sagacity(journal).run(agent(scripted([("reserve", {"n": 3}, "1")], "x"), reserve), "go")
+    assert world == [] and result.status is SagaStatus.COMPENSATED
+    assert [i.tool for i in result.report.undone] == ["reserve"]
+
+
+async def test_recover_retries_a_failed_undo_with_the_same_idempotency_key():
+    world: list[int] = []
+    keys: list[str] = []
+    flaky = {"fail": True}
+
+    def cancel(ctx):
+        keys.append(ctx.idempotency_key)
+        if flaky["fail"]:
+            raise ConnectionError("refund API down")
+        world.remove(ctx.args["n"])
+
+    @function_tool
+    @compensable(undo=cancel)
+    def book(n: int) -> str:
+        world.append(n)
+        return "ok"
+
+    _, _, boom = booking_tools([])
+    sagacity = Sagacity(InMemoryJournal())
+    first = await sagacity.run(agent(scripted([("book", {"n": 1}, "1")], [("boom", {}, "2")], "x"), book, boom), "go")
+    assert first.status is SagaStatus.COMPENSATION_FAILED and world == [1]
+    flaky["fail"] = False
+    again = await sagacity.recover(first.saga_id, agent(scripted(), book, boom))
+    assert again.status is SagaStatus.COMPENSATED and world == []
+    assert len(set(keys)) == 1 and len(keys) == 2
