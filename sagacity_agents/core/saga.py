@@ -538,11 +538,18 @@ class Saga:
                 after the FAILED entry is written.
         """
         done = self._begin()
+        invocation = self._invocation_id()
         try:
-            invocation = self._invocation_id()
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 await self._check_grant(tool, call_id, args, invocation)
-            intent = await self._write_intent(decl, tool, call_id, args, raw_args, invocation)
+            try:
+                # The common case, written out: one journal call, no helper coroutine.
+                intent = await self.journal.append(
+                    self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
+                    call_id=call_id, payload=self._intent_payload(decl, args, raw_args),
+                )
+            except Exception:  # noqa: BLE001 - retried (lost ack) or failed closed there
+                intent = await self._write_intent(decl, tool, call_id, args, raw_args, invocation)
         except BaseException:
             self._end(done)
             raise
@@ -559,7 +566,24 @@ class Saga:
         finally:
             current_call.reset(token)
         phase, payload, failure = self._outcome(decl, intent, frame, result=result)
-        await self._finish_write(done, intent, phase, payload, failure)
+        if failure is not None:
+            await self._finish_write(done, intent, phase, payload, failure)
+            return result
+        # The common case, written out; every kind of trouble goes where _write_outcome sends it.
+        outcome: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
+        try:
+            await self.journal.append(self.saga_id, phase, payload=payload, **outcome)
+        except EncodingError:
+            await self._finish_write(done, intent, phase, payload, failure)  # marks the value
+            return result
+        except asyncio.CancelledError:
+            task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, failure))
+            task.add_done_callback(lambda _t: self._end(done))
+            raise
+        except Exception:  # noqa: BLE001 - kept and retried by settle() with the same write key
+            with self._lock:
+                self._unwritten.append((phase, {"payload": payload, **outcome}))
+        self._end(done)
         return result
 
     async def _finish_write(
