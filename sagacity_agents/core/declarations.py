@@ -73,6 +73,20 @@ def check_undo(undo: Any, tool_name: str) -> None:
             f"{tool_name}: undo {getattr(undo, '__qualname__', undo)!r}{sig} cannot be called with "
             "one CompensationContext argument; declare it as `def undo(ctx: CompensationContext)`"
         ) from exc
+    params = list(sig.parameters.values())
+    annotation = params[0].annotation if params else inspect.Parameter.empty
+    if isinstance(annotation, str):
+        accepted = annotation.split(".")[-1] in ("CompensationContext", "Any", "object")
+    else:
+        accepted = annotation in (inspect.Parameter.empty, Any, object) or (
+            isinstance(annotation, type) and annotation.__name__ == "CompensationContext"
+        )
+    if not accepted:
+        raise DeclarationError(
+            f"{tool_name}: undo {getattr(undo, '__qualname__', undo)!r}{sig} takes a "
+            f"{annotation!r}, not a CompensationContext; declare it as "
+            "`def undo(ctx: CompensationContext)`"
+        )
 
 
 @dataclass(frozen=True, slots=True)

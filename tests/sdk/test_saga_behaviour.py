@@ -507,3 +507,11 @@ def test_compensable_used_bare_says_how_to_use_it():
         @compensable
         async def book(city: str, nights: int) -> str:
             return ""
+
+
+def test_compensable_used_bare_on_a_one_parameter_tool_says_how_to_use_it():
+    with pytest.raises(DeclarationError, match=r"@compensable\(undo=my_undo\)"):
+
+        @compensable
+        async def cancel_order(order_id: str) -> str:
+            return ""
