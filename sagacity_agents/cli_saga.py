@@ -45,7 +45,6 @@ def _with_sagacity(db: str, work: Callable[[Any], Awaitable[T]]) -> T:
             return await work(sagacity)
         finally:
             await sagacity.aclose()
-            await sagacity.approvals.close()
 
     try:
         return asyncio.run(run())

@@ -459,11 +459,6 @@ class Harness:
             return Sagacity(InMemoryJournal())
         return Sagacity(SqliteJournal(self.workdir / f"{name}.db"))
 
-    @staticmethod
-    async def close(sagacity: Sagacity) -> None:
-        await sagacity.aclose()
-        await sagacity.approvals.close()
-
     # -- clean ---------------------------------------------------------------------------------
     async def clean(self, scripts: Sequence[Script], summary: Summary) -> None:
         """Clean mode with both journals, interleaved with the unwrapped replay for timing."""
@@ -484,7 +479,7 @@ class Harness:
                 self.on_progress("clean", script.label)
         finally:
             for facade in facades.values():
-                await self.close(facade)
+                await facade.aclose()
         summary.unwrapped_seconds = unwrapped
         summary.modes.extend(stats.values())
 
@@ -515,7 +510,7 @@ class Harness:
                     await self._inject_one(stats, facade, script, target)
                     self.on_progress("inject", f"{script.label} call {target.position}")
         finally:
-            await self.close(facade)
+            await facade.aclose()
         summary.modes.append(stats)
 
     async def _inject_one(self, stats: ModeStats, facade: Sagacity, script: Script,
@@ -584,7 +579,7 @@ class Harness:
                 self._check_approvals(stats, script, replay, after)
                 self.on_progress("approvals", script.label)
         finally:
-            await self.close(facade)
+            await facade.aclose()
         summary.modes.append(stats)
 
     def _check_approvals(self, stats: ModeStats, script: Script, replay: SagaReplay,

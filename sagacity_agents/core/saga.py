@@ -350,26 +350,39 @@ class Saga:
         self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
         raw_args: str | None, invocation: str,
     ) -> JournalEntry:
-        write_key = f"{invocation}:intent"
         payload = self._intent_payload(decl, args, raw_args)
         try:
-            try:
-                return await self.journal.append(
-                    self.saga_id, Phase.INTENT, write_key=write_key, tool=tool,
-                    call_id=call_id, payload=payload,
-                )
-            except JournalWriteError:
-                # The write may have landed with its acknowledgement lost: a retry with the same
-                # write key returns the stored entry if so (and writes it if not).
-                return await self.journal.append(
-                    self.saga_id, Phase.INTENT, write_key=write_key, tool=tool,
-                    call_id=call_id, payload=payload,
-                )
-        except Exception as exc:
+            return await self.journal.append(
+                self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
+                call_id=call_id, payload=payload,
+            )
+        except Exception as exc:  # noqa: BLE001 - retried or failed closed there
+            return await self._intent_after_failure(exc, tool, call_id, payload, invocation)
+
+    async def _intent_after_failure(
+        self, exc: Exception, tool: str, call_id: str | None, payload: dict[str, Any],
+        invocation: str,
+    ) -> JournalEntry:
+        """The first INTENT append raised ``exc``: retry a storage failure once, else fail closed.
+
+        Raises:
+            JournalWriteError: the INTENT is not written; the body must not run.
+        """
+        write_key = f"{invocation}:intent"
+        try:
+            if not isinstance(exc, JournalWriteError):
+                raise exc
+            # The write may have landed with its acknowledgement lost: a retry with the same
+            # write key returns the stored entry if so (and writes it if not).
+            return await self.journal.append(
+                self.saga_id, Phase.INTENT, write_key=write_key, tool=tool,
+                call_id=call_id, payload=payload,
+            )
+        except Exception as final:
             # Fail closed: the body will not run. Journal why, if the journal is reachable; the
             # entry names the INTENT's write key, so a reader can pair it with an INTENT that
             # landed after all.
-            reason = _describe(exc)
+            reason = _describe(final)
             seq = None
             try:
                 entry = await self.journal.append(
@@ -381,10 +394,10 @@ class Saga:
                 seq = entry.seq
             except Exception:  # noqa: BLE001 - the journal is down; the raise below says so
                 pass
-            self._note_failure(FailureRecord(seq, tool, call_id, f"INTENT not written: {reason}", exc))
+            self._note_failure(FailureRecord(seq, tool, call_id, f"INTENT not written: {reason}", final))
             raise JournalWriteError(
                 f"{tool}: INTENT could not be journaled ({reason}); the tool was not run"
-            ) from exc
+            ) from final
 
     async def _check_grant(
         self, tool: str, call_id: str | None, args: dict[str, Any], invocation: str
@@ -497,12 +510,16 @@ class Saga:
                 entry = await self.journal.append(self.saga_id, phase, payload=payload, **kwargs)
             seq = entry.seq
         except Exception:  # noqa: BLE001 - the outcome is kept and retried by settle()
-            with self._lock:
-                self._unwritten.append((phase, {"payload": payload, **kwargs}))
+            self._keep_unwritten(phase, payload, kwargs)
         if failure is not None:
             self._note_failure(
                 FailureRecord(seq, failure.tool, failure.call_id, failure.error, failure.exception)
             )
+
+    def _keep_unwritten(self, phase: Phase, payload: dict[str, Any], keys: dict[str, Any]) -> None:
+        """Hold an outcome the journal refused; settle() retries it with the same write key."""
+        with self._lock:
+            self._unwritten.append((phase, {"payload": payload, **keys}))
 
     def _note_failure(self, record: FailureRecord) -> None:
         with self._lock:
@@ -542,14 +559,15 @@ class Saga:
         try:
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 await self._check_grant(tool, call_id, args, invocation)
+            payload = self._intent_payload(decl, args, raw_args)
             try:
                 # The common case, written out: one journal call, no helper coroutine.
                 intent = await self.journal.append(
                     self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
-                    call_id=call_id, payload=self._intent_payload(decl, args, raw_args),
+                    call_id=call_id, payload=payload,
                 )
-            except Exception:  # noqa: BLE001 - retried (lost ack) or failed closed there
-                intent = await self._write_intent(decl, tool, call_id, args, raw_args, invocation)
+            except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
+                intent = await self._intent_after_failure(exc, tool, call_id, payload, invocation)
         except BaseException:
             self._end(done)
             raise
@@ -581,8 +599,7 @@ class Saga:
             task.add_done_callback(lambda _t: self._end(done))
             raise
         except Exception:  # noqa: BLE001 - kept and retried by settle() with the same write key
-            with self._lock:
-                self._unwritten.append((phase, {"payload": payload, **outcome}))
+            self._keep_unwritten(phase, payload, outcome)
         self._end(done)
         return result
 

@@ -429,8 +429,9 @@ class Sagacity:
         return await verify_journal(self.journal, saga_id, heads=heads)
 
     async def aclose(self) -> None:
-        """Close the journal."""
+        """Close the journal and the approval store (both idempotent)."""
         await self.journal.close()
+        await self.approvals.close()
 
 
 class SagaStream:
