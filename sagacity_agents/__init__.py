@@ -11,14 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .core.approval import (
-    ApprovalRequest,
-    ApprovalStore,
-    InMemoryApprovalStore,
-    SqliteApprovalStore,
-    args_hash,
-    wait_for_decision,
-)
+from .core.approval import ApprovalRequest, ApprovalStore, args_hash, wait_for_decision
 from .core.chain import (
     ChainFault,
     ChainHead,
@@ -39,8 +32,10 @@ from .core.compensation import (
 from .core.declarations import Reversibility, ToolDeclaration, Verdict
 from .core.entries import JournalEntry, Phase
 from .core.journal import Journal
+from .core.memory_approvals import InMemoryApprovalStore
 from .core.memory_journal import InMemoryJournal
 from .core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, record_undo_data
+from .core.sqlite_approvals import SqliteApprovalStore
 from .core.sqlite_journal import SqliteJournal
 from .errors import (
     ApprovalError,

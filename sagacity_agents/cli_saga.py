@@ -25,7 +25,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .cli import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
-from .core.approval import ApprovalRequest, SqliteApprovalStore
+from .core.approval import ApprovalRequest
+from .core.sqlite_approvals import SqliteApprovalStore
 from .errors import ApprovalError, SagacityError
 from .render import data_text, make_console, printable, status_text
 

@@ -1,4 +1,5 @@
-"""Approval requests and the stores that hold them: the working state of human approvals.
+"""Approval requests, the store contract, and waiting for a decision: the working state of human
+approvals.
 
 An irreversible tool call pauses for a human decision bound to its exact arguments (design.md,
 "Approvals"). The store keeps, per request, the canonical validated arguments and their SHA-256,
@@ -8,11 +9,12 @@ snapshot of a paused saga so that any process can resume it.
 The store is working state, not evidence (the journal is; see the architecture notes, "Two storage
 shapes"): nothing in it is hash-chained, and a resume never trusts a decision found here without
 the matching APPROVED entry in the journal. What the store does guarantee is :meth:`consume`:
-all-or-nothing and atomic, even across processes sharing one SQLite file, so that two concurrent
+all-or-nothing and atomic, even across processes sharing one database, so that two concurrent
 resumes of the same request execute the tool at most once.
 
-Two backends ship here: :class:`InMemoryApprovalStore` (one process) and
-:class:`SqliteApprovalStore` (one file, several processes; may be the journal's file). Both tell
+The backends live one per module, like the journal's: ``memory_approvals``
+(:class:`InMemoryApprovalStore`, one process) and ``sqlite_approvals``
+(:class:`SqliteApprovalStore`, one file, several processes; may be the journal's file). Both tell
 waiters in this process about a decision at once (:class:`DecisionNotifier`);
 :func:`wait_for_decision` also polls, which is how a decision made by another process is seen.
 """
@@ -24,17 +26,14 @@ import builtins
 import dataclasses
 import datetime as dt
 import hmac
-import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import ApprovalError
-from .sqlite_setup import SqliteWorker
-from .canonical import canonical_bytes, format_timestamp, parse_json, sha256_hex, to_canonical_value
+from .canonical import canonical_bytes, format_timestamp, sha256_hex, to_canonical_value
 
 __all__ = [
     "APPROVED",
@@ -44,13 +43,9 @@ __all__ = [
     "ApprovalStore",
     "Decision",
     "DecisionNotifier",
-    "InMemoryApprovalStore",
-    "SqliteApprovalStore",
     "args_hash",
     "wait_for_decision",
 ]
-
-T = TypeVar("T")
 
 Decision = Literal["approved", "rejected"]
 """A human decision on a request."""
@@ -453,334 +448,6 @@ def _consume_refusal(unknown: Iterable[str], consumed: Iterable[str]) -> Approva
 
 def _unique(ids: Iterable[str]) -> builtins.list[str]:
     return builtins.list(dict.fromkeys(ids))
-
-
-# --- in-memory backend ---------------------------------------------------------------------
-
-
-class InMemoryApprovalStore:
-    """An :class:`ApprovalStore` held in this process's memory (tests, short-lived processes).
-
-    One ``threading.Lock`` guards every read-modify-write (never held across an ``await``), so
-    :meth:`consume` is atomic across tasks and threads.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._requests: dict[str, ApprovalRequest] = {}
-        self._snapshots: dict[str, str] = {}
-        self.notifier = DecisionNotifier()
-        """Woken by :meth:`decide`; used by :func:`wait_for_decision`."""
-
-    async def create(self, request: ApprovalRequest) -> None:
-        """See :meth:`ApprovalStore.create`."""
-        with self._lock:
-            if request.request_id in self._requests:
-                raise ApprovalError(f"approval request {request.request_id!r} already exists")
-            self._requests[request.request_id] = request
-
-    async def get(self, request_id: str) -> ApprovalRequest | None:
-        """See :meth:`ApprovalStore.get`."""
-        with self._lock:
-            return self._requests.get(request_id)
-
-    async def list(
-        self, saga_id: str | None = None, *, pending_only: bool = False
-    ) -> builtins.list[ApprovalRequest]:
-        """See :meth:`ApprovalStore.list`."""
-        with self._lock:
-            found = [
-                r
-                for r in self._requests.values()
-                if (saga_id is None or r.saga_id == saga_id) and (not pending_only or r.pending)
-            ]
-        return sorted(found, key=lambda r: r.created_at)  # stable: ties keep insertion order
-
-    async def decide(
-        self,
-        request_id: str,
-        decision: Decision,
-        approver: str | None,
-        reason: str | None,
-        at: dt.datetime,
-    ) -> ApprovalRequest:
-        """See :meth:`ApprovalStore.decide`."""
-        _check_decision(decision)
-        decided_at = format_timestamp(at)
-        with self._lock:
-            updated, changed = _apply_decision(
-                self._requests.get(request_id), request_id, decision, approver, reason, decided_at
-            )
-            if changed:
-                self._requests[request_id] = updated
-        if changed:
-            self.notifier.notify(request_id)
-        return updated
-
-    async def consume(self, request_ids: builtins.list[str], at: dt.datetime) -> None:
-        """See :meth:`ApprovalStore.consume`."""
-        consumed_at = format_timestamp(at)
-        ids = _unique(request_ids)
-        with self._lock:
-            unknown = [i for i in ids if i not in self._requests]
-            consumed = [
-                i for i in ids if i in self._requests and self._requests[i].consumed_at is not None
-            ]
-            if unknown or consumed:
-                raise _consume_refusal(unknown, consumed)
-            for i in ids:
-                self._requests[i] = dataclasses.replace(self._requests[i], consumed_at=consumed_at)
-
-    async def save_snapshot(self, saga_id: str, snapshot: str) -> None:
-        """See :meth:`ApprovalStore.save_snapshot`."""
-        if not isinstance(snapshot, str):
-            raise TypeError("snapshot must be a str")
-        with self._lock:
-            self._snapshots[saga_id] = snapshot
-
-    async def load_snapshot(self, saga_id: str) -> str | None:
-        """See :meth:`ApprovalStore.load_snapshot`."""
-        with self._lock:
-            return self._snapshots.get(saga_id)
-
-    async def delete_snapshot(self, saga_id: str) -> None:
-        """See :meth:`ApprovalStore.delete_snapshot`."""
-        with self._lock:
-            self._snapshots.pop(saga_id, None)
-
-    async def close(self) -> None:
-        """Nothing to release."""
-
-
-# --- SQLite backend ------------------------------------------------------------------------
-
-_COLUMNS = (
-    "request_id",
-    "saga_id",
-    "call_id",
-    "tool",
-    "args",
-    "raw_args",
-    "args_hash",
-    "created_at",
-    "expires_at",
-    "decision",
-    "approver",
-    "reason",
-    "decided_at",
-    "consumed_at",
-)
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM sagacity_approval_requests"
-
-
-def _row_to_request(row: tuple[Any, ...]) -> ApprovalRequest:
-    data = dict(zip(_COLUMNS, row, strict=True))
-    data["args"] = parse_json(data["args"])
-    return ApprovalRequest(**data)
-
-
-def _request_to_row(request: ApprovalRequest) -> tuple[Any, ...]:
-    data = request.to_dict()
-    data["args"] = canonical_bytes(request.args).decode("utf-8")
-    return tuple(data[c] for c in _COLUMNS)
-
-
-class SqliteApprovalStore(SqliteWorker):
-    """An :class:`ApprovalStore` in one SQLite file, safe for several processes.
-
-    The file may be the journal's: the tables (``sagacity_approval_requests``,
-    ``sagacity_snapshots``) are separate. WAL mode. Every write runs in ``BEGIN IMMEDIATE``, which
-    takes SQLite's single write lock for the whole file, so :meth:`decide` and :meth:`consume`
-    are serialized across threads and processes; :meth:`consume` additionally updates with
-    ``WHERE consumed_at IS NULL`` and rolls back unless every row was updated.
-
-    All SQLite work runs on one dedicated thread per store object; the event loop only awaits it.
-
-    Args:
-        path: database file (created if missing, with its tables). ``":memory:"`` works but is
-            private to this object.
-        busy_timeout: seconds to wait for another process's write lock before failing.
-        synchronous: SQLite ``synchronous`` pragma: ``"FULL"`` (default), ``"NORMAL"`` or
-            ``"EXTRA"``.
-
-    Raises:
-        JournalError: the file cannot be opened or initialised.
-        ValueError: an unknown ``synchronous`` value.
-    """
-
-    def __init__(
-        self, path: str | Path, *, busy_timeout: float = 30.0, synchronous: str = "FULL"
-    ) -> None:
-        self.notifier = DecisionNotifier()
-        """Woken by :meth:`decide` in this process; used by :func:`wait_for_decision`."""
-        super().__init__(
-            path, schema="sqlite_approvals.sql", what="SQLite approval store",
-            busy_timeout=busy_timeout, synchronous=synchronous,
-        )
-
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` inside ``BEGIN IMMEDIATE``; commit if it returns, roll back if it raises."""
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        return result
-
-    def _create_sync(self, request: ApprovalRequest) -> None:
-        cursor = self._conn.execute(
-            f"INSERT INTO sagacity_approval_requests ({', '.join(_COLUMNS)}) "
-            f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (request_id) DO NOTHING",
-            _request_to_row(request),
-        )
-        if cursor.rowcount != 1:
-            raise ApprovalError(f"approval request {request.request_id!r} already exists")
-
-    def _get_sync(self, request_id: str) -> ApprovalRequest | None:
-        row = self._conn.execute(f"{_SELECT} WHERE request_id = ?", (request_id,)).fetchone()
-        return None if row is None else _row_to_request(row)
-
-    def _list_sync(self, saga_id: str | None, pending_only: bool) -> builtins.list[ApprovalRequest]:
-        clauses, params = [], []
-        if saga_id is not None:
-            clauses.append("saga_id = ?")
-            params.append(saga_id)
-        if pending_only:
-            clauses.append("decision IS NULL AND consumed_at IS NULL")
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = self._conn.execute(
-            f"{_SELECT}{where} ORDER BY created_at, rowid", tuple(params)
-        ).fetchall()
-        return [_row_to_request(r) for r in rows]
-
-    def _decide_sync(
-        self,
-        request_id: str,
-        decision: Decision,
-        approver: str | None,
-        reason: str | None,
-        decided_at: str,
-    ) -> ApprovalRequest:
-        def run(conn: sqlite3.Connection) -> tuple[ApprovalRequest, bool]:
-            row = conn.execute(f"{_SELECT} WHERE request_id = ?", (request_id,)).fetchone()
-            current = None if row is None else _row_to_request(row)
-            updated, changed = _apply_decision(
-                current, request_id, decision, approver, reason, decided_at
-            )
-            if changed:
-                cursor = conn.execute(
-                    "UPDATE sagacity_approval_requests "
-                    "SET decision = ?, approver = ?, reason = ?, decided_at = ? "
-                    "WHERE request_id = ? AND decision IS NULL AND consumed_at IS NULL",
-                    (decision, approver, reason, decided_at, request_id),
-                )
-                if cursor.rowcount != 1:  # pragma: no cover - excluded by the write lock
-                    raise ApprovalError(f"approval request {request_id!r} changed while deciding")
-            return updated, changed
-
-        updated, changed = self._write(run)
-        if changed:
-            self.notifier.notify(request_id)
-        return updated
-
-    def _consume_sync(self, ids: builtins.list[str], consumed_at: str) -> None:
-        def run(conn: sqlite3.Connection) -> None:
-            found: dict[str, str | None] = {}
-            for request_id in ids:
-                row = conn.execute(
-                    "SELECT consumed_at FROM sagacity_approval_requests WHERE request_id = ?",
-                    (request_id,),
-                ).fetchone()
-                if row is not None:
-                    found[request_id] = row[0]
-            unknown = [i for i in ids if i not in found]
-            consumed = [i for i, at in found.items() if at is not None]
-            if unknown or consumed:
-                raise _consume_refusal(unknown, consumed)
-            updated = 0
-            for request_id in ids:
-                updated += conn.execute(
-                    "UPDATE sagacity_approval_requests SET consumed_at = ? "
-                    "WHERE request_id = ? AND consumed_at IS NULL",
-                    (consumed_at, request_id),
-                ).rowcount
-            if updated != len(ids):  # the rollback in _write undoes the partial update
-                raise ApprovalError(
-                    f"cannot consume approval requests {ids!r}: {len(ids) - updated} changed "
-                    "concurrently; nothing consumed"
-                )
-
-        if ids:
-            self._write(run)
-
-    def _save_snapshot_sync(self, saga_id: str, snapshot: str) -> None:
-        self._conn.execute(
-            "INSERT INTO sagacity_snapshots (saga_id, snapshot) VALUES (?, ?) "
-            "ON CONFLICT (saga_id) DO UPDATE SET snapshot = excluded.snapshot",
-            (saga_id, snapshot),
-        )
-
-    def _load_snapshot_sync(self, saga_id: str) -> str | None:
-        row = self._conn.execute(
-            "SELECT snapshot FROM sagacity_snapshots WHERE saga_id = ?", (saga_id,)
-        ).fetchone()
-        return None if row is None else str(row[0])
-
-    def _delete_snapshot_sync(self, saga_id: str) -> None:
-        self._conn.execute("DELETE FROM sagacity_snapshots WHERE saga_id = ?", (saga_id,))
-
-    async def create(self, request: ApprovalRequest) -> None:
-        """See :meth:`ApprovalStore.create`."""
-        await self._run(self._create_sync, request)
-
-    async def get(self, request_id: str) -> ApprovalRequest | None:
-        """See :meth:`ApprovalStore.get`."""
-        return await self._run(self._get_sync, request_id)
-
-    async def list(
-        self, saga_id: str | None = None, *, pending_only: bool = False
-    ) -> builtins.list[ApprovalRequest]:
-        """See :meth:`ApprovalStore.list`."""
-        return await self._run(self._list_sync, saga_id, pending_only)
-
-    async def decide(
-        self,
-        request_id: str,
-        decision: Decision,
-        approver: str | None,
-        reason: str | None,
-        at: dt.datetime,
-    ) -> ApprovalRequest:
-        """See :meth:`ApprovalStore.decide`."""
-        _check_decision(decision)
-        decided_at = format_timestamp(at)
-        return await self._run(
-            self._decide_sync, request_id, decision, approver, reason, decided_at
-        )
-
-    async def consume(self, request_ids: builtins.list[str], at: dt.datetime) -> None:
-        """See :meth:`ApprovalStore.consume`."""
-        consumed_at = format_timestamp(at)
-        await self._run(self._consume_sync, _unique(request_ids), consumed_at)
-
-    async def save_snapshot(self, saga_id: str, snapshot: str) -> None:
-        """See :meth:`ApprovalStore.save_snapshot`."""
-        if not isinstance(snapshot, str):
-            raise TypeError("snapshot must be a str")
-        await self._run(self._save_snapshot_sync, saga_id, snapshot)
-
-    async def load_snapshot(self, saga_id: str) -> str | None:
-        """See :meth:`ApprovalStore.load_snapshot`."""
-        return await self._run(self._load_snapshot_sync, saga_id)
-
-    async def delete_snapshot(self, saga_id: str) -> None:
-        """See :meth:`ApprovalStore.delete_snapshot`."""
-        await self._run(self._delete_snapshot_sync, saga_id)
-
 
 
 # --- waiting -------------------------------------------------------------------------------

@@ -18,17 +18,14 @@ from typing import Any
 
 from agents import Agent, RunHooks, Runner
 
-from ..core.approval import (
-    ApprovalStore,
-    InMemoryApprovalStore,
-    SqliteApprovalStore,
-    wait_for_decision,
-)
+from ..core.approval import ApprovalStore, wait_for_decision
 from ..core.chain import ChainHead, VerifyResult, verify_journal
 from ..core.compensation import CompensationReport
 from ..core.journal import Journal
+from ..core.memory_approvals import InMemoryApprovalStore
 from ..core.memory_journal import InMemoryJournal
 from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
+from ..core.sqlite_approvals import SqliteApprovalStore
 from ..core.sqlite_journal import SqliteJournal
 from ..errors import SagacityError, SagaStateError
 from ..settings import DEFAULT_JOURNAL_PATH, journal_path

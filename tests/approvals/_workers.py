@@ -17,14 +17,14 @@ from typing import Any
 
 
 def _core_approval() -> types.ModuleType:
-    """Import ``sagacity_agents.core.approval`` without the package's ``__init__``."""
+    """Import ``sagacity_agents.core.sqlite_approvals`` without the package's ``__init__``."""
     if "sagacity_agents" not in sys.modules:
         spec = importlib.util.find_spec("sagacity_agents")
         assert spec is not None and spec.submodule_search_locations is not None
         package = types.ModuleType("sagacity_agents")
         package.__path__ = list(spec.submodule_search_locations)
         sys.modules["sagacity_agents"] = package
-    module = importlib.import_module("sagacity_agents.core.approval")
+    module = importlib.import_module("sagacity_agents.core.sqlite_approvals")
     assert "agents" not in sys.modules, "the core imported the Agents SDK"
     return module
 

@@ -19,11 +19,11 @@ from sagacity_agents.core.approval import (
     DEFAULT_APPROVAL_TTL,
     ApprovalRequest,
     ApprovalStore,
-    InMemoryApprovalStore,
-    SqliteApprovalStore,
     args_hash,
     wait_for_decision,
 )
+from sagacity_agents.core.memory_approvals import InMemoryApprovalStore
+from sagacity_agents.core.sqlite_approvals import SqliteApprovalStore
 from sagacity_agents.core.canonical import canonical_bytes, format_timestamp
 from sagacity_agents.errors import ApprovalError, EncodingError, JournalError
 
