@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .canonical import sha256_hex
-from .declarations import Reversibility, ToolDeclaration
+from .declarations import Reversibility, ToolDeclaration, declaration_by_id
 from .entries import JournalEntry, Phase
 from .journal import Journal
 
@@ -194,6 +194,20 @@ async def _run_undo(decl: ToolDeclaration, ctx: CompensationContext) -> None:
         await outcome
 
 
+def _declaration_for(
+    declarations: Mapping[str, ToolDeclaration], tool: str, decl_id: Any
+) -> ToolDeclaration | None:
+    if not isinstance(decl_id, str):
+        return declarations.get(tool)
+    named = declarations.get(tool)
+    if named is not None and named.declaration_id == decl_id:
+        return named
+    for decl in declarations.values():
+        if decl.declaration_id == decl_id:
+            return decl
+    return declaration_by_id(decl_id)
+
+
 async def compensate(
     journal: Journal,
     saga_id: str,
@@ -204,8 +218,12 @@ async def compensate(
     Args:
         journal: where the saga's entries are read from and the undo entries written to.
         saga_id: the saga to compensate.
-        declarations: tool name (as journaled) -> declaration holding the undo. A compensatable
-            entry whose tool is missing here is reported as failed ("no undo registered").
+        declarations: tool name (as journaled) -> declaration holding the undo. An INTENT that
+            journals a declaration id is undone by the declaration with that id (from
+            ``declarations``, else the one made in this process, :func:`declaration_by_id`),
+            never by another tool of the same name; an INTENT without one (journals written
+            before ids existed) by the declaration of its tool name. A compensatable entry with
+            no such declaration is reported as failed ("no undo registered").
 
     Returns:
         The report. Undos that raise are journaled as COMPENSATION_FAILED and listed under
@@ -255,7 +273,8 @@ async def compensate(
                 CompensationItem(item.seq, item.tool, item.call_id, "COMPENSATING without outcome")
             )
             continue
-        decl = declarations.get(call.intent.tool or "")
+        decl_id = intent_payload.get("declaration")
+        decl = _declaration_for(declarations, call.intent.tool or "", decl_id)
         key = idempotency_key(saga_id, call.outcome.seq)
         attempt = len(call.attempts) + 1
         try:
@@ -276,7 +295,8 @@ async def compensate(
         outcome_payload: dict[str, Any] = {"target_seq": call.outcome.seq, "compensating_seq": start.seq}
         error: str | None = None
         if decl is None or decl.undo is None:
-            error = f"no undo registered for tool {call.intent.tool!r} in this process"
+            error = f"no undo registered for tool {call.intent.tool!r} in this process" + (
+                f" (declaration {decl_id})" if decl_id else "")
         else:
             outcome_payload_ctx = call.outcome.payload or {}
             ctx = CompensationContext(

@@ -17,7 +17,15 @@ from ..errors import DeclarationError
 if TYPE_CHECKING:
     from .compensation import CompensationContext
 
-__all__ = ["Classifier", "Reversibility", "ToolDeclaration", "Undo", "Verdict", "check_undo"]
+__all__ = [
+    "Classifier",
+    "Reversibility",
+    "ToolDeclaration",
+    "Undo",
+    "Verdict",
+    "check_undo",
+    "declaration_by_id",
+]
 
 
 class Reversibility(str, enum.Enum):
@@ -110,6 +118,10 @@ class ToolDeclaration:
     """Whether the tool body is a coroutine function."""
     bound_settings: dict[str, Any] = field(default_factory=dict, compare=False)
     """Facts about the SDK tool this function was bound to (e.g. its timeout), filled at start-up."""
+    declaration_id: str | None = None
+    """A stable id of the declaration, the same in every process: ``module:qualname`` of the
+    user's function (or callable's class). Journaled with each INTENT, so compensation and
+    recovery find *this* declaration's undo even when another tool has the same name."""
 
     def __post_init__(self) -> None:
         if self.reversibility is Reversibility.COMPENSATABLE:
@@ -123,6 +135,8 @@ class ToolDeclaration:
             )
         if self.classify is not None and not callable(self.classify):
             raise DeclarationError(f"{self.name}: classify must be callable, got {self.classify!r}")
+        if self.declaration_id is not None:
+            _BY_ID[self.declaration_id] = self
 
     def verdict(self, result: Any) -> Verdict:
         """Classify a returned value (OK without a classifier).
@@ -134,3 +148,15 @@ class ToolDeclaration:
             return Verdict.OK
         answer = self.classify(result)
         return Verdict.OK if answer is None else Verdict(answer)
+
+
+_BY_ID: dict[str, ToolDeclaration] = {}
+"""Every declaration with an id made in this process (filled when it is made, at decoration
+time); a later declaration under the same id (a function defined again) replaces the earlier."""
+
+
+def declaration_by_id(declaration_id: str) -> ToolDeclaration | None:
+    """The declaration made in this process under ``declaration_id`` (the latest one), or
+    ``None``. Recovery uses it for tools it meets only at run time (an agent run inside a tool
+    body), which no walk of the agent graph can see in advance."""
+    return _BY_ID.get(declaration_id)

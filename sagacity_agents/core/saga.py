@@ -341,6 +341,8 @@ class Saga:
         }
         if raw_args is not None:
             payload["raw_args"] = raw_args
+        if decl.declaration_id is not None:
+            payload["declaration"] = decl.declaration_id
         if frame is not None and frame.saga is self:
             payload["parent_call_id"] = frame.call_id
             payload["parent_intent_seq"] = frame.intent_seq
@@ -399,6 +401,46 @@ class Saga:
                 f"{tool}: INTENT could not be journaled ({reason}); the tool was not run"
             ) from final
 
+    async def _refuse_other_declaration(
+        self, decl: ToolDeclaration, tool: str, call_id: str | None, invocation: str
+    ) -> None:
+        """A call under a tool name already bound to another declaration in this saga (an agent
+        run inside a tool body, which no walk of the agent graph sees in advance): its undo
+        could be mistaken for the other tool's, so it is journaled FAILED, fails the saga, and
+        raises before its body runs.
+
+        Raises:
+            ConfigurationError: always.
+        """
+        known = self.declarations[tool]
+        error = ConfigurationError(
+            f"{tool} (call {call_id}) refused: the name {tool!r} is already bound to "
+            f"{known.declaration_id or known.name} in saga {self.saga_id}, and this call is "
+            f"{decl.declaration_id or decl.name}; tool names must be unique across every agent "
+            "of a saga, nested runs included (use function_tool(name_override=...)); the tool "
+            "was not run"
+        )
+        await self._refused_before_intent(
+            error, tool, call_id, invocation, {"declaration": decl.declaration_id})
+
+    async def _refused_before_intent(
+        self, error: Exception, tool: str, call_id: str | None, invocation: str,
+        extra: dict[str, Any],
+    ) -> None:
+        """Journal FAILED (``not_run``) for a call refused before its INTENT, fail the saga,
+        and raise ``error``."""
+        seq = None
+        try:
+            entry = await self.journal.append(
+                self.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
+                call_id=call_id,
+                payload={"intent_seq": None, "not_run": True, "error": str(error), **extra},
+            )
+            seq = entry.seq
+        finally:
+            self._note_failure(FailureRecord(seq, tool, call_id, str(error), error))
+        raise error
+
     async def _check_grant(
         self, tool: str, call_id: str | None, args: dict[str, Any], invocation: str
     ) -> None:
@@ -430,18 +472,8 @@ class Saga:
                     return
             problem = f"approval {grant.request_id if grant else ''} was already used"
         error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run")
-        seq = None
-        try:
-            entry = await self.journal.append(
-                self.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
-                call_id=call_id,
-                payload={"intent_seq": None, "not_run": True, "error": str(error),
-                         "args": _encode_or_marker(args), "args_hash": digest},
-            )
-            seq = entry.seq
-        finally:
-            self._note_failure(FailureRecord(seq, tool, call_id, str(error), error))
-        raise error
+        await self._refused_before_intent(
+            error, tool, call_id, invocation, {"args": _encode_or_marker(args), "args_hash": digest})
 
     def _outcome(
         self, decl: ToolDeclaration, intent: JournalEntry, frame: CallFrame, result: Any = None,
@@ -557,6 +589,8 @@ class Saga:
         done = self._begin()
         invocation = self._invocation_id()
         try:
+            if self.declarations.setdefault(tool, decl) is not decl:
+                await self._refuse_other_declaration(decl, tool, call_id, invocation)
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 await self._check_grant(tool, call_id, args, invocation)
             payload = self._intent_payload(decl, args, raw_args)
@@ -657,6 +691,8 @@ class Saga:
         done = self._begin()
         try:
             invocation = self._invocation_id()
+            if self.declarations.setdefault(tool, decl) is not decl:
+                on_loop(self._refuse_other_declaration(decl, tool, call_id, invocation))
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 on_loop(self._check_grant(tool, call_id, args, invocation))
             intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args, invocation))

@@ -39,8 +39,8 @@ from ..core.entries import Phase
 from ..core.journal import Clock, Journal, utc_now
 from ..core.saga import Grant, Saga
 from ..errors import ApprovalError, EncodingError
-from .binding import _agents
-from .tools import declaration_of
+from .graph import agent_graph
+from .tools import DECLARATION_ATTR, declaration_of
 
 __all__ = ["ApprovalDesk", "PauseOutcome", "pending_call_arguments"]
 
@@ -48,12 +48,13 @@ AUTO_REJECTION = "The tool call was rejected: its arguments are not valid for th
 
 
 def _tools_by_name(agent: Agent[Any]) -> dict[str, FunctionTool]:
-    found: dict[str, FunctionTool] = {}
-    for current in _agents(agent):
-        for tool in current.tools:
-            if isinstance(tool, FunctionTool):
-                found.setdefault(tool.name, tool)
-    return found
+    """Every function tool a run of ``agent`` can reach, by qualified name (the graph walk)."""
+    return agent_graph(agent).tools()
+
+
+def _key(item: Any) -> str:
+    """The qualified tool name of a pending call (``namespace.name`` or the name)."""
+    return getattr(item, "qualified_name", None) or item.tool_name or ""
 
 
 def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[str, Any], str | None]:
@@ -74,8 +75,9 @@ def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[st
         raise ApprovalError(f"arguments are not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise ApprovalError("arguments are not a JSON object")
-    func = getattr(getattr(tool, "__wrapped__", None), "__wrapped__", None)
-    if func is None:
+    # The saga wrapper the SDK calls: its signature is what the SDK validates against.
+    func = getattr(tool, "__wrapped__", None)
+    if getattr(func, DECLARATION_ATTR, None) is None:
         return to_canonical_value(data), None
     schema = function_schema(func)
     try:
@@ -170,12 +172,13 @@ class ApprovalDesk:
         tools = _tools_by_name(agent)
         now = self.clock()
         waiting: list[tuple[str, str | None, dict[str, Any], str | None, str]] = []
+        kinds: dict[str | None, str | None] = {}
         for item in state.get_interruptions():
             name = item.tool_name or ""
             raw = item.arguments or ""
             call_id = getattr(item, "call_id", None)
             try:
-                args, raw_kept = pending_call_arguments(tools.get(name), raw)
+                args, raw_kept = pending_call_arguments(tools.get(_key(item)), raw)
             except (ApprovalError, EncodingError) as exc:
                 await self.journal.append(
                     saga.saga_id, Phase.REJECTED, write_key=f"auto-reject:{uuid.uuid4().hex}",
@@ -194,6 +197,7 @@ class ApprovalDesk:
                     state.reject(item)
                 continue
             waiting.append((name, call_id, args, raw_kept, digest))
+            kinds[call_id] = _reversibility_of(tools.get(_key(item)))
         if not waiting:
             return PauseOutcome((), state)
         # The snapshot's hash is journaled with every request, inside the chain: resume refuses a
@@ -220,7 +224,7 @@ class ApprovalDesk:
                 payload={"request_id": request.request_id, "args": args, "raw_args": raw_kept,
                          "args_hash": digest, "expires_at": request.expires_at,
                          "snapshot_sha256": snapshot_hash,
-                         "reversibility": _reversibility_of(tools.get(name))},
+                         "reversibility": kinds[call_id]},
             )
             await self.store.create(request)
             requests.append(request)
@@ -354,7 +358,7 @@ class ApprovalDesk:
             name = item.tool_name or ""
             call_id = getattr(item, "call_id", None)
             try:
-                args, _raw = pending_call_arguments(tools.get(name), item.arguments or "")
+                args, _raw = pending_call_arguments(tools.get(_key(item)), item.arguments or "")
             except (ApprovalError, EncodingError):
                 state.reject(item, rejection_message=AUTO_REJECTION)
                 continue
@@ -373,7 +377,7 @@ class ApprovalDesk:
                 )
             if request.expired(now):
                 raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}")
-            kind_now = _reversibility_of(tools.get(name))
+            kind_now = _reversibility_of(tools.get(_key(item)))
             if kind_now != paused_kinds.get(request.request_id):
                 raise ApprovalError(
                     f"tool {name!r} is declared {kind_now or 'without a saga decorator'} in the "

@@ -1,7 +1,8 @@
-"""Start-up checks: walk an agent's tools, bind declarations to the saga, refuse bad setups.
+"""Start-up checks: walk the agent graph, bind declarations to the saga, refuse bad setups.
 
 "Fail at start-up, not at refund time": an irreversible tool without the SDK's
-``needs_approval=True`` is refused before the run starts.
+``needs_approval=True``, or two different tools under one name, anywhere an agent run can reach
+(handoff targets, agents exposed as tools, at any depth), is refused before the run starts.
 """
 
 from __future__ import annotations
@@ -14,52 +15,50 @@ from agents import Agent, FunctionTool
 from ..core.declarations import Reversibility, ToolDeclaration
 from ..core.saga import Saga
 from ..errors import ConfigurationError
-from .tools import declaration_of
+from .graph import agent_graph
+from .user_errors import SdkConfigurationError, as_user_error
 
 __all__ = ["bind_agent", "declared_tools"]
 
 
-def _agents(agent: Agent[Any]) -> Iterator[Agent[Any]]:
-    seen: set[int] = set()
-    stack = [agent]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        for handoff in getattr(current, "handoffs", ()) or ():
-            target = handoff if isinstance(handoff, Agent) else getattr(handoff, "agent", None)
-            if isinstance(target, Agent):
-                stack.append(target)
-
-
 def declared_tools(agent: Agent[Any]) -> Iterator[tuple[FunctionTool, ToolDeclaration]]:
-    """Yield ``(tool, declaration)`` for every declared function tool of ``agent`` and of the
-    agents it can hand off to."""
-    for current in _agents(agent):
-        for tool in current.tools:
-            if isinstance(tool, FunctionTool):
-                decl = declaration_of(tool)
-                if decl is not None:
-                    yield tool, decl
+    """Yield ``(tool, declaration)`` for every declared function tool a run of ``agent`` can
+    reach (see :func:`~sagacity_agents.sdk.graph.agent_graph`).
+
+    Raises:
+        ConfigurationError: as :func:`~sagacity_agents.sdk.graph.agent_graph`.
+    """
+    for site in agent_graph(agent).declared():
+        assert site.declaration is not None
+        yield site.tool, site.declaration
 
 
 def bind_agent(saga: Saga, agent: Agent[Any]) -> None:
-    """Register every declared tool of ``agent`` with ``saga`` and check the declarations.
+    """Register every declared tool a run of ``agent`` can reach with ``saga``, under the tool's
+    qualified name, and check the declarations.
 
     Raises:
-        ConfigurationError: an irreversible tool lacks ``needs_approval=True`` (a policy callable
-            is refused: every irreversible call needs a human), or two different tools share a
-            name.
+        ConfigurationError: (also the SDK's ``UserError``) an irreversible tool lacks
+            ``needs_approval=True`` (a policy callable is refused: every irreversible call needs
+            a human); two different tools share a name in the graph or in the saga; a part of
+            the graph cannot be reached (see ``agent_graph``).
     """
-    for tool, decl in declared_tools(agent):
+    graph = agent_graph(agent)
+    for site in graph.declared():
+        decl, tool = site.declaration, site.tool
+        assert decl is not None
         if decl.reversibility is Reversibility.IRREVERSIBLE and tool.needs_approval is not True:
-            raise ConfigurationError(
-                f"tool {tool.name!r} is declared irreversible but its @function_tool does not have "
-                "needs_approval=True (a policy callable would let some calls through without a "
-                "human); an irreversible call must always wait for an approval:\n\n"
+            raise SdkConfigurationError(
+                f"tool {site.key!r} ({site.path}) is declared irreversible but its "
+                "@function_tool does not have needs_approval=True (a policy callable would let "
+                "some calls through without a human); an irreversible call must always wait "
+                "for an approval:\n\n"
                 "    @function_tool(needs_approval=True)\n    @irreversible\n"
                 f"    def {tool.name}(...): ..."
             )
-        saga.register(tool.name, decl, timeout=tool.timeout_seconds)
+    for site in graph.declared():
+        assert site.declaration is not None
+        try:
+            saga.register(site.key, site.declaration, timeout=site.tool.timeout_seconds)
+        except ConfigurationError as exc:
+            raise as_user_error(exc) from None

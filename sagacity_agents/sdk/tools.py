@@ -30,6 +30,7 @@ from agents.tool_context import ToolContext
 from ..core.declarations import Classifier, Reversibility, ToolDeclaration, Undo, check_undo
 from ..core.saga import current_saga
 from ..errors import DeclarationError
+from .user_errors import SdkDeclarationError, as_user_error
 
 __all__ = [
     "DECLARATION_ATTR",
@@ -54,17 +55,43 @@ _ORDER_HINT = """\
 """
 
 
-def _takes_context(func: Callable[..., Any]) -> bool:
-    params = list(inspect.signature(func).parameters.values())
+def _call_target(func: Any) -> Callable[..., Any]:
+    """What the SDK would call: the function itself, or a callable object's bound ``__call__``."""
+    if inspect.isroutine(func):
+        return func  # type: ignore[no-any-return]
+    return type(func).__call__.__get__(func, type(func))  # type: ignore[no-any-return]
+
+
+def _type_hints(func: Any, target: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        if inspect.isroutine(func):
+            return typing.get_type_hints(func, include_extras=True)
+        # As the SDK resolves a callable object's annotations: its class's names are in scope.
+        owner = type(func)
+        return typing.get_type_hints(
+            target, globalns=dict(getattr(target, "__globals__", {})),
+            localns={**vars(owner), owner.__name__: owner}, include_extras=True,
+        )
+    except Exception:  # noqa: BLE001 - the SDK will report unresolvable annotations itself
+        return {}
+
+
+def _takes_context(signature: inspect.Signature, hints: dict[str, Any]) -> bool:
+    params = list(signature.parameters.values())
     if not params:
         return False
-    try:
-        hints = typing.get_type_hints(func)
-    except Exception:  # noqa: BLE001 - the SDK will report unresolvable annotations itself
-        hints = {}
     ann = hints.get(params[0].name, params[0].annotation)
     origin = typing.get_origin(ann) or ann
     return origin is RunContextWrapper or origin is ToolContext
+
+
+def _context_name(signature: inspect.Signature) -> str:
+    """A name for the added context parameter that no user parameter has (the SDK finds the
+    context parameter by its annotation, not its name)."""
+    name = "ctx"
+    while name in signature.parameters:
+        name = "_" + name
+    return name
 
 
 def declaration_of(obj: Any) -> ToolDeclaration | None:
@@ -85,9 +112,11 @@ def _split_ctx(adds_ctx: bool, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, .
     return None, args
 
 
-def _wrap(func: Callable[..., Any], decl: ToolDeclaration) -> Callable[..., Any]:
-    adds_ctx = not _takes_context(func)
-    signature = inspect.signature(func)
+def _wrap(func: Any, decl: ToolDeclaration) -> Callable[..., Any]:
+    target = _call_target(func)
+    signature = inspect.signature(target)
+    hints = _type_hints(func, target)
+    adds_ctx = not _takes_context(signature, hints)
 
     names = [
         p.name for p in signature.parameters.values()
@@ -111,19 +140,19 @@ def _wrap(func: Callable[..., Any], decl: ToolDeclaration) -> Callable[..., Any]
         return values
 
     def call_info(ctx: Any) -> tuple[str, str | None]:
-        name = getattr(ctx, "tool_name", None) or func.__name__
+        # Named as the SDK names the tool: ``namespace.name`` for a tool_namespace() tool.
+        name = (getattr(ctx, "qualified_tool_name", None) or getattr(ctx, "tool_name", None)
+                or target.__name__)
         return name, getattr(ctx, "tool_call_id", None)
 
-    if inspect.iscoroutinefunction(func):
+    if inspect.iscoroutinefunction(target):
 
-        @functools.wraps(func)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             saga = current_saga.get()
             ctx, call_args = _split_ctx(adds_ctx, args)
             if saga is None or saga.closed:
                 return await func(*call_args, **kwargs)
             tool, call_id = call_info(ctx)
-            saga.declarations.setdefault(tool, decl)
             return await saga.run_call(
                 decl, tool, call_id, arguments(call_args, kwargs), lambda: func(*call_args, **kwargs)
             )
@@ -131,34 +160,58 @@ def _wrap(func: Callable[..., Any], decl: ToolDeclaration) -> Callable[..., Any]
         wrapper: Callable[..., Any] = async_wrapper
     else:
 
-        @functools.wraps(func)
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
             saga = current_saga.get()
             ctx, call_args = _split_ctx(adds_ctx, args)
             if saga is None or saga.closed:
                 return func(*call_args, **kwargs)
             tool, call_id = call_info(ctx)
-            saga.declarations.setdefault(tool, decl)
             return saga.run_call_sync(
                 decl, tool, call_id, arguments(call_args, kwargs), lambda: func(*call_args, **kwargs)
             )
 
         wrapper = sync_wrapper
 
+    _copy_metadata(wrapper, func, target)
+    annotations = {name: hints.get(name, ann) for name, ann in
+                   getattr(target, "__annotations__", {}).items()} if not inspect.isroutine(func) \
+        else dict(getattr(func, "__annotations__", {}))
     if adds_ctx:
-        ctx_param = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ToolContext)
-        if "ctx" in signature.parameters:
-            raise DeclarationError(
-                f"{func.__qualname__}: a parameter named 'ctx' that is not the first parameter "
-                "clashes with the call context the saga wrapper adds; rename it"
-            )
-        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[ctx_param, *signature.parameters.values()]
-        )
-        # functools.wraps shares the function's annotations dict: copy, never mutate it.
-        wrapper.__annotations__ = {"ctx": ToolContext, **getattr(func, "__annotations__", {})}
+        # Positional-only, so it fits before a user's positional-only parameters (F-09); named
+        # so that it clashes with no user parameter (a ``ctx: int`` of the user's stays theirs).
+        ctx_name = _context_name(signature)
+        ctx_param = inspect.Parameter(ctx_name, inspect.Parameter.POSITIONAL_ONLY, annotation=ToolContext)
+        signature = signature.replace(parameters=[ctx_param, *signature.parameters.values()])
+        annotations = {ctx_name: ToolContext, **annotations}
+    # A copy: functools.wraps would share (and we would then mutate) the user's dict.
+    wrapper.__annotations__ = annotations
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
     setattr(wrapper, DECLARATION_ATTR, decl)
     return wrapper
+
+
+def _copy_metadata(wrapper: Callable[..., Any], func: Any, target: Callable[..., Any]) -> None:
+    """Make the wrapper look like what the SDK would see without it: name, doc, module, and
+    ``__wrapped__`` reaching the user's function (or callable object)."""
+    if inspect.isroutine(func):
+        functools.update_wrapper(wrapper, func)
+        return
+    owner = type(func)
+    wrapper.__name__ = owner.__name__  # as function_tool names a callable object
+    wrapper.__qualname__ = owner.__qualname__
+    wrapper.__module__ = owner.__module__
+    # As function_tool documents a callable object: the __call__ method's own docstring (not an
+    # inherited one), else the class's. (With both, the SDK takes the description from the class
+    # docstring: pass description_override= to keep it so.)
+    call = next(o.__dict__["__call__"] for o in owner.__mro__ if "__call__" in o.__dict__)
+    call_doc = getattr(call, "__doc__", None)
+    wrapper.__doc__ = inspect.cleandoc(call_doc) if call_doc else inspect.getdoc(owner)
+    wrapper.__wrapped__ = func  # type: ignore[attr-defined]
+
+
+def _declaration_id(func: Any) -> str:
+    owner = func if inspect.isroutine(func) else type(func)
+    return f"{owner.__module__}:{owner.__qualname__}"
 
 
 def _declare(
@@ -166,21 +219,30 @@ def _declare(
     undo: Undo | None = None, classify: Classifier | None = None,
 ) -> Callable[..., Any]:
     if isinstance(func, FunctionTool):
-        raise DeclarationError(
+        raise SdkDeclarationError(
             _ORDER_HINT.format(deco=deco, args=args_hint, name=func.name)
             + f"\nIt was applied on top of the FunctionTool {func.name!r}."
         )
-    if not callable(func) or not inspect.isroutine(func):
-        raise DeclarationError(f"@{deco} decorates a plain function, got {func!r}")
+    if not callable(func) or isinstance(func, type):
+        raise SdkDeclarationError(
+            f"@{deco} decorates a function or a callable object (as function_tool takes), "
+            f"got {func!r}"
+        )
     if getattr(func, DECLARATION_ATTR, None) is not None:
-        raise DeclarationError(f"{func.__qualname__} is already declared; use one saga decorator")
-    decl = ToolDeclaration(
-        name=func.__qualname__,
-        reversibility=reversibility,
-        undo=undo,
-        classify=classify,
-        is_async=inspect.iscoroutinefunction(func),
-    )
+        name = getattr(func, "__qualname__", func)
+        raise SdkDeclarationError(f"{name} is already declared; use one saga decorator")
+    target = _call_target(func)
+    try:
+        decl = ToolDeclaration(
+            name=getattr(func, "__qualname__", None) or type(func).__qualname__,
+            reversibility=reversibility,
+            undo=undo,
+            classify=classify,
+            is_async=inspect.iscoroutinefunction(target),
+            declaration_id=_declaration_id(func),
+        )
+    except DeclarationError as exc:
+        raise as_user_error(exc) from None
     return _wrap(func, decl)
 
 
@@ -199,17 +261,17 @@ def compensable(undo: Undo, *, classify: Classifier | None = None) -> Callable[[
             one positional argument, or the decorator sits on top of ``@function_tool``.
     """
     if isinstance(undo, FunctionTool):
-        raise DeclarationError(
+        raise SdkDeclarationError(
             _ORDER_HINT.format(deco="compensable", args="(undo=...)", name=undo.name)
             + "\ncompensable() takes the undo as its argument: @compensable(undo=my_undo)."
         )
 
     if undo is None:
-        raise DeclarationError("compensable: a compensatable tool needs undo=...")
+        raise SdkDeclarationError("compensable: a compensatable tool needs undo=...")
     try:
         check_undo(undo, "compensable")
     except DeclarationError as exc:
-        raise DeclarationError(
+        raise SdkDeclarationError(
             f"{exc}\n(Used bare, `@compensable` takes the tool function as its undo: write "
             "`@compensable(undo=my_undo)`.)"
         ) from None

@@ -1,0 +1,79 @@
+"""Every private attribute of the Agents SDK this library reads, in one place.
+
+The SDK keeps some facts only in private names: the target of a ``handoff(agent)`` (a weak
+reference), the agent behind an ``agent.as_tool(...)`` tool, and the failure formatter of a
+``FunctionTool``. The SDK's own graph walk (``agents.extensions.visualization``) and run loop read
+the same names. Nothing outside this module touches them, and
+``tests/sdk/test_sdk_contract.py`` pins each one with a test, so an SDK upgrade that renames or
+reshapes one fails there, loudly, rather than making the saga layer skip part of the agent graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents import Agent, FunctionTool, Handoff
+from agents.tool import (
+    resolve_function_tool_failure_error_function,
+    set_function_tool_failure_error_function,
+)
+
+__all__ = [
+    "UNKNOWN",
+    "agent_of_tool",
+    "handoff_target",
+    "is_dead_handoff",
+    "resolve_function_tool_failure_error_function",
+    "set_function_tool_failure_error_function",
+]
+
+UNKNOWN = object()
+"""Returned when an SDK object does not have the shape this module was written for."""
+
+
+def handoff_target(handoff: Handoff[Any, Any]) -> Agent[Any] | None | object:
+    """The agent a ``Handoff`` transfers to.
+
+    ``handoff(agent)`` keeps its target only in ``Handoff._agent_ref``, a ``weakref.ref``
+    (agents 0.24, ``agents/handoffs/__init__.py``).
+
+    Returns:
+        The target ``Agent``; ``None`` when the handoff was built by hand (no reference: its
+        ``on_invoke_handoff`` picks the agent at run time) or when the referenced agent was
+        garbage collected (``is_dead_handoff`` tells the two apart); :data:`UNKNOWN` when the
+        attribute is missing or not a weak reference (the SDK changed).
+    """
+    if not hasattr(handoff, "_agent_ref"):
+        return UNKNOWN
+    ref = handoff._agent_ref
+    if ref is None:
+        return None
+    if not callable(ref):
+        return UNKNOWN
+    target = ref()
+    if target is None:
+        return None
+    return target if isinstance(target, Agent) else UNKNOWN
+
+
+def is_dead_handoff(handoff: Handoff[Any, Any]) -> bool:
+    """Whether ``handoff`` referenced an agent that no longer exists (a dead weak reference)."""
+    ref = getattr(handoff, "_agent_ref", None)
+    return callable(ref) and ref() is None
+
+
+def agent_of_tool(tool: FunctionTool) -> Agent[Any] | None | object:
+    """The agent behind an ``agent.as_tool(...)`` tool (also behind a ``copy.copy`` of it, as
+    ``nested_agent_tool`` / ``protect_tool`` make).
+
+    ``Agent.as_tool`` sets ``FunctionTool._is_agent_tool = True`` and
+    ``FunctionTool._agent_instance = agent`` (a strong reference; agents 0.24, ``agents/agent.py``).
+
+    Returns:
+        The inner ``Agent``; ``None`` for a tool that is not an agent tool; :data:`UNKNOWN` when
+        the tool says it is an agent tool but holds no ``Agent`` (the SDK changed).
+    """
+    if not getattr(tool, "_is_agent_tool", False):
+        return None
+    inner = getattr(tool, "_agent_instance", None)
+    return inner if isinstance(inner, Agent) else UNKNOWN

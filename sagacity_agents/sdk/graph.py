@@ -1,0 +1,172 @@
+"""One walk of the agent graph: every agent a run can reach, and every function tool on the way.
+
+A run of agent ``A`` can call the tools of ``A``, of every agent it can hand off to (``handoffs``
+given as ``Agent`` objects or as ``Handoff`` objects made by ``handoff(agent)``), and of every
+agent exposed as a tool (``agent.as_tool(...)``, also wrapped by ``nested_agent_tool`` /
+``protect_tool``), to any depth, with cycles. Start-up checks, binding declarations to the saga,
+approval argument validation and recovery's undo lookup all use this one walk, so none of them
+sees less of the graph than another.
+
+Tools are keyed as the SDK keys them, by ``FunctionTool.qualified_name`` (``namespace.name`` for
+a ``tool_namespace()`` tool, the name otherwise). Two *different* tools under one key anywhere in
+the graph are refused: the journal names calls by that key, and an undo or an approval could
+otherwise go to the wrong tool.
+
+What the walk cannot see, and what happens then:
+
+* a ``Handoff`` built by hand (its ``on_invoke_handoff`` picks the agent at run time): a
+  :class:`UnseenAgentWarning`; the target's tools are bound when it starts
+  (``SagaRunHooks.on_agent_start``) and checked per call at run time;
+* a ``handoff(agent)`` whose agent was garbage collected (the SDK keeps only a weak reference):
+  ``ConfigurationError`` (the SDK would fail at the handoff);
+* an agent run with ``Runner.run`` inside a tool body, MCP servers' tools: seen only at run time;
+  a call under a name already bound to another declaration fails before its body runs
+  (``Saga.run_call``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from agents import Agent, FunctionTool, Handoff
+
+from ..core.declarations import ToolDeclaration
+from . import _sdk_internals as sdk
+from .tools import declaration_of
+from .user_errors import SdkConfigurationError
+
+__all__ = ["AgentGraph", "ToolSite", "UnseenAgentWarning", "agent_graph", "tool_key"]
+
+
+class UnseenAgentWarning(UserWarning):
+    """Part of the agent graph cannot be seen before the run (a ``Handoff`` built by hand): its
+    tools are checked only when they run."""
+
+
+def tool_key(tool: FunctionTool) -> str:
+    """The key the SDK identifies ``tool`` by: its public ``qualified_name``."""
+    return tool.qualified_name
+
+
+@dataclass(frozen=True)
+class ToolSite:
+    """One function tool found by the walk."""
+
+    key: str
+    """``tool.qualified_name``: the name calls are journaled and approved under."""
+    tool: FunctionTool
+    """The tool object."""
+    declaration: ToolDeclaration | None
+    """Its saga declaration (``None``: not decorated, not protected)."""
+    path: str
+    """How the root agent reaches it, for error messages (``"A -> handoff B -> as_tool c"``)."""
+
+
+@dataclass(frozen=True)
+class AgentGraph:
+    """The agents and function tools a run of :attr:`root` can reach (see the module doc)."""
+
+    root: Agent[Any]
+    agents: tuple[Agent[Any], ...]
+    """Every reachable agent, the root first, each once."""
+    sites: tuple[ToolSite, ...]
+    """Every reachable function tool, each (key, tool) once."""
+
+    def tools(self) -> dict[str, FunctionTool]:
+        """Tool key -> tool (unique: the walk refused two different tools under one key)."""
+        return {site.key: site.tool for site in self.sites}
+
+    def declared(self) -> Iterator[ToolSite]:
+        """The sites whose tool carries a saga declaration."""
+        return (site for site in self.sites if site.declaration is not None)
+
+
+def _identity(tool: FunctionTool, decl: ToolDeclaration | None) -> int:
+    # One declaration is one tool, whatever FunctionTool objects were built on it.
+    return id(decl) if decl is not None else id(tool)
+
+
+def _unreachable(path: str, what: str) -> SdkConfigurationError:
+    return SdkConfigurationError(
+        f"{path}: {what}; the saga layer cannot check or bind the tools behind it. This is a "
+        "change in the Agents SDK this version was not written for (see "
+        "sagacity_agents/sdk/_sdk_internals.py), or an agent that no longer exists"
+    )
+
+
+def agent_graph(root: Agent[Any]) -> AgentGraph:
+    """Walk every agent and function tool a run of ``root`` can reach.
+
+    Args:
+        root: the agent a run starts with.
+
+    Returns:
+        The :class:`AgentGraph`.
+
+    Raises:
+        ConfigurationError: (also the SDK's ``UserError``) two different tools share a qualified
+            name; a ``handoff(agent)`` whose agent was garbage collected; a handoff or agent tool
+            whose target has a shape this version does not know (SDK changed).
+
+    Warns:
+        UnseenAgentWarning: a ``Handoff`` built by hand, whose target is known only at run time.
+    """
+    agents: list[Agent[Any]] = []
+    sites: list[ToolSite] = []
+    by_key: dict[str, tuple[int, ToolSite]] = {}
+    seen: set[int] = set()
+    stack: list[tuple[Agent[Any], str]] = [(root, root.name)]
+    while stack:
+        agent, path = stack.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        agents.append(agent)
+        for tool in getattr(agent, "tools", None) or ():
+            if not isinstance(tool, FunctionTool):
+                continue  # hosted tools run at the provider: nothing of ours to journal
+            decl = declaration_of(tool)
+            site = ToolSite(tool_key(tool), tool, decl, f"{path} -> tool {tool_key(tool)}")
+            known = by_key.get(site.key)
+            if known is None:
+                by_key[site.key] = (_identity(tool, decl), site)
+                sites.append(site)
+            elif known[0] != _identity(tool, decl):
+                raise SdkConfigurationError(
+                    f"two different tools are named {site.key!r} in the agent graph of "
+                    f"{root.name!r}: {known[1].path} and {site.path}. The journal names calls, "
+                    "undos and approvals by tool name, so one tool's undo or approval could be "
+                    "applied to the other; give one of them another name "
+                    "(function_tool(name_override=...))"
+                )
+            inner = sdk.agent_of_tool(tool)
+            if inner is sdk.UNKNOWN:
+                raise _unreachable(site.path, "an agent tool with no agent instance")
+            if isinstance(inner, Agent):
+                stack.append((inner, f"{path} -> as_tool {tool_key(tool)} -> {inner.name}"))
+        for handoff in getattr(agent, "handoffs", None) or ():
+            if isinstance(handoff, Agent):
+                stack.append((handoff, f"{path} -> handoff {handoff.name}"))
+                continue
+            if not isinstance(handoff, Handoff):
+                raise _unreachable(path, f"a handoff of unknown type {type(handoff).__name__}")
+            target = sdk.handoff_target(handoff)
+            where = f"{path} -> handoff {handoff.tool_name}"
+            if target is sdk.UNKNOWN:
+                raise _unreachable(where, "a Handoff whose target reference has an unknown shape")
+            if target is None:
+                if sdk.is_dead_handoff(handoff):
+                    raise _unreachable(where, "its target agent was garbage collected")
+                warnings.warn(
+                    f"{where}: a Handoff built without handoff(agent) names its target only at "
+                    "run time; the tools of that agent are checked when they run, not at start",
+                    UnseenAgentWarning,
+                    stacklevel=2,
+                )
+                continue
+            assert isinstance(target, Agent)
+            stack.append((target, f"{where} -> {target.name}"))
+    return AgentGraph(root, tuple(agents), tuple(sites))

@@ -1,0 +1,375 @@
+"""Guarantees across the whole agent graph (issue 7, items 1 and 4 of F-xx: F-01 to F-04).
+
+Each test runs on the in-memory and the SQLite journal; "a fresh Sagacity" is a new facade over
+the same journal object (in-memory) or a new connection to the same SQLite file.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+from agents import Agent, Handoff, Runner, UserError, function_tool, handoff
+
+from sagacity_agents import (
+    ConfigurationError,
+    InMemoryJournal,
+    Phase,
+    Sagacity,
+    SagaStatus,
+    SqliteJournal,
+    compensable,
+    irreversible,
+    nested_agent_tool,
+    read_only,
+)
+from sagacity_agents.core.approval import InMemoryApprovalStore, args_hash
+from sagacity_agents.sdk.graph import UnseenAgentWarning, agent_graph
+
+from .helpers import scripted
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def journals(request, tmp_path):
+    """``open()`` returns the journal: the same object (memory) or a new connection (SQLite)."""
+    opened: list = []
+    shared = InMemoryJournal()
+
+    def open_journal():
+        journal = shared if request.param == "memory" else SqliteJournal(tmp_path / "graph.db")
+        opened.append(journal)
+        return journal
+
+    yield open_journal
+    import asyncio
+
+    for journal in opened:
+        if request.param == "sqlite":
+            asyncio.run(journal.close())
+
+
+# --- F-01 ----------------------------------------------------------------------------------
+
+def trip_agents(model, log):
+    """A books a flight and hands off (``handoff(B)``) to B, which books a hotel."""
+
+    @function_tool
+    @compensable(undo=lambda ctx: log.append(("cancel_flight", ctx.result)))
+    def book_flight(to: str) -> str:
+        log.append(("book_flight", to))
+        return "FL-1"
+
+    @function_tool
+    @compensable(undo=lambda ctx: log.append(("cancel_hotel", ctx.result)))
+    def book_hotel(city: str) -> str:
+        log.append(("book_hotel", city))
+        return "HT-1"
+
+    b = Agent(name="B", model=model, tools=[book_hotel])
+    a = Agent(name="A", model=model, tools=[book_flight], handoffs=[handoff(b)])
+    return a, b
+
+
+async def test_f01_recover_finds_the_undo_of_a_tool_reached_by_a_handoff_object(journals):
+    """F-01: A (book_flight) with handoffs=[handoff(B)], B (book_hotel); the run is left open
+    (close=False); recover(saga_id, A) in a fresh Sagacity undoes both, hotel first."""
+    log: list = []
+    model = scripted([("book_flight", {"to": "Lisbon"}, "c1")], [("transfer_to_b", {}, "h1")],
+                     [("book_hotel", {"city": "Lisbon"}, "c2")], "booked")
+    a, b = trip_agents(model, log)
+    first = await Sagacity(journals()).run(a, "trip", close=False)
+    assert first.status is SagaStatus.OPEN
+    assert log == [("book_flight", "Lisbon"), ("book_hotel", "Lisbon")]
+
+    fresh_a, fresh_b = trip_agents(scripted(), log)  # fresh tool objects, as in a new process
+    result = await Sagacity(journals()).recover(first.saga_id, fresh_a)
+    assert result.status is SagaStatus.COMPENSATED
+    assert log[2:] == [("cancel_hotel", "HT-1"), ("cancel_flight", "FL-1")]
+    assert [i.tool for i in result.report.undone] == ["book_hotel", "book_flight"]
+    assert not result.report.failed
+
+
+# --- F-02 ----------------------------------------------------------------------------------
+
+def wire_agent(model, sent):
+    @function_tool(needs_approval=True)
+    @irreversible
+    def send_wire(amount_eur: int, iban: str, memo: str = "") -> str:
+        sent.append((amount_eur, iban, memo))
+        return "W-1"
+
+    return Agent(name="B", model=model, tools=[send_wire])
+
+
+def f02_agents(how, model, sent):
+    b = wire_agent(model, sent)
+    if how == "handoff":
+        return Agent(name="A", model=model, handoffs=[handoff(b)]), b
+    return Agent(name="A", model=model, tools=[b.as_tool("wire_desk", "Sends wires")]), b
+
+
+def f02_model(how):
+    raw = '{"amount_eur": "2500", "iban": "PT50"}'
+    first = [("transfer_to_b", {}, "h1")] if how == "handoff" else [("wire_desk", {"input": "pay"}, "t1")]
+    turns = [first, [("send_wire", raw, "w1")], "wire sent"]
+    if how == "as_tool":
+        turns.append("all done")
+    return scripted(*turns)
+
+
+@pytest.mark.parametrize("how", ["handoff", "as_tool"])
+async def test_f02_approval_of_a_tool_behind_handoff_or_as_tool_hashes_validated_args(journals, how):
+    """F-02: send_wire (irreversible, needs_approval) on B, reached through handoff(B) or
+    B.as_tool; the model sends {"amount_eur": "2500", "iban": "PT50"}. The request shows and
+    hashes {"amount_eur": 2500, "iban": "PT50", "memo": ""} with the tool's reversibility;
+    approve -> resume -> COMPLETED, the wire runs exactly once."""
+    sent: list = []
+    model = f02_model(how)
+    a, _b = f02_agents(how, model, sent)
+    store = InMemoryApprovalStore()
+    s = Sagacity(journals(), approvals=store)
+    result = await s.run(a, "pay")
+    assert result.status is SagaStatus.AWAITING_APPROVAL
+    (request,) = result.approvals
+    validated = {"amount_eur": 2500, "iban": "PT50", "memo": ""}
+    assert request.args == validated
+    assert request.args_hash == args_hash(validated)
+    awaiting = [e for e in await s.journal.entries(result.saga_id) if e.phase is Phase.AWAITING_APPROVAL]
+    assert awaiting[0].payload["args"] == validated
+    assert awaiting[0].payload["reversibility"] == "irreversible"
+    assert sent == []
+
+    await s.approve(request.request_id, approver="alice")
+    resumed_agent, _ = f02_agents(how, model, sent)
+    done = await Sagacity(journals(), approvals=store).resume(result.saga_id, resumed_agent)
+    assert done.status is SagaStatus.COMPLETED, done.failures
+    assert sent == [(2500, "PT50", "")]
+    entries = await s.journal.entries(result.saga_id)
+    assert [e.phase for e in entries if e.tool == "send_wire"] == [
+        Phase.AWAITING_APPROVAL, Phase.APPROVED, Phase.INTENT, Phase.EXECUTED]
+
+
+# --- F-03 ----------------------------------------------------------------------------------
+
+def unapproved_wire(ran):
+    @function_tool  # no needs_approval=True
+    @irreversible
+    def wire(amount: int) -> str:
+        ran.append(amount)
+        return "sent"
+
+    return wire
+
+
+def deep(tool, model, how):
+    """An agent graph with ``tool`` three levels below the root, reached ``how``."""
+    c = Agent(name="C", model=model, tools=[tool])
+    b = Agent(name="B", model=model, tools=[c.as_tool("ask_c", "C")])
+    if how == "handoff":
+        return Agent(name="A", model=model, handoffs=[handoff(b)]), (b, c)
+    if how == "handoff_agent":
+        return Agent(name="A", model=model, handoffs=[b]), (b, c)
+    return Agent(name="A", model=model, tools=[nested_agent_tool(b.as_tool("ask_b", "B"))]), (b, c)
+
+
+def start_ran(ran):
+    @function_tool
+    @read_only
+    def look(q: str) -> str:
+        ran.append(q)
+        return q
+
+    return look
+
+
+@pytest.mark.parametrize("how", ["handoff", "handoff_agent", "as_tool"])
+async def test_f03_irreversible_tool_without_approval_anywhere_in_the_graph_is_refused(journals, how):
+    """F-03: an irreversible tool without needs_approval three levels down (through a handoff
+    object, a handoff agent, or as_tool agents) -> ConfigurationError before any tool runs."""
+    ran: list = []
+    model = scripted([("look", {"q": "x"}, "c1")], "done")
+    root, keep = deep(unapproved_wire(ran), model, how)
+    root.tools.append(start_ran(ran))
+    journal = journals()
+    with pytest.raises(ConfigurationError, match="needs_approval=True") as caught:
+        await Sagacity(journal).run(root, "go")
+    assert isinstance(caught.value, UserError)
+    assert "C -> tool wire" in str(caught.value)
+    assert ran == [] and not model.calls
+    assert await journal.saga_ids() == []
+
+
+@pytest.mark.parametrize("how", ["handoff", "handoff_agent", "as_tool"])
+async def test_f03_two_different_tools_under_one_name_anywhere_in_the_graph_are_refused(journals, how):
+    """F-03: two different tools under one qualified name (one at the root, one three levels
+    down) -> ConfigurationError naming both places, before any tool runs."""
+    ran: list = []
+
+    @function_tool(name_override="look")
+    @read_only
+    def other_look(q: str) -> str:
+        ran.append(("other", q))
+        return q
+
+    model = scripted([("look", {"q": "x"}, "c1")], "done")
+    root, keep = deep(other_look, model, how)
+    root.tools.append(start_ran(ran))
+    with pytest.raises(ConfigurationError, match="two different tools are named 'look'") as caught:
+        await Sagacity(journals()).run(root, "go")
+    assert isinstance(caught.value, UserError)
+    assert ran == [] and not model.calls
+
+
+def test_f03_the_same_tool_on_several_agents_and_cycles_are_fine():
+    """One tool object on two agents is one tool; handoff cycles end."""
+    look = start_ran([])
+    model = scripted()
+    b = Agent(name="B", model=model, tools=[look])
+    a = Agent(name="A", model=model, tools=[look], handoffs=[handoff(b)])
+    b.handoffs = [a, handoff(a)]
+    graph = agent_graph(a)
+    assert [g.name for g in graph.agents] == ["A", "B"]
+    assert list(graph.tools()) == ["look"]
+
+
+def test_tools_are_keyed_by_qualified_name():
+    """Tools are keyed as the SDK keys them: ``namespace.name`` for tool_namespace()."""
+    from agents import tool_namespace
+
+    look = start_ran([])
+    grouped = tool_namespace(name="crm", description="CRM tools", tools=[start_ran([])])
+    a = Agent(name="A", model=scripted(), tools=[look, *grouped])
+    assert sorted(agent_graph(a).tools()) == ["crm.look", "look"]
+
+
+def test_a_dead_handoff_reference_is_a_configuration_error():
+    """The walk reads handoff(agent)'s target from a weak reference: when it is dead, the walk
+    cannot check the target and says so (never skips it silently). In agents 0.24 the handoff's
+    own invoke closure also holds the agent, so the reference is made dead by hand here."""
+    h = handoff(Agent(name="B", model=scripted()))
+    gone = Agent(name="gone")
+    h._agent_ref = weakref.ref(gone)
+    del gone
+    gc.collect()
+    assert h._agent_ref() is None
+    a = Agent(name="A", model=scripted(), handoffs=[h])
+    with pytest.raises(ConfigurationError, match="garbage collected"):
+        agent_graph(a)
+
+
+def test_a_hand_built_handoff_warns_that_its_target_is_unseen():
+    """A Handoff built without handoff(agent) names its agent only at run time: warned."""
+
+    async def invoke(ctx, args):  # pragma: no cover - never run
+        raise AssertionError
+
+    h = Handoff(tool_name="transfer_to_x", tool_description="x", input_json_schema={},
+                on_invoke_handoff=invoke, agent_name="X")
+    a = Agent(name="A", model=scripted(), handoffs=[h])
+    with pytest.warns(UnseenAgentWarning, match="transfer_to_x"):
+        agent_graph(a)
+
+
+# --- F-04 ----------------------------------------------------------------------------------
+
+def hotel_book(log):
+    @function_tool
+    @compensable(undo=lambda ctx: log.append(("cancel_hotel", ctx.result)))
+    def book(city: str) -> str:
+        log.append(("book_hotel", city))
+        return "HT-1"
+
+    return book
+
+
+def car_book(log):
+    @function_tool
+    @compensable(undo=lambda ctx: log.append(("cancel_car", ctx.result)))
+    def book(city: str) -> str:
+        log.append(("book_car", city))
+        return "CAR-1"
+
+    return book
+
+
+@pytest.mark.parametrize("how", ["as_tool", "nested_agent_tool"])
+async def test_f04_same_name_in_an_agent_reached_through_a_tool_is_refused_at_start(journals, how):
+    """F-04: the outer `book` (undo cancels a hotel) and an inner agent, reached through
+    as_tool or nested_agent_tool, whose `book` undo cancels a car: refused at start."""
+    log: list = []
+    model = scripted([("book", {"city": "Porto"}, "c1")], "done")
+    inner = Agent(name="cars", model=model, tools=[car_book(log)])
+    tool = inner.as_tool("rent_car", "Rents a car")
+    if how == "nested_agent_tool":
+        tool = nested_agent_tool(tool)
+    outer = Agent(name="trip", model=model, tools=[hotel_book(log), tool])
+    with pytest.raises(ConfigurationError, match="two different tools are named 'book'"):
+        await Sagacity(journals()).run(outer, "go")
+    assert log == [] and not model.calls
+
+
+async def test_f04_same_name_met_only_at_run_time_fails_before_its_body(journals):
+    """F-04: the inner agent runs with a plain Runner.run inside a tool body (no walk sees it):
+    its `book` call, under a name bound to the hotel's declaration, fails before its body runs;
+    the hotel is cancelled once and no car is ever booked or cancelled."""
+    log: list = []
+    inner_model = scripted([("book", {"city": "Porto"}, "i1")], "no car")
+    inner = Agent(name="cars", model=inner_model, tools=[car_book(log)])
+
+    @function_tool
+    @read_only
+    async def rent_car(city: str) -> str:
+        result = await Runner.run(inner, f"car in {city}")
+        return str(result.final_output)
+
+    model = scripted([("book", {"city": "Porto"}, "c1")], [("rent_car", {"city": "Porto"}, "c2")],
+                     "done")
+    outer = Agent(name="trip", model=model, tools=[hotel_book(log), rent_car])
+    journal = journals()
+    result = await Sagacity(journal).run(outer, "go")
+    assert result.status is SagaStatus.COMPENSATED
+    assert log == [("book_hotel", "Porto"), ("cancel_hotel", "HT-1")]
+    refused = [e for e in await journal.entries(result.saga_id)
+               if e.phase is Phase.FAILED and e.call_id == "i1"]
+    assert refused and refused[0].payload["not_run"] is True
+    assert "already bound" in refused[0].payload["error"]
+    assert isinstance(result.failures[0].exception, ConfigurationError)
+
+
+async def test_f04_recovery_finds_the_undo_of_a_tool_met_only_at_run_time(journals):
+    """F-04: each INTENT journals its declaration id; recovering with the outer agent alone (the
+    inner agent ran inside a tool body, invisible to the walk) still undoes the car with the
+    car's own undo, found by that id."""
+    log: list = []
+    inner = Agent(name="cars", model=scripted([("book", {"city": "Porto"}, "i1")], "car ok"),
+                  tools=[car_book(log)])
+
+    @function_tool
+    @read_only
+    async def rent_car(city: str) -> str:
+        return str((await Runner.run(inner, city)).final_output)
+
+    model = scripted([("rent_car", {"city": "Porto"}, "c1")], "done")
+    outer = Agent(name="trip", model=model, tools=[rent_car])
+    first = await Sagacity(journals()).run(outer, "go", close=False)
+    assert first.status is SagaStatus.OPEN and log == [("book_car", "Porto")]
+    intent = next(e for e in await journals().entries(first.saga_id)
+                  if e.phase is Phase.INTENT and e.call_id == "i1")
+    assert intent.payload["declaration"].endswith(":car_book.<locals>.book")
+
+    # A fresh Sagacity that knows only the outer agent; a hotel `book` is also declared in this
+    # process under the same tool name: never used for the car's effect.
+    decoy = Agent(name="trip", model=scripted(), tools=[rent_car, hotel_book(log)])
+    result = await Sagacity(journals()).recover(first.saga_id, decoy)
+    assert result.status is SagaStatus.COMPENSATED
+    assert log == [("book_car", "Porto"), ("cancel_car", "CAR-1")]
+
+
+def test_weakref_contract_of_handoff_targets_is_what_the_walk_reads():
+    """The walk follows handoff(agent) through the SDK's weak reference (pinned in the SDK
+    contract tests); a live agent is reached."""
+    b = Agent(name="B", model=scripted())
+    h = handoff(b)
+    assert isinstance(h._agent_ref, weakref.ref)
+    assert [x.name for x in agent_graph(Agent(name="A", model=scripted(), handoffs=[h])).agents] == ["A", "B"]
