@@ -6,6 +6,11 @@ reference), the agent behind an ``agent.as_tool(...)`` tool, and the failure for
 the same names. Nothing outside this module touches them, and
 ``tests/sdk/test_sdk_contract.py`` pins each one with a test, so an SDK upgrade that renames or
 reshapes one fails there, loudly, rather than making the saga layer skip part of the agent graph.
+
+Re-exported SDK functions that are importable but internal (not in ``agents.__all__``):
+``resolve_function_tool_failure_error_function`` / ``set_function_tool_failure_error_function``
+(the failure-formatter seam of ``protect_tool``) and ``validate_run_hooks`` (the SDK's own check
+that run hooks are ``RunHooks``, raising its ``TypeError`` for ``AgentHooks``).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents import Agent, FunctionTool, Handoff
+from agents.run_internal.turn_preparation import validate_run_hooks
 from agents.tool import (
     resolve_function_tool_failure_error_function,
     set_function_tool_failure_error_function,
@@ -25,6 +31,7 @@ __all__ = [
     "is_dead_handoff",
     "resolve_function_tool_failure_error_function",
     "set_function_tool_failure_error_function",
+    "validate_run_hooks",
 ]
 
 UNKNOWN = object()

@@ -76,8 +76,8 @@ def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[st
     if not isinstance(data, dict):
         raise ApprovalError("arguments are not a JSON object")
     # The saga wrapper the SDK calls: its signature is what the SDK validates against.
-    func = getattr(tool, "__wrapped__", None)
-    if getattr(func, DECLARATION_ATTR, None) is None:
+    func: Any = getattr(tool, "__wrapped__", None)
+    if func is None or getattr(func, DECLARATION_ATTR, None) is None:
         return to_canonical_value(data), None
     schema = function_schema(func)
     try:

@@ -25,10 +25,6 @@ import copy
 from typing import Any
 
 from agents import FunctionTool
-from agents.tool import (
-    resolve_function_tool_failure_error_function,
-    set_function_tool_failure_error_function,
-)
 from agents.tool_guardrails import (
     ToolGuardrailFunctionOutput,
     ToolInputGuardrailData,
@@ -38,6 +34,11 @@ from agents.tool_guardrails import (
 from ..core.declarations import Classifier, Reversibility, ToolDeclaration, Undo
 from ..core.saga import CallFrame, current_call, current_saga
 from ..errors import DeclarationError
+from ._sdk_internals import (
+    resolve_function_tool_failure_error_function,
+    set_function_tool_failure_error_function,
+)
+from .user_errors import SdkDeclarationError, as_user_error
 
 __all__ = ["FALLBACK_ATTR", "nested_agent_tool", "protect_tool"]
 
@@ -69,10 +70,14 @@ def protect_tool(
         DeclarationError: not a ``FunctionTool``, or an invalid declaration.
     """
     if not isinstance(tool, FunctionTool):
-        raise DeclarationError(f"protect_tool takes a FunctionTool, got {tool!r}")
-    decl = ToolDeclaration(
-        name=tool.name, reversibility=Reversibility(reversibility), undo=undo, classify=classify
-    )
+        raise SdkDeclarationError(f"protect_tool takes a FunctionTool, got {tool!r}")
+    try:
+        decl = ToolDeclaration(
+            name=tool.name, reversibility=Reversibility(reversibility), undo=undo,
+            classify=classify, declaration_id=f"protect_tool:{tool.qualified_name}",
+        )
+    except DeclarationError as exc:
+        raise as_user_error(exc) from None
     protected = copy.copy(tool)
 
     @tool_input_guardrail(name="sagacity_journal")

@@ -25,6 +25,7 @@ from ..core.entries import Phase
 from ..core.journal import Journal
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..errors import ConfigurationError, SagaFailedError, SagaStateError
+from ._sdk_internals import validate_run_hooks
 from .binding import bind_agent
 
 __all__ = ["HooksNotEnteredError", "SagaRunHooks", "SagaStopped"]
@@ -68,6 +69,7 @@ class SagaRunHooks(RunHooks[Any]):
         saga_id: continue an existing saga (a later run of it); a new id if ``None``.
         policy: what the first failed call does (default: stop the run).
         hooks: the application's own ``RunHooks``; every callback is forwarded to it.
+            ``AgentHooks`` here raise the SDK's own ``TypeError`` (attach them to the agent).
         close: close the saga when the run ends well (``False`` keeps it open for another run).
 
     Attributes:
@@ -85,6 +87,8 @@ class SagaRunHooks(RunHooks[Any]):
         hooks: RunHooks[Any] | None = None,
         close: bool = True,
     ) -> None:
+        if hooks is not None:
+            validate_run_hooks(hooks)  # the SDK's own TypeError for AgentHooks, before anything runs
         self.saga = journal if isinstance(journal, Saga) else Saga(journal, saga_id, policy=policy)
         self.agent = agent
         self.user_hooks = hooks

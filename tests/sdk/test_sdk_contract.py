@@ -282,3 +282,114 @@ async def test_protect_tool_journals_a_hand_built_tool_through_its_failure_forma
     assert "legacy broke" in tool_entries[1].payload["error"]
     assert tool_outputs(model) == [DEFAULT_ERROR]
     assert result.status is SagaStatus.COMPENSATED
+
+
+# --- private SDK names read by sagacity_agents/sdk/_sdk_internals.py (one test each) ----------
+
+def test_private_handoff_agent_ref_is_a_weak_reference_to_the_target():
+    """Pinned: ``handoff(agent)`` keeps its target in ``Handoff._agent_ref``, a weakref.ref
+    (graph walk: handoff objects)."""
+    import weakref
+
+    from agents import handoff
+
+    from sagacity_agents.sdk import _sdk_internals as sdk
+
+    target = Agent(name="B", model=scripted())
+    made = handoff(target)
+    assert isinstance(made._agent_ref, weakref.ref) and made._agent_ref() is target
+    assert sdk.handoff_target(made) is target
+
+
+def test_private_is_agent_tool_flag_is_set_by_as_tool_and_kept_by_copies():
+    """Pinned: ``Agent.as_tool`` sets ``FunctionTool._is_agent_tool = True``; ``copy.copy`` (as
+    ``nested_agent_tool`` makes) keeps it; a plain function tool has it False."""
+    import copy
+
+    from sagacity_agents import nested_agent_tool
+
+    inner = Agent(name="inner", model=scripted())
+    tool = inner.as_tool(tool_name="inner", tool_description="d")
+    assert tool._is_agent_tool is True
+    assert copy.copy(tool)._is_agent_tool is True
+    assert nested_agent_tool(tool)._is_agent_tool is True
+
+    @function_tool
+    def plain() -> str:
+        return "x"
+
+    assert plain._is_agent_tool is False
+
+
+def test_private_agent_instance_is_the_agent_behind_as_tool():
+    """Pinned: ``FunctionTool._agent_instance`` is the agent ``as_tool`` was called on (a strong
+    reference), also on a protected copy (graph walk: agents as tools)."""
+    from sagacity_agents import nested_agent_tool
+    from sagacity_agents.sdk import _sdk_internals as sdk
+
+    inner = Agent(name="inner", model=scripted())
+    tool = inner.as_tool(tool_name="inner", tool_description="d")
+    assert tool._agent_instance is inner
+    assert sdk.agent_of_tool(nested_agent_tool(tool)) is inner
+
+
+def test_internal_failure_formatter_seam_reads_and_sets_the_formatter():
+    """Pinned: ``agents.tool.resolve_/set_function_tool_failure_error_function`` (internal,
+    re-exported by ``_sdk_internals``) read and replace a tool's failure formatter."""
+    import copy
+
+    from sagacity_agents.sdk._sdk_internals import (
+        resolve_function_tool_failure_error_function,
+        set_function_tool_failure_error_function,
+    )
+
+    @function_tool
+    def plain() -> str:
+        return "x"
+
+    assert resolve_function_tool_failure_error_function(plain) is not None
+    other = copy.copy(plain)
+
+    def formatter(ctx, error):
+        return "formatted"
+
+    set_function_tool_failure_error_function(other, formatter)
+    assert resolve_function_tool_failure_error_function(other) is formatter
+    assert resolve_function_tool_failure_error_function(plain) is not formatter
+
+
+def test_internal_validate_run_hooks_refuses_agent_hooks_with_a_type_error():
+    """Pinned: ``agents.run_internal.turn_preparation.validate_run_hooks`` (internal) raises the
+    SDK's TypeError for AgentHooks and accepts RunHooks (SagaRunHooks checks user hooks with it
+    before anything runs)."""
+    from agents import AgentHooks, RunHooks
+
+    from sagacity_agents.sdk._sdk_internals import validate_run_hooks
+
+    hooks = RunHooks()
+    assert validate_run_hooks(hooks) is hooks
+    with pytest.raises(TypeError, match="Attach AgentHooks to an Agent"):
+        validate_run_hooks(AgentHooks())
+
+
+def test_public_qualified_names_key_tools_calls_and_approvals_alike():
+    """Pinned (public): ``FunctionTool.qualified_name``, ``ToolContext.qualified_tool_name`` and
+    ``ToolApprovalItem.qualified_name`` are ``namespace.name`` for a tool_namespace() tool, so the
+    graph, the journal and approvals key a tool the same way."""
+    from agents import tool_namespace
+    from agents.items import ToolApprovalItem
+    from agents.tool_context import ToolContext
+
+    @function_tool
+    def look(q: str) -> str:
+        return q
+
+    (grouped,) = tool_namespace(name="crm", description="CRM", tools=[look])
+    assert look.qualified_name == "look" and grouped.qualified_name == "crm.look"
+    ctx = ToolContext(context=None, tool_name="look", tool_call_id="c1", tool_arguments="{}",
+                      tool_namespace="crm")
+    assert ctx.qualified_tool_name == "crm.look"
+    item = ToolApprovalItem(agent=Agent(name="A"), raw_item={
+        "type": "function_call", "name": "look", "call_id": "c1", "arguments": "{}",
+        "namespace": "crm"})
+    assert item.qualified_name == "crm.look"
