@@ -158,6 +158,8 @@ def summarize_payload(entry: JournalEntry) -> str:
         return f"{text}  [{p.get('reversibility', '?')}]"
     if name in (Phase.EXECUTED.value, Phase.REFUSED.value):
         text = f"-> {short(p.get('result'), 50)}"
+        if p.get("result_type") == "bytes":
+            text += " (bytes, base64)"
         if "undo_data" in p:
             text += f"  undo_data {short(p['undo_data'], 40)}"
         return text
@@ -175,6 +177,11 @@ def summarize_payload(entry: JournalEntry) -> str:
     if name == Phase.SAGA_CLOSED.value:
         report = _report_summary(p.get("report") or {})
         return f"status {p.get('status')}" + (f"; {report}" if report else "")
+    if isinstance(p.get("args_hash"), str):
+        # Approval entries: the hash is what a human compares with the request, so it is
+        # printed whole, never cut with the rest of the summary.
+        rest = {k: v for k, v in p.items() if k not in ("args_hash", "snapshot_sha256")}
+        return f"{_kv(rest, 90)}  args_hash {p['args_hash']}"
     return short(entry.payload, 90)
 
 

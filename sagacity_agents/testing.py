@@ -71,6 +71,14 @@ class FrozenClock:
     keep the time zone of the current value. Moving backwards is allowed: journals order entries by
     sequence number, never by time, and tests may want to show that. Thread-safe.
 
+    What is reproducible across runs: the timestamps, and therefore, for entries written with the
+    same saga id, phases, tools, call ids, write keys and payloads, the canonical bytes and the
+    hash chain. A saga driven by :class:`~sagacity_agents.Sagacity` or
+    :class:`~sagacity_agents.SagaRunHooks` is *not* byte-for-byte reproducible even with this
+    clock: its write keys carry a random per-process prefix (and a new saga gets a random id), so
+    entry hashes differ from run to run; compare phases, tools and payloads instead, or append
+    with fixed write keys to the journal directly.
+
     Args:
         start: the initial time, an aware datetime (any time zone; journals store it as UTC).
             Defaults to :data:`DEFAULT_START`.

@@ -512,3 +512,35 @@ def test_list_and_verify_escape_control_characters(runner, tmp_path):
         assert result.exit_code == 0, result.output
         assert "\x1b" not in result.output and "\x07" not in result.output
         assert "\\u001b" in result.output
+
+
+@pytest.mark.parametrize("columns", ["200", "80"])
+def test_show_prints_approval_hashes_whole(runner, tmp_path, monkeypatch, columns):
+    """Issue 7 item 8: an approval entry's argument hash is printed whole (a human compares it
+    with the request), in the wide and the compact layout, without --full."""
+    from sagacity_agents import Phase
+
+    monkeypatch.setenv("COLUMNS", columns)
+    path = tmp_path / "journal.db"
+    digest = "ab" * 32
+
+    async def go():
+        journal = SqliteJournal(path)
+        try:
+            await journal.append("s-appr", Phase.AWAITING_APPROVAL, write_key="a", tool="wire",
+                                 call_id="w1", payload={"request_id": "apr-1", "args": {"n": 5},
+                                                        "args_hash": digest})
+            await journal.append("s-appr", Phase.APPROVED, write_key="b", tool="wire", call_id="w1",
+                                 payload={"request_id": "apr-1", "args_hash": digest,
+                                          "approver": "alice", "reason": None})
+        finally:
+            await journal.close()
+
+    asyncio.run(go())
+    result = runner.invoke(cli, ["journal", "show", "s-appr", "--db", str(path)])
+    assert result.exit_code == 0, result.output
+    # A narrow table folds a long cell over lines: join the payload column's pieces.
+    cells = [line.split("│") for line in result.output.splitlines() if "│" in line]
+    column = next(i for row in cells for i, cell in enumerate(row) if "args_hash" in cell)
+    flat = "".join("".join(row[column].split()) for row in cells if len(row) > column)
+    assert flat.count(digest) == 2

@@ -16,6 +16,7 @@ that recovers the saga later. Rules (design.md, "Compensation"):
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ class CompensationContext:
     args: dict[str, Any]
     """The validated arguments the body received (canonical form: Decimal as string, etc.)."""
     result: Any
-    """What the body returned (canonical form)."""
+    """What the body returned (canonical form; ``bytes`` when the body returned bytes)."""
     undo_data: Any
     """What the body passed to ``record_undo_data`` (``None`` if nothing)."""
     idempotency_key: str
@@ -194,6 +195,17 @@ async def _run_undo(decl: ToolDeclaration, ctx: CompensationContext) -> None:
         await outcome
 
 
+def _journaled_result(payload: dict[str, Any]) -> Any:
+    """The journaled result, as bytes again when the body returned bytes (``result_type``)."""
+    result = payload.get("result")
+    if payload.get("result_type") == "bytes" and isinstance(result, str):
+        try:
+            return base64.b64decode(result, validate=True)
+        except ValueError:
+            return result  # not base64 (written by hand): given as journaled
+    return result
+
+
 def _declaration_for(
     declarations: Mapping[str, ToolDeclaration], tool: str, decl_id: Any
 ) -> ToolDeclaration | None:
@@ -305,7 +317,7 @@ async def compensate(
                 tool=call.intent.tool or "",
                 call_id=call.intent.call_id,
                 args=intent_payload.get("args") or {},
-                result=outcome_payload_ctx.get("result"),
+                result=_journaled_result(outcome_payload_ctx),
                 undo_data=outcome_payload_ctx.get("undo_data"),
                 idempotency_key=key,
                 raw_args=intent_payload.get("raw_args"),

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ..errors import ApprovalError, ConfigurationError, EncodingError, JournalError, JournalWriteError, SagaFailedError, SagaStateError
 from .canonical import canonical_bytes, encode_canonical, sha256_hex, to_canonical_value
-from .compensation import CompensationReport, SagaLedger, compensate
+from .compensation import CompensationItem, CompensationReport, SagaLedger, compensate
 from .declarations import Reversibility, ToolDeclaration, Verdict
 from .entries import JournalEntry, Phase
 from .journal import Journal
@@ -175,6 +175,18 @@ def _encode_or_marker(value: Any) -> Any:
         return {ENCODING_ERROR_KEY: str(exc), "type": type(value).__qualname__}
 
 
+RESULT_TYPE_KEY = "result_type"
+"""Payload key beside ``result`` saying what the canonical value stands for: ``"bytes"`` when the
+body returned bytes (journaled, like all bytes, as a standard base64 string; the hashed bytes
+follow the unchanged canonical rule), so a reader and the undo get bytes back, not text."""
+
+
+def _with_result(base: dict[str, Any], result: Any) -> dict[str, Any]:
+    if isinstance(result, (bytes, bytearray, memoryview)):
+        return {**base, "result": result, RESULT_TYPE_KEY: "bytes"}
+    return {**base, "result": result}
+
+
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__qualname__}: {exc}" if str(exc) else type(exc).__qualname__
 
@@ -215,6 +227,9 @@ class Saga:
         self.failures: list[FailureRecord] = []
         self.status = SagaStatus.OPEN
         self.report: CompensationReport | None = None
+        self.in_doubt: tuple[CompensationItem, ...] = ()
+        """Every call whose outcome is unknown when the saga was last finished (its INTENT, or
+        its undo's COMPENSATING, has no outcome in the journal)."""
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._active = 0  # calls between _begin and _end (any thread)
@@ -503,7 +518,7 @@ class Saga:
             # The body returned, so its effect may exist: journal it as EXECUTED (undoable) and
             # fail the saga, rather than hide an effect behind FAILED.
             error = f"classifier raised {_describe(classify_exc)}"
-            payload = {**base, "result": result, "classifier_error": error}
+            payload = {**_with_result(base, result), "classifier_error": error}
             if frame.has_undo_data:
                 payload["undo_data"] = frame.undo_data
             return Phase.EXECUTED, payload, FailureRecord(
@@ -511,7 +526,7 @@ class Saga:
             )
         # Converted once, by the journal; a value with no encoding is marked on the retry in
         # _write_outcome (never a repr).
-        payload = {**base, "result": result}
+        payload = _with_result(base, result)
         if frame.has_undo_data:
             payload["undo_data"] = frame.undo_data
         if verdict is Verdict.REFUSED:
@@ -882,6 +897,7 @@ class Saga:
             except JournalError as exc:  # compensation must not wait for the journal's health
                 self.journal_errors.append(f"SAGA_FAILED not journaled: {_describe(exc)}")
             report = await self.compensate()
+            self.in_doubt = report.in_doubt
             if report.failed:
                 status = SagaStatus.COMPENSATION_FAILED
             elif report.in_doubt or self.unwritten_outcomes or self.journal_errors:
@@ -899,10 +915,32 @@ class Saga:
             else:
                 in_doubt = bool(SagaLedger(await self.journal.entries(self.saga_id)).in_doubt())
             status = SagaStatus.IN_DOUBT if in_doubt or self.unwritten_outcomes else SagaStatus.COMPLETED
+            if status is SagaStatus.IN_DOUBT:  # name every call in doubt (never on the hot path)
+                self.in_doubt = await self._calls_in_doubt()
             await self.close(status)
             return status
         self.status = SagaStatus.OPEN
         return self.status
+
+
+    async def _calls_in_doubt(self) -> tuple[CompensationItem, ...]:
+        """INTENTs without outcome, from the journal, and calls whose outcome is held unwritten
+        (from memory: the journal may be the reason they are)."""
+        items: list[CompensationItem] = []
+        try:
+            entries = await self.journal.entries(self.saga_id)
+            items = [CompensationItem(e.seq, e.tool, e.call_id, "INTENT without outcome")
+                     for e in SagaLedger(entries).in_doubt()]
+        except Exception:  # noqa: BLE001 - the journal is down; memory still names some calls
+            pass
+        seqs = {i.seq for i in items}
+        with self._lock:
+            for phase, kwargs in self._unwritten:
+                seq = (kwargs.get("payload") or {}).get("intent_seq")
+                if isinstance(seq, int) and seq not in seqs:
+                    items.append(CompensationItem(seq, kwargs.get("tool"), kwargs.get("call_id"),
+                                                  f"{phase.value} outcome not journaled"))
+        return tuple(sorted(items, key=lambda i: i.seq))
 
 
 def _merge(first: CompensationReport, second: CompensationReport) -> CompensationReport:

@@ -20,7 +20,7 @@ from agents import Agent, RunHooks, Runner
 
 from ..core.approval import ApprovalStore, wait_for_decision
 from ..core.chain import ChainHead, VerifyResult, verify_journal
-from ..core.compensation import CompensationReport
+from ..core.compensation import CompensationItem, CompensationReport
 from ..core.journal import Journal
 from ..core.memory_approvals import InMemoryApprovalStore
 from ..core.memory_journal import InMemoryJournal
@@ -92,6 +92,9 @@ class SagaResult:
     """The SDK's ``RunResult`` / ``RunResultStreaming`` when the run returned."""
     approvals: tuple[Any, ...] = field(default=())
     """Approval requests waiting for a human (AWAITING_APPROVAL)."""
+    in_doubt: tuple[CompensationItem, ...] = ()
+    """Every call whose outcome is unknown (IN_DOUBT): its journal seq, tool and call id; a
+    human must find out whether its effect exists. Also set when nothing was compensated."""
 
     @property
     def ok(self) -> bool:
@@ -172,6 +175,7 @@ class Sagacity:
             failures=tuple(hooks.saga.failures),
             run_result=run_result,
             approvals=approvals if status is SagaStatus.AWAITING_APPROVAL else (),
+            in_doubt=hooks.saga.in_doubt,
         )
 
     async def _drive(
@@ -330,7 +334,7 @@ class Sagacity:
         if pending:
             await self.approvals.consume(pending, dt.datetime.now(dt.timezone.utc))
         status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
-        return SagaResult(saga_id=saga_id, status=status, report=saga.report)
+        return SagaResult(saga_id=saga_id, status=status, report=saga.report, in_doubt=saga.in_doubt)
 
     async def approve(self, request_id: str, *, approver: str, reason: str | None = None) -> Any:
         """Approve a request: journals APPROVED (approver, reason, the hash decided on).
