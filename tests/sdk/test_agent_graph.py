@@ -14,6 +14,7 @@ from agents import Agent, Handoff, Runner, UserError, function_tool, handoff
 
 from sagacity_agents import (
     ConfigurationError,
+    InMemoryApprovalStore,
     InMemoryJournal,
     Phase,
     Sagacity,
@@ -24,7 +25,7 @@ from sagacity_agents import (
     nested_agent_tool,
     read_only,
 )
-from sagacity_agents.core.approval import InMemoryApprovalStore, args_hash
+from sagacity_agents.core.approval import args_hash
 from sagacity_agents.sdk.graph import UnseenAgentWarning, agent_graph
 
 from .helpers import scripted
