@@ -7,30 +7,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-from agents import Agent, FunctionTool
+from agents import Agent
 
-from ..core.declarations import Reversibility, ToolDeclaration
+from ..core.declarations import Reversibility
 from ..core.saga import Saga
 from ..errors import ConfigurationError
 from .graph import agent_graph
 from .user_errors import SdkConfigurationError, as_user_error
 
-__all__ = ["bind_agent", "declared_tools"]
-
-
-def declared_tools(agent: Agent[Any]) -> Iterator[tuple[FunctionTool, ToolDeclaration]]:
-    """Yield ``(tool, declaration)`` for every declared function tool a run of ``agent`` can
-    reach (see :func:`~sagacity_agents.sdk.graph.agent_graph`).
-
-    Raises:
-        ConfigurationError: as :func:`~sagacity_agents.sdk.graph.agent_graph`.
-    """
-    for site in agent_graph(agent).declared():
-        assert site.declaration is not None
-        yield site.tool, site.declaration
+__all__ = ["bind_agent"]
 
 
 def bind_agent(saga: Saga, agent: Agent[Any]) -> None:

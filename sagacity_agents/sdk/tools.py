@@ -12,8 +12,11 @@ exception first, journals it, and re-raises, and the SDK then converts it as usu
 (sdk-notes.md, "Failures and the error-to-message conversion").
 
 The wrapper keeps the function's signature, so the JSON schema is identical with and without it.
-To learn the model's call id it adds a leading ``ctx: ToolContext`` parameter when the function
-has none (the SDK strips it from the schema). Outside a saga it calls the function unchanged.
+To learn the model's call id it adds a leading, positional-only ``ToolContext`` parameter when the
+function has none (the SDK finds it by its annotation and strips it from the schema; it is named
+``ctx`` unless the user has a parameter of that name). Outside a saga it calls the function
+unchanged. It accepts what ``function_tool`` accepts: functions, sync or async, and callable
+objects (a plain ``__call__``, sync or async), positional-only parameters included.
 """
 
 from __future__ import annotations
@@ -173,9 +176,13 @@ def _wrap(func: Any, decl: ToolDeclaration) -> Callable[..., Any]:
         wrapper = sync_wrapper
 
     _copy_metadata(wrapper, func, target)
-    annotations = {name: hints.get(name, ann) for name, ann in
-                   getattr(target, "__annotations__", {}).items()} if not inspect.isroutine(func) \
-        else dict(getattr(func, "__annotations__", {}))
+    if inspect.isroutine(func):
+        annotations = dict(getattr(func, "__annotations__", {}))  # resolved by the SDK via __wrapped__
+    else:
+        # A callable object's names are resolved here (as the SDK does): __wrapped__ is the
+        # object, which has no __globals__ for the SDK to resolve them in.
+        annotations = {name: hints.get(name, ann)
+                       for name, ann in getattr(target, "__annotations__", {}).items()}
     if adds_ctx:
         # Positional-only, so it fits before a user's positional-only parameters (F-09); named
         # so that it clashes with no user parameter (a ``ctx: int`` of the user's stays theirs).

@@ -134,7 +134,7 @@ def test_configuration_mistakes_of_the_sdk_layer_are_also_user_errors():
         return "x"
 
     for mistake in (lambda: read_only(done), lambda: compensable(undo=None),  # type: ignore[arg-type]
-                    lambda: read_only(42)):
+                    lambda: read_only(42), lambda: read_only(classify=42)(add)):
         with pytest.raises(DeclarationError) as caught:
             mistake()
         assert isinstance(caught.value, UserError)
