@@ -85,8 +85,14 @@ class AgentGraph:
 
 
 def _identity(tool: FunctionTool, decl: ToolDeclaration | None) -> int:
-    # One declaration is one tool, whatever FunctionTool objects were built on it.
-    return id(decl) if decl is not None else id(tool)
+    """What makes two tool objects one tool: the same declaration, else the same function
+    (``function_tool(f)`` built twice), else the same agent behind ``as_tool``."""
+    if decl is not None:
+        return id(decl)
+    inner = sdk.agent_of_tool(tool)
+    if isinstance(inner, Agent):
+        return id(inner)
+    return id(getattr(tool, "__wrapped__", None) or tool)
 
 
 def _unreachable(path: str, what: str) -> SdkConfigurationError:

@@ -234,6 +234,28 @@ def test_f03_the_same_tool_on_several_agents_and_cycles_are_fine():
     assert list(graph.tools()) == ["look"]
 
 
+def test_one_function_or_agent_built_into_several_tool_objects_is_one_tool():
+    """function_tool(f) built twice, or B.as_tool built twice under one name, is one tool (no
+    clash); two different plain functions under one name are two (refused)."""
+
+    def look(q: str) -> str:
+        return q
+
+    def other(q: str) -> str:
+        return q
+
+    model = scripted()
+    b = Agent(name="B", model=model, tools=[function_tool(look)])
+    c = Agent(name="C", model=model)
+    a = Agent(name="A", model=model, tools=[function_tool(look), c.as_tool("ask_c", "c")],
+              handoffs=[handoff(b)])
+    b.tools.append(c.as_tool("ask_c", "c"))
+    assert sorted(agent_graph(a).tools()) == ["ask_c", "look"]
+    b.tools.append(function_tool(other, name_override="look"))
+    with pytest.raises(ConfigurationError, match="two different tools are named 'look'"):
+        agent_graph(a)
+
+
 def test_tools_are_keyed_by_qualified_name():
     """Tools are keyed as the SDK keys them: ``namespace.name`` for tool_namespace()."""
     from agents import tool_namespace
