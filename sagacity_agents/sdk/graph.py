@@ -135,10 +135,11 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
             if not isinstance(tool, FunctionTool):
                 continue  # hosted tools run at the provider: nothing of ours to journal
             decl = declaration_of(tool)
-            site = ToolSite(tool_key(tool), tool, decl, f"{path} -> tool {tool_key(tool)}")
-            known = by_key.get(site.key)
+            key = tool.qualified_name
+            site = ToolSite(key, tool, decl, f"{path} -> tool {key}")
+            known = by_key.get(key)
             if known is None:
-                by_key[site.key] = (_identity(tool, decl), site)
+                by_key[key] = (_identity(tool, decl), site)
                 sites.append(site)
             elif known[0] != _identity(tool, decl):
                 raise SdkConfigurationError(
@@ -152,7 +153,7 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
             if inner is sdk.UNKNOWN:
                 raise _unreachable(site.path, "an agent tool with no agent instance")
             if isinstance(inner, Agent):
-                stack.append((inner, f"{path} -> as_tool {tool_key(tool)} -> {inner.name}"))
+                stack.append((inner, f"{path} -> as_tool {key} -> {inner.name}"))
         for handoff in getattr(agent, "handoffs", None) or ():
             if isinstance(handoff, Agent):
                 stack.append((handoff, f"{path} -> handoff {handoff.name}"))
