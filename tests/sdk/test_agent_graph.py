@@ -396,3 +396,40 @@ def test_weakref_contract_of_handoff_targets_is_what_the_walk_reads():
     h = handoff(b)
     assert isinstance(h._agent_ref, weakref.ref)
     assert [x.name for x in agent_graph(Agent(name="A", model=scripted(), handoffs=[h])).agents] == ["A", "B"]
+
+
+async def test_namespaced_tools_of_one_name_are_two_tools_each_with_its_own_undo(journals):
+    """Keyed as the SDK keys them: `crm.look` and `erp.look` (tool_namespace) are two tools,
+    journaled under their qualified names, and each call is undone by its own undo."""
+    from agents import tool_namespace
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    log: list = []
+
+    def looker(system):
+        @function_tool(name_override="look")
+        @compensable(undo=lambda ctx: log.append(("undo", system, ctx.result)))
+        def look(q: str) -> str:
+            return f"{system}:{q}"
+
+        return look  # one factory: both declarations share an id; the bound name tells them apart
+
+    @function_tool(failure_error_function=None)
+    @read_only
+    def explode() -> str:
+        raise RuntimeError("boom")
+
+    crm = tool_namespace(name="crm", description="CRM", tools=[looker("crm")])
+    erp = tool_namespace(name="erp", description="ERP", tools=[looker("erp")])
+    model = ScriptedModel()
+    model.enqueue([function_call("look", {"q": "a"}, call_id="c1", namespace="crm")])
+    model.enqueue([function_call("look", {"q": "b"}, call_id="c2", namespace="erp")])
+    model.enqueue([function_call("explode", {}, call_id="c3")])
+    model.enqueue([assistant_message("x")])
+    a = Agent(name="A", model=model, tools=[*crm, *erp, explode])
+    journal = journals()
+    result = await Sagacity(journal).run(a, "go")
+    assert result.status is SagaStatus.COMPENSATED
+    assert log == [("undo", "erp", "erp:b"), ("undo", "crm", "crm:a")]
+    intents = [e.tool for e in await journal.entries(result.saga_id) if e.phase is Phase.INTENT]
+    assert intents == ["crm.look", "erp.look", "explode"]
