@@ -27,7 +27,7 @@ from rich.text import Text
 from .cli import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
 from .core.approval import ApprovalRequest
 from .core.sqlite_approvals import SqliteApprovalStore
-from .errors import ApprovalError, SagacityError
+from .errors import ApprovalError, SagacityError, describe_error
 from .render import data_text, make_console, printable, status_text
 
 __all__ = ["approvals", "load_app", "saga"]
@@ -261,7 +261,7 @@ def saga_resume(saga_id: str, app: str, context_json: str | None, db: str) -> No
     if result.final_output is not None:  # model text: escaped, never markup
         console.print(data_text(f"final output: {result.final_output}"))
     if result.exception is not None:
-        console.print(data_text(f"run raised: {type(result.exception).__name__}: {result.exception}"))
+        console.print(data_text(f"run raised: {describe_error(result.exception)}"))
     for request in result.approvals:
         console.print(data_text(f"waiting again: {request.request_id} ({request.tool})"))
     if not result.ok and result.status.value != "AWAITING_APPROVAL":

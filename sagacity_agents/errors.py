@@ -16,6 +16,7 @@ __all__ = [
     "SagaFailedError",
     "SagaStateError",
     "SagacityError",
+    "describe_error",
 ]
 
 
@@ -62,3 +63,35 @@ class SagaFailedError(SagacityError):
 class ApprovalError(SagacityError):
     """An approval check failed closed: unknown or consumed request, decision missing from the
     journal, argument hash mismatch, expired request, undecided pending calls."""
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"Type: message"`` for an exception, safe for any exception a tool or undo may raise.
+
+    An exception's ``__str__`` is user code: it may raise, return a non-string, or be huge.
+    Journaling a failure must never fail because of how the exception prints (a FAILED entry
+    that cannot be written would leave the call in doubt, its effect never undone), so a
+    ``__str__`` that raises gives ``"Type (message unavailable: <what it raised>)"``.
+
+    Args:
+        exc: any exception.
+
+    Returns:
+        The type's qualified name, followed by ``": message"`` when the message is not empty.
+        Never raises.
+    """
+    try:
+        name = type(exc).__qualname__
+    except Exception:  # noqa: BLE001 - a metaclass can break even this
+        name = "exception"
+    try:
+        text = str(exc)
+        if not isinstance(text, str):  # a C-level or odd __str__
+            raise TypeError(f"__str__ returned {type(text).__name__}")
+    except Exception as inner:  # noqa: BLE001 - never let printing an error fail the caller
+        try:
+            what = type(inner).__qualname__
+        except Exception:  # noqa: BLE001
+            what = "exception"
+        return f"{name} (message unavailable: its __str__ raised {what})"
+    return f"{name}: {text}" if text else name

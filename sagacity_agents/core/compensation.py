@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import describe_error
 from .canonical import sha256_hex
 from .declarations import Reversibility, ToolDeclaration, declaration_by_id
 from .entries import JournalEntry, Phase
@@ -301,7 +302,7 @@ async def compensate(
         except Exception as exc:  # noqa: BLE001 - record intent before acting: no entry, no undo
             failed.append(CompensationItem(
                 item.seq, item.tool, item.call_id,
-                f"undo not run: COMPENSATING could not be journaled ({type(exc).__qualname__}: {exc})",
+                f"undo not run: COMPENSATING could not be journaled ({describe_error(exc)})",
             ))
             continue
         outcome_payload: dict[str, Any] = {"target_seq": call.outcome.seq, "compensating_seq": start.seq}
@@ -325,7 +326,7 @@ async def compensate(
             try:
                 await _run_undo(decl, ctx)
             except Exception as exc:  # noqa: BLE001 - journaled, the walk goes on
-                error = f"{type(exc).__qualname__}: {exc}"
+                error = describe_error(exc)
         phase = Phase.COMPENSATED if error is None else Phase.COMPENSATION_FAILED
         if error is not None:
             outcome_payload["error"] = error
@@ -339,7 +340,7 @@ async def compensate(
                 payload=outcome_payload,
             )
         except Exception as exc:  # noqa: BLE001 - the undo's outcome is known here, not in the journal
-            note = f"undo {'ran' if error is None else 'failed'} but its outcome could not be journaled ({exc})"
+            note = f"undo {'ran' if error is None else 'failed'} but its outcome could not be journaled ({describe_error(exc)})"
             in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, note))
             continue
         if error is None:

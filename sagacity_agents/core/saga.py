@@ -19,7 +19,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..errors import ApprovalError, ConfigurationError, EncodingError, JournalError, JournalWriteError, SagaFailedError, SagaStateError
+from ..errors import (
+    ApprovalError, ConfigurationError, EncodingError, JournalError, JournalWriteError, SagaFailedError,
+    SagaStateError, describe_error,
+)
 from .canonical import canonical_bytes, encode_canonical, sha256_hex, to_canonical_value
 from .compensation import CompensationItem, CompensationReport, SagaLedger, compensate
 from .declarations import Reversibility, ToolDeclaration, Verdict
@@ -187,8 +190,7 @@ def _with_result(base: dict[str, Any], result: Any) -> dict[str, Any]:
     return {**base, "result": result}
 
 
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__qualname__}: {exc}" if str(exc) else type(exc).__qualname__
+_describe = describe_error
 
 
 class Saga:

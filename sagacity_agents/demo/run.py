@@ -27,7 +27,7 @@ from ..core.chain import VerifyResult
 from ..core.entries import JournalEntry
 from ..core.saga import FailurePolicy
 from ..core.sqlite_journal import SqliteJournal
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, describe_error
 from ..render import journal_table, make_console, status_text, verify_text
 from ..sdk.facade import SagaResult, Sagacity
 from .booking import BookingCounts, BookingSystem
@@ -178,7 +178,7 @@ def _story(outcome: TripOutcome, console: Console) -> None:
         console.print("The run returned normally. Its final output:")
         console.print(Text.assemble("  ", _quote(str(result.final_output))))
     elif result.exception is not None:
-        console.print(f"The run raised: {type(result.exception).__name__}: {result.exception}")
+        console.print(f"The run raised: {describe_error(result.exception)}")
     console.print(
         Text(
             "Without a saga, that would be the end of it: a flight and a hotel booked, "
@@ -246,7 +246,7 @@ def render(outcome: TripOutcome, console: Console) -> None:
         if result.final_output is not None:
             console.print(Text.assemble("The model said: ", _quote(str(result.final_output))))
         if result.exception is not None:
-            console.print(f"The run raised: {type(result.exception).__name__}: {result.exception}")
+            console.print(f"The run raised: {describe_error(result.exception)}")
     _evidence(outcome, console)
 
 

@@ -1,0 +1,78 @@
+"""E-07: an exception whose ``str()`` / ``repr()`` raises is journaled FAILED with a safe
+description and the saga compensates, for async and sync bodies, through the SDK."""
+
+from __future__ import annotations
+
+import pytest
+from agents import function_tool
+
+from sagacity_agents import InMemoryJournal, Phase, Sagacity, SagaStatus, compensable, compensate
+from sagacity_agents.errors import describe_error
+
+from ..sdk.helpers import agent, scripted
+
+
+class Unprintable(Exception):
+    __str__ = lambda self: 1 / 0  # noqa: E731 - the case as the issue states it
+    __repr__ = lambda self: 1 / 0  # noqa: E731
+
+
+def test_describe_error_never_raises():
+    assert describe_error(Unprintable()) == (
+        "Unprintable (message unavailable: its __str__ raised ZeroDivisionError)"
+    )
+    assert describe_error(ValueError("x")) == "ValueError: x"
+    assert describe_error(ValueError()) == "ValueError"
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_e07_unprintable_exception_is_journaled_failed_and_compensated(sync):
+    """E-07: book a hotel (undoable), then a compensable body raises an exception whose str()
+    raises: FAILED with a safe description, the hotel is cancelled, COMPENSATED at once (no
+    in-flight wait: in_flight_timeout is 30 s by default and the run must not reach it)."""
+    journal = InMemoryJournal()
+    world: list[str] = []
+
+    @function_tool
+    @compensable(undo=lambda ctx: world.remove(ctx.args["city"]))
+    async def book_hotel(city: str) -> str:
+        world.append(city)
+        return "booked"
+
+    def charge_body(amount: int) -> str:
+        raise Unprintable()
+
+    async def charge_async(amount: int) -> str:
+        raise Unprintable()
+
+    body = charge_body if sync else charge_async
+    body.__name__ = "charge"
+    charge = function_tool(compensable(undo=lambda ctx: None)(body))
+    model = scripted([("book_hotel", {"city": "Porto"}, "1")], [("charge", {"amount": 80}, "2")], "done")
+    result = await Sagacity(journal, in_flight_timeout=5).run(agent(model, book_hotel, charge), "go")
+    entries = await journal.entries(result.saga_id)
+    failed = [e for e in entries if e.phase is Phase.FAILED]
+    assert len(failed) == 1 and failed[0].tool == "charge"
+    assert failed[0].payload["error"] == "Unprintable (message unavailable: its __str__ raised ZeroDivisionError)"
+    assert result.status is SagaStatus.COMPENSATED
+    assert world == []
+    assert entries[-1].phase is Phase.SAGA_CLOSED and entries[-1].payload["status"] == "COMPENSATED"
+
+
+async def test_e07_unprintable_exception_in_an_undo_is_journaled():
+    """An undo raising such an exception is journaled COMPENSATION_FAILED with the safe text."""
+    from sagacity_agents import ToolDeclaration, Reversibility  # noqa: PLC0415
+
+    journal = InMemoryJournal()
+
+    def undo(ctx):
+        raise Unprintable()
+
+    await journal.append("s", Phase.SAGA_OPENED, write_key="saga:open", payload={})
+    intent = await journal.append("s", Phase.INTENT, write_key="i", tool="t", call_id="c",
+                                  payload={"args": {}, "reversibility": "compensatable"})
+    await journal.append("s", Phase.EXECUTED, write_key="o", tool="t", call_id="c",
+                         payload={"intent_seq": intent.seq, "result": None})
+    decl = ToolDeclaration(name="t", reversibility=Reversibility.COMPENSATABLE, undo=undo)
+    report = await compensate(journal, "s", {"t": decl})
+    assert report.failed[0].detail.startswith("Unprintable (message unavailable")
