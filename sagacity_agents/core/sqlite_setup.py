@@ -4,6 +4,7 @@ I/O thread each store object runs its SQLite work on."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 import time
@@ -13,11 +14,27 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import JournalError
+from ..errors import JournalError, JournalWriteError
 
 __all__ = ["SqliteWorker", "open_sqlite"]
 
 T = TypeVar("T")
+
+_FILE_SUFFIXES = ("", "-wal", "-shm")
+"""The database file and the two files WAL mode keeps beside it while a connection is open."""
+
+
+def _file_ids(path: str) -> tuple[tuple[int, int] | None, ...]:
+    """(device, inode) of the database file and its ``-wal`` / ``-shm`` files; None if missing."""
+    ids = []
+    for suffix in _FILE_SUFFIXES:
+        try:
+            st = os.stat(path + suffix)
+        except FileNotFoundError:
+            ids.append(None)
+        else:
+            ids.append((st.st_dev, st.st_ino))
+    return tuple(ids)
 
 
 def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str, what: str) -> sqlite3.Connection:
@@ -93,10 +110,18 @@ class SqliteWorker:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sagacity-sqlite")
         mode = synchronous.upper()
 
+        self._file_ids: tuple[tuple[int, int] | None, ...] | None = None
+        self._lost: str | None = None
+
         def connect() -> None:
             self._local.conn = open_sqlite(
                 self.path, schema, busy_timeout=busy_timeout, synchronous=mode, what=what
             )
+            if self.path != ":memory:" and not self.path.startswith("file:"):
+                # Applying the schema ran a write transaction: the -wal and -shm files exist now,
+                # and stay while this connection is open (SQLite removes them only when the last
+                # connection closes, and this one is open).
+                self._file_ids = _file_ids(self.path)
 
         try:
             self._executor.submit(connect).result()
@@ -115,9 +140,48 @@ class SqliteWorker:
             raise JournalError(f"{self._what} {self.path!r} is closed")
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, fn, *args)
+            return await loop.run_in_executor(self._executor, self._on_same_file, fn, args)
         except sqlite3.Error as exc:
             raise JournalError(f"{self._what} {self.path!r}: {exc}") from exc
+
+    def _check_file(self) -> None:
+        """Refuse to write when the database file, or its ``-wal`` / ``-shm`` file, was deleted
+        or replaced since this object opened it (called on the worker thread before and after
+        every operation: three ``os.stat`` calls each time, a few microseconds).
+
+        An open connection keeps writing into a deleted file without error, and a WAL file
+        deleted under it takes every later commit with it: the writes would "succeed" into
+        nothing. Once noticed, the store stays refused (nothing it writes can be trusted to land).
+
+        Raises:
+            JournalWriteError: the file is gone or is another file now.
+        """
+        if self._file_ids is None:
+            return
+        if self._lost is None:
+            now = _file_ids(self.path)
+            if now != self._file_ids:
+                changed = [
+                    f"{os.path.basename(self.path) + suffix} "
+                    + ("deleted" if new is None else "replaced")
+                    for suffix, old, new in zip(_FILE_SUFFIXES, self._file_ids, now, strict=True)
+                    if old != new
+                ]
+                self._lost = ", ".join(changed)
+        if self._lost is not None:
+            raise JournalWriteError(
+                f"{self._what} {self.path!r}: the file was changed under this process "
+                f"({self._lost}); writes since then may be lost, nothing more is written here. "
+                "Restore the file from a backup or investigate before going on."
+            )
+
+    def _on_same_file(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        # Checked before (write nothing into a dead file) and after (deleted during the
+        # transaction: the write went nowhere, so the caller must not count on it).
+        self._check_file()
+        result = fn(*args)
+        self._check_file()
+        return result
 
     def _close_sync(self) -> None:
         conn = getattr(self._local, "conn", None)
