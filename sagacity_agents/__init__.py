@@ -22,6 +22,7 @@ from .core.chain import (
     verify_entries,
     verify_journal,
 )
+from .core.checkpoints import Checkpoint, CheckpointStore, DirectoryCheckpointStore
 from .core.compensation import (
     CompensationContext,
     CompensationItem,
@@ -31,9 +32,11 @@ from .core.compensation import (
 )
 from .core.declarations import Reversibility, ToolDeclaration, Verdict
 from .core.entries import JournalEntry, Phase
+from .core.evidence import Evidence
 from .core.journal import Journal
 from .core.memory_approvals import InMemoryApprovalStore
 from .core.memory_journal import InMemoryJournal
+from .core.signing import Keyring
 from .core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, record_undo_data
 from .core.sqlite_approvals import SqliteApprovalStore
 from .core.sqlite_journal import SqliteJournal
@@ -42,11 +45,13 @@ from .errors import (
     ConfigurationError,
     DeclarationError,
     EncodingError,
+    EvidenceError,
     JournalError,
     JournalWriteError,
     SagacityError,
     SagaFailedError,
     SagaStateError,
+    SignatureError,
 )
 
 # The Agents SDK adapter is imported on first use, so core-only users (the CLI's journal
@@ -99,13 +104,18 @@ __all__ = [
     "ApprovalStore",
     "ChainFault",
     "ChainHead",
+    "Checkpoint",
+    "CheckpointStore",
     "CompensationContext",
     "CompensationItem",
     "CompensationReport",
     "ConfigurationError",
     "Decision",
     "DeclarationError",
+    "DirectoryCheckpointStore",
     "EncodingError",
+    "Evidence",
+    "EvidenceError",
     "FailurePolicy",
     "FailureRecord",
     "HooksNotEnteredError",
@@ -115,6 +125,7 @@ __all__ = [
     "JournalEntry",
     "JournalError",
     "JournalWriteError",
+    "Keyring",
     "Phase",
     "Reversibility",
     "Saga",
@@ -128,6 +139,7 @@ __all__ = [
     "SagaStream",
     "Sagacity",
     "SagacityError",
+    "SignatureError",
     "SqliteApprovalStore",
     "SqliteJournal",
     "StreamAbandoned",

@@ -11,11 +11,13 @@ __all__ = [
     "ConfigurationError",
     "DeclarationError",
     "EncodingError",
+    "EvidenceError",
     "JournalError",
     "JournalWriteError",
     "SagaFailedError",
     "SagaStateError",
     "SagacityError",
+    "SignatureError",
     "describe_error",
 ]
 
@@ -63,6 +65,28 @@ class SagaFailedError(SagacityError):
 class ApprovalError(SagacityError):
     """An approval check failed closed: unknown or consumed request, decision missing from the
     journal, argument hash mismatch, expired request, undecided pending calls."""
+
+
+class EvidenceError(SagacityError):
+    """A saga's journal does not verify (its hash chain, its newest signed checkpoint, or a
+    decision's signature), so nothing was done on it: no tool run, no undo, no decision, no close.
+
+    Attributes:
+        saga_id: the saga.
+        bad_seq: the first bad sequence number.
+        fault: why (a ``ChainFault`` value, e.g. ``"hash mismatch"``).
+    """
+
+    def __init__(self, message: str, *, saga_id: str, bad_seq: int | None, fault: str | None) -> None:
+        super().__init__(message)
+        self.saga_id = saga_id
+        self.bad_seq = bad_seq
+        self.fault = fault
+
+
+class SignatureError(SagacityError):
+    """A signature (checkpoint or decision) is missing, made with an unknown key, or does not
+    verify."""
 
 
 def describe_error(exc: BaseException) -> str:

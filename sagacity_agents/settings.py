@@ -7,8 +7,21 @@ default here.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["DB_ENVVAR", "DEFAULT_JOURNAL_PATH", "journal_path"]
+if TYPE_CHECKING:
+    from .core.evidence import Evidence
+
+__all__ = [
+    "CHECKPOINTS_ENVVAR",
+    "DB_ENVVAR",
+    "DEFAULT_JOURNAL_PATH",
+    "KEYRING_ENVVAR",
+    "SIGNING_KEY_ENVVAR",
+    "evidence_from",
+    "journal_path",
+]
 
 DB_ENVVAR = "SAGACITY_DB"
 """Environment variable naming the SQLite journal file."""
@@ -21,3 +34,38 @@ names one."""
 def journal_path(explicit: str | None = None) -> str:
     """The journal path: ``explicit``, else ``$SAGACITY_DB``, else :data:`DEFAULT_JOURNAL_PATH`."""
     return explicit or os.environ.get(DB_ENVVAR) or DEFAULT_JOURNAL_PATH
+
+
+CHECKPOINTS_ENVVAR = "SAGACITY_CHECKPOINTS"
+"""Environment variable naming the signed-checkpoint directory (no checkpoints when unset)."""
+
+KEYRING_ENVVAR = "SAGACITY_KEYRING"
+"""Environment variable naming the keyring directory (``KEY_ID.pub`` / ``KEY_ID.key`` files)."""
+
+SIGNING_KEY_ENVVAR = "SAGACITY_SIGNING_KEY_ID"
+"""Environment variable naming which private key of the keyring signs (when it holds several)."""
+
+
+def evidence_from(checkpoints: Any = None, keyring: Any = None, signing_key_id: str | None = None) -> Evidence:
+    """The :class:`~sagacity_agents.core.evidence.Evidence` policy from arguments, else
+    ``$SAGACITY_CHECKPOINTS`` / ``$SAGACITY_KEYRING`` / ``$SAGACITY_SIGNING_KEY_ID``.
+
+    Args:
+        checkpoints: a ``CheckpointStore``, a directory path, or ``None`` (environment, else none).
+        keyring: a ``Keyring``, a keyring directory path, or ``None`` (environment, else none).
+        signing_key_id: which private key of a keyring directory signs.
+
+    Raises:
+        ConfigurationError: a keyring that cannot be loaded, or checkpoints without a keyring.
+    """
+    from .core.checkpoints import DirectoryCheckpointStore  # noqa: PLC0415 - keeps settings light
+    from .core.evidence import Evidence  # noqa: PLC0415
+    from .core.signing import Keyring  # noqa: PLC0415
+
+    checkpoints = checkpoints or os.environ.get(CHECKPOINTS_ENVVAR) or None
+    keyring = keyring or os.environ.get(KEYRING_ENVVAR) or None
+    if isinstance(checkpoints, (str, Path)):
+        checkpoints = DirectoryCheckpointStore(checkpoints)
+    if isinstance(keyring, (str, Path)):
+        keyring = Keyring.load(keyring, signing_key_id=signing_key_id or os.environ.get(SIGNING_KEY_ENVVAR) or None)
+    return Evidence(checkpoints=checkpoints, keyring=keyring)

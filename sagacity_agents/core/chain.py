@@ -64,6 +64,9 @@ class ChainFault(str, enum.Enum):
     before that entry."""
     MISSING_SAGA = "missing saga"
     """An anchored saga has no entries left at all."""
+    BAD_SIGNATURE = "bad signature"
+    """A signed checkpoint or a decision's signature is missing, made with an unknown key, or
+    does not verify (see ``core.evidence``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from ..errors import describe_error
 from .canonical import sha256_hex
 from .declarations import Reversibility, ToolDeclaration, declaration_by_id
 from .entries import JournalEntry, Phase
+from .evidence import Evidence, verified_entries
 from .journal import Journal
 
 __all__ = [
@@ -225,6 +226,8 @@ async def compensate(
     journal: Journal,
     saga_id: str,
     declarations: Mapping[str, ToolDeclaration],
+    *,
+    evidence: Evidence | None = None,
 ) -> CompensationReport:
     """Undo the saga's EXECUTED compensatable effects in reverse sequence and report.
 
@@ -237,17 +240,21 @@ async def compensate(
             never by another tool of the same name; an INTENT without one (journals written
             before ids existed) by the declaration of its tool name. A compensatable entry with
             no such declaration is reported as failed ("no undo registered").
+        evidence: how the saga's entries are verified first (default: the hash chain alone).
 
     Returns:
         The report. Undos that raise are journaled as COMPENSATION_FAILED and listed under
         ``failed``; the walk goes on.
 
     Raises:
+        EvidenceError: the saga's entries do not verify: no undo is run, nothing is written.
         JournalError: the journal could not be read. A COMPENSATING entry that cannot be written
             means that undo is not run (listed as failed); an undo whose outcome cannot be
             written is listed in doubt; the walk goes on in both cases.
     """
-    ledger = SagaLedger(await journal.entries(saga_id))
+    # Undo only what verified evidence says happened: an edited EXECUTED entry could aim an
+    # undo at someone else's booking.
+    ledger = SagaLedger(await verified_entries(journal, saga_id, evidence))
     undone: list[CompensationItem] = []
     failed: list[CompensationItem] = []
     kept: list[CompensationItem] = []

@@ -27,6 +27,7 @@ from .canonical import canonical_bytes, encode_canonical, sha256_hex, to_canonic
 from .compensation import CompensationItem, CompensationReport, SagaLedger, compensate
 from .declarations import Reversibility, ToolDeclaration, Verdict
 from .entries import JournalEntry, Phase
+from .evidence import Evidence, verified_entries
 from .journal import Journal
 
 __all__ = [
@@ -203,6 +204,8 @@ class Saga:
         in_flight_timeout: seconds :meth:`settle` waits for calls still running before deciding
             what to undo; calls still running then are reported in doubt.
         metadata: JSON-able data journaled with SAGA_OPENED.
+        evidence: how the saga's past is verified before acting on it (reopening, compensating)
+            and whether checkpoints are signed at close; default: the hash chain alone.
     """
 
     def __init__(
@@ -213,8 +216,10 @@ class Saga:
         policy: FailurePolicy = FailurePolicy.STOP,
         in_flight_timeout: float = 30.0,
         metadata: dict[str, Any] | None = None,
+        evidence: Evidence | None = None,
     ) -> None:
         self.journal = journal
+        self.evidence = evidence
         self._fresh_id = saga_id is None  # a new random id: nothing in the journal to read
         # Invocation ids (write-key prefixes): random per Saga object, counted per call; unique
         # across processes and retries of a saga without a uuid4 per call.
@@ -266,6 +271,7 @@ class Saga:
         Raises:
             SagaStateError: the saga is closed in the journal, or it failed (a failed saga takes
                 no more runs: recover it).
+            EvidenceError: the saga's journal does not verify (nothing is written).
             JournalError: the journal cannot be written.
         """
         self.loop = asyncio.get_running_loop()
@@ -277,7 +283,7 @@ class Saga:
             )
             self._opened = True
             return
-        existing = await self.journal.entries(self.saga_id)
+        existing = await verified_entries(self.journal, self.saga_id, self.evidence)
         closes = [e for e in existing if e.phase is Phase.SAGA_CLOSED]
         if closes:
             last = closes[-1].payload if isinstance(closes[-1].payload, dict) else {}
@@ -844,13 +850,14 @@ class Saga:
             The compensation report (also kept on :attr:`report`).
         """
         still_running = await self.settle()
-        report = await compensate(self.journal, self.saga_id, self.declarations)
+        report = await compensate(self.journal, self.saga_id, self.declarations, evidence=self.evidence)
         while still_running:
             before = still_running
             still_running = await self.settle()
             if still_running >= before:
                 break
-            report = _merge(report, await compensate(self.journal, self.saga_id, self.declarations))
+            report = _merge(report, await compensate(self.journal, self.saga_id, self.declarations,
+                                                     evidence=self.evidence))
         self.report = report
         return report
 
@@ -870,10 +877,17 @@ class Saga:
             try:
                 key = "saga:closed" if not self._closes else f"saga:closed:{self._closes + 1}"
                 await self.journal.append(self.saga_id, Phase.SAGA_CLOSED, write_key=key, payload=payload)
-                return
+                break
             except JournalError as exc:
                 if attempt == 2:
                     self.journal_errors.append(f"SAGA_CLOSED not journaled: {_describe(exc)}")
+                    return
+        if self.evidence is not None and self.evidence.signs_checkpoints:
+            try:
+                await self.evidence.checkpoint(self.journal, self.saga_id)
+            except Exception as exc:  # noqa: BLE001 - the saga's status stands; reported
+                self.journal_errors.append(f"checkpoint not written: {_describe(exc)}")
+
 
     async def finish(self, *, error: BaseException | None, close: bool) -> SagaStatus:
         """Decide how one run of the saga ended, compensating when it ended badly.

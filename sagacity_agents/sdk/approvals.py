@@ -36,6 +36,7 @@ from ..core.canonical import (
     to_canonical_value,
 )
 from ..core.entries import Phase
+from ..core.evidence import Evidence, sign_decision, verified_entries
 from ..core.journal import Clock, Journal, utc_now
 from ..core.saga import Grant, Saga
 from ..errors import ApprovalError, EncodingError
@@ -145,6 +146,8 @@ class ApprovalDesk:
         store: the approval/snapshot store.
         ttl: seconds before a request expires (``None``: never); default 24 h.
         clock: time source.
+        evidence: how a saga's journal is verified before deciding or resuming, whether pauses
+            are checkpointed and decisions signed (``core.evidence``); default: the chain alone.
     """
 
     def __init__(
@@ -154,7 +157,9 @@ class ApprovalDesk:
         *,
         ttl: float | None = 24 * 3600,
         clock: Clock = utc_now,
+        evidence: Evidence | None = None,
     ) -> None:
+        self.evidence = evidence
         self.journal = journal
         self.store = store
         self.ttl = ttl
@@ -229,6 +234,8 @@ class ApprovalDesk:
             await self.store.create(request)
             requests.append(request)
         await self.store.save_snapshot(saga.saga_id, snapshot)
+        if self.evidence is not None:
+            await self.evidence.checkpoint(self.journal, saga.saga_id)  # the head at the pause
         return PauseOutcome(tuple(requests), state)
 
     # --- deciding -------------------------------------------------------------------------
@@ -264,7 +271,8 @@ class ApprovalDesk:
                 f"approval request {request_id} was already {request.decision} by "
                 f"{request.approver}; a decision cannot be changed"
             )
-        if any(e.phase is Phase.SAGA_CLOSED for e in await self.journal.entries(request.saga_id)):
+        entries = await verified_entries(self.journal, request.saga_id, self.evidence)
+        if any(e.phase is Phase.SAGA_CLOSED for e in entries):
             raise ApprovalError(f"saga {request.saga_id} is closed; nothing can run on this decision")
         phase = Phase.APPROVED if approve else Phase.REJECTED
         try:
@@ -272,13 +280,23 @@ class ApprovalDesk:
                 request.saga_id, phase, write_key=f"decision:{request_id}", tool=request.tool,
                 call_id=request.call_id,
                 payload={"request_id": request_id, "args_hash": request.args_hash,
-                         "approver": approver, "reason": reason},
+                         "approver": approver, "reason": reason,
+                         **self._signature(request, approve, approver)},
             )
         except Exception as exc:
             raise ApprovalError(f"decision on {request_id} could not be journaled: {exc}") from exc
         return await self.store.decide(
             request_id, "approved" if approve else "rejected", approver, reason, now
         )
+
+    def _signature(self, request: ApprovalRequest, approve: bool, approver: str) -> dict[str, Any]:
+        keyring = self.evidence.keyring if self.evidence is not None else None
+        if keyring is None or not keyring.can_sign:
+            return {}
+        return {"signature": sign_decision(
+            keyring, saga_id=request.saga_id, request_id=request.request_id,
+            call_id=request.call_id, args_hash=request.args_hash, approved=approve, approver=approver,
+        )}
 
     # --- resuming -------------------------------------------------------------------------
     async def _journaled(
@@ -293,7 +311,7 @@ class ApprovalDesk:
         decisions: dict[str, tuple[bool, str]] = {}
         snapshots: dict[str, str] = {}
         kinds: dict[str, str | None] = {}
-        for e in await self.journal.entries(saga_id):
+        for e in await verified_entries(self.journal, saga_id, self.evidence):
             if not isinstance(e.payload, dict) or not e.payload.get("request_id"):
                 continue
             rid = e.payload["request_id"]

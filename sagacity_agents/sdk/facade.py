@@ -27,8 +27,10 @@ from ..core.memory_journal import InMemoryJournal
 from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
 from ..core.sqlite_approvals import SqliteApprovalStore
 from ..core.sqlite_journal import SqliteJournal
-from ..errors import SagacityError, SagaStateError
-from ..settings import DEFAULT_JOURNAL_PATH, journal_path
+from ..core.checkpoints import CheckpointStore
+from ..core.signing import Keyring
+from ..errors import ConfigurationError, SagacityError, SagaStateError
+from ..settings import DEFAULT_JOURNAL_PATH, evidence_from, journal_path
 from .approvals import ApprovalDesk
 from .binding import bind_agent
 from .hooks import SagaRunHooks
@@ -126,6 +128,16 @@ class Sagacity:
             or ``None`` for ``$SAGACITY_DB`` or ``sagacity.db`` in the current directory.
         policy: what the first failed call does (default: stop the run at once).
         in_flight_timeout: seconds to wait for calls still running before compensating.
+        checkpoints: signed checkpoints: a ``CheckpointStore`` or a directory; ``None`` reads
+            ``$SAGACITY_CHECKPOINTS`` (unset: none). A saga's head is signed at close and at
+            every pause, and every saga is verified against its newest checkpoint before it is
+            resumed, recovered, decided on, closed or run again.
+        keyring: a ``Keyring`` or a keyring directory; ``None`` reads ``$SAGACITY_KEYRING``. It
+            verifies checkpoints and decisions (approvals must then be signed) and, holding a
+            private key, signs them. See docs/threat-model.md.
+
+    Raises:
+        ConfigurationError: checkpoints without a keyring, or a keyring that cannot be loaded.
     """
 
     def __init__(
@@ -137,13 +149,16 @@ class Sagacity:
         in_flight_timeout: float = 30.0,
         approval_ttl: float | None = 24 * 3600,
         fail_on_rejection: bool = False,
+        checkpoints: CheckpointStore | str | Path | None = None,
+        keyring: Keyring | str | Path | None = None,
     ) -> None:
+        self.evidence = evidence_from(checkpoints, keyring)
         self.journal = _journal_from(journal)
         if approvals is None:
             path = getattr(self.journal, "path", None)
             approvals = SqliteApprovalStore(path) if path and path != ":memory:" else InMemoryApprovalStore()
         self.approvals = approvals
-        self.desk = ApprovalDesk(self.journal, approvals, ttl=approval_ttl)
+        self.desk = ApprovalDesk(self.journal, approvals, ttl=approval_ttl, evidence=self.evidence)
         self.policy = FailurePolicy(policy)
         self.in_flight_timeout = in_flight_timeout
         self.fail_on_rejection = fail_on_rejection
@@ -156,7 +171,8 @@ class Sagacity:
                 "a saga is already active in this context: opening another inside it would split "
                 "the journal; nested Runner.run calls inside a wrapped tool join it automatically"
             )
-        saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=self.in_flight_timeout)
+        saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=self.in_flight_timeout,
+                    evidence=self.evidence)
         return SagaRunHooks(saga, agent=agent, hooks=hooks, close=close)
 
     @staticmethod
@@ -326,7 +342,7 @@ class Sagacity:
         """
         if not await self.journal.entries(saga_id):
             raise SagaStateError(f"no saga {saga_id} in the journal")
-        saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0)
+        saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0, evidence=self.evidence)
         bind_agent(saga, agent)
         await saga.open(recovering=True)
         # Approvals still pending die with the saga: consumed, so no resume can run them later.
@@ -410,7 +426,7 @@ class Sagacity:
             SagaStateError: the saga is already closed.
         """
         await self._refuse_if_waiting(saga_id, "close it")
-        saga = Saga(self.journal, saga_id, policy=self.policy)
+        saga = Saga(self.journal, saga_id, policy=self.policy, evidence=self.evidence)
         await saga.open()
         return await saga.finish(error=None, close=True)
 
@@ -426,8 +442,28 @@ class Sagacity:
         self, saga_id: str | None = None, *, heads: dict[str, ChainHead] | None = None
     ) -> list[VerifyResult]:
         """Verify one saga's hash chain, or every saga's; with ``heads`` (exported earlier with
-        ``heads_of``), also detect truncated or rewritten tails and missing sagas."""
-        return await verify_journal(self.journal, saga_id, heads=heads)
+        ``heads_of``), also detect truncated or rewritten tails and missing sagas. With
+        checkpoints or a keyring configured, each saga is also checked against its newest signed
+        checkpoint and its decisions' signatures (``heads`` is then not used)."""
+        if self.evidence.checkpoints is None and self.evidence.keyring is None:
+            return await verify_journal(self.journal, saga_id, heads=heads)
+        if saga_id is not None:
+            return [await self.evidence.verify(self.journal, saga_id)]
+        return await self.evidence.verify_all(self.journal)
+
+    async def checkpoint(self, saga_id: str) -> Any:
+        """Sign and store the saga's current head now (after verifying it).
+
+        Returns:
+            The :class:`~sagacity_agents.core.checkpoints.Checkpoint`.
+
+        Raises:
+            ConfigurationError: no checkpoint store or no signing key is configured.
+            EvidenceError: the saga does not verify.
+        """
+        if not self.evidence.signs_checkpoints:
+            raise ConfigurationError("checkpoints need a checkpoint store and a keyring with a signing key")
+        return await self.evidence.checkpoint(self.journal, saga_id)
 
     async def aclose(self) -> None:
         """Close the journal and the approval store (both idempotent)."""

@@ -1,0 +1,240 @@
+"""Act only on evidence that verifies: one check before anything acts on a saga's past.
+
+Every operation that acts on what a saga's journal says happened (resume, recover, approve or
+reject, close, a further run of an existing saga, compensation itself) first reads the saga's
+entries through :meth:`Evidence.verified_entries`, which refuses with
+:class:`~sagacity_agents.errors.EvidenceError`, naming the first bad ``seq``, when:
+
+* the hash chain does not verify (``core.chain``: an edited, inserted, reordered or removed
+  entry, an edited column);
+* checkpoints are configured and the chain no longer holds the newest signed checkpoint's head
+  (truncated tail, deleted close, re-sealed rewrite), or a checkpoint's signature fails;
+* a verify keyring is configured and an APPROVED entry carries no valid decision signature (an
+  approval appended by a writer without the decision key), or a REJECTED one carries a bad one.
+
+Decision statement (``core.signing.statement_bytes``), signed by ``approve`` / ``reject``::
+
+    {"type": "sagacity.decision.v1", "request_id", "saga_id", "call_id", "args_hash",
+     "decision": "approved" | "rejected", "approver", "time", "key_id"}
+
+stored in the decision entry's payload as ``"signature": {"key_id", "time", "signature"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigurationError, EvidenceError, SignatureError
+from .chain import ChainFault, ChainHead, VerifyResult, verify_entries
+from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
+from .entries import JournalEntry, Phase
+from .journal import Journal, utc_stamp
+from .signing import Keyring
+
+__all__ = ["DECISION_STATEMENT", "Evidence", "sign_decision", "verified_entries"]
+
+DECISION_STATEMENT = "sagacity.decision.v1"
+"""The ``type`` of a decision statement."""
+
+
+def _decision_fields(
+    saga_id: str, request_id: str, call_id: str | None, args_hash: str, approved: bool,
+    approver: str, time: str, key_id: str,
+) -> dict[str, Any]:
+    return {"request_id": request_id, "saga_id": saga_id, "call_id": call_id, "args_hash": args_hash,
+            "decision": "approved" if approved else "rejected", "approver": approver,
+            "time": time, "key_id": key_id}
+
+
+def sign_decision(
+    keyring: Keyring, *, saga_id: str, request_id: str, call_id: str | None, args_hash: str,
+    approved: bool, approver: str,
+) -> dict[str, str]:
+    """Sign a human decision; the result goes into the decision entry's payload as ``signature``.
+
+    Returns:
+        ``{"key_id", "time", "signature"}``.
+
+    Raises:
+        ConfigurationError: the keyring has no signing key.
+    """
+    if keyring.signing_key is None:
+        raise ConfigurationError("signing a decision needs a keyring with a signing key")
+    time = utc_stamp()
+    fields = _decision_fields(saga_id, request_id, call_id, args_hash, approved, approver, time,
+                              keyring.signing_key[0])
+    key_id, signature = keyring.sign(DECISION_STATEMENT, fields)
+    return {"key_id": key_id, "time": time, "signature": signature}
+
+
+def _decision_problem(entry: JournalEntry, keyring: Keyring) -> str | None:
+    """Why the decision ``entry`` is not signed as required, or ``None``."""
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    signed = payload.get("signature")
+    if signed is None:
+        # Only approvals must be signed: a rejection runs nothing, and the library writes some
+        # itself (arguments that do not validate are rejected without asking a human).
+        return "APPROVED entry carries no decision signature" if entry.phase is Phase.APPROVED else None
+    if not isinstance(signed, dict) or not all(isinstance(signed.get(k), str) for k in ("key_id", "time", "signature")):
+        return "malformed decision signature"
+    fields = _decision_fields(
+        entry.saga_id, str(payload.get("request_id")), entry.call_id, str(payload.get("args_hash")),
+        entry.phase is Phase.APPROVED, str(payload.get("approver")), signed["time"], signed["key_id"],
+    )
+    try:
+        keyring.verify(DECISION_STATEMENT, fields, signed["signature"])
+    except SignatureError as exc:
+        return f"decision: {exc}"
+    return None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """How much a saga's journal is checked before anything acts on it.
+
+    Args:
+        checkpoints: where signed checkpoints are kept; ``None``: the chain alone is checked.
+        keyring: verify keys (checkpoints and decisions) and, on a host that signs, a signing
+            key. With a keyring, APPROVED entries must carry a valid decision signature.
+
+    Raises:
+        ConfigurationError: checkpoints without a keyring (they could not be verified).
+    """
+
+    checkpoints: CheckpointStore | None = None
+    keyring: Keyring | None = None
+
+    def __post_init__(self) -> None:
+        if self.checkpoints is not None and self.keyring is None:
+            raise ConfigurationError("checkpoints need a keyring to sign and verify them")
+
+    async def _anchor(self, saga_id: str) -> tuple[ChainHead | None, VerifyResult | None, list[Checkpoint]]:
+        if self.checkpoints is None or self.keyring is None:
+            return None, None, []
+        try:
+            found = await self.checkpoints.list(saga_id)
+        except ValueError as exc:
+            return None, VerifyResult(saga_id, False, 0, None, 1, ChainFault.BAD_SIGNATURE,
+                                      f"unreadable checkpoint: {exc}"), []
+        for checkpoint in found:
+            try:
+                checkpoint.verify(self.keyring)
+            except SignatureError as exc:
+                return None, VerifyResult(
+                    saga_id, False, 0, None, checkpoint.seq, ChainFault.BAD_SIGNATURE,
+                    f"checkpoint of seq {checkpoint.seq} signed {checkpoint.time}: {exc}",
+                ), found
+        if not found:
+            return None, None, found
+        newest = max(found, key=lambda c: (c.seq, c.time))
+        return ChainHead(newest.seq, newest.hash), None, found
+
+    def check(self, saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead | None,
+              checkpoints: Sequence[Checkpoint] = ()) -> VerifyResult:
+        """Verify ``entries`` (chain, anchor, every checkpoint, decision signatures).
+
+        Returns:
+            The :class:`VerifyResult`; the first bad ``seq`` when it fails.
+        """
+        result = verify_entries(saga_id, entries, anchor)
+        if not result.ok:
+            return result
+        by_seq = {e.seq: e for e in entries}
+        for checkpoint in sorted(checkpoints, key=lambda c: c.seq):
+            at = by_seq.get(checkpoint.seq)
+            if at is None or at.hash != checkpoint.hash:
+                return VerifyResult(saga_id, False, len(entries), None, checkpoint.seq, ChainFault.HEAD_MISMATCH,
+                                    f"signed checkpoint of seq {checkpoint.seq} has hash {checkpoint.hash}", anchor)
+        if self.keyring is not None:
+            for entry in entries:
+                if entry.phase in (Phase.APPROVED, Phase.REJECTED):
+                    problem = _decision_problem(entry, self.keyring)
+                    if problem is not None:
+                        return VerifyResult(saga_id, False, len(entries), None, entry.seq,
+                                            ChainFault.BAD_SIGNATURE, problem, anchor)
+        return result
+
+    async def verify(self, journal: Journal, saga_id: str) -> VerifyResult:
+        """Verify one saga as :meth:`verified_entries` does, returning the result.
+
+        Raises:
+            JournalError: the journal could not be read.
+        """
+        return (await self._verify(journal, saga_id))[0]
+
+    async def _verify(self, journal: Journal, saga_id: str) -> tuple[VerifyResult, list[JournalEntry]]:
+        anchor, fault, checkpoints = await self._anchor(saga_id)
+        entries = await journal.entries(saga_id)
+        if fault is not None:
+            return fault, entries
+        return self.check(saga_id, entries, anchor, checkpoints), entries
+
+    async def verify_all(self, journal: Journal) -> list[VerifyResult]:
+        """Verify every saga of the journal, then every checkpointed saga the journal no longer
+        lists (all of its entries removed: ``missing saga``)."""
+        ids = await journal.saga_ids()
+        if self.checkpoints is not None:
+            known = set(ids)
+            ids += [sid for sid in await self.checkpoints.saga_ids() if sid not in known]
+        return [await self.verify(journal, sid) for sid in ids]
+
+    async def verified_entries(self, journal: Journal, saga_id: str) -> list[JournalEntry]:
+        """The saga's entries, only if they verify.
+
+        Raises:
+            EvidenceError: they do not; the message names the first bad ``seq`` and why.
+            JournalError: the journal could not be read.
+        """
+        result, entries = await self._verify(journal, saga_id)
+        if not result.ok:
+            raise EvidenceError(
+                f"saga {saga_id} does not verify, first bad seq {result.bad_seq} "
+                f"({result.fault.value if result.fault else 'fault'}: {result.detail}); "
+                "refusing to act on it: nothing was run, undone, decided or closed",
+                saga_id=saga_id, bad_seq=result.bad_seq,
+                fault=result.fault.value if result.fault else None,
+            )
+        return entries
+
+    @property
+    def signs_checkpoints(self) -> bool:
+        """Whether this host writes signed checkpoints (a store and a signing key)."""
+        return self.checkpoints is not None and self.keyring is not None and self.keyring.can_sign
+
+    async def checkpoint(self, journal: Journal, saga_id: str) -> Checkpoint | None:
+        """Sign and store the saga's current head, after verifying the whole saga (a checkpoint
+        never vouches for a chain that does not verify).
+
+        Returns:
+            The checkpoint, or ``None`` when this host does not sign checkpoints or the saga has
+            no entries.
+
+        Raises:
+            EvidenceError: the saga does not verify.
+            OSError or the store's error: the checkpoint could not be stored.
+        """
+        if not self.signs_checkpoints:
+            return None
+        entries = await self.verified_entries(journal, saga_id)
+        if not entries:
+            return None
+        assert self.keyring is not None and self.checkpoints is not None
+        head = entries[-1]
+        checkpoint = sign_checkpoint(self.keyring, saga_id, head.seq, head.hash, utc_stamp())
+        await self.checkpoints.put(checkpoint)
+        return checkpoint
+
+
+CHAIN_ONLY = Evidence()
+"""The default: the hash chain is checked, no checkpoints, no signatures."""
+
+
+async def verified_entries(journal: Journal, saga_id: str, evidence: Evidence | None = None) -> list[JournalEntry]:
+    """``(evidence or CHAIN_ONLY).verified_entries(journal, saga_id)``; see :class:`Evidence`.
+
+    Raises:
+        EvidenceError: the saga does not verify (first bad ``seq`` named).
+    """
+    return await (evidence or CHAIN_ONLY).verified_entries(journal, saga_id)
