@@ -46,7 +46,7 @@ from .render import (
     status_text,
     verify_text,
 )
-from .settings import DB_ENVVAR, DEFAULT_JOURNAL_PATH
+from .settings import CHECKPOINTS_ENVVAR, DB_ENVVAR, DEFAULT_JOURNAL_PATH, KEYRING_ENVVAR, evidence_from
 
 __all__ = ["DB_ENVVAR", "UsageFailure", "cli", "db_option", "main", "open_journal", "with_journal"]
 
@@ -312,7 +312,15 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
     "must still have an entry at that seq with exactly that hash (else truncated, head "
     "mismatch or missing saga).",
 )
-def journal_verify(saga_id: str | None, db: str, heads_file: str | None) -> None:
+@click.option("--checkpoints", "checkpoints", envvar=CHECKPOINTS_ENVVAR, show_envvar=True, metavar="DIR",
+              type=click.Path(file_okay=False), default=None,
+              help="Also check each saga against its newest signed checkpoint in DIR (needs --keyring).")
+@click.option("--keyring", "keyring", envvar=KEYRING_ENVVAR, show_envvar=True, metavar="DIR",
+              type=click.Path(file_okay=False), default=None,
+              help="Verify checkpoint and decision signatures with the KEY_ID.pub files in DIR; "
+              "every APPROVED entry must then carry a valid decision signature.")
+def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpoints: str | None,
+                   keyring: str | None) -> None:
     """Re-verify the hash chain of one saga, or of every saga in the journal.
 
     Re-hashes every entry's stored bytes, checks each link to the previous entry, the sequence
@@ -325,14 +333,31 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None) -> None
     still hold an entry at the listed seq with exactly the listed hash; a saga missing from the
     journal, a missing seq (truncated) or another hash (rewritten) exits with status 1. Sagas
     newer than FILE are verified without an anchor.
+
+    With --checkpoints and --keyring (docs/threat-model.md), each saga is also checked against
+    its newest signed checkpoint (a truncated tail, a deleted close, a re-sealed rewrite, a
+    deleted saga) and every APPROVED entry must carry a valid decision signature.
     """
     heads = _load_heads(heads_file) if heads_file is not None else None
+    evidence = None
+    if checkpoints or keyring:
+        try:
+            evidence = evidence_from(checkpoints, keyring)
+        except ConfigurationError as exc:
+            raise UsageFailure(str(exc)) from exc
 
     async def check(j: Journal) -> list[VerifyResult]:
         sid = await _resolve_saga(j, saga_id, also=list(heads or ())) if saga_id is not None else None
         if sid is not None and heads is not None and sid not in heads:
             raise UsageFailure(f"{heads_file} lists no head for saga {printable(sid)}")
-        return await verify_journal(j, sid, heads=heads)
+        results = await verify_journal(j, sid, heads=heads)
+        if evidence is None:
+            return results
+        signed = [await evidence.verify(j, sid)] if sid is not None else await evidence.verify_all(j)
+        by_id = {r.saga_id: r for r in results}
+        # The first fault wins: a broken chain (or anchored head) first, then the evidence check.
+        return [by_id[r.saga_id] if r.saga_id in by_id and not by_id[r.saga_id].ok else r for r in signed] + [
+            r for r in results if r.saga_id not in {x.saga_id for x in signed}]
 
     results = with_journal(db, check)
     console = make_console(highlight=False)
@@ -396,7 +421,7 @@ def journal_heads(saga_id: str | None, db: str, out: str | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``sagacity`` script."""
-    from . import cli_saga  # noqa: F401 - registers the approvals and saga groups
+    from . import cli_audit, cli_saga  # noqa: F401 - register the audit, approvals and saga groups
     cli.main(args=list(argv) if argv is not None else None, prog_name="sagacity")
 
 

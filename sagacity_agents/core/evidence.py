@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigurationError, EvidenceError, SignatureError
-from .chain import ChainFault, ChainHead, VerifyResult, verify_entries
+from .chain import ChainFault, ChainHead, VerifyResult, _check_anchor, verify_entries
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
 from .journal import Journal, utc_stamp
@@ -141,12 +141,12 @@ class Evidence:
         result = verify_entries(saga_id, entries, anchor)
         if not result.ok:
             return result
-        by_seq = {e.seq: e for e in entries}
         for checkpoint in sorted(checkpoints, key=lambda c: c.seq):
-            at = by_seq.get(checkpoint.seq)
-            if at is None or at.hash != checkpoint.hash:
-                return VerifyResult(saga_id, False, len(entries), None, checkpoint.seq, ChainFault.HEAD_MISMATCH,
-                                    f"signed checkpoint of seq {checkpoint.seq} has hash {checkpoint.hash}", anchor)
+            fault = _check_anchor(saga_id, entries, ChainHead(checkpoint.seq, checkpoint.hash))
+            if fault is not None:
+                return VerifyResult(saga_id, False, len(entries), None, fault.bad_seq, fault.fault,
+                                    f"signed checkpoint ({checkpoint.time}, key {checkpoint.key_id}): "
+                                    f"{fault.detail}", anchor)
         if self.keyring is not None:
             for entry in entries:
                 if entry.phase in (Phase.APPROVED, Phase.REJECTED):

@@ -146,8 +146,8 @@ class SqliteWorker:
 
     def _check_file(self) -> None:
         """Refuse to write when the database file, or its ``-wal`` / ``-shm`` file, was deleted
-        or replaced since this object opened it (called on the worker thread before and after
-        every operation: three ``os.stat`` calls each time, a few microseconds).
+        or replaced since this object opened it (called on the worker thread after every
+        operation: three ``os.stat`` calls, a few microseconds; see bench/overhead.py).
 
         An open connection keeps writing into a deleted file without error, and a WAL file
         deleted under it takes every later commit with it: the writes would "succeed" into
@@ -176,9 +176,11 @@ class SqliteWorker:
             )
 
     def _on_same_file(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        # Checked before (write nothing into a dead file) and after (deleted during the
-        # transaction: the write went nowhere, so the caller must not count on it).
-        self._check_file()
+        # Checked after the operation: a file deleted or replaced before or during it means the
+        # write went nowhere, so the caller must not count on it (an INTENT: the body does not
+        # run). Once noticed, every later operation is refused before it starts.
+        if self._lost is not None:
+            self._check_file()
         result = fn(*args)
         self._check_file()
         return result

@@ -53,3 +53,31 @@ def sql(path: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[A
         return rows
     finally:
         conn.close()
+
+
+def reseal_from(path: str, saga_id: str, start: int, edit: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Rewrite entry ``start`` through ``edit`` and re-seal it and every later entry with
+    correct hashes and links: a consistent rewrite the chain alone cannot see."""
+    from sagacity_agents.core.canonical import sha256_hex
+
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT seq, canonical, prev_hash FROM sagacity_journal WHERE saga_id = ? ORDER BY seq", (saga_id,)
+        ).fetchall()
+        prev = None
+        for seq, blob, stored_prev in rows:
+            if seq < start:
+                continue
+            obj = parse_json(bytes(blob))
+            if seq == start:
+                obj = edit(obj)
+                prev = stored_prev
+            obj["prev_hash"] = prev
+            data = canonical_bytes(obj)
+            prev = sha256_hex(data)
+            conn.execute("UPDATE sagacity_journal SET canonical = ?, hash = ?, prev_hash = ?, phase = ? "
+                         "WHERE saga_id = ? AND seq = ?", (data, prev, obj["prev_hash"], obj["phase"], saga_id, seq))
+        conn.commit()
+    finally:
+        conn.close()

@@ -22,14 +22,6 @@ from .tamper import edit_entries, sql
 WIRE = ("transfer", '{"amount": 5, "to": "acct-9"}', "w1")
 
 
-@pytest.fixture(autouse=True)
-def ledger(tmp_path, monkeypatch):
-    path = tmp_path / "ledger.txt"
-    monkeypatch.setattr(wire_app, "LEDGER", path)
-    monkeypatch.setenv("WIRE_LEDGER", str(path))
-    return path
-
-
 async def paused_saga(db: str) -> tuple[str, str]:
     s = Sagacity(db)
     try:

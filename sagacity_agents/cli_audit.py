@@ -1,0 +1,161 @@
+"""``sagacity audit``: export a journal for auditors, verify an export, sign checkpoints, make keys.
+
+Registered on the ``sagacity`` group when :func:`sagacity_agents.cli.main` runs (as
+``cli_saga`` is). Only the core is imported: no Agents SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.text import Text
+
+from .cli import CONTEXT_SETTINGS, UsageFailure, _resolve_saga, cli, db_option, with_journal
+from .core.audit import export_audit, verify_export
+from .core.checkpoints import DirectoryCheckpointStore
+from .core.journal import Journal
+from .core.signing import generate_key
+from .errors import ConfigurationError, SagacityError
+from .render import make_console, printable, verify_text
+from .settings import CHECKPOINTS_ENVVAR, KEYRING_ENVVAR, SIGNING_KEY_ENVVAR, evidence_from
+
+__all__ = ["audit", "checkpoints_option", "keyring_option"]
+
+
+def checkpoints_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--checkpoints DIR``: the signed-checkpoint directory (``$SAGACITY_CHECKPOINTS``)."""
+    return click.option("--checkpoints", "checkpoints", envvar=CHECKPOINTS_ENVVAR, show_envvar=True,
+                        required=required, metavar="DIR",
+                        type=click.Path(file_okay=False), help="Signed-checkpoint directory.")
+
+
+def keyring_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--keyring DIR`` (``$SAGACITY_KEYRING``) and ``--key-id ID`` (``$SAGACITY_SIGNING_KEY_ID``)."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn = click.option("--key-id", "key_id", envvar=SIGNING_KEY_ENVVAR, show_envvar=True, default=None,
+                          metavar="ID", help="Which private key of the keyring signs (when it holds several).")(fn)
+        return click.option("--keyring", "keyring", envvar=KEYRING_ENVVAR, show_envvar=True,
+                            required=required, metavar="DIR", type=click.Path(file_okay=False),
+                            help="Keyring directory: KEY_ID.pub files verify, a KEY_ID.key file signs.")(fn)
+
+    return decorate
+
+
+def _evidence(checkpoints: str | None, keyring: str | None, key_id: str | None) -> Any:
+    try:
+        return evidence_from(checkpoints, keyring, key_id)
+    except ConfigurationError as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="Export, verify and sign journals for audit.")
+def audit() -> None:
+    """Audit: JSON Lines exports anyone can re-verify, signed checkpoints, signing keys.
+
+    \b
+      sagacity audit keygen writer-2026 --keyring keys/     make an Ed25519 key pair
+      sagacity audit checkpoint SAGA_ID                      sign a saga's head now
+      sagacity audit export --out audit.jsonl                entries, heads, checkpoints
+      sagacity audit verify audit.jsonl --keyring keys/      re-check an export
+
+    The format and a stand-alone verifier are in docs/audit-format.md.
+    """
+
+
+@audit.command("export")
+@click.argument("saga_ids", nargs=-1)
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="Where to write the JSON Lines.")
+@db_option()
+@checkpoints_option()
+def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str | None) -> None:
+    """Write SAGA_IDS (default: every saga) as JSON Lines: each entry's stored canonical bytes
+    (base64) with its hash and link, each saga's head, and its signed checkpoints."""
+    store = DirectoryCheckpointStore(checkpoints) if checkpoints else None
+
+    async def work(j: Journal) -> int:
+        ids = [await _resolve_saga(j, s) for s in saga_ids] if saga_ids else None
+        try:
+            with open(out, "w", encoding="utf-8") as fh:
+                return await export_audit(j, fh, ids, store)
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {out}: {exc}") from exc
+
+    count = with_journal(db, work)
+    make_console(highlight=False).print(f"exported {count} entries to {out}")
+
+
+@audit.command("verify")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@keyring_option()
+def audit_verify(file: str, keyring: str | None, key_id: str | None) -> None:
+    """Re-verify an export: every hash and link, each chain against its exported head and its
+    checkpoints; with --keyring also every checkpoint's and decision's signature. Exit 1 if any
+    saga fails."""
+    evidence = _evidence(None, keyring, key_id)
+    try:
+        results = verify_export(file, evidence.keyring)
+    except ValueError as exc:
+        raise UsageFailure(f"{file} is not an audit export: {exc}") from exc
+    console = make_console(highlight=False)
+    for result in results:
+        console.print(verify_text(result))
+    broken = [r for r in results if not r.ok]
+    if keyring is None:
+        console.print("signatures not checked (no --keyring)")
+    if broken:
+        console.print(Text(f"{len(broken)} of {len(results)} saga(s) BROKEN", style="bold red"))
+        raise SystemExit(1)
+
+
+@audit.command("checkpoint")
+@click.argument("saga_ids", nargs=-1)
+@db_option()
+@checkpoints_option(required=True)
+@keyring_option(required=True)
+def audit_checkpoint(saga_ids: tuple[str, ...], db: str, checkpoints: str, keyring: str, key_id: str | None) -> None:
+    """Sign the current head of SAGA_IDS (default: every saga) and store the checkpoints.
+    Each saga is verified first: a saga that does not verify is not signed (exit 1)."""
+    evidence = _evidence(checkpoints, keyring, key_id)
+    if not evidence.signs_checkpoints:
+        raise UsageFailure(f"the keyring {keyring} holds no private key to sign with")
+
+    async def work(j: Journal) -> list[str]:
+        ids = [await _resolve_saga(j, s) for s in saga_ids] if saga_ids else await j.saga_ids()
+        lines = []
+        for sid in ids:
+            try:
+                cp = await evidence.checkpoint(j, sid)
+                lines.append(f"{printable(sid)}: signed seq {cp.seq} hash {cp.hash} (key {cp.key_id})"
+                             if cp else f"{printable(sid)}: no entries")
+            except SagacityError as exc:
+                lines.append(f"!{exc}")
+        return lines
+
+    console = make_console(highlight=False)
+    failed = False
+    for line in with_journal(db, work):
+        failed |= line.startswith("!")
+        console.print(Text(line.lstrip("!"), style="bold red" if line.startswith("!") else ""))
+    if failed:
+        raise SystemExit(1)
+
+
+@audit.command("keygen")
+@click.argument("key_id")
+@click.option("--keyring", "keyring", required=True, envvar=KEYRING_ENVVAR, show_envvar=True,
+              metavar="DIR", type=click.Path(file_okay=False), help="Keyring directory (created if missing).")
+def audit_keygen(key_id: str, keyring: str) -> None:
+    """Make an Ed25519 key pair KEY_ID.key (private, mode 0600) and KEY_ID.pub in the keyring.
+
+    To rotate: make a new pair, move the old .key away, keep the old .pub (it verifies what the
+    old key signed)."""
+    try:
+        private, public = generate_key(keyring, key_id)
+    except ConfigurationError as exc:
+        raise UsageFailure(str(exc)) from exc
+    make_console(highlight=False).print(f"wrote {private} and {public}")
+

@@ -1,0 +1,174 @@
+"""Audit export: a saga journal as JSON Lines anyone can re-verify without this library.
+
+One line per record, in this order per saga: its entries (ascending ``seq``), its head, its
+signed checkpoints; a header line first. The format is specified in docs/audit-format.md, which
+also gives a stand-alone verifier using only the Python standard library::
+
+    {"type": "sagacity.audit.v1", "exported_at": T, "sagas": N}
+    {"type": "entry", "saga_id": S, "seq": N, "hash": H, "prev_hash": P, "canonical": BASE64}
+    {"type": "head", "saga_id": S, "seq": N, "hash": H}
+    {"type": "checkpoint", "saga_id": S, "seq": N, "hash": H, "time": T, "key_id": K, "signature": SIG}
+
+``canonical`` is the entry's stored bytes exactly as they were hashed (never re-serialized):
+``hash == SHA-256(bytes)``, and the bytes are the RFC 8785 JSON of the entry, whose
+``prev_hash`` is the previous entry's hash (64 zeros for ``seq`` 1).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .chain import ChainFault, ChainHead, VerifyResult
+from .checkpoints import Checkpoint, CheckpointStore
+from .entries import JournalEntry
+from .canonical import parse_json
+from .evidence import Evidence
+from .journal import Journal, utc_stamp
+from .signing import Keyring
+
+__all__ = ["AUDIT_FORMAT", "AuditExport", "export_audit", "read_export", "verify_export"]
+
+AUDIT_FORMAT = "sagacity.audit.v1"
+"""The header line's ``type``."""
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True, ensure_ascii=True) + "\n"
+
+
+async def export_audit(
+    journal: Journal, out: TextIO, saga_ids: Sequence[str] | None = None,
+    checkpoints: CheckpointStore | None = None,
+) -> int:
+    """Write the sagas' entries, heads and checkpoints to ``out`` as JSON Lines.
+
+    Entries are exported as stored, whether or not they verify (an export is evidence, not a
+    judgement; ``verify_export`` judges).
+
+    Args:
+        journal: the journal to read.
+        out: a text stream opened for writing.
+        saga_ids: the sagas to export; ``None`` for every saga of the journal.
+        checkpoints: where signed checkpoints are kept, to export them too.
+
+    Returns:
+        How many entries were written.
+
+    Raises:
+        JournalError: the journal could not be read.
+    """
+    ids = list(saga_ids) if saga_ids is not None else await journal.saga_ids()
+    out.write(_line({"type": AUDIT_FORMAT, "exported_at": utc_stamp(), "sagas": len(ids)}))
+    count = 0
+    for sid in ids:
+        entries = await journal.entries(sid)
+        for e in entries:
+            out.write(_line({"type": "entry", "saga_id": sid, "seq": e.seq, "hash": e.hash,
+                             "prev_hash": e.prev_hash,
+                             "canonical": base64.b64encode(e.canonical).decode("ascii")}))
+            count += 1
+        if entries:
+            out.write(_line({"type": "head", "saga_id": sid, "seq": entries[-1].seq, "hash": entries[-1].hash}))
+        for checkpoint in (await checkpoints.list(sid)) if checkpoints is not None else []:
+            out.write(_line({"type": "checkpoint", **checkpoint.to_json()}))
+    return count
+
+
+@dataclass
+class AuditExport:
+    """An export read back: per saga, its entries, head and checkpoints."""
+
+    entries: dict[str, list[JournalEntry]] = field(default_factory=dict)
+    """Entries by saga id, in file order."""
+    heads: dict[str, ChainHead] = field(default_factory=dict)
+    """The head each saga had when exported."""
+    checkpoints: dict[str, list[Checkpoint]] = field(default_factory=dict)
+    """Signed checkpoints by saga id."""
+
+
+def _entry(record: dict[str, Any]) -> JournalEntry:
+    data = base64.b64decode(record["canonical"], validate=True)
+    try:
+        obj = parse_json(data)
+        if not isinstance(obj, dict):
+            obj = {}
+    except Exception:  # noqa: BLE001 - verification reports the bad bytes
+        obj = {}
+    return JournalEntry.from_stored(
+        saga_id=record["saga_id"], seq=record["seq"], phase=str(obj.get("phase", "")),
+        tool=obj.get("tool"), call_id=obj.get("call_id"), write_key=str(obj.get("write_key", "")),
+        recorded_at=str(obj.get("recorded_at", "")), prev_hash=record["prev_hash"],
+        hash=record["hash"], canonical=data,
+    )
+
+
+def read_export(lines: Iterable[str]) -> AuditExport:
+    """Parse an export.
+
+    Raises:
+        ValueError: not an export of this format (the message names the line).
+    """
+    export = AuditExport()
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+            kind = record["type"]
+            if number == 1:
+                if kind != AUDIT_FORMAT:
+                    raise ValueError(f"first line is not a {AUDIT_FORMAT} header")
+                continue
+            if kind == "entry":
+                export.entries.setdefault(record["saga_id"], []).append(_entry(record))
+            elif kind == "head":
+                export.heads[record["saga_id"]] = ChainHead(record["seq"], record["hash"])
+            elif kind == "checkpoint":
+                cp = Checkpoint.from_json({k: v for k, v in record.items() if k != "type"})
+                export.checkpoints.setdefault(cp.saga_id, []).append(cp)
+            else:
+                raise ValueError(f"unknown record type {kind!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"line {number}: {exc}") from exc
+    return export
+
+
+def verify_export(path: str | Path, keyring: Keyring | None = None) -> list[VerifyResult]:
+    """Verify an export: every chain, against its exported head and every checkpoint; with
+    ``keyring``, also each checkpoint's signature and each decision's signature.
+
+    Returns:
+        One :class:`VerifyResult` per saga (sagas with only a head or checkpoints: missing saga).
+
+    Raises:
+        ValueError: the file is not an export (see :func:`read_export`).
+        OSError: it cannot be read.
+    """
+    with open(path, encoding="utf-8") as fh:
+        export = read_export(fh)
+    evidence = Evidence(keyring=keyring)
+    results = []
+    ids = list(dict.fromkeys([*export.entries, *export.heads, *export.checkpoints]))
+    for sid in ids:
+        checkpoints = export.checkpoints.get(sid, [])
+        bad = None
+        if keyring is not None:
+            for cp in checkpoints:
+                try:
+                    cp.verify(keyring)
+                except Exception as exc:  # noqa: BLE001 - SignatureError: reported per saga
+                    bad = VerifyResult(sid, False, 0, None, cp.seq, ChainFault.BAD_SIGNATURE,
+                                       f"checkpoint of seq {cp.seq}: {exc}")
+                    break
+        entries = export.entries.get(sid, [])
+        anchor = export.heads.get(sid)
+        if anchor is None and checkpoints:
+            newest = max(checkpoints, key=lambda c: c.seq)
+            anchor = ChainHead(newest.seq, newest.hash)
+        results.append(bad or evidence.check(sid, entries, anchor, checkpoints))
+    return results

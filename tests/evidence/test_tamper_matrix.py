@@ -1,0 +1,198 @@
+"""The tamper matrix (issue 8): each way of changing a SQLite journal is detected with the first
+bad seq named; the last four (truncate, delete saga, re-sealed tail, appended decision) only
+through signed checkpoints and decision signatures (E-08), as the chain alone passes them."""
+
+from __future__ import annotations
+
+import pytest
+from agents import function_tool
+
+from sagacity_agents import ChainFault, EvidenceError, Phase, Sagacity, SagaStatus, compensable
+from sagacity_agents.core.canonical import canonical_bytes, sha256_hex
+from sagacity_agents import DirectoryCheckpointStore, Keyring
+from sagacity_agents.core.checkpoints import sign_checkpoint
+from sagacity_agents.core.signing import generate_key
+from sagacity_agents.core.sqlite_journal import SqliteJournal
+
+from ..sdk import wire_app
+from ..sdk.helpers import agent, scripted
+from .tamper import edit_entries, reseal_from, sql
+
+WIRE = ("transfer", '{"amount": 5, "to": "acct-9"}', "w1")
+
+
+@pytest.fixture
+def keys(tmp_path):
+    generate_key(tmp_path / "keys", "writer-1")
+    return tmp_path / "keys"
+
+
+def signed(tmp_path, keys, db) -> Sagacity:
+    return Sagacity(db, checkpoints=tmp_path / "checkpoints", keyring=keys)
+
+
+def tools():
+    @function_tool
+    @compensable(undo=lambda ctx: None)
+    def book(n: int) -> str:
+        return f"booked {n}"
+
+    return book
+
+
+async def closed_saga(s: Sagacity) -> tuple[str, int]:
+    model = scripted([("book", {"n": 1}, "1")], [("book", {"n": 2}, "2")], [("book", {"n": 3}, "3")], "ok")
+    result = await s.run(agent(model, tools()), "go")
+    assert result.status is SagaStatus.COMPLETED
+    entries = await s.journal.entries(result.saga_id)
+    return result.saga_id, len(entries)
+
+
+def edit_payload(db, sid, n):
+    edit_entries(db, sid, lambda o: {**o, "payload": {**o["payload"], "result": "x"}} if o["seq"] == 5 else None)
+    return 5, ChainFault.HASH_MISMATCH
+
+
+def edit_hash(db, sid, n):
+    sql(db, "UPDATE sagacity_journal SET hash = ? WHERE saga_id = ? AND seq = 4", ("ab" * 32, sid))
+    return 4, ChainFault.HASH_MISMATCH
+
+
+def delete_middle(db, sid, n):
+    sql(db, "DELETE FROM sagacity_journal WHERE saga_id = ? AND seq = 4", (sid,))
+    return 4, ChainFault.GAP
+
+
+def insert(db, sid, n):
+    # A forged entry sealed and linked to seq 3, put at seq 4; the old seq 4.. move up by one.
+    (prev,) = sql(db, "SELECT hash FROM sagacity_journal WHERE saga_id = ? AND seq = 3", (sid,))[0]
+    sql(db, "UPDATE sagacity_journal SET seq = seq + 1000 WHERE saga_id = ? AND seq >= 4", (sid,))
+    sql(db, "UPDATE sagacity_journal SET seq = seq - 999 WHERE saga_id = ? AND seq >= 1000", (sid,))
+    obj = {"saga_id": sid, "seq": 4, "phase": "EXECUTED", "tool": "book", "call_id": "1", "write_key": "forged",
+           "payload": {"intent_seq": 3, "result": "forged"}, "recorded_at": "2026-01-01T00:00:00.000000Z",
+           "prev_hash": prev}
+    data = canonical_bytes(obj)
+    sql(db, "INSERT INTO sagacity_journal (saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, "
+            "hash, canonical) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        (sid, 4, "EXECUTED", "book", "1", "forged", obj["recorded_at"], prev, sha256_hex(data), data))
+    return 5, ChainFault.REORDERED
+
+
+def swap(db, sid, n):
+    sql(db, "UPDATE sagacity_journal SET seq = 9999 WHERE saga_id = ? AND seq = 4", (sid,))
+    sql(db, "UPDATE sagacity_journal SET seq = 4 WHERE saga_id = ? AND seq = 5", (sid,))
+    sql(db, "UPDATE sagacity_journal SET seq = 5 WHERE saga_id = ? AND seq = 9999", (sid,))
+    return 4, ChainFault.REORDERED
+
+
+def truncate(db, sid, n):
+    sql(db, "DELETE FROM sagacity_journal WHERE saga_id = ? AND seq >= ?", (sid, n - 1))
+    return n - 1, ChainFault.TRUNCATED
+
+
+def delete_close(db, sid, n):
+    sql(db, "DELETE FROM sagacity_journal WHERE saga_id = ? AND phase = 'SAGA_CLOSED'", (sid,))
+    return n, ChainFault.TRUNCATED
+
+
+def delete_saga(db, sid, n):
+    sql(db, "DELETE FROM sagacity_journal WHERE saga_id = ?", (sid,))
+    return 1, ChainFault.MISSING_SAGA
+
+
+def resealed_tail(db, sid, n):
+    reseal_from(db, sid, 5, lambda o: {**o, "payload": {**o["payload"], "result": "rewritten"}})
+    return n, ChainFault.HEAD_MISMATCH
+
+
+CHAIN = [edit_payload, edit_hash, delete_middle, insert, swap]
+CHECKPOINTED = [truncate, delete_close, delete_saga, resealed_tail]
+
+
+@pytest.mark.parametrize("tamper", CHAIN + CHECKPOINTED, ids=lambda f: f.__name__)
+async def test_tamper_matrix_first_bad_seq_named(tmp_path, keys, tamper):
+    db = str(tmp_path / "j.db")
+    s = signed(tmp_path, keys, db)
+    sid, n = await closed_saga(s)
+    await s.aclose()
+    bad_seq, fault = tamper(db, sid, n)
+    plain = Sagacity(db)  # the chain alone
+    s = signed(tmp_path, keys, db)
+    try:
+        (chain_only,) = [r for r in await plain.verify() if r.saga_id == sid] or [None]
+        (result,) = [r for r in await s.verify() if r.saga_id == sid]
+        assert not result.ok
+        assert (result.bad_seq, result.fault) == (bad_seq, fault), str(result)
+        if tamper in CHECKPOINTED:
+            assert chain_only is None or chain_only.ok  # only the signed checkpoint sees it
+        else:
+            assert not chain_only.ok and chain_only.bad_seq == bad_seq
+    finally:
+        await plain.aclose()
+        await s.aclose()
+
+
+async def test_e08_approval_appended_without_the_key_is_detected_and_refused(tmp_path, keys):
+    """E-08: someone with write access to the journal appends an APPROVED entry through the
+    library (a valid chain extension, right request id and hash) without the decision key:
+    verify names its seq (bad signature) and resume refuses; nothing is paid. The same decision
+    made by a key holder resumes and pays once."""
+    db = str(tmp_path / "j.db")
+    s = signed(tmp_path, keys, db)
+    result = await s.run(wire_app.paused_agent(WIRE), "go")
+    (request,) = result.approvals
+    await s.aclose()
+    forger = SqliteJournal(db)
+    forged = await forger.append(result.saga_id, Phase.APPROVED, write_key=f"decision:{request.request_id}",
+                                 tool="transfer", call_id="w1",
+                                 payload={"request_id": request.request_id, "args_hash": request.args_hash,
+                                          "approver": "alice", "reason": None})
+    await forger.close()
+    sql(db, "UPDATE sagacity_approval_requests SET decision = 'approved', approver = 'alice' WHERE request_id = ?",
+        (request.request_id,))
+    s = signed(tmp_path, keys, db)
+    try:
+        (verdict,) = await s.verify(result.saga_id)
+        assert (verdict.ok, verdict.bad_seq, verdict.fault) == (False, forged.seq, ChainFault.BAD_SIGNATURE)
+        with pytest.raises(EvidenceError, match=f"first bad seq {forged.seq}"):
+            await s.resume(result.saga_id, wire_app.resumed_agent())
+    finally:
+        await s.aclose()
+    assert wire_app.executions() == []
+
+
+async def test_signed_decision_resumes_and_checkpoints_are_written(tmp_path, keys):
+    db = str(tmp_path / "j.db")
+    s = signed(tmp_path, keys, db)
+    try:
+        result = await s.run(wire_app.paused_agent(WIRE), "go")
+        (request,) = result.approvals
+        await s.approve(request.request_id, approver="alice")
+        done = await s.resume(result.saga_id, wire_app.resumed_agent())
+        assert done.status is SagaStatus.COMPLETED and wire_app.executions() == ["5 USD -> acct-9"]
+        entries = await s.journal.entries(result.saga_id)
+        approved = next(e for e in entries if e.phase is Phase.APPROVED)
+        assert approved.payload["signature"]["key_id"] == "writer-1"
+        checkpoints = await s.evidence.checkpoints.list(result.saga_id)
+        # One at the pause, one at the close (the head then).
+        assert [c.seq for c in checkpoints][-1] == entries[-1].seq and len(checkpoints) == 2
+        assert (await s.verify(result.saga_id))[0].ok
+    finally:
+        await s.aclose()
+
+
+async def test_a_checkpoint_signed_by_an_unknown_key_is_refused(tmp_path, keys):
+    db = str(tmp_path / "j.db")
+    s = signed(tmp_path, keys, db)
+    sid, n = await closed_saga(s)
+    await s.aclose()
+    # Another key signs a checkpoint for a rewritten chain; this keyring does not know it.
+    generate_key(tmp_path / "other", "intruder")
+    store = DirectoryCheckpointStore(tmp_path / "checkpoints")
+    await store.put(sign_checkpoint(Keyring.load(tmp_path / "other"), sid, n, "ab" * 32, "2026-01-01T00:00:00.000000Z"))
+    s = signed(tmp_path, keys, db)
+    try:
+        (result,) = await s.verify(sid)
+        assert result.fault is ChainFault.BAD_SIGNATURE and "unknown key 'intruder'" in result.detail
+    finally:
+        await s.aclose()
