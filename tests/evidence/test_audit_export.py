@@ -1,0 +1,131 @@
+"""Audit export (issue 8, item 4): `sagacity audit export` writes JSON Lines that our own
+verifier and the stand-alone verifier printed in docs/audit-format.md both check; the doc's
+code is extracted and run here against a real export."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography.exceptions import InvalidSignature
+from agents import function_tool
+from click.testing import CliRunner
+
+from sagacity_agents import DirectoryCheckpointStore, Sagacity, SagaStatus, compensable
+from sagacity_agents.cli import cli
+from sagacity_agents.cli_audit import audit  # noqa: F401 - registers the audit group
+
+from ..sdk import wire_app
+from ..sdk.helpers import agent, scripted
+from .tamper import edit_entries, sql
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "audit-format.md"
+
+
+def doc_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", DOC.read_text("utf-8"), re.S)
+
+
+def test_the_stand_alone_verifier_is_at_most_30_lines_of_standard_library():
+    verifier = doc_blocks()[0]
+    assert len(verifier.strip().splitlines()) <= 30
+    imports = {m for line in verifier.splitlines() for m in re.findall(r"^import (.*)", line)}
+    assert imports == {"base64, hashlib, json, sys"}
+
+
+@pytest.fixture
+def populated(tmp_path):
+    """A journal with a completed saga (3 calls), a saga paused for approval (approved and
+    signed), checkpoints and a keyring; returns (db, checkpoints dir, keyring dir, saga ids)."""
+    db, cps, keys = str(tmp_path / "j.db"), str(tmp_path / "cps"), str(tmp_path / "keys")
+    assert CliRunner().invoke(cli, ["audit", "keygen", "auditor-1", "--keyring", keys]).exit_code == 0
+
+    @function_tool
+    @compensable(undo=lambda ctx: None)
+    def book(n: int) -> str:
+        return f"booked {n}"
+
+    async def make() -> list[str]:
+        s = Sagacity(db, checkpoints=cps, keyring=keys)
+        try:
+            model = scripted([("book", {"n": 1}, "1")], [("book", {"n": 2}, "2")], [("book", {"n": 3}, "3")], "ok")
+            done = await s.run(agent(model, book), "go")
+            assert done.status is SagaStatus.COMPLETED
+            paused = await s.run(wire_app.paused_agent(("transfer", '{"amount": 5, "to": "a"}', "w1")), "go")
+            await s.approve(paused.approvals[0].request_id, approver="alice")
+            return [done.saga_id, paused.saga_id]
+        finally:
+            await s.aclose()
+
+    return db, cps, keys, asyncio.run(make())
+
+
+def export(db: str, cps: str, out: Path, *ids: str) -> None:
+    result = CliRunner().invoke(cli, ["audit", "export", *ids, "--out", str(out), "--db", db, "--checkpoints", cps])
+    assert result.exit_code == 0, result.output
+
+
+def run_doc_verifier(path: Path) -> tuple[int, dict]:
+    script = path.parent / "verify_export.py"
+    script.write_text(doc_blocks()[0], "utf-8")
+    proc = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, timeout=60)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_export_verifies_with_ours_and_with_the_documented_verifier(populated, tmp_path):
+    db, cps, keys, (done, paused) = populated
+    out = tmp_path / "audit.jsonl"
+    export(db, cps, out)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records[0]["type"] == "sagacity.audit.v1" and records[0]["sagas"] == 2
+    assert {r["type"] for r in records} == {"sagacity.audit.v1", "entry", "head", "checkpoint"}
+    code, verdict = run_doc_verifier(out)
+    assert (code, verdict) == (0, {done: None, paused: None})
+    ours = CliRunner().invoke(cli, ["audit", "verify", str(out), "--keyring", keys])
+    assert ours.exit_code == 0 and "BROKEN" not in ours.output, ours.output
+    # The optional signature check of the doc, with `cryptography`.
+    namespace = runpy.run_path(str(write(tmp_path / "sig.py", doc_blocks()[1])))
+    checkpoints = [r for r in records if r["type"] == "checkpoint"]
+    assert len(checkpoints) == 2  # the close of `done`, the pause of `paused`
+    for record in checkpoints:
+        namespace["check_checkpoint"](record, keys)
+    forged = {**checkpoints[0], "seq": checkpoints[0]["seq"] - 1}
+    with pytest.raises(InvalidSignature):
+        namespace["check_checkpoint"](forged, keys)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, "utf-8")
+    return path
+
+
+def test_a_tampered_journal_exports_as_broken_with_the_first_bad_seq(populated, tmp_path):
+    db, cps, keys, (done, paused) = populated
+    edit_entries(db, done, lambda o: {**o, "payload": {**o["payload"], "result": "x"}} if o["seq"] == 5 else None)
+    # The paused saga's tail from its checkpointed head (the pause) on is removed.
+    (n_paused,) = [c.seq for c in asyncio.run(DirectoryCheckpointStore(cps).list(paused))]
+    sql(db, "DELETE FROM sagacity_journal WHERE saga_id = ? AND seq >= ?", (paused, n_paused))
+    out = tmp_path / "audit.jsonl"
+    export(db, cps, out)
+    code, verdict = run_doc_verifier(out)
+    assert (code, verdict) == (1, {done: 5, paused: n_paused})
+    ours = CliRunner().invoke(cli, ["audit", "verify", str(out), "--keyring", keys])
+    assert ours.exit_code == 1
+    assert "at seq 5: hash mismatch" in ours.output and f"at seq {n_paused}: truncated" in ours.output
+
+
+def test_audit_checkpoint_signs_on_demand_and_refuses_a_broken_saga(populated):
+    db, cps, keys, (done, paused) = populated
+    ok = CliRunner().invoke(cli, ["audit", "checkpoint", paused, "--db", db, "--checkpoints", cps, "--keyring", keys])
+    assert ok.exit_code == 0 and "signed seq" in ok.output, ok.output
+    edit_entries(db, done, lambda o: {**o, "payload": {**o["payload"], "result": "x"}} if o["seq"] == 5 else None)
+    bad = CliRunner().invoke(cli, ["audit", "checkpoint", done, "--db", db, "--checkpoints", cps, "--keyring", keys])
+    assert bad.exit_code == 1 and "first bad seq 5" in bad.output
+    verify = CliRunner().invoke(cli, ["journal", "verify", "--db", db, "--checkpoints", cps, "--keyring", keys])
+    assert verify.exit_code == 1 and "at seq 5: hash mismatch" in verify.output
