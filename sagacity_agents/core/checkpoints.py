@@ -17,6 +17,8 @@ storage the journal's writers cannot rewrite: another host, WORM, a separate acc
 from __future__ import annotations
 
 import asyncio
+import builtins
+import dataclasses
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -73,7 +75,8 @@ class Checkpoint:
             raise ValueError(f"checkpoint seq must be an integer >= 1, got {data['seq']!r}")
         if not all(isinstance(data[n], str) for n in names if n != "seq"):
             raise ValueError(f"checkpoint fields must be strings: {data!r}")
-        return cls(**data)
+        return cls(saga_id=data["saga_id"], seq=data["seq"], hash=data["hash"], time=data["time"],
+                   key_id=data["key_id"], signature=data["signature"])
 
     def verify(self, keyring: Keyring) -> None:
         """Check the signature.
@@ -93,9 +96,9 @@ def sign_checkpoint(keyring: Keyring, saga_id: str, seq: int, head_hash: str, ti
     if keyring.signing_key is None:
         raise ConfigurationError("checkpoints need a keyring with a signing key")
     key_id = keyring.signing_key[0]
-    fields = {"saga_id": saga_id, "seq": seq, "hash": head_hash, "time": time, "key_id": key_id}
-    _, signature = keyring.sign(CHECKPOINT_STATEMENT, fields)
-    return Checkpoint(signature=signature, **fields)
+    unsigned = Checkpoint(saga_id, seq, head_hash, time, key_id, signature="")
+    _, signature = keyring.sign(CHECKPOINT_STATEMENT, unsigned.statement())
+    return dataclasses.replace(unsigned, signature=signature)
 
 
 @runtime_checkable
@@ -110,7 +113,7 @@ class CheckpointStore(Protocol):
         """
         ...
 
-    async def list(self, saga_id: str) -> list[Checkpoint]:
+    async def list(self, saga_id: str) -> builtins.list[Checkpoint]:
         """Every checkpoint of ``saga_id``, in the order stored (malformed records raise).
 
         Raises:
@@ -118,7 +121,7 @@ class CheckpointStore(Protocol):
         """
         ...
 
-    async def saga_ids(self) -> list[str]:
+    async def saga_ids(self) -> builtins.list[str]:
         """Every saga with at least one checkpoint."""
         ...
 
@@ -148,7 +151,7 @@ class DirectoryCheckpointStore:
         finally:
             os.close(fd)
 
-    def _read(self, path: Path) -> list[Checkpoint]:
+    def _read(self, path: Path) -> builtins.list[Checkpoint]:
         try:
             text = path.read_text("utf-8")
         except FileNotFoundError:
@@ -159,15 +162,15 @@ class DirectoryCheckpointStore:
         """See :meth:`CheckpointStore.put`."""
         await asyncio.to_thread(self._put_sync, checkpoint)
 
-    async def list(self, saga_id: str) -> list[Checkpoint]:
+    async def list(self, saga_id: str) -> builtins.list[Checkpoint]:
         """See :meth:`CheckpointStore.list`."""
         found = await asyncio.to_thread(self._read, self._file(saga_id))
         return [c for c in found if c.saga_id == saga_id]
 
-    async def saga_ids(self) -> list[str]:
+    async def saga_ids(self) -> builtins.list[str]:
         """See :meth:`CheckpointStore.saga_ids`."""
 
-        def scan() -> list[str]:
+        def scan() -> builtins.list[str]:
             ids: dict[str, None] = {}
             for path in sorted(self.path.glob("*.jsonl")):
                 for checkpoint in self._read(path):

@@ -26,7 +26,7 @@ _FILE_SUFFIXES = ("", "-wal", "-shm")
 
 def _file_ids(path: str) -> tuple[tuple[int, int] | None, ...]:
     """(device, inode) of the database file and its ``-wal`` / ``-shm`` files; None if missing."""
-    ids = []
+    ids: list[tuple[int, int] | None] = []
     for suffix in _FILE_SUFFIXES:
         try:
             st = os.stat(path + suffix)
