@@ -866,7 +866,9 @@ class Saga:
 
         A failed write is retried once (same write key), then recorded in
         :attr:`journal_errors`: the status stands, the journal shows the saga still open, and
-        ``Sagacity.close_saga`` / ``recover`` can close it later.
+        ``Sagacity.close_saga`` / ``recover`` can close it later. When :attr:`evidence` signs
+        checkpoints, the saga's head is then signed and stored (a failure is recorded in
+        :attr:`journal_errors` too).
         """
         payload: dict[str, Any] = {"status": status.value, **extra}
         if self.report is not None:

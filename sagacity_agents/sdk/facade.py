@@ -317,6 +317,9 @@ class Sagacity:
         Raises:
             ApprovalError: any check failed, or some pending call has no decision yet (the
                 message lists them); nothing was consumed or run.
+            EvidenceError: the saga's journal does not verify (an edited entry, a truncated or
+                rewritten tail against a signed checkpoint, an unsigned approval with a keyring);
+                nothing was consumed or run.
             SagaStateError: the saga is closed.
         """
         saga_hooks = self._hooks(agent, saga_id, hooks, close)
@@ -339,6 +342,8 @@ class Sagacity:
 
         Raises:
             SagaStateError: the saga is unknown, or closed other than IN_DOUBT.
+            EvidenceError: the saga's journal does not verify (first bad seq named); nothing
+                was undone or written.
         """
         if not await self.journal.entries(saga_id):
             raise SagaStateError(f"no saga {saga_id} in the journal")
@@ -424,6 +429,7 @@ class Sagacity:
 
         Raises:
             SagaStateError: the saga is already closed.
+            EvidenceError: the saga's journal does not verify; it was not closed.
         """
         await self._refuse_if_waiting(saga_id, "close it")
         saga = Saga(self.journal, saga_id, policy=self.policy, evidence=self.evidence)
