@@ -34,6 +34,7 @@ from .core.chain import (
     verify_journal,
 )
 from .core.entries import JournalEntry
+from .core.evidence import verify_sagas
 from .core.journal import Journal
 from .core.sqlite_journal import SqliteJournal
 from .errors import ConfigurationError, JournalError
@@ -46,7 +47,14 @@ from .render import (
     status_text,
     verify_text,
 )
-from .settings import CHECKPOINTS_ENVVAR, DB_ENVVAR, DEFAULT_JOURNAL_PATH, KEYRING_ENVVAR, evidence_from
+from .settings import (
+    CHECKPOINTS_ENVVAR,
+    DB_ENVVAR,
+    DECISION_KEYS_ENVVAR,
+    DEFAULT_JOURNAL_PATH,
+    KEYRING_ENVVAR,
+    evidence_from,
+)
 
 __all__ = ["DB_ENVVAR", "UsageFailure", "cli", "db_option", "main", "open_journal", "with_journal"]
 
@@ -319,8 +327,11 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
               type=click.Path(file_okay=False), default=None,
               help="Verify checkpoint and decision signatures with the KEY_ID.pub files in DIR; "
               "every APPROVED entry must then carry a valid decision signature.")
+@click.option("--decision-keys", "decision_keys", envvar=DECISION_KEYS_ENVVAR, show_envvar=True,
+              metavar="ID,ID", default=None,
+              help="Only these key ids may sign decisions (with --keyring).")
 def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpoints: str | None,
-                   keyring: str | None) -> None:
+                   keyring: str | None, decision_keys: str | None) -> None:
     """Re-verify the hash chain of one saga, or of every saga in the journal.
 
     Re-hashes every entry's stored bytes, checks each link to the previous entry, the sequence
@@ -342,7 +353,7 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
     evidence = None
     if checkpoints or keyring:
         try:
-            evidence = evidence_from(checkpoints, keyring)
+            evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
         except ConfigurationError as exc:
             raise UsageFailure(str(exc)) from exc
 
@@ -350,14 +361,7 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
         sid = await _resolve_saga(j, saga_id, also=list(heads or ())) if saga_id is not None else None
         if sid is not None and heads is not None and sid not in heads:
             raise UsageFailure(f"{heads_file} lists no head for saga {printable(sid)}")
-        results = await verify_journal(j, sid, heads=heads)
-        if evidence is None:
-            return results
-        signed = [await evidence.verify(j, sid)] if sid is not None else await evidence.verify_all(j)
-        by_id = {r.saga_id: r for r in results}
-        # The first fault wins: a broken chain (or anchored head) first, then the evidence check.
-        return [by_id[r.saga_id] if r.saga_id in by_id and not by_id[r.saga_id].ok else r for r in signed] + [
-            r for r in results if r.saga_id not in {x.saga_id for x in signed}]
+        return await verify_sagas(j, sid, heads=heads, evidence=evidence)
 
     results = with_journal(db, check)
     console = make_console(highlight=False)

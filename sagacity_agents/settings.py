@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKPOINTS_ENVVAR",
     "DB_ENVVAR",
+    "DECISION_KEYS_ENVVAR",
     "DEFAULT_JOURNAL_PATH",
     "KEYRING_ENVVAR",
     "SIGNING_KEY_ENVVAR",
@@ -45,8 +46,14 @@ KEYRING_ENVVAR = "SAGACITY_KEYRING"
 SIGNING_KEY_ENVVAR = "SAGACITY_SIGNING_KEY_ID"
 """Environment variable naming which private key of the keyring signs (when it holds several)."""
 
+DECISION_KEYS_ENVVAR = "SAGACITY_DECISION_KEYS"
+"""Environment variable listing (comma-separated) the key ids allowed to sign decisions."""
 
-def evidence_from(checkpoints: Any = None, keyring: Any = None, signing_key_id: str | None = None) -> Evidence:
+
+def evidence_from(
+    checkpoints: Any = None, keyring: Any = None, signing_key_id: str | None = None,
+    decision_keys: Any = None,
+) -> Evidence:
     """The :class:`~sagacity_agents.core.evidence.Evidence` policy from arguments, else
     ``$SAGACITY_CHECKPOINTS`` / ``$SAGACITY_KEYRING`` / ``$SAGACITY_SIGNING_KEY_ID``.
 
@@ -54,6 +61,8 @@ def evidence_from(checkpoints: Any = None, keyring: Any = None, signing_key_id: 
         checkpoints: a ``CheckpointStore``, a directory path, or ``None`` (environment, else none).
         keyring: a ``Keyring``, a keyring directory path, or ``None`` (environment, else none).
         signing_key_id: which private key of a keyring directory signs.
+        decision_keys: key ids allowed to sign decisions (an iterable, or a comma-separated
+            string); ``None``: ``$SAGACITY_DECISION_KEYS``, else any key of the keyring.
 
     Raises:
         ConfigurationError: a keyring that cannot be loaded, or checkpoints without a keyring.
@@ -68,4 +77,8 @@ def evidence_from(checkpoints: Any = None, keyring: Any = None, signing_key_id: 
         checkpoints = DirectoryCheckpointStore(checkpoints)
     if isinstance(keyring, (str, Path)):
         keyring = Keyring.load(keyring, signing_key_id=signing_key_id or os.environ.get(SIGNING_KEY_ENVVAR) or None)
-    return Evidence(checkpoints=checkpoints, keyring=keyring)
+    decision_keys = decision_keys or os.environ.get(DECISION_KEYS_ENVVAR) or None
+    if isinstance(decision_keys, str):
+        decision_keys = [k.strip() for k in decision_keys.split(",") if k.strip()]
+    allowed = frozenset(decision_keys) if decision_keys is not None else None
+    return Evidence(checkpoints=checkpoints, keyring=keyring, decision_keys=allowed)

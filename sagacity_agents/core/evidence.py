@@ -22,18 +22,18 @@ stored in the decision entry's payload as ``"signature": {"key_id", "time", "sig
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigurationError, EvidenceError, SignatureError
-from .chain import ChainFault, ChainHead, VerifyResult, _check_anchor, verify_entries
+from .chain import ChainFault, ChainHead, VerifyResult, _check_anchor, verify_entries, verify_journal
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
 from .journal import Journal, utc_stamp
 from .signing import Keyring
 
-__all__ = ["DECISION_STATEMENT", "Evidence", "sign_decision", "verified_entries"]
+__all__ = ["DECISION_STATEMENT", "Evidence", "sign_decision", "verified_entries", "verify_sagas"]
 
 DECISION_STATEMENT = "sagacity.decision.v1"
 """The ``type`` of a decision statement."""
@@ -69,7 +69,7 @@ def sign_decision(
     return {"key_id": key_id, "time": time, "signature": signature}
 
 
-def _decision_problem(entry: JournalEntry, keyring: Keyring) -> str | None:
+def _decision_problem(entry: JournalEntry, keyring: Keyring, allowed: frozenset[str] | None) -> str | None:
     """Why the decision ``entry`` is not signed as required, or ``None``."""
     payload = entry.payload if isinstance(entry.payload, dict) else {}
     signed = payload.get("signature")
@@ -79,6 +79,8 @@ def _decision_problem(entry: JournalEntry, keyring: Keyring) -> str | None:
         return "APPROVED entry carries no decision signature" if entry.phase is Phase.APPROVED else None
     if not isinstance(signed, dict) or not all(isinstance(signed.get(k), str) for k in ("key_id", "time", "signature")):
         return "malformed decision signature"
+    if allowed is not None and signed["key_id"] not in allowed:
+        return f"decision signed with key {signed['key_id']!r}, which may not sign decisions"
     fields = _decision_fields(
         entry.saga_id, str(payload.get("request_id")), entry.call_id, str(payload.get("args_hash")),
         entry.phase is Phase.APPROVED, str(payload.get("approver")), signed["time"], signed["key_id"],
@@ -98,6 +100,9 @@ class Evidence:
         checkpoints: where signed checkpoints are kept; ``None``: the chain alone is checked.
         keyring: verify keys (checkpoints and decisions) and, on a host that signs, a signing
             key. With a keyring, APPROVED entries must carry a valid decision signature.
+        decision_keys: the key ids allowed to sign decisions (``None``: any key of the keyring).
+            Name the approvers' keys here so that a checkpoint key on the agent's host cannot
+            sign an approval.
 
     Raises:
         ConfigurationError: checkpoints without a keyring (they could not be verified).
@@ -105,6 +110,7 @@ class Evidence:
 
     checkpoints: CheckpointStore | None = None
     keyring: Keyring | None = None
+    decision_keys: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.checkpoints is not None and self.keyring is None:
@@ -150,7 +156,7 @@ class Evidence:
         if self.keyring is not None:
             for entry in entries:
                 if entry.phase in (Phase.APPROVED, Phase.REJECTED):
-                    problem = _decision_problem(entry, self.keyring)
+                    problem = _decision_problem(entry, self.keyring, self.decision_keys)
                     if problem is not None:
                         return VerifyResult(saga_id, False, len(entries), None, entry.seq,
                                             ChainFault.BAD_SIGNATURE, problem, anchor)
@@ -229,6 +235,27 @@ class Evidence:
 
 CHAIN_ONLY = Evidence()
 """The default: the hash chain is checked, no checkpoints, no signatures."""
+
+
+async def verify_sagas(
+    journal: Journal, saga_id: str | None = None, *, heads: Mapping[str, ChainHead] | None = None,
+    evidence: Evidence | None = None,
+) -> list[VerifyResult]:
+    """Verify one saga or every saga: the chain and ``heads`` (``core.chain.verify_journal``),
+    then, when ``evidence`` has checkpoints or a keyring, its checks too (checkpointed sagas the
+    journal no longer lists included). The first fault of a saga is reported.
+
+    Raises:
+        JournalError: the journal could not be read.
+    """
+    results = await verify_journal(journal, saga_id, heads=heads)
+    if evidence is None or (evidence.checkpoints is None and evidence.keyring is None):
+        return results
+    signed = [await evidence.verify(journal, saga_id)] if saga_id is not None else await evidence.verify_all(journal)
+    by_id = {r.saga_id: r for r in results}
+    merged = [by_id[r.saga_id] if r.saga_id in by_id and not by_id[r.saga_id].ok else r for r in signed]
+    seen = {r.saga_id for r in signed}
+    return merged + [r for r in results if r.saga_id not in seen]
 
 
 async def verified_entries(journal: Journal, saga_id: str, evidence: Evidence | None = None) -> list[JournalEntry]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,9 @@ from typing import Any
 from agents import Agent, RunHooks, Runner
 
 from ..core.approval import ApprovalStore, wait_for_decision
-from ..core.chain import ChainHead, VerifyResult, verify_journal
+from ..core.chain import ChainHead, VerifyResult
 from ..core.compensation import CompensationItem, CompensationReport
+from ..core.evidence import verify_sagas
 from ..core.journal import Journal
 from ..core.memory_approvals import InMemoryApprovalStore
 from ..core.memory_journal import InMemoryJournal
@@ -135,6 +136,8 @@ class Sagacity:
         keyring: a ``Keyring`` or a keyring directory; ``None`` reads ``$SAGACITY_KEYRING``. It
             verifies checkpoints and decisions (approvals must then be signed) and, holding a
             private key, signs them. See docs/threat-model.md.
+        decision_keys: key ids allowed to sign approvals and rejections; ``None`` reads
+            ``$SAGACITY_DECISION_KEYS`` (unset: any key of the keyring).
 
     Raises:
         ConfigurationError: checkpoints without a keyring, or a keyring that cannot be loaded.
@@ -151,8 +154,9 @@ class Sagacity:
         fail_on_rejection: bool = False,
         checkpoints: CheckpointStore | str | Path | None = None,
         keyring: Keyring | str | Path | None = None,
+        decision_keys: Iterable[str] | None = None,
     ) -> None:
-        self.evidence = evidence_from(checkpoints, keyring)
+        self.evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
         self.journal = _journal_from(journal)
         if approvals is None:
             path = getattr(self.journal, "path", None)
@@ -450,12 +454,8 @@ class Sagacity:
         """Verify one saga's hash chain, or every saga's; with ``heads`` (exported earlier with
         ``heads_of``), also detect truncated or rewritten tails and missing sagas. With
         checkpoints or a keyring configured, each saga is also checked against its newest signed
-        checkpoint and its decisions' signatures (``heads`` is then not used)."""
-        if self.evidence.checkpoints is None and self.evidence.keyring is None:
-            return await verify_journal(self.journal, saga_id, heads=heads)
-        if saga_id is not None:
-            return [await self.evidence.verify(self.journal, saga_id)]
-        return await self.evidence.verify_all(self.journal)
+        checkpoint and its decisions' signatures; the first fault of each saga is reported."""
+        return await verify_sagas(self.journal, saga_id, heads=heads, evidence=self.evidence)
 
     async def checkpoint(self, saga_id: str) -> Any:
         """Sign and store the saga's current head now (after verifying it).

@@ -196,3 +196,30 @@ async def test_a_checkpoint_signed_by_an_unknown_key_is_refused(tmp_path, keys):
         assert result.fault is ChainFault.BAD_SIGNATURE and "unknown key 'intruder'" in result.detail
     finally:
         await s.aclose()
+
+
+async def test_a_decision_signed_by_a_key_not_allowed_for_decisions_is_refused(tmp_path, keys):
+    """The agent's host holds the checkpoint key `writer-1`; only `alice-1` may sign decisions:
+    an approval signed on the agent's host is refused at resume, nothing is paid."""
+    generate_key(keys, "alice-1")
+    db = str(tmp_path / "j.db")
+    writer = Sagacity(db, checkpoints=tmp_path / "checkpoints", keyring=Keyring.load(keys, signing_key_id="writer-1"),
+                      decision_keys=["alice-1"])
+    try:
+        result = await writer.run(wire_app.paused_agent(WIRE), "go")
+        await writer.approve(result.approvals[0].request_id, approver="alice")  # signed by writer-1
+        with pytest.raises(EvidenceError, match="may not sign decisions"):
+            await writer.resume(result.saga_id, wire_app.resumed_agent())
+        assert wire_app.executions() == []
+        # The same flow with the approver's own key resumes and pays once.
+        second = await writer.run(wire_app.paused_agent(WIRE), "go")
+        approver = Sagacity(db, checkpoints=tmp_path / "checkpoints",
+                            keyring=Keyring.load(keys, signing_key_id="alice-1"), decision_keys=["alice-1"])
+        try:
+            await approver.approve(second.approvals[0].request_id, approver="alice")
+        finally:
+            await approver.aclose()
+        done = await writer.resume(second.saga_id, wire_app.resumed_agent())
+        assert done.status is SagaStatus.COMPLETED and wire_app.executions() == ["5 USD -> acct-9"]
+    finally:
+        await writer.aclose()
