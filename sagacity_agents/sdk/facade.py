@@ -349,7 +349,8 @@ class Sagacity:
             EvidenceError: the saga's journal does not verify (first bad seq named); nothing
                 was undone or written.
         """
-        if not await self.journal.entries(saga_id):
+        # Verified first: with checkpoints, a saga deleted from the journal is "missing saga".
+        if not await self.evidence.verified_entries(self.journal, saga_id):
             raise SagaStateError(f"no saga {saga_id} in the journal")
         saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0, evidence=self.evidence)
         bind_agent(saga, agent)

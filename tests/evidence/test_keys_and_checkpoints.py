@@ -1,0 +1,96 @@
+"""Keyring and checkpoint store: loading, rotation, refusals."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from agents import function_tool
+
+from sagacity_agents import (
+    ChainFault, ConfigurationError, DirectoryCheckpointStore, EvidenceError, Keyring, Sagacity, SagaStatus,
+    compensable,
+)
+from sagacity_agents.core.signing import generate_key
+
+from ..sdk.helpers import agent, scripted
+from .tamper import sql
+
+
+@function_tool
+@compensable(undo=lambda ctx: None)
+def book(n: int) -> str:
+    return f"booked {n}"
+
+
+async def closed(s: Sagacity) -> str:
+    result = await s.run(agent(scripted([("book", {"n": 1}, "1")], "ok"), book), "go")
+    assert result.status is SagaStatus.COMPLETED
+    return result.saga_id
+
+
+def test_keyring_refuses_what_it_cannot_use(tmp_path):
+    with pytest.raises(ConfigurationError, match="not a directory"):
+        Keyring.load(tmp_path / "nope")
+    generate_key(tmp_path, "a")
+    generate_key(tmp_path, "b")
+    with pytest.raises(ConfigurationError, match="several private keys"):
+        Keyring.load(tmp_path)
+    with pytest.raises(ConfigurationError, match="exists already"):
+        generate_key(tmp_path, "a")
+    with pytest.raises(ConfigurationError, match="bad key id"):
+        generate_key(tmp_path, "../x")
+    (tmp_path / "c.pub").write_text("not a key")
+    with pytest.raises(ConfigurationError, match="cannot read key"):
+        Keyring.load(tmp_path, signing_key_id="a")
+    assert (tmp_path / "a.key").stat().st_mode & 0o777 == 0o600
+    with pytest.raises(ConfigurationError, match="need a keyring"):
+        Sagacity(":memory:", checkpoints=tmp_path / "cps")
+
+
+async def test_keys_rotate_old_checkpoints_still_verify(tmp_path):
+    """Rotation: `k1` signs, is retired (private key moved away, public key kept), `k2` signs
+    from then on; both generations of checkpoints verify. Dropping `k1.pub` makes the old
+    checkpoints unverifiable, which is refused (fail closed), never ignored."""
+    keys, cps, db = tmp_path / "keys", tmp_path / "cps", str(tmp_path / "j.db")
+    generate_key(keys, "k1")
+    s = Sagacity(db, checkpoints=cps, keyring=keys)
+    first = await closed(s)
+    await s.aclose()
+    shutil.move(keys / "k1.key", tmp_path / "k1.key.retired")
+    generate_key(keys, "k2")
+    s = Sagacity(db, checkpoints=cps, keyring=keys)
+    try:
+        second = await closed(s)
+        await s.checkpoint(first)  # re-signed with the new key
+        assert {c.key_id for c in await DirectoryCheckpointStore(cps).list(first)} == {"k1", "k2"}
+        assert all(r.ok for r in await s.verify())
+    finally:
+        await s.aclose()
+    (keys / "k1.pub").unlink()
+    s = Sagacity(db, checkpoints=cps, keyring=keys)
+    try:
+        (result,) = await s.verify(first)
+        assert result.fault is ChainFault.BAD_SIGNATURE and "unknown key 'k1'" in result.detail
+        assert (await s.verify(second))[0].ok
+    finally:
+        await s.aclose()
+
+
+async def test_recover_and_reuse_of_a_deleted_checkpointed_saga_are_refused(tmp_path):
+    """A saga checkpointed on demand, then deleted from the journal: recover and a new run
+    under its id are refused as "missing saga", not treated as a fresh, empty saga."""
+    keys, cps, db = tmp_path / "keys", tmp_path / "cps", str(tmp_path / "j.db")
+    generate_key(keys, "k1")
+    s = Sagacity(db, checkpoints=cps, keyring=keys)
+    try:
+        result = await s.run(agent(scripted([("book", {"n": 1}, "1")], "ok"), book), "go", close=False)
+        await s.checkpoint(result.saga_id)
+        sql(db, "DELETE FROM sagacity_journal WHERE saga_id = ?", (result.saga_id,))
+        with pytest.raises(EvidenceError, match="missing saga") as caught:
+            await s.recover(result.saga_id, agent(scripted(), book))
+        assert caught.value.bad_seq == 1
+        with pytest.raises(EvidenceError, match="missing saga"):
+            await s.run(agent(scripted("ok"), book), "again", saga_id=result.saga_id)
+    finally:
+        await s.aclose()
