@@ -37,6 +37,7 @@ from .core.memory_journal import InMemoryJournal
 from .core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, record_undo_data
 from .core.sqlite_approvals import SqliteApprovalStore
 from .core.sqlite_journal import SqliteJournal
+from .core.verdict import SagaVerdict
 from .errors import (
     ApprovalError,
     ConfigurationError,
@@ -67,6 +68,8 @@ _SDK_NAMES = {
     "no_undo": ".sdk.tools",
     "protect_tool": ".sdk.fallback",
     "read_only": ".sdk.tools",
+    "saga_output_guardrail": ".sdk.guardrails",
+    "saga_tool_guardrail": ".sdk.guardrails",
 }
 
 if TYPE_CHECKING:
@@ -79,6 +82,7 @@ if TYPE_CHECKING:
         StreamAbandoned,
     )
     from .sdk.fallback import nested_agent_tool, protect_tool
+    from .sdk.guardrails import saga_output_guardrail, saga_tool_guardrail
     from .sdk.hooks import HooksNotEnteredError, SagaRunHooks, SagaStopped
     from .sdk.tools import compensable, irreversible, no_undo, read_only
 
@@ -126,6 +130,7 @@ __all__ = [
     "SagaStatus",
     "SagaStopped",
     "SagaStream",
+    "SagaVerdict",
     "Sagacity",
     "SagacityError",
     "SqliteApprovalStore",
@@ -147,6 +152,8 @@ __all__ = [
     "protect_tool",
     "read_only",
     "record_undo_data",
+    "saga_output_guardrail",
+    "saga_tool_guardrail",
     "verify_entries",
     "verify_journal",
     "wait_for_decision",
