@@ -34,6 +34,14 @@ def changes_world(decl: ToolDeclaration | None) -> bool:
     return decl is None or decl.reversibility is not Reversibility.READ_ONLY
 
 
+def _safe_describe(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ raises still gets a name
+        text = "(no printable message)"
+    return f"{type(exc).__qualname__}: {text}" if text else type(exc).__qualname__
+
+
 def _calls(items: tuple[CompensationItem, ...]) -> str:
     return ", ".join(f"{i.tool} (call {i.call_id})" for i in items)
 
@@ -154,8 +162,7 @@ async def read_verdict(saga: Saga) -> SagaVerdict:
     try:
         entries = await saga.journal.entries(saga.saga_id)
     except Exception as exc:  # noqa: BLE001 - fail closed, said in the verdict
-        return SagaVerdict(saga.saga_id, status, failures,
-                           journal_error=f"{type(exc).__qualname__}: {exc}")
+        return SagaVerdict(saga.saga_id, status, failures, journal_error=_safe_describe(exc))
     ledger = SagaLedger(entries)
     to_undo: list[CompensationItem] = []
     undone: list[CompensationItem] = []

@@ -67,10 +67,6 @@ TOOL_GUARDRAIL_NAME = "sagacity_saga_effects"
 """Default name of :func:`saga_tool_guardrail` (journaled as ``refused_by``)."""
 
 
-def _active_saga() -> Saga | None:
-    saga = current_saga.get()
-    # A closed saga takes no more entries; the tool wrappers treat it as no saga, and so do we.
-    return None if saga is None or saga.closed else saga
 
 
 def saga_output_guardrail(*, name: str = OUTPUT_GUARDRAIL_NAME) -> OutputGuardrail[Any]:
@@ -97,9 +93,10 @@ def saga_output_guardrail(*, name: str = OUTPUT_GUARDRAIL_NAME) -> OutputGuardra
     async def saga_output(
         context: RunContextWrapper[Any], agent: Agent[Any], agent_output: Any
     ) -> GuardrailFunctionOutput:
-        saga = _active_saga()
+        saga = current_saga.get()
         if saga is None:
             return GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
+        # A closed saga is judged too: one closed COMPENSATED still contradicts a success.
         verdict = await read_verdict(saga)
         return GuardrailFunctionOutput(output_info=verdict, tripwire_triggered=verdict.blocks_output)
 
@@ -138,8 +135,9 @@ def saga_tool_guardrail(*, name: str = TOOL_GUARDRAIL_NAME) -> ToolInputGuardrai
     """
 
     async def saga_effects(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
-        saga = _active_saga()
-        if saga is None or not saga.failed:
+        saga = current_saga.get()
+        # A closed saga takes no more entries; the tool wrappers treat it as no saga, and so do we.
+        if saga is None or saga.closed or not saga.failed:
             return ToolGuardrailFunctionOutput.allow()
         decl = _declaration(saga, data)
         if not changes_world(decl):

@@ -560,3 +560,102 @@ async def test_output_guardrail_matrix(any_journal, saga_failed, theirs_trips, o
     if saga_failed:  # whoever tripped, the reason says what the saga did
         assert "charge_card (call c2) failed: CardDeclined" in result.withheld_reason
         assert result.withheld_reason.endswith("undone: book_flight (call c1)")
+
+
+# --- the rest of the graph -------------------------------------------------------------------------
+async def test_refusal_reaches_a_nested_agents_tools():
+    """Inside an as_tool agent (joined to the saga), a tool that changes the world is refused by
+    REFUSE_EFFECTS, and saga_tool_guardrail on the inner tool finds its declaration on the inner
+    agent (not bound to the saga before the call)."""
+    from sagacity_agents import nested_agent_tool
+
+    trip = Trip()
+    guarded_send = copy.copy(trip.send_email)
+    guarded_send.tool_input_guardrails = [saga_tool_guardrail()]
+    inner_model = scripted([("book_hotel", {"city": "x"}, "i1"), ("get_booking", {"ref": "r"}, "i2")],
+                           [("send_email", {"text": "hi"}, "i3")], "inner done")
+    inner = Agent(name="inner", model=inner_model, tools=[trip.book_hotel, trip.get_booking, guarded_send])
+    inner_tool = nested_agent_tool(inner.as_tool(tool_name="inner", tool_description="inner agent"))
+    outer_model = scripted([("book_flight", {"city": "x"}, "o1")], [("charge_card", {"amount": 1}, "o2")],
+                           [("inner", {"input": "go"}, "o3")], "outer done")
+    journal = InMemoryJournal()
+    outer = Agent(name="outer", model=outer_model, tools=[trip.book_flight, trip.charge_card, inner_tool])
+    result = await Sagacity(journal, policy=FailurePolicy.REFUSE_EFFECTS).run(outer, "go")
+    entries = await journal.entries(result.saga_id)
+    refused = {e.call_id: e.payload["refused_by"] for e in entries if e.phase is Phase.REFUSED}
+    assert refused == {"i1": "policy", "i3": "sagacity_saga_effects"}
+    assert trip.log == ["book_flight", "charge_card", "get_booking", "undo book_flight o1"]
+    assert result.status is SagaStatus.COMPENSATED
+
+
+async def test_refuse_effects_refuses_an_irreversible_call_without_asking_anyone():
+    """An irreversible call after the failure is refused by saga_tool_guardrail run before the
+    approval (pre_approval_tool_input_guardrails): no human is asked, nothing runs."""
+    from agents import RunConfig
+    from agents.run_config import ToolExecutionConfig
+
+    from sagacity_agents import irreversible
+
+    ran: list[str] = []
+
+    @function_tool(needs_approval=True)
+    @irreversible
+    def wire(amount: int) -> str:
+        ran.append("wire")
+        return "sent"
+
+    wire.tool_input_guardrails = [saga_tool_guardrail()]
+    trip = Trip()
+    journal = InMemoryJournal()
+    model = scripted([("charge_card", {"amount": 1}, "c1")], [("wire", {"amount": 5}, "c2")], "done")
+    config = RunConfig(tool_execution=ToolExecutionConfig(pre_approval_tool_input_guardrails=True))
+    result = await Sagacity(journal, policy=FailurePolicy.CONTINUE).run(
+        Agent(name="a", model=model, tools=[trip.charge_card, wire]), "go", run_config=config)
+    entries = await journal.entries(result.saga_id)
+    assert [(e.phase, e.call_id) for e in entries if e.tool == "wire"] == [(Phase.REFUSED, "c2")]
+    assert ran == [] and result.approvals == () and result.status is SagaStatus.COMPENSATED
+
+
+async def test_output_guardrail_trips_under_a_saga_already_compensated(any_journal):
+    """A saga closed COMPENSATED still contradicts a success (the guardrail judges closed sagas;
+    the tool wrappers and tool guardrail treat them as no saga)."""
+    from sagacity_agents.core.saga import current_saga
+
+    trip = Trip()
+    async with SagaRunHooks(any_journal, policy=FailurePolicy.CONTINUE) as hooks:
+        model = scripted([("charge_card", {"amount": 1}, "c1")], "x")
+        await Runner.run(Agent(name="a", model=model, tools=trip.tools()), "go", hooks=hooks)
+    assert hooks.status is SagaStatus.COMPENSATED
+    token = current_saga.set(hooks.saga)
+    try:
+        agent = Agent(name="b", model=scripted("all good"), output_guardrails=[saga_output_guardrail()])
+        with pytest.raises(OutputGuardrailTripwireTriggered) as caught:
+            await Runner.run(agent, "go")
+    finally:
+        current_saga.reset(token)
+    verdict = caught.value.guardrail_result.output.output_info
+    assert verdict.status == "COMPENSATED" and verdict.failed
+
+
+def test_verdict_texts_for_the_model_and_for_people():
+    """The model's message names calls, never error text; summary() gives people the errors."""
+    from sagacity_agents import CompensationItem, FailureRecord
+
+    verdict = SagaVerdict(
+        saga_id="s1", status="OPEN",
+        failures=(FailureRecord(7, "charge_card", "c3", "CardDeclined: card 4000 0000 0000 0002"),),
+        to_undo=(CompensationItem(6, "book_hotel", "c2"), CompensationItem(4, "book_flight", "c1")),
+        kept=(CompensationItem(5, "send_email", "c9", "no_undo"),),
+    )
+    message = verdict.model_message()
+    assert message == (
+        "Not run: this task failed earlier (charge_card (call c3)), so nothing more will be changed. "
+        "The changes already made will be undone: book_hotel (call c2), book_flight (call c1). "
+        "Cannot be undone: send_email (call c9). Do not retry; tell the user what happened."
+    )
+    assert "4000" not in message
+    assert verdict.summary() == (
+        "charge_card (call c3) failed: CardDeclined: card 4000 0000 0000 0002; to be undone when "
+        "the run ends: book_hotel (call c2), book_flight (call c1); cannot be undone: send_email (call c9)"
+    )
+    assert verdict.to_dict()["to_undo"][0] == {"seq": 6, "tool": "book_hotel", "call_id": "c2", "detail": ""}
