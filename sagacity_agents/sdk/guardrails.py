@@ -152,6 +152,13 @@ def saga_tool_guardrail(*, name: str = TOOL_GUARDRAIL_NAME) -> ToolInputGuardrai
     return ToolInputGuardrail(guardrail_function=saga_effects, name=name)
 
 
+def _text(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - the application's output_info must not break the result
+        return f"<{type(value).__name__} with no printable form>"
+
+
 def _saga_story(failures: Sequence[FailureRecord], report: CompensationReport | None) -> list[str]:
     parts = [f"{f.tool} (call {f.call_id}) failed: {f.error}" for f in failures]
     if report is not None:
@@ -186,7 +193,7 @@ def withheld_reason(
     guardrail = result.guardrail.get_name()
     story = _saga_story(failures, report)
     if not isinstance(info, SagaVerdict):
-        head = f"output guardrail {guardrail!r} tripped" + (f": {info}" if info is not None else "")
+        head = f"output guardrail {guardrail!r} tripped" + (f": {_text(info)}" if info is not None else "")
         return "; ".join([head, *story])
     if not failures:
         story.insert(0, info.summary() or f"saga {info.saga_id} is {info.status}")

@@ -659,3 +659,18 @@ def test_verdict_texts_for_the_model_and_for_people():
         "the run ends: book_hotel (call c2), book_flight (call c1); cannot be undone: send_email (call c9)"
     )
     assert verdict.to_dict()["to_undo"][0] == {"seq": 6, "tool": "book_hotel", "call_id": "c2", "detail": ""}
+
+
+async def test_an_unprintable_output_info_of_the_application_does_not_break_the_result():
+    class Opaque:
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    @output_guardrail(name="opaque")
+    def opaque(ctx, agent, output) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info=Opaque(), tripwire_triggered=True)
+
+    agent = Agent(name="a", model=scripted("hi"), output_guardrails=[opaque, saga_output_guardrail()])
+    result = await Sagacity(InMemoryJournal()).run(agent, "go")
+    assert result.withheld_reason == "output guardrail 'opaque' tripped: <Opaque with no printable form>"
+    assert result.status is SagaStatus.COMPENSATED  # a run that raised is never COMPLETED
