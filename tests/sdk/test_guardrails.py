@@ -674,3 +674,35 @@ async def test_an_unprintable_output_info_of_the_application_does_not_break_the_
     result = await Sagacity(InMemoryJournal()).run(agent, "go")
     assert result.withheld_reason == "output guardrail 'opaque' tripped: <Opaque with no printable form>"
     assert result.status is SagaStatus.COMPENSATED  # a run that raised is never COMPLETED
+
+
+@pytest.mark.parametrize("through", ["facade", "hooks"])
+async def test_an_irreversible_call_after_a_failure_is_not_put_to_a_human(through):
+    """REFUSE_EFFECTS without pre-approval guardrails: the SDK pauses the irreversible call, and
+    the failed saga is compensated rather than left waiting for an approval."""
+    from sagacity_agents import irreversible
+
+    ran: list[str] = []
+
+    @function_tool(needs_approval=True)
+    @irreversible
+    def wire(amount: int) -> str:
+        ran.append("wire")
+        return "sent"
+
+    trip = Trip()
+    journal = InMemoryJournal()
+    model = scripted([("book_flight", {"city": "x"}, "c0")], [("charge_card", {"amount": 1}, "c1")],
+                     [("wire", {"amount": 5}, "c2")], "done")
+    agent = Agent(name="a", model=model, tools=[trip.book_flight, trip.charge_card, wire])
+    if through == "facade":
+        result = await Sagacity(journal, policy=FailurePolicy.REFUSE_EFFECTS).run(agent, "go")
+        status, saga_id = result.status, result.saga_id
+        assert result.approvals == ()
+    else:
+        async with SagaRunHooks(journal, agent=agent, policy=FailurePolicy.REFUSE_EFFECTS) as hooks:
+            await Runner.run(agent, "go", hooks=hooks)
+        status, saga_id = hooks.status, hooks.saga_id
+    assert status is SagaStatus.COMPENSATED and ran == []
+    assert trip.log[-1] == "undo book_flight c0"
+    assert not [e for e in await journal.entries(saga_id) if e.tool == "wire"]
