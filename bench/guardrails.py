@@ -9,7 +9,9 @@ rounds discarded, on each journal:
     tool         every tool carrying ``saga_tool_guardrail()`` (an in-memory check per call)
     refuse       FailurePolicy.REFUSE_EFFECTS (one list check per call in the wrapper)
 
-"Paired" is the median over rounds of (variant - plain of the same round).
+"Paired" is the median over rounds of (variant - plain of the same round). On a loaded machine
+the paired figures are within noise; the direct figure isolates what the output guardrail adds:
+the median time of one ``read_verdict`` (the journal read it makes) on a saga of N calls.
 
 Usage::
 
@@ -34,6 +36,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from sagacity_agents import (
     FailurePolicy,
     InMemoryJournal,
+    Saga,
     Sagacity,
     SagaStatus,
     SqliteJournal,
@@ -41,6 +44,7 @@ from sagacity_agents import (
     saga_output_guardrail,
     saga_tool_guardrail,
 )
+from sagacity_agents.core.verdict import read_verdict
 
 VARIANTS = ("plain", "output", "tool", "refuse")
 
@@ -75,6 +79,17 @@ async def _one(sagacity: dict[str, Sagacity], variant: str, calls: int) -> float
     return elapsed
 
 
+async def _read_verdict_median(journal: Any, n: int) -> float:
+    """Median seconds of one read_verdict on the journal's last saga."""
+    saga = Saga(journal, (await journal.saga_ids())[-1])
+    samples = []
+    for _ in range(max(n, 1)):
+        started = time.perf_counter()
+        await read_verdict(saga)
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
 async def run_benchmark(
     *, calls: int = 20, rounds: int = 100, warmup: int = 10, db_dir: Path | None = None
 ) -> dict[str, Any]:
@@ -96,9 +111,12 @@ async def run_benchmark(
                     elapsed = await _one(sagacity, variant, calls)
                     if round_no >= warmup:
                         times[variant].append(elapsed)
+            out["journals"].setdefault(journal_kind, {})
+            out["read_verdict_s"] = out.get("read_verdict_s", {})
+            out["read_verdict_s"][journal_kind] = await _read_verdict_median(journal, rounds)
             await journal.close()
             plain = times["plain"]
-            out["journals"][journal_kind] = {
+            out["journals"][journal_kind] |= {
                 v: {
                     "median_run_s": statistics.median(times[v]),
                     "paired_added_s": statistics.median(t - p for t, p in zip(times[v], plain, strict=True)),
@@ -122,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         for variant, row in variants.items():
             print(f"{journal_kind:12} {variant:8} {row['median_run_s'] * 1e3:10.2f} ms "
                   f"{row['paired_added_s'] * 1e6:+11.0f} µs")
+    for journal_kind, seconds in result["read_verdict_s"].items():
+        print(f"read_verdict ({args.calls} calls, {journal_kind}): {seconds * 1e6:.0f} µs")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0
