@@ -103,13 +103,18 @@ def saga_output_guardrail(*, name: str = OUTPUT_GUARDRAIL_NAME) -> OutputGuardra
     return OutputGuardrail(guardrail_function=saga_output, name=name)
 
 
-def _declaration(saga: Saga, data: ToolInputGuardrailData) -> ToolDeclaration | None:
-    tool_name = data.context.tool_name
-    decl = saga.declarations.get(tool_name)
+def _tool_key(data: ToolInputGuardrailData) -> str:
+    # Keyed as the wrapper and the graph key tools: ``namespace.name`` for a tool_namespace() tool.
+    ctx = data.context
+    return getattr(ctx, "qualified_tool_name", None) or ctx.tool_name
+
+
+def _declaration(saga: Saga, data: ToolInputGuardrailData, key: str) -> ToolDeclaration | None:
+    decl = saga.declarations.get(key)
     if decl is None:
         # A tool of an agent the saga has not bound yet (a nested as_tool agent): ask the tool.
         for tool in getattr(data.agent, "tools", ()) or ():
-            if isinstance(tool, FunctionTool) and tool.name == tool_name:
+            if isinstance(tool, FunctionTool) and tool.qualified_name == key:
                 return declaration_of(tool)
     return decl
 
@@ -139,13 +144,13 @@ def saga_tool_guardrail(*, name: str = TOOL_GUARDRAIL_NAME) -> ToolInputGuardrai
         # A closed saga takes no more entries; the tool wrappers treat it as no saga, and so do we.
         if saga is None or saga.closed or not saga.failed:
             return ToolGuardrailFunctionOutput.allow()
-        decl = _declaration(saga, data)
+        key = _tool_key(data)
+        decl = _declaration(saga, data, key)
         if not changes_world(decl):
             return ToolGuardrailFunctionOutput.allow()
         ctx = data.context
         message = await saga.refuse_call(
-            decl, ctx.tool_name, ctx.tool_call_id, None, raw_args=ctx.tool_arguments,
-            refused_by=name,
+            decl, key, ctx.tool_call_id, None, raw_args=ctx.tool_arguments, refused_by=name,
         )
         return ToolGuardrailFunctionOutput.reject_content(message, output_info=await read_verdict(saga))
 

@@ -19,6 +19,7 @@ from agents import (
     function_tool,
     output_guardrail,
 )
+from agents.testing import assistant_message, function_call
 from agents.tool_guardrails import ToolGuardrailFunctionOutput, tool_input_guardrail
 
 from sagacity_agents import (
@@ -706,3 +707,34 @@ async def test_an_irreversible_call_after_a_failure_is_not_put_to_a_human(throug
     assert status is SagaStatus.COMPENSATED and ran == []
     assert trip.log[-1] == "undo book_flight c0"
     assert not [e for e in await journal.entries(saga_id) if e.tool == "wire"]
+
+
+async def test_tool_guardrail_keys_namespaced_tools_as_the_wrapper_does(any_journal):
+    """A tool_namespace() tool is journaled as ``namespace.name`` by the wrapper; the guardrail's
+    REFUSED entry names it the same way, and a namespaced read-only tool of the same bare name as
+    a tool that changes the world is still allowed."""
+    from agents import tool_namespace
+
+    trip = Trip()
+    ran: list[str] = []
+
+    @function_tool
+    @read_only
+    def book_hotel(city: str) -> str:  # same bare name as Trip's compensatable book_hotel
+        ran.append("crm.book_hotel")
+        return "looked up"
+
+    (crm_hotel,) = tool_namespace(name="crm", description="CRM", tools=[book_hotel])
+    guarded = copy.copy(trip.book_hotel)
+    guarded.tool_input_guardrails = [saga_tool_guardrail()]
+    crm_hotel.tool_input_guardrails = [saga_tool_guardrail()]
+    model = scripted([("charge_card", {"amount": 1}, "c1")], [("book_hotel", {"city": "x"}, "c2")])
+    model.enqueue([function_call("book_hotel", {"city": "y"}, call_id="c3", namespace="crm")])
+    model.enqueue([assistant_message("done")])
+    agent = Agent(name="a", model=model, tools=[trip.charge_card, guarded, crm_hotel])
+    result = await Sagacity(any_journal, policy=FailurePolicy.CONTINUE).run(agent, "go")
+    entries = await any_journal.entries(result.saga_id)
+    assert [(e.phase, e.tool, e.call_id) for e in entries if e.call_id in ("c2", "c3")] == [
+        (Phase.REFUSED, "book_hotel", "c2"), (Phase.INTENT, "crm.book_hotel", "c3"),
+        (Phase.EXECUTED, "crm.book_hotel", "c3")]
+    assert ran == ["crm.book_hotel"] and "book_hotel" not in trip.log
