@@ -40,6 +40,7 @@ from .core.signing import Keyring
 from .core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, record_undo_data
 from .core.sqlite_approvals import SqliteApprovalStore
 from .core.sqlite_journal import SqliteJournal
+from .core.verdict import SagaVerdict
 from .errors import (
     ApprovalError,
     ConfigurationError,
@@ -72,6 +73,8 @@ _SDK_NAMES = {
     "no_undo": ".sdk.tools",
     "protect_tool": ".sdk.fallback",
     "read_only": ".sdk.tools",
+    "saga_output_guardrail": ".sdk.guardrails",
+    "saga_tool_guardrail": ".sdk.guardrails",
 }
 
 if TYPE_CHECKING:
@@ -84,6 +87,7 @@ if TYPE_CHECKING:
         StreamAbandoned,
     )
     from .sdk.fallback import nested_agent_tool, protect_tool
+    from .sdk.guardrails import saga_output_guardrail, saga_tool_guardrail
     from .sdk.hooks import HooksNotEnteredError, SagaRunHooks, SagaStopped
     from .sdk.tools import compensable, irreversible, no_undo, read_only
 
@@ -137,6 +141,7 @@ __all__ = [
     "SagaStatus",
     "SagaStopped",
     "SagaStream",
+    "SagaVerdict",
     "Sagacity",
     "SagacityError",
     "SignatureError",
@@ -159,6 +164,8 @@ __all__ = [
     "protect_tool",
     "read_only",
     "record_undo_data",
+    "saga_output_guardrail",
+    "saga_tool_guardrail",
     "verify_entries",
     "verify_journal",
     "wait_for_decision",

@@ -51,3 +51,20 @@ def test_cli_writes_json(overhead, tmp_path):
     data = json.loads(out.read_text())
     assert data["params"]["calls"] == 2
     assert "appends" not in data and "fixed_per_run" not in data
+
+
+def test_guardrail_benchmark_runs(tmp_path):
+    """bench/guardrails.py runs end to end (tiny parameters; no timing assertions)."""
+    path = BENCH.parent / "guardrails.py"
+    spec = importlib.util.spec_from_file_location("bench_guardrails", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        out = tmp_path / "g.json"
+        assert module.main(["--calls", "2", "--rounds", "1", "--warmup", "0", "--json", str(out)]) == 0
+        data = json.loads(out.read_text())
+        assert set(data["journals"]) == {"memory", "sqlite-full"}
+        assert set(data["journals"]["memory"]) == set(module.VARIANTS)
+    finally:
+        sys.modules.pop(spec.name, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import sqlite3
 
+from agents import OutputGuardrailTripwireTriggered
 from rich.console import Console
 
 from sagacity_agents import Phase, SagaStatus, SqliteJournal
@@ -14,6 +15,7 @@ from sagacity_agents.demo.trip import FINAL_MESSAGE
 
 
 async def test_card_declined_is_compensated_hotel_then_flight(tmp_path):
+    """The demo as shipped (H-01: output guardrail attached, FailurePolicy.CONTINUE)."""
     db = tmp_path / "demo.db"
     outcome = await run_trip(db)
     result = outcome.result
@@ -24,11 +26,19 @@ async def test_card_declined_is_compensated_hotel_then_flight(tmp_path):
     assert [f.tool for f in result.failures] == ["charge_card"]
     assert isinstance(result.failures[0].exception, CardDeclined)
 
-    # The SDK hid the failure: the model got a generic message and the run "succeeded".
+    # The SDK hid the failure: the model got a generic message and answered "booked!"...
     assert len(outcome.told_model) == 1
     assert "CardDeclined" not in outcome.told_model[0]
     assert "error" in outcome.told_model[0].lower()
-    assert result.final_output == FINAL_MESSAGE
+    assert outcome.withheld_output == FINAL_MESSAGE
+    # ...and the saga's output guardrail withheld that false success (H-01).
+    assert result.final_output is None and result.output_withheld
+    assert isinstance(result.exception, OutputGuardrailTripwireTriggered)
+    assert result.withheld_reason == (
+        "withheld by 'sagacity_saga_output': charge_card (call call_charge) failed: "
+        "CardDeclined: card ending 0002 was declined by the issuer (740 EUR); "
+        "undone: book_hotel (call call_hotel), book_flight (call call_flight)"
+    )
 
     # The booking system ends with nothing booked and nothing charged.
     counts = outcome.counts
@@ -99,6 +109,9 @@ async def test_render_tells_the_seven_steps(tmp_path):
     ):
         assert step in text
     assert FINAL_MESSAGE in text
+    flat = " ".join(text.split())
+    assert "output guardrail withheld that false success: final_output is None" in flat
+    assert outcome.result.withheld_reason in flat
     assert "COMPENSATED" in text
     assert text.index("1. book_hotel") < text.index("2. book_flight")
     assert "nothing booked, nothing charged" in text

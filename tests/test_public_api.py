@@ -18,11 +18,11 @@ def test_all_is_sorted_and_importable():
 
 
 def test_every_exception_derives_from_the_root_and_is_exported():
-    from sagacity_agents.sdk import facade, hooks
+    from sagacity_agents.sdk import facade, guardrails, hooks
 
     found = {
         obj
-        for module in (errors, facade, hooks)
+        for module in (errors, facade, guardrails, hooks)
         for _, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, Exception) and obj.__module__.startswith("sagacity_agents")
     }

@@ -21,6 +21,8 @@ Source: ``sagacity_agents/demo/trip.py``. The pattern, in short::
     result = await sagacity.run(build_agent(BookingSystem("bookings.db")), TRIP_REQUEST)
     result.status            # SagaStatus.COMPENSATED
     result.report.undone     # book_hotel, then book_flight
+    result.final_output      # None: the agent's saga_output_guardrail() withheld "booked!"
+    result.withheld_reason   # which call failed and what was undone
 """
 
 from sagacity_agents.demo.trip import (

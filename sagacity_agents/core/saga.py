@@ -29,6 +29,7 @@ from .declarations import Reversibility, ToolDeclaration, Verdict
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .journal import Journal
+from .verdict import changes_world, read_verdict
 
 __all__ = [
     "CallFrame",
@@ -57,6 +58,11 @@ class FailurePolicy(str, enum.Enum):
     """Stop the run at once: no further side effects after a failure (the default)."""
     CONTINUE = "continue"
     """Let the model carry on (it sees the SDK's error text); compensate when the run ends."""
+    REFUSE_EFFECTS = "refuse_effects"
+    """Let the model carry on, but refuse every further call to a tool that changes the world
+    (compensatable, no-undo, irreversible; undeclared tools are not ours to refuse): its body does
+    not run, the call is journaled REFUSED, and the model is told that nothing more will be
+    changed and what will be undone. Read-only tools still run. Compensate when the run ends."""
 
 
 class SagaStatus(str, enum.Enum):
@@ -580,6 +586,48 @@ class Saga:
         with self._lock:
             self.failures.append(record)
 
+    # --- refusing effects after a failure (REFUSE_EFFECTS, saga_tool_guardrail) ------------
+    def refuses_effects(self, decl: ToolDeclaration | None) -> bool:
+        """Whether the REFUSE_EFFECTS policy refuses a call of a tool declared ``decl`` now: the
+        saga has failed and the tool may change the world (``decl`` ``None``: undeclared)."""
+        return bool(self.failures) and self.policy is FailurePolicy.REFUSE_EFFECTS and changes_world(decl)
+
+    async def refuse_call(
+        self, decl: ToolDeclaration | None, tool: str, call_id: str | None,
+        args: dict[str, Any] | None, *, raw_args: str | None = None, refused_by: str,
+    ) -> str:
+        """Refuse one call because the saga has failed: journal REFUSED (the body is not run, no
+        INTENT is written) and return the message for the model (:meth:`SagaVerdict.model_message`).
+
+        Args:
+            decl: the tool's declaration (``None``: undeclared).
+            tool, call_id: the call.
+            args: validated arguments when known (the wrapper), else ``None``.
+            raw_args: the raw argument text (guardrails see only that).
+            refused_by: who refused it (journaled): ``"policy"`` or a guardrail's name.
+
+        Returns:
+            The message the model gets instead of the tool's output. It is returned even when the
+            REFUSED entry cannot be written (the entry is then held and retried like an outcome).
+        """
+        message = (await read_verdict(self)).model_message()
+        payload: dict[str, Any] = {
+            "intent_seq": None, "not_run": True, "result": message, "refused_by": refused_by,
+            "reason": "saga failed",
+            "reversibility": _REVERSIBILITY_TEXT[decl.reversibility] if decl else "undeclared",
+        }
+        if args is not None:
+            payload["args"] = _encode_or_marker(args)
+        if raw_args is not None:
+            payload["raw_args"] = raw_args
+        keys: dict[str, Any] = {"write_key": f"{self._invocation_id()}:outcome", "tool": tool,
+                                "call_id": call_id}
+        try:
+            await self.journal.append(self.saga_id, Phase.REFUSED, payload=payload, **keys)
+        except Exception:  # noqa: BLE001 - the call is refused anyway; the entry is retried by settle()
+            self._keep_unwritten(Phase.REFUSED, payload, keys)
+        return message
+
     async def run_call(
         self,
         decl: ToolDeclaration,
@@ -609,6 +657,9 @@ class Saga:
             BaseException: whatever ``body`` raised (including ``CancelledError``), re-raised
                 after the FAILED entry is written.
         """
+        if self.failures and self.refuses_effects(decl):
+            return await self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[return-value]
+                                          refused_by="policy")
         done = self._begin()
         invocation = self._invocation_id()
         try:
@@ -711,6 +762,9 @@ class Saga:
         def on_loop(coro: Awaitable[Any]) -> Any:
             return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]
 
+        if self.failures and self.refuses_effects(decl):
+            return on_loop(self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[no-any-return]
+                                            refused_by="policy"))
         done = self._begin()
         try:
             invocation = self._invocation_id()

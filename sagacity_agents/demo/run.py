@@ -3,9 +3,10 @@
 The agent books a flight, books a hotel, then charges the card, which is declined. The demo runs
 with :attr:`FailurePolicy.CONTINUE` so that the model gets to react to the failure: the Agents
 SDK turns the exception into a generic error message, and the (scripted) model answers "Your trip
-is booked!". The saga, meanwhile, journaled the failure and, when the run ended, undid the hotel
-and then the flight. (With the default policy, STOP, the run would end right after the failed
-call and the model would never get to answer.)
+is booked!". The saga, meanwhile, journaled the failure; the agent's output guardrail
+(``saga_output_guardrail``) withholds that false success, and when the run ended the saga undid
+the hotel and then the flight. (With the default policy, STOP, the run would end right after the
+failed call and the model would never get to answer.)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents import set_tracing_disabled
+from agents import OutputGuardrailTripwireTriggered, set_tracing_disabled
 from agents.testing import ScriptedModel
 from rich.console import Console
 from rich.panel import Panel
@@ -59,6 +60,8 @@ class TripOutcome:
     """The chain verification of the saga."""
     real_model: bool
     """Whether a real OpenAI model drove the agent."""
+    withheld_output: str | None = None
+    """The model's final answer the saga's output guardrail withheld (``None``: none withheld)."""
 
 
 def booking_path_for(journal_path: str | Path) -> str:
@@ -111,6 +114,9 @@ async def run_trip(
             told = _outputs_for(result.run_result.to_input_list(), failed_ids)
         else:
             told = ()
+        withheld = None
+        if result.output_withheld and isinstance(result.exception, OutputGuardrailTripwireTriggered):
+            withheld = str(result.exception.guardrail_result.agent_output)
         entries = tuple(await sagacity.journal.entries(result.saga_id))
         (verified,) = await sagacity.verify(result.saga_id)
     finally:
@@ -124,6 +130,7 @@ async def run_trip(
         entries=entries,
         verify=verified,
         real_model=real_model,
+        withheld_output=withheld,
     )
 
 
@@ -159,7 +166,9 @@ def _intro(outcome: TripOutcome, console: Console) -> None:
                 ("sagacity demo: a trip booking whose last step fails\n\n", "bold"),
                 "The agent books a flight, then a hotel, then charges the card. The card is declined.\n",
                 f"Model: {model}. Failure policy: CONTINUE, so the model gets to react to the failure\n",
-                "(the default, STOP, ends the run right after the failed call).",
+                "(the default, STOP, ends the run right after the failed call).\n",
+                "Output guardrail: saga_output_guardrail(), which withholds an answer the saga "
+                "contradicts.",
             ),
             border_style="cyan",
         )
@@ -177,15 +186,23 @@ def _story(outcome: TripOutcome, console: Console) -> None:
     if result.final_output is not None:
         console.print("The run returned normally. Its final output:")
         console.print(Text.assemble("  ", _quote(str(result.final_output))))
+    elif outcome.withheld_output is not None:
+        console.print("Then the model answered:")
+        console.print(Text.assemble("  ", _quote(outcome.withheld_output)))
     elif result.exception is not None:
         console.print(f"The run raised: {describe_error(result.exception)}")
     console.print(
         Text(
             "Without a saga, that would be the end of it: a flight and a hotel booked, "
-            "nothing paid, and an agent saying all is well.",
+            "nothing paid, and an agent telling the traveller all is well.",
             style="yellow",
         )
     )
+    if outcome.withheld_output is not None:
+        console.print(Text(
+            "With one, the saga's output guardrail withheld that false success: final_output "
+            "is None, and the result says why:", style="bold green"))
+        console.print(Text.assemble("  ", (result.withheld_reason or "", "green")))
 
     _step(console, 2, "The saga caught it")
     console.print(Text.assemble(("saga:   ", "bold"), result.saga_id))

@@ -5,6 +5,7 @@
 ``charge_card`` is compensatable too (its undo is a refund), so a charge that went through would
 be refunded if a later step failed. In the demo the card is declined: ``charge_card`` raises
 :class:`~sagacity_agents.demo.booking.CardDeclined`, and the saga undoes the hotel, then the flight.
+The agent's output guardrail withholds the model's "Your trip is booked!".
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from ..core.compensation import CompensationContext
 from ..core.saga import record_undo_data
+from ..sdk.guardrails import saga_output_guardrail
 from ..sdk.tools import compensable
 from .booking import BookingSystem
 
@@ -106,6 +108,8 @@ def scripted_model() -> ScriptedModel:
 def build_agent(booking: BookingSystem, *, real_model: bool = False) -> Agent[Any]:
     """The trip agent, with the scripted model or (``real_model``) the SDK's default OpenAI model.
 
+    It carries :func:`~sagacity_agents.saga_output_guardrail`, so a cheerful final answer after a
+    failed (and compensated) saga is withheld rather than returned as a success.
     The real model needs ``OPENAI_API_KEY``; ``SAGACITY_DEMO_MODEL`` picks another model name.
     """
     model: Any = None
@@ -115,4 +119,5 @@ def build_agent(booking: BookingSystem, *, real_model: bool = False) -> Agent[An
         model = os.environ["SAGACITY_DEMO_MODEL"]
     kwargs: dict[str, Any] = {} if model is None else {"model": model}
     tools: list[Tool] = list(trip_tools(booking))
-    return Agent(name="trip-agent", instructions=INSTRUCTIONS, tools=tools, **kwargs)
+    return Agent(name="trip-agent", instructions=INSTRUCTIONS, tools=tools,
+                 output_guardrails=[saga_output_guardrail()], **kwargs)

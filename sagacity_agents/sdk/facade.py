@@ -34,6 +34,7 @@ from ..errors import ConfigurationError, SagacityError, SagaStateError
 from ..settings import DEFAULT_JOURNAL_PATH, evidence_from, journal_path
 from .approvals import ApprovalDesk
 from .binding import bind_agent
+from .guardrails import withheld_reason
 from .hooks import SagaRunHooks
 
 __all__ = [
@@ -98,6 +99,15 @@ class SagaResult:
     in_doubt: tuple[CompensationItem, ...] = ()
     """Every call whose outcome is unknown (IN_DOUBT): its journal seq, tool and call id; a
     human must find out whether its effect exists. Also set when nothing was compensated."""
+    withheld_reason: str | None = None
+    """Why the run's final output was withheld (an output guardrail tripped, e.g.
+    ``saga_output_guardrail``: the failed call and what was undone); ``None`` otherwise."""
+
+    @property
+    def output_withheld(self) -> bool:
+        """True when an output guardrail withheld the run's final output (``final_output`` is
+        then ``None``; the model's text is ``exception.guardrail_result.agent_output``)."""
+        return self.withheld_reason is not None
 
     @property
     def ok(self) -> bool:
@@ -196,6 +206,7 @@ class Sagacity:
             run_result=run_result,
             approvals=approvals if status is SagaStatus.AWAITING_APPROVAL else (),
             in_doubt=hooks.saga.in_doubt,
+            withheld_reason=withheld_reason(error, hooks.saga.failures, hooks.report),
         )
 
     async def _drive(

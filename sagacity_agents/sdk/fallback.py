@@ -87,6 +87,11 @@ def protect_tool(
             return ToolGuardrailFunctionOutput.allow()
         ctx = data.context
         saga.declarations.setdefault(ctx.tool_name, decl)
+        if saga.refuses_effects(decl):  # FailurePolicy.REFUSE_EFFECTS, after a failure
+            return ToolGuardrailFunctionOutput.reject_content(await saga.refuse_call(
+                decl, ctx.tool_name, ctx.tool_call_id, None, raw_args=ctx.tool_arguments,
+                refused_by="policy",
+            ))
         try:
             intent = await saga.begin_external_call(
                 decl, ctx.tool_name, ctx.tool_call_id, ctx.tool_arguments or ""

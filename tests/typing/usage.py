@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from agents import Agent, function_tool
+from agents import Agent, OutputGuardrail, function_tool
+from agents.tool_guardrails import ToolInputGuardrail
 
 from sagacity_agents import (
     CompensationContext,
     CompensationReport,
     Decision,
+    FailurePolicy,
     InMemoryJournal,
     SagaResult,
     Sagacity,
     SagaStatus,
+    SagaVerdict,
     Verdict,
     compensable,
     irreversible,
     read_only,
     record_undo_data,
+    saga_output_guardrail,
+    saga_tool_guardrail,
 )
 
 
@@ -61,3 +66,18 @@ async def main() -> None:
     status: SagaStatus = result.status
     report: CompensationReport | None = result.report
     del status, report
+
+
+async def guarded() -> None:
+    output_guard: OutputGuardrail[object] = saga_output_guardrail()
+    tool_guard: ToolInputGuardrail[object] = saga_tool_guardrail(name="no_more_effects")
+    book.tool_input_guardrails = [tool_guard]
+    sagacity = Sagacity(InMemoryJournal(), policy=FailurePolicy.REFUSE_EFFECTS)
+    result = await sagacity.run(Agent(name="g", tools=[book], output_guardrails=[output_guard]), "go")
+    withheld: bool = result.output_withheld
+    reason: str | None = result.withheld_reason
+    verdict: SagaVerdict | None = None
+    if verdict is not None:
+        text: str = verdict.model_message()
+        del text
+    del withheld, reason
