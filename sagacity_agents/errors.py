@@ -12,6 +12,8 @@ __all__ = [
     "DeclarationError",
     "EncodingError",
     "EvidenceError",
+    "JournalClosedError",
+    "JournalConflictError",
     "JournalError",
     "JournalWriteError",
     "SagaFailedError",
@@ -49,6 +51,16 @@ class JournalError(SagacityError):
 
 class JournalWriteError(JournalError):
     """A journal append failed. When it is an INTENT, the tool body was not run."""
+
+
+class JournalClosedError(JournalWriteError):
+    """An append to a saga whose chain ends with SAGA_CLOSED: a closed saga is terminal and
+    nothing is ever appended after its close (design.md, "Runs, leases and the end of a saga")."""
+
+
+class JournalConflictError(JournalWriteError):
+    """A conditional append (``expected_seq``) found another entry at the saga's tail: someone
+    wrote in between. Nothing was written; re-read the saga and decide again."""
 
 
 class SagaStateError(SagacityError):

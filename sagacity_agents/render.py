@@ -22,6 +22,7 @@ from rich.text import Text
 
 from .core.chain import VerifyResult
 from .core.entries import JournalEntry, Phase
+from .core.lease import lease_of
 
 __all__ = [
     "COMPACT_BELOW",
@@ -42,6 +43,9 @@ __all__ = [
 PHASE_STYLES: dict[str, str] = {
     Phase.SAGA_OPENED.value: "dim",
     Phase.RUN_STARTED.value: "dim",
+    Phase.LEASE_RENEWED.value: "dim",
+    Phase.RUN_ENDED.value: "dim",
+    Phase.CONSUMED.value: "cyan",
     Phase.INTENT.value: "yellow",
     Phase.EXECUTED.value: "green",
     Phase.REFUSED.value: "magenta",
@@ -151,7 +155,16 @@ def summarize_payload(entry: JournalEntry) -> str:
     if name == Phase.SAGA_OPENED.value:
         return _kv(p["metadata"]) if p.get("metadata") else "(no metadata)"
     if name == Phase.RUN_STARTED.value:
-        return f"agent {p.get('agent')!s}"
+        text = f"agent {p.get('agent')!s}"
+        if p.get("holder"):
+            text += f", lease {p.get('lease_seconds')} s held by {p.get('holder')}"
+        if isinstance(p.get("took_over"), dict):
+            text += f" (took over expired lease of {p['took_over'].get('holder')})"
+        return text
+    if name in (Phase.RUN_ENDED.value, Phase.LEASE_RENEWED.value):
+        return f"{p.get('status', 'renewed')} (holder {p.get('holder')})"
+    if name == Phase.CONSUMED.value:
+        return f"request {p.get('request_id')} {p.get('decision', '')}, args sha256 {p.get('args_hash')}"
     if name == Phase.INTENT.value:
         args = p.get("args")
         text = _kv(args) if isinstance(args, dict) else short(p.get("raw_args", ""))
@@ -186,13 +199,27 @@ def summarize_payload(entry: JournalEntry) -> str:
 
 
 def saga_status(entries: Sequence[JournalEntry]) -> str:
-    """The final status from SAGA_CLOSED, else ``open (last PHASE)``; ``empty`` for no entries."""
+    """The final status from SAGA_CLOSED; for an open saga the status its last run ended with
+    (``IN_DOUBT (open: recover it)``, ``AWAITING_APPROVAL (open)``...), ``RUNNING`` while a run
+    holds an unexpired lease, else ``OPEN (last PHASE)``; ``empty`` for no entries."""
     if not entries:
         return "empty"
     for entry in reversed(entries):
         if phase_name(entry) == Phase.SAGA_CLOSED.value and isinstance(entry.payload, dict):
             return str(entry.payload.get("status", "CLOSED"))
-    return f"OPEN (last {phase_name(entries[-1])})"
+    last = entries[-1]
+    if phase_name(last) == Phase.RUN_ENDED.value and isinstance(last.payload, dict):
+        status = str(last.payload.get("status", "OPEN"))
+        if status in ("IN_DOUBT", "COMPENSATION_FAILED"):
+            return f"{status} (open: recover it)"
+        return status if status == "OPEN" else f"{status} (open)"
+    try:
+        lease = lease_of(entries)
+    except (ValueError, TypeError):  # a malformed stamp: show the plain state
+        lease = None
+    if lease is not None and lease.held():
+        return f"RUNNING (last {phase_name(last)})"
+    return f"OPEN (last {phase_name(last)})"
 
 
 COMPACT_BELOW = 120

@@ -244,6 +244,7 @@ class FaultyJournal:
         tool: str | None = None,
         call_id: str | None = None,
         payload: Any = None,
+        expected_seq: int | None = None,
     ) -> JournalEntry:
         """Append through the wrapped journal unless this attempt is chosen to fail.
 
@@ -257,7 +258,8 @@ class FaultyJournal:
         if fail and not self.after_write:
             raise self._error(attempt)
         entry = await self.inner.append(
-            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload
+            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
+            expected_seq=expected_seq,
         )
         if fail:
             raise self._error(attempt)

@@ -158,7 +158,7 @@ def test_list(runner, demo_db, tmp_path):
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     demo_line = next(line for line in lines if saga_id in line)
-    assert "14" in demo_line and "COMPENSATED" in demo_line
+    assert "15" in demo_line and "COMPENSATED" in demo_line
     open_line = next(line for line in lines if "open-saga" in line)
     assert "OPEN (last RUN_STARTED)" in open_line
     assert result.output.index(saga_id) < result.output.index("open-saga")
@@ -177,7 +177,7 @@ def test_show(runner, demo_db):
     result = runner.invoke(cli, ["journal", "show", saga_id, "--db", path])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert saga_id in out and "COMPENSATED" in out and "(14 entries)" in out
+    assert saga_id in out and "COMPENSATED" in out and "(15 entries)" in out
     for text in ("INTENT", "EXECUTED", "FAILED", "COMPENSATING", "SAGA_CLOSED", "call_charge",
                  "CardDeclined", "book_hotel", "destination=Lisbon"):
         assert text in out
@@ -230,7 +230,7 @@ def test_verify_ok(runner, demo_db):
     assert result.exit_code == 0, result.output
     ok_lines = [line for line in result.output.splitlines() if line.startswith("verify: ok")]
     assert len(ok_lines) == 2
-    assert saga_id in ok_lines[0] and "14 entries" in ok_lines[0]
+    assert saga_id in ok_lines[0] and "15 entries" in ok_lines[0]
 
     one = runner.invoke(cli, ["journal", "verify", saga_id[:8], "--db", path])
     assert one.exit_code == 0
@@ -351,7 +351,7 @@ def test_heads_to_stdout_is_the_head_of_each_chain(runner, demo_db):
     entries = asyncio.run(_entries(path, saga_id))
     second = asyncio.run(_entries(path, "second"))
     assert heads == {
-        saga_id: {"seq": 14, "hash": entries[-1].hash},
+        saga_id: {"seq": 15, "hash": entries[-1].hash},
         "second": {"seq": 2, "hash": second[-1].hash},
     }
     assert list(heads) == [saga_id, "second"]
@@ -374,19 +374,19 @@ def test_verify_against_heads_ok_even_after_later_appends(runner, demo_db, tmp_p
     result = runner.invoke(cli, ["journal", "verify", "--db", path, "--heads", str(anchors)])
     assert result.exit_code == 0, result.output
     line = next(line for line in result.output.splitlines() if saga_id in line)
-    assert line.startswith("verify: ok") and "anchored seq 14 matches" in line
+    assert line.startswith("verify: ok") and "anchored seq 15 matches" in line
     newer = next(line for line in result.output.splitlines() if "newer" in line)
     assert newer.startswith("verify: ok") and "anchored" not in newer
     assert f"checked 1 saga(s) against the heads in {anchors}" in result.output
     one = runner.invoke(cli, ["journal", "verify", saga_id[:8], "--db", path, "--heads", str(anchors)])
-    assert one.exit_code == 0 and "anchored seq 14 matches" in one.output
+    assert one.exit_code == 0 and "anchored seq 15 matches" in one.output
 
 
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("DELETE FROM sagacity_journal WHERE seq >= 13", "at seq 13: truncated: chain ends at seq 12"),
-        ("DELETE FROM sagacity_journal WHERE seq = 14", "at seq 14: truncated: chain ends at seq 13"),
+        ("DELETE FROM sagacity_journal WHERE seq >= 14", "at seq 14: truncated: chain ends at seq 13"),
+        ("DELETE FROM sagacity_journal WHERE seq = 15", "at seq 15: truncated: chain ends at seq 14"),
         ("DELETE FROM sagacity_journal WHERE 1", "at seq 1: missing saga: no entries left"),
     ],
 )
@@ -417,11 +417,11 @@ def test_verify_against_heads_detects_a_rewritten_tail(runner, demo_db, tmp_path
     path, saga_id = demo_db
     anchors = tmp_path / "heads.json"
     _heads(runner, path, "--out", str(anchors))
-    _reseal(path, saga_id, 14, b'"COMPENSATED"', b'"COMPLETED"')  # the last entry, resealed
+    _reseal(path, saga_id, 15, b'"COMPENSATED"', b'"COMPLETED"')  # the last entry, resealed
     assert runner.invoke(cli, ["journal", "verify", "--db", path]).exit_code == 0
     result = runner.invoke(cli, ["journal", "verify", "--db", path, "--heads", str(anchors)])
     assert result.exit_code == 1
-    assert f"saga {saga_id}  at seq 14: head mismatch" in result.output
+    assert f"saga {saga_id}  at seq 15: head mismatch" in result.output
 
 
 def test_heads_refuses_to_anchor_a_broken_chain(runner, demo_db, tmp_path):

@@ -5,8 +5,8 @@ then checks that each indexed column (saga id, seq, phase, tool, call id, write 
 prev hash) equals the value inside those bytes, so an edited column cannot fool a reader that
 trusts columns.
 
-What the chain alone detects: an edited, inserted or reordered entry, and an entry removed from
-the middle (a gap). An entry edited *and* given its recomputed hash is reported at the next
+What the chain alone detects: an edited, inserted or reordered entry, an entry removed from
+the middle (a gap), and an entry after the saga's SAGA_CLOSED (a closed saga is terminal). An entry edited *and* given its recomputed hash is reported at the next
 ``seq``, the first entry whose stored link (``prev_hash``) disagrees. What it cannot detect:
 the removal of a saga's last entries (or of all of them), or a tail rewritten consistently from
 some entry onwards, because what remains is a valid, shorter or different, chain. The chain is
@@ -67,6 +67,9 @@ class ChainFault(str, enum.Enum):
     BAD_SIGNATURE = "bad signature"
     """A signed checkpoint or a decision's signature is missing, made with an unknown key, or
     does not verify (see ``core.evidence``)."""
+    AFTER_CLOSE = "entry after close"
+    """An entry follows the saga's SAGA_CLOSED: a closed saga is terminal, so the entry was not
+    written through the journal's append rule (design.md, "Runs, leases and the end of a saga")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +173,7 @@ def _verify_chain(saga_id: str, entries: Sequence[JournalEntry]) -> VerifyResult
         return VerifyResult(saga_id, False, len(entries), None, seq, fault, detail)
 
     prev = GENESIS_HASH
+    closed_at: int | None = None
     for position, entry in enumerate(entries, start=1):
         if entry.seq != position:
             if entry.seq > position:
@@ -203,6 +207,11 @@ def _verify_chain(saga_id: str, entries: Sequence[JournalEntry]) -> VerifyResult
             return bad(entry.seq, ChainFault.COLUMN_MISMATCH, f"entry belongs to saga {obj['saga_id']!r}")
         if obj["prev_hash"] != prev:
             return bad(entry.seq, ChainFault.BROKEN_LINK, f"prev_hash {obj['prev_hash']} != {prev}")
+        if closed_at is not None:
+            return bad(entry.seq, ChainFault.AFTER_CLOSE,
+                       f"{obj['phase']} after SAGA_CLOSED at seq {closed_at}")
+        if obj["phase"] == "SAGA_CLOSED":
+            closed_at = entry.seq
         prev = entry.hash
     return VerifyResult(saga_id, True, len(entries), prev if entries else None)
 

@@ -41,7 +41,15 @@ class Phase(str, enum.Enum):
     SAGA_OPENED = "SAGA_OPENED"
     """A saga was opened; payload: ``{"metadata": {...}}``."""
     RUN_STARTED = "RUN_STARTED"
-    """A run (segment) of the saga started; payload: ``{"segment": n, "agent": name}``."""
+    """A run (segment), resume or recovery of the saga took the saga's run lease; payload:
+    ``{"agent", "holder", "lease_seconds", "took_over"}`` (``took_over``: the expired lease it
+    replaced, or ``None``). See ``core.lease``."""
+    LEASE_RENEWED = "LEASE_RENEWED"
+    """The lease holder renewed its lease while writing nothing else (a long tool body or model
+    call); payload: ``{"holder"}``. Every entry written under a lease renews it as well."""
+    RUN_ENDED = "RUN_ENDED"
+    """The run that held the lease ended and released it; payload: ``{"holder", "status"}`` (the
+    saga's status then: OPEN, AWAITING_APPROVAL, IN_DOUBT, COMPENSATION_FAILED, ...)."""
     INTENT = "INTENT"
     """Written and committed before a tool body runs; payload holds the validated arguments."""
     EXECUTED = "EXECUTED"
@@ -56,6 +64,10 @@ class Phase(str, enum.Enum):
     """A human approved a request; payload names the approver and the argument hash."""
     REJECTED = "REJECTED"
     """A human (or a rule) rejected a request."""
+    CONSUMED = "CONSUMED"
+    """A resume consumed the decision on a request (after the store's atomic consume, before the
+    run goes on); payload: ``{"request_id", "args_hash", "decision"}``. An irreversible body runs
+    only on an APPROVED + CONSUMED pair for its call and hash not used by an earlier INTENT."""
     SAGA_FAILED = "SAGA_FAILED"
     """The run layer decided the saga failed; payload says why."""
     COMPENSATING = "COMPENSATING"
@@ -65,7 +77,8 @@ class Phase(str, enum.Enum):
     COMPENSATION_FAILED = "COMPENSATION_FAILED"
     """The undo raised; the effect is still there."""
     SAGA_CLOSED = "SAGA_CLOSED"
-    """The saga ended; payload holds the final status."""
+    """The saga ended (COMPLETED or COMPENSATED); payload holds the final status. Terminal:
+    nothing is ever appended after it, and ``verify`` reports an entry that is."""
 
 
 OUTCOME_PHASES = frozenset({Phase.EXECUTED, Phase.REFUSED, Phase.FAILED})

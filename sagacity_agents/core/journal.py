@@ -6,6 +6,15 @@ Every append carries a *write key* chosen by the writer, unique per logical writ
 every retry of it: appending an entry whose key already exists returns the stored entry when it is
 the same write, and raises when the key was used for something else (design.md, "Writes and keys").
 
+Two more rules every backend applies through :func:`next_entry`, atomically with the append:
+
+* SAGA_CLOSED is terminal: an append to a saga whose last entry is SAGA_CLOSED is refused
+  (:class:`~sagacity_agents.errors.JournalClosedError`); a retry of the close itself still
+  returns the stored entry (the write-key rule comes first).
+* A conditional append (``expected_seq=n``) is written only while the saga's last entry is ``n``
+  (0: the saga has no entry), else :class:`~sagacity_agents.errors.JournalConflictError`: how a
+  run takes the saga's lease without a race (``core.lease``).
+
 The interface is async; backends that block (SQLite) run their I/O off the event loop.
 """
 
@@ -17,11 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import JournalWriteError
+from ..errors import JournalClosedError, JournalConflictError, JournalWriteError
 from .canonical import canonical_bytes, format_timestamp, to_canonical_value
 from .entries import GENESIS_HASH, JournalEntry, Phase, seal_entry
 
-__all__ = ["AppendRequest", "Clock", "Journal", "next_entry", "stamp_from", "utc_now", "utc_stamp"]
+__all__ = [
+    "AppendRequest", "Clock", "Journal", "Tail", "next_entry", "stamp_from", "utc_now", "utc_stamp",
+]
 
 Clock = Callable[[], dt.datetime]
 """Returns the current time as an aware datetime (truncated to microseconds when recorded)."""
@@ -74,6 +85,8 @@ class AppendRequest:
     """Phase data, already converted by :func:`~sagacity_agents.core.canonical.to_canonical_value`."""
     stdlib_safe: bool = True
     """The converted payload holds no float and no key above U+FFFF (fast encoder applies)."""
+    expected_seq: int | None = None
+    """Append only while the saga's last entry has this ``seq`` (0: no entry); ``None``: always."""
 
     @classmethod
     def build(
@@ -85,26 +98,48 @@ class AppendRequest:
         tool: str | None = None,
         call_id: str | None = None,
         payload: Any = None,
+        expected_seq: int | None = None,
     ) -> AppendRequest:
         """Validate and convert the arguments of :meth:`Journal.append`.
 
         Raises:
             EncodingError: the payload has no canonical encoding.
-            ValueError: an empty saga id or write key.
+            ValueError: an empty saga id or write key, or a negative ``expected_seq``.
         """
         if not saga_id or not write_key:
             raise ValueError("saga_id and write_key must be non-empty strings")
+        if expected_seq is not None and expected_seq < 0:
+            raise ValueError("expected_seq must be >= 0 (0: the saga has no entry yet)")
         flags = [False]
         converted = to_canonical_value(payload, flags=flags)
         phase = phase if type(phase) is Phase else Phase(phase)
-        return cls(saga_id, phase, write_key, tool, call_id, converted, not flags[0])
+        return cls(saga_id, phase, write_key, tool, call_id, converted, not flags[0], expected_seq)
 
 
-def next_entry(
-    request: AppendRequest, tail: tuple[int, str] | None, now: dt.datetime | str
-) -> JournalEntry:
-    """Seal ``request`` as the entry that follows ``tail`` = (seq, hash) of the saga's last
-    entry (``None``: the saga's first entry)."""
+Tail = tuple[int, str, str]
+"""The saga's last entry as a backend reads it under its append lock: (seq, hash, phase name)."""
+
+
+def next_entry(request: AppendRequest, tail: Tail | None, now: dt.datetime | str) -> JournalEntry:
+    """Seal ``request`` as the entry that follows ``tail`` (``None``: the saga's first entry).
+
+    The shared append rule: backends call it with the tail read under their append lock, after
+    the write-key check (so a retried write still returns its stored entry).
+
+    Raises:
+        JournalClosedError: the saga's last entry is SAGA_CLOSED (a closed saga is terminal).
+        JournalConflictError: ``request.expected_seq`` is set and is not the tail's ``seq``.
+    """
+    if tail is not None and tail[2] == Phase.SAGA_CLOSED.value:
+        raise JournalClosedError(
+            f"saga {request.saga_id!r} is closed (SAGA_CLOSED at seq {tail[0]}); nothing is "
+            f"appended after a close ({request.phase.value} refused)"
+        )
+    if request.expected_seq is not None and request.expected_seq != (0 if tail is None else tail[0]):
+        raise JournalConflictError(
+            f"saga {request.saga_id!r} ends at seq {0 if tail is None else tail[0]}, not "
+            f"{request.expected_seq}: another writer appended first ({request.phase.value} not written)"
+        )
     return seal_entry(
         saga_id=request.saga_id,
         seq=1 if tail is None else tail[0] + 1,
@@ -154,6 +189,7 @@ class Journal(Protocol):
         tool: str | None = None,
         call_id: str | None = None,
         payload: Any = None,
+        expected_seq: int | None = None,
     ) -> JournalEntry:
         """Append one entry to ``saga_id``'s chain and return it once durably stored.
 
@@ -164,12 +200,16 @@ class Journal(Protocol):
             tool: tool name, for tool entries.
             call_id: the model's call id, for tool entries.
             payload: JSON-able data, converted by the canonical rules.
+            expected_seq: append only while the saga's last entry has this ``seq`` (0: the saga
+                has no entry yet); checked atomically with the append. ``None``: no condition.
 
         Returns:
             The stored entry (the earlier one when this is a retry of the same write).
 
         Raises:
             EncodingError: the payload has no canonical encoding (nothing is written).
+            JournalClosedError: the saga is closed (its last entry is SAGA_CLOSED).
+            JournalConflictError: ``expected_seq`` is not the saga's last ``seq``.
             JournalWriteError: storage failed, or the write key names a different entry.
         """
         ...

@@ -37,17 +37,19 @@ class InMemoryJournal:
         tool: str | None = None,
         call_id: str | None = None,
         payload: Any = None,
+        expected_seq: int | None = None,
     ) -> JournalEntry:
         """See :meth:`Journal.append`."""
         request = AppendRequest.build(
-            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload
+            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
+            expected_seq=expected_seq,
         )
         with self._lock:
             existing = self._keys.get((saga_id, write_key))
             if existing is not None:
                 return replay_of(existing, request)
             chain = self._chains.setdefault(saga_id, [])
-            tail = (chain[-1].seq, chain[-1].hash) if chain else None
+            tail = (chain[-1].seq, chain[-1].hash, chain[-1].phase.value) if chain else None
             entry = next_entry(request, tail, stamp_from(self._clock))
             chain.append(entry)
             self._keys[(saga_id, write_key)] = entry

@@ -29,6 +29,7 @@ from .declarations import Reversibility, ToolDeclaration, Verdict
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .journal import Journal
+from .lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, acquire_lease, new_holder_id
 from .verdict import changes_world, read_verdict
 
 __all__ = [
@@ -212,6 +213,9 @@ class Saga:
         metadata: JSON-able data journaled with SAGA_OPENED.
         evidence: how the saga's past is verified before acting on it (reopening, compensating)
             and whether checkpoints are signed at close; default: the hash chain alone.
+        lease_seconds: duration of the run lease this object takes in :meth:`start_run` (see
+            ``core.lease``): another process may take the saga over this many seconds after
+            the last entry of a run whose holder died.
     """
 
     def __init__(
@@ -223,7 +227,10 @@ class Saga:
         in_flight_timeout: float = 30.0,
         metadata: dict[str, Any] | None = None,
         evidence: Evidence | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
+        if lease_seconds <= 0:
+            raise ValueError("lease_seconds must be > 0")
         self.journal = journal
         self.evidence = evidence
         self._fresh_id = saga_id is None  # a new random id: nothing in the journal to read
@@ -252,8 +259,14 @@ class Saga:
         """Journal writes of the saga's own bookkeeping that failed (SAGA_FAILED, SAGA_CLOSED)."""
         self._external: dict[str | None, tuple[ToolDeclaration, JournalEntry, _InFlight]] = {}
         self._opened = False
+        self._recovering = False
         self._closed = False
-        self._closes = 0  # SAGA_CLOSED entries already in the journal (recovery of IN_DOUBT)
+        self.lease_seconds = lease_seconds
+        self.holder = new_holder_id()
+        """This object's run-lease holder id (``host:pid:random``)."""
+        self._keeper: LeaseKeeper | None = None
+        self.last_journaled = time.monotonic()
+        """``time.monotonic()`` of the latest call start or end (the lease keeper reads it)."""
 
     # --- lifecycle ------------------------------------------------------------------------
     @property
@@ -271,12 +284,12 @@ class Saga:
         bind the saga to the running event loop.
 
         Args:
-            recovering: allow a saga that failed without being closed, or that was closed
-                IN_DOUBT (recovery finishes it: late outcomes are undone or reported).
+            recovering: allow a saga that failed (it ended COMPENSATION_FAILED or IN_DOUBT, or
+                its process stopped while compensating): recovery finishes it.
 
         Raises:
-            SagaStateError: the saga is closed in the journal, or it failed (a failed saga takes
-                no more runs: recover it).
+            SagaStateError: the saga is closed in the journal (closed is terminal), or it failed
+                (a failed saga takes no more runs: recover it).
             EvidenceError: the saga's journal does not verify (nothing is written).
             JournalError: the journal cannot be written.
         """
@@ -290,40 +303,77 @@ class Saga:
             self._opened = True
             return
         existing = await verified_entries(self.journal, self.saga_id, self.evidence)
+        self._refuse_state(existing, recovering)
+        self._recovering = recovering
+        if not existing:
+            try:
+                await self.journal.append(
+                    self.saga_id, Phase.SAGA_OPENED, write_key="saga:open",
+                    payload={"metadata": self.metadata}, expected_seq=0,
+                )
+            except JournalWriteError:
+                # Opened meanwhile by another writer (two first runs of one saga id at once):
+                # the lease decides which of them runs.
+                if not any(e.phase is Phase.SAGA_OPENED for e in await self.journal.entries(self.saga_id)):
+                    raise
+        self._opened = True
+
+    def _refuse_state(self, existing: list[JournalEntry], recovering: bool) -> None:
         closes = [e for e in existing if e.phase is Phase.SAGA_CLOSED]
         if closes:
             last = closes[-1].payload if isinstance(closes[-1].payload, dict) else {}
-            recoverable = (SagaStatus.IN_DOUBT.value, SagaStatus.COMPENSATION_FAILED.value)
-            if not (recovering and last.get("status") in recoverable):
-                raise SagaStateError(
-                    f"saga {self.saga_id} is closed ({last.get('status')}); open a new saga"
-                    + (" (a saga closed IN_DOUBT or COMPENSATION_FAILED can be recovered)"
-                       if not recovering else "")
-                )
-            # Recovering a saga closed in doubt (e.g. a call's outcome landed after the close):
-            # its next SAGA_CLOSED gets a write key of its own.
-            self._closes = len(closes)
+            raise SagaStateError(
+                f"saga {self.saga_id} is closed ({last.get('status')}); a closed saga is "
+                "terminal: open a new saga"
+            )
         if not recovering and any(e.phase is Phase.SAGA_FAILED for e in existing):
             raise SagaStateError(
-                f"saga {self.saga_id} failed and was not closed (its process stopped while "
-                "compensating); it takes no more runs: recover it (Sagacity.recover or "
-                "`sagacity saga recover`)"
+                f"saga {self.saga_id} failed and is not closed (it ended COMPENSATION_FAILED or "
+                "IN_DOUBT, or its process stopped while compensating); it takes no more runs: "
+                "recover it (Sagacity.recover or `sagacity saga recover`)"
             )
-        if not existing:
-            await self.journal.append(
-                self.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": self.metadata}
-            )
-        self._opened = True
 
     async def start_run(self, agent_name: str) -> None:
-        """Journal RUN_STARTED for one run (segment) of the saga."""
+        """Take the saga's run lease: journal RUN_STARTED for one run (segment), resume,
+        recovery or close of the saga, and keep the lease renewed until :meth:`end_run`.
+
+        Raises:
+            SagaStateError: another run holds the saga's lease and it has not expired, or the
+                saga is closed or failed (see :meth:`open`); nothing was written.
+            JournalError: the journal cannot be read or written.
+        """
         self.loop = asyncio.get_running_loop()
-        await self.journal.append(
-            self.saga_id,
-            Phase.RUN_STARTED,
-            write_key=f"run:{uuid.uuid4().hex}",
-            payload={"agent": agent_name},
+        recovering = self._recovering
+        await acquire_lease(
+            self.journal, self.saga_id, holder=self.holder, seconds=self.lease_seconds,
+            agent=agent_name,
+            check=None if self._fresh_id else (lambda entries: self._refuse_state(entries, recovering)),
         )
+        self.last_journaled = time.monotonic()
+        self._keeper = LeaseKeeper(
+            self.journal, self.saga_id, self.holder, self.lease_seconds, lambda: self.last_journaled
+        )
+        self._keeper.start()
+
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start_run` and :meth:`end_run` (this object holds the lease)."""
+        return self._keeper is not None
+
+    async def end_run(self, status: SagaStatus) -> None:
+        """Release the run lease: journal RUN_ENDED with the saga's status. Idempotent; a failed
+        write is recorded in :attr:`journal_errors` (the lease then simply expires)."""
+        keeper, self._keeper = self._keeper, None
+        if keeper is None:
+            return
+        await keeper.stop()
+        try:
+            await self.journal.append(
+                self.saga_id, Phase.RUN_ENDED, write_key=f"run-end:{self.holder}:{uuid.uuid4().hex[:8]}",
+                payload={"holder": self.holder, "status": status.value},
+            )
+        except JournalError as exc:
+            self.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
 
     def register(self, tool: str, declaration: ToolDeclaration, **settings: Any) -> None:
         """Make ``declaration``'s undo available for entries of ``tool`` and note the tool's
@@ -352,9 +402,11 @@ class Saga:
     def _begin(self) -> _InFlight:
         with self._lock:
             self._active += 1
+        self.last_journaled = time.monotonic()  # the INTENT about to be written renews the lease
         return _InFlight()
 
     def _end(self, token: _InFlight) -> None:
+        self.last_journaled = time.monotonic()
         with self._lock:
             if not token.ended:
                 token.ended = True
@@ -916,23 +968,30 @@ class Saga:
         return report
 
     async def close(self, status: SagaStatus, **extra: Any) -> None:
-        """Journal SAGA_CLOSED with the final status and report; the saga takes no more runs.
+        """End the run (RUN_ENDED) and journal SAGA_CLOSED with the final status and report.
 
+        Closed is terminal: nothing is appended after it. Only COMPLETED and COMPENSATED sagas
+        are closed; one that ended IN_DOUBT or COMPENSATION_FAILED stays open for recovery.
         A failed write is retried once (same write key), then recorded in
         :attr:`journal_errors`: the status stands, the journal shows the saga still open, and
         ``Sagacity.close_saga`` / ``recover`` can close it later. When :attr:`evidence` signs
         checkpoints, the saga's head is then signed and stored (a failure is recorded in
         :attr:`journal_errors` too).
+
+        Raises:
+            ValueError: ``status`` is not a closing status.
         """
+        if status not in (SagaStatus.COMPLETED, SagaStatus.COMPENSATED):
+            raise ValueError(f"a saga is closed COMPLETED or COMPENSATED, not {status.value}")
         payload: dict[str, Any] = {"status": status.value, **extra}
         if self.report is not None:
             payload["report"] = self.report.to_dict()
+        await self.end_run(status)
         self.status = status
         self._closed = True
         for attempt in (1, 2):
             try:
-                key = "saga:closed" if not self._closes else f"saga:closed:{self._closes + 1}"
-                await self.journal.append(self.saga_id, Phase.SAGA_CLOSED, write_key=key, payload=payload)
+                await self.journal.append(self.saga_id, Phase.SAGA_CLOSED, write_key="saga:closed", payload=payload)
                 break
             except JournalError as exc:
                 if attempt == 2:
@@ -944,13 +1003,23 @@ class Saga:
             except Exception as exc:  # noqa: BLE001 - the saga's status stands; reported
                 self.journal_errors.append(f"checkpoint not written: {_describe(exc)}")
 
+    async def _end_open(self, status: SagaStatus) -> SagaStatus:
+        """End the run and leave the saga open with ``status`` (more runs, approvals, or
+        recovery to come)."""
+        await self.end_run(status)
+        self.status = status
+        return status
 
     async def finish(self, *, error: BaseException | None, close: bool) -> SagaStatus:
-        """Decide how one run of the saga ended, compensating when it ended badly.
+        """Decide how one run of the saga ended, compensating when it ended badly, and end the
+        run (its lease is released).
 
         A run ended badly when it raised (``error``) or any call failed; then the saga is
-        compensated and closed (a failed saga takes no more runs). Otherwise the saga is closed
-        as COMPLETED when ``close`` is true, and stays OPEN for another run when it is false.
+        compensated and, when every effect was undone or kept on purpose (COMPENSATED), closed.
+        A saga left COMPENSATION_FAILED or IN_DOUBT is *not* closed: it takes no more runs and
+        waits, open, for :meth:`~sagacity_agents.Sagacity.recover` (design.md, "Runs, leases and
+        the end of a saga"). A run that ended well closes the saga COMPLETED when ``close`` is
+        true (IN_DOUBT, open, if some call has no outcome), and leaves it OPEN otherwise.
 
         Returns:
             The saga's status after this run.
@@ -976,8 +1045,10 @@ class Saga:
                 status = SagaStatus.IN_DOUBT
             else:
                 status = SagaStatus.COMPENSATED
-            await self.close(status)
-            return status
+            if status is SagaStatus.COMPENSATED:
+                await self.close(status)
+                return status
+            return await self._end_open(status)
         await self.settle()
         if close:
             if self._fresh_id:
@@ -986,13 +1057,12 @@ class Saga:
                 in_doubt = bool(self._active)
             else:
                 in_doubt = bool(SagaLedger(await self.journal.entries(self.saga_id)).in_doubt())
-            status = SagaStatus.IN_DOUBT if in_doubt or self.unwritten_outcomes else SagaStatus.COMPLETED
-            if status is SagaStatus.IN_DOUBT:  # name every call in doubt (never on the hot path)
+            if in_doubt or self.unwritten_outcomes:  # name every call in doubt (never on the hot path)
                 self.in_doubt = await self._calls_in_doubt()
-            await self.close(status)
-            return status
-        self.status = SagaStatus.OPEN
-        return self.status
+                return await self._end_open(SagaStatus.IN_DOUBT)
+            await self.close(SagaStatus.COMPLETED)
+            return SagaStatus.COMPLETED
+        return await self._end_open(SagaStatus.OPEN)
 
 
     async def _calls_in_doubt(self) -> tuple[CompensationItem, ...]:

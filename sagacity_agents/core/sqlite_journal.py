@@ -73,7 +73,7 @@ class SqliteJournal(SqliteWorker):
                     conn.execute("ROLLBACK")
                     return replay_of(_row_to_entry(row), request)
                 tail = conn.execute(
-                    "SELECT seq, hash FROM sagacity_journal WHERE saga_id = ? "
+                    "SELECT seq, hash, phase FROM sagacity_journal WHERE saga_id = ? "
                     "ORDER BY seq DESC LIMIT 1",
                     (request.saga_id,),
                 ).fetchone()
@@ -126,11 +126,13 @@ class SqliteJournal(SqliteWorker):
         tool: str | None = None,
         call_id: str | None = None,
         payload: Any = None,
+        expected_seq: int | None = None,
     ) -> JournalEntry:
         """See :meth:`Journal.append`. Returns after the commit (``synchronous`` decides how
         durable that is)."""
         request = AppendRequest.build(
-            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload
+            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
+            expected_seq=expected_seq,
         )
         return await self._run(self._append_sync, request)
 

@@ -23,6 +23,7 @@ from ..core.chain import ChainHead, VerifyResult
 from ..core.compensation import CompensationItem, CompensationReport
 from ..core.evidence import verify_sagas
 from ..core.journal import Journal
+from ..core.lease import DEFAULT_LEASE_SECONDS
 from ..core.memory_approvals import InMemoryApprovalStore
 from ..core.memory_journal import InMemoryJournal
 from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
@@ -139,6 +140,13 @@ class Sagacity:
             or ``None`` for ``$SAGACITY_DB`` or ``sagacity.db`` in the current directory.
         policy: what the first failed call does (default: stop the run at once).
         in_flight_timeout: seconds to wait for calls still running before compensating.
+        approvals: the approval store (default: SQLite in the journal's file, else in memory).
+        approval_ttl: seconds before an approval request expires (``None``: never).
+        fail_on_rejection: a rejected call fails the saga (which compensates) instead of
+            letting the model carry on.
+        lease_seconds: the run lease's duration (``core.lease``): a saga whose running process
+            died can be taken over (run, resumed, recovered) this many seconds after its last
+            entry; a running process renews it by journaling.
         checkpoints: signed checkpoints: a ``CheckpointStore`` or a directory; ``None`` reads
             ``$SAGACITY_CHECKPOINTS`` (unset: none). A saga's head is signed at close and at
             every pause, and every saga is verified against its newest checkpoint before it is
@@ -165,6 +173,7 @@ class Sagacity:
         checkpoints: CheckpointStore | str | Path | None = None,
         keyring: Keyring | str | Path | None = None,
         decision_keys: Iterable[str] | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
         self.journal = _journal_from(journal)
@@ -176,6 +185,7 @@ class Sagacity:
         self.policy = FailurePolicy(policy)
         self.in_flight_timeout = in_flight_timeout
         self.fail_on_rejection = fail_on_rejection
+        self.lease_seconds = lease_seconds
 
     def _hooks(
         self, agent: Agent[Any], saga_id: str | None, hooks: RunHooks[Any] | None, close: bool
@@ -186,7 +196,7 @@ class Sagacity:
                 "the journal; nested Runner.run calls inside a wrapped tool join it automatically"
             )
         saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=self.in_flight_timeout,
-                    evidence=self.evidence)
+                    evidence=self.evidence, lease_seconds=self.lease_seconds)
         return SagaRunHooks(saga, agent=agent, hooks=hooks, close=close)
 
     @staticmethod
@@ -363,9 +373,11 @@ class Sagacity:
         # Verified first: with checkpoints, a saga deleted from the journal is "missing saga".
         if not await self.evidence.verified_entries(self.journal, saga_id):
             raise SagaStateError(f"no saga {saga_id} in the journal")
-        saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0, evidence=self.evidence)
+        saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0,
+                    evidence=self.evidence, lease_seconds=self.lease_seconds)
         bind_agent(saga, agent)
         await saga.open(recovering=True)
+        await saga.start_run("recover")  # refused while another run holds the saga
         # Approvals still pending die with the saga: consumed, so no resume can run them later.
         pending = [r.request_id for r in await self.approvals.list(saga_id) if r.consumed_at is None]
         if pending:
@@ -448,8 +460,10 @@ class Sagacity:
             EvidenceError: the saga's journal does not verify; it was not closed.
         """
         await self._refuse_if_waiting(saga_id, "close it")
-        saga = Saga(self.journal, saga_id, policy=self.policy, evidence=self.evidence)
+        saga = Saga(self.journal, saga_id, policy=self.policy, evidence=self.evidence,
+                    lease_seconds=self.lease_seconds)
         await saga.open()
+        await saga.start_run("close")  # refused while another run holds the saga
         return await saga.finish(error=None, close=True)
 
     async def _refuse_if_waiting(self, saga_id: str, what: str) -> None:

@@ -23,6 +23,7 @@ from agents import Agent, AgentsException, RunContextWrapper, RunHooks, Tool
 from ..core.declarations import Reversibility
 from ..core.entries import Phase
 from ..core.journal import Journal
+from ..core.lease import DEFAULT_LEASE_SECONDS
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..errors import ConfigurationError, SagaFailedError, SagaStateError
 from ._sdk_internals import validate_run_hooks
@@ -71,6 +72,8 @@ class SagaRunHooks(RunHooks[Any]):
         hooks: the application's own ``RunHooks``; every callback is forwarded to it.
             ``AgentHooks`` here raise the SDK's own ``TypeError`` (attach them to the agent).
         close: close the saga when the run ends well (``False`` keeps it open for another run).
+        lease_seconds: the run lease's duration (``core.lease``); entering takes the saga's
+            lease and raises ``SagaStateError`` while another run holds it.
 
     Attributes:
         saga: the :class:`Saga`. status: its status after exit. report: the compensation report
@@ -86,10 +89,13 @@ class SagaRunHooks(RunHooks[Any]):
         policy: FailurePolicy = FailurePolicy.STOP,
         hooks: RunHooks[Any] | None = None,
         close: bool = True,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         if hooks is not None:
             validate_run_hooks(hooks)  # the SDK's own TypeError for AgentHooks, before anything runs
-        self.saga = journal if isinstance(journal, Saga) else Saga(journal, saga_id, policy=policy)
+        self.saga = journal if isinstance(journal, Saga) else Saga(
+            journal, saga_id, policy=policy, lease_seconds=lease_seconds
+        )
         self.agent = agent
         self.user_hooks = hooks
         self.close = close
@@ -154,6 +160,7 @@ class SagaRunHooks(RunHooks[Any]):
             self.pending_approvals = bool(self._asked_irreversible - settled)
         if exc is None and self.pending_approvals and not self.saga.failed:
             await self.saga.settle()
+            await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
             return SagaStatus.AWAITING_APPROVAL
         return await self.saga.finish(error=exc, close=self.close)
 

@@ -31,7 +31,12 @@ from sagacity_agents.core.chain import (
 )
 from sagacity_agents.core.entries import GENESIS_HASH, JournalEntry, Phase
 from sagacity_agents.core.journal import Journal
-from sagacity_agents.errors import EncodingError, JournalWriteError
+from sagacity_agents.errors import (
+    EncodingError,
+    JournalClosedError,
+    JournalConflictError,
+    JournalWriteError,
+)
 from sagacity_agents.testing import FrozenClock
 
 SAGA = "saga-1"
@@ -167,6 +172,50 @@ class JournalContract:
             assert_chain(entries, 4)
             assert {e.saga_id for e in entries} == {sid}
         assert all(r.ok for r in await verify_journal(journal))
+
+    # --- the shared append rule: closed is terminal; conditional appends ---------------------
+    async def test_nothing_is_appended_after_saga_closed(self, journal):
+        await fill(journal, 2)
+        closed = await journal.append(SAGA, Phase.SAGA_CLOSED, write_key="saga:closed",
+                                      payload={"status": "COMPLETED"})
+        for phase in (Phase.INTENT, Phase.EXECUTED, Phase.RUN_STARTED, Phase.SAGA_CLOSED):
+            with pytest.raises(JournalClosedError, match="closed"):
+                await journal.append(SAGA, phase, write_key=f"late:{phase.value}", payload={})
+        # A retry of the close itself is the same write: it returns the stored entry.
+        again = await journal.append(SAGA, Phase.SAGA_CLOSED, write_key="saga:closed",
+                                     payload={"status": "COMPLETED"})
+        assert again == closed
+        assert (await journal.entries(SAGA))[-1] == closed
+        assert issubclass(JournalClosedError, JournalWriteError)
+        await journal.append("other", Phase.INTENT, write_key="k", payload={})  # other sagas go on
+        assert (await verify_one(journal)).ok
+
+    async def test_conditional_append_writes_only_on_the_expected_tail(self, journal):
+        first = await journal.append(SAGA, Phase.SAGA_OPENED, write_key="open", expected_seq=0)
+        assert first.seq == 1
+        with pytest.raises(JournalConflictError, match="ends at seq 1, not 0"):
+            await journal.append(SAGA, Phase.RUN_STARTED, write_key="run-a", expected_seq=0)
+        second = await journal.append(SAGA, Phase.RUN_STARTED, write_key="run-b", expected_seq=1)
+        assert second.seq == 2
+        with pytest.raises(JournalConflictError):
+            await journal.append(SAGA, Phase.RUN_STARTED, write_key="run-c", expected_seq=1)
+        # A retry of a stored write returns it, whatever the tail is now.
+        assert await journal.append(SAGA, Phase.SAGA_OPENED, write_key="open", expected_seq=0) == first
+        assert [e.write_key for e in await journal.entries(SAGA)] == ["open", "run-b"]
+
+    async def test_concurrent_conditional_appends_one_wins(self, journal):
+        await journal.append(SAGA, Phase.SAGA_OPENED, write_key="open")
+
+        async def take(i: int) -> bool:
+            try:
+                await journal.append(SAGA, Phase.RUN_STARTED, write_key=f"run-{i}", expected_seq=1)
+            except JournalConflictError:
+                return False
+            return True
+
+        won = await asyncio.gather(*(take(i) for i in range(10)))
+        assert sum(won) == 1
+        assert_chain(await journal.entries(SAGA), 2)
 
     async def test_unknown_saga_is_empty(self, journal):
         assert await journal.entries("nope") == []

@@ -83,3 +83,23 @@ async def test_verify_entries_with_and_without_anchor():
     assert (short.bad_seq, short.fault) == (2, ChainFault.TRUNCATED)
     gone = verify_entries("s", [], ChainHead(3, entries[2].hash))
     assert (gone.bad_seq, gone.fault, gone.entries) == (1, ChainFault.MISSING_SAGA, 0)
+
+
+def test_verify_reports_an_entry_after_saga_closed():
+    """SAGA_CLOSED is terminal: an entry sealed after it (written around the journal's append
+    rule, e.g. straight into the database) is a fault named at its seq."""
+    from sagacity_agents.core.chain import ChainFault, verify_entries
+    from sagacity_agents.core.entries import GENESIS_HASH, Phase, seal_entry
+
+    entries = []
+    prev = GENESIS_HASH
+    for seq, phase in enumerate((Phase.SAGA_OPENED, Phase.SAGA_CLOSED, Phase.INTENT), start=1):
+        entry = seal_entry(saga_id="s", seq=seq, phase=phase, tool=None, call_id=None,
+                           write_key=f"k{seq}", payload={}, recorded_at="2026-01-01T00:00:00.000000Z",
+                           prev_hash=prev)
+        entries.append(entry)
+        prev = entry.hash
+    assert verify_entries("s", entries[:2]).ok
+    result = verify_entries("s", entries)
+    assert not result.ok and result.bad_seq == 3 and result.fault is ChainFault.AFTER_CLOSE
+    assert "INTENT after SAGA_CLOSED at seq 2" in result.detail

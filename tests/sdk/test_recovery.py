@@ -58,7 +58,9 @@ async def test_recover_undoes_executed_calls_and_reports_the_call_in_flight():
     assert result.status is SagaStatus.IN_DOUBT
     assert [i.call_id for i in result.report.in_doubt] == ["c3"]
     entries = await journal.entries(sid)
-    assert entries[-1].phase is Phase.SAGA_CLOSED
+    # Closed is terminal: a saga left IN_DOUBT stays open for recovery (its run ended).
+    assert entries[-1].phase is Phase.RUN_ENDED and entries[-1].payload["status"] == "IN_DOUBT"
+    assert not any(e.phase is Phase.SAGA_CLOSED for e in entries)
     again = await Sagacity(journal).recover(sid, agent(scripted(), tools(log)))
     assert again.status is SagaStatus.IN_DOUBT  # c3 is still in doubt: a human decides
     assert [entry[1] for entry in log] == [2, 1]  # no undo applied twice
@@ -92,9 +94,9 @@ async def test_recover_leaves_an_interrupted_undo_in_doubt():
     assert result.status is SagaStatus.IN_DOUBT
 
 
-async def test_an_outcome_landing_after_an_in_doubt_close_is_undone_by_recover():
-    """A sync body the SDK cannot stop outlives the in-flight wait: the saga closes IN_DOUBT; its
-    EXECUTED lands later; recovering the saga undoes it."""
+async def test_an_outcome_landing_after_an_in_doubt_run_is_undone_by_recover():
+    """A sync body the SDK cannot stop outlives the in-flight wait: the saga ends IN_DOUBT and is
+    not closed (closed is terminal); its EXECUTED lands later; recovering the saga undoes it."""
     import asyncio
     import time
 
@@ -119,10 +121,11 @@ async def test_an_outcome_landing_after_an_in_doubt_close_is_undone_by_recover()
     model = scripted([("slow_booking", {}, "s1"), ("boom", {}, "b1")], "x")
     first = await sagacity.run(agent(model, slow_booking, boom), "go")
     assert first.status is SagaStatus.IN_DOUBT
-    await asyncio.sleep(1.0)  # the thread finishes and journals EXECUTED after SAGA_CLOSED
+    await asyncio.sleep(1.0)  # the thread finishes and journals EXECUTED after RUN_ENDED
     entries = await journal.entries(first.saga_id)
     assert entries[-1].phase is Phase.EXECUTED
+    assert not any(e.phase is Phase.SAGA_CLOSED for e in entries)
     recovered = await sagacity.recover(first.saga_id, agent(scripted(), slow_booking, boom))
     assert recovered.status is SagaStatus.COMPENSATED and log == ["undo-slow"]
     closes = [e for e in await journal.entries(first.saga_id) if e.phase is Phase.SAGA_CLOSED]
-    assert [c.payload["status"] for c in closes] == ["IN_DOUBT", "COMPENSATED"]
+    assert [c.payload["status"] for c in closes] == ["COMPENSATED"]

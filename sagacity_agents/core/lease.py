@@ -1,0 +1,236 @@
+"""The run lease: one run at a time per saga, recorded in the saga's own journal.
+
+Rules (design.md, "Runs, leases and the end of a saga"):
+
+* A run, a resume, a recovery or a close takes the saga's lease by journaling RUN_STARTED with a
+  holder id (host, process id and a random part) and a lease duration. The append is conditional
+  (``expected_seq``: the saga's tail as just read), so two writers cannot both take it: the one
+  that loses re-reads the saga and finds the lease held.
+* The lease is held from that RUN_STARTED until a RUN_ENDED of the same holder (or the saga's
+  SAGA_CLOSED), and expires ``lease_seconds`` after the newest entry written since the
+  RUN_STARTED: every entry the running saga writes renews it. While the saga writes nothing (a long
+  tool body, a slow model) a :class:`LeaseKeeper` task of the saga's own journals LEASE_RENEWED
+  every third of the duration; no scheduler outside the process.
+* A held, unexpired lease of another holder refuses the new run with
+  :class:`~sagacity_agents.errors.SagaStateError` before anything is written. An expired one (its
+  holder died, or stalled longer than the duration) may be taken over; the new RUN_STARTED names
+  the lease it replaced in ``took_over``.
+* RUN_ENDED is also what tells an idle saga kept open between runs (``close=False``, or
+  waiting for approval) from one whose process crashed mid-run.
+
+Expiry compares ``recorded_at`` (written by the journal's clock) with this process's UTC clock:
+hosts sharing a journal must keep their clocks roughly in sync (well within the duration). A
+holder that stalls past its expiry (a blocked event loop, a suspended VM) may find its lease
+taken; the lease bounds how long a dead holder blocks a saga, it cannot stop a live one that
+ignores it, so choose a duration longer than any stall you expect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import JournalConflictError, JournalError, SagaStateError
+from .entries import JournalEntry, Phase
+from .journal import Journal, utc_now
+
+__all__ = ["DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "lease_of", "new_holder_id"]
+
+DEFAULT_LEASE_SECONDS = 30.0
+"""How long a run's lease lasts after the saga's last entry, in seconds."""
+
+_ACQUIRE_ATTEMPTS = 50
+"""Conditional RUN_STARTED appends tried before giving up (each loses only to a real write)."""
+
+
+def new_holder_id() -> str:
+    """A lease holder id: ``host:pid:random`` (unique per :class:`~sagacity_agents.core.saga.Saga`
+    object, readable by an operator)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _parse_stamp(stamp: str) -> dt.datetime:
+    return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A saga's latest run lease, as its journal shows it."""
+
+    holder: str
+    """Holder id of the RUN_STARTED that took it."""
+    started_seq: int
+    """Sequence number of that RUN_STARTED."""
+    seconds: float
+    """Its duration: how long after the newest entry it stays valid."""
+    expires_at: dt.datetime
+    """When it expires unless renewed (aware UTC): newest entry's ``recorded_at`` + ``seconds``."""
+    ended: bool
+    """A RUN_ENDED of the holder (or SAGA_CLOSED) followed it: released, not expired."""
+
+    def held(self, now: dt.datetime | None = None) -> bool:
+        """Whether the lease still excludes other runs at ``now`` (default: the UTC clock)."""
+        return not self.ended and (now or utc_now()) < self.expires_at
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able summary (journaled as ``took_over`` when the lease is taken over)."""
+        return {"holder": self.holder, "run_seq": self.started_seq,
+                "expired_at": self.expires_at.isoformat().replace("+00:00", "Z")}
+
+
+def lease_of(entries: Sequence[JournalEntry]) -> Lease | None:
+    """The lease of the saga's latest run (``None``: no run ever started, or the latest
+    RUN_STARTED names no holder: written by a version without leases).
+
+    Args:
+        entries: the saga's entries in ``seq`` order.
+    """
+    start = None
+    for position in range(len(entries) - 1, -1, -1):
+        if entries[position].phase is Phase.RUN_STARTED:
+            start = position
+            break
+    if start is None:
+        return None
+    first = entries[start]
+    payload = first.payload if isinstance(first.payload, dict) else {}
+    holder = str(payload.get("holder") or "")
+    if not holder:
+        return None
+    seconds = float(payload.get("lease_seconds") or DEFAULT_LEASE_SECONDS)
+    ended = False
+    for later in entries[start + 1:]:
+        if later.phase is Phase.SAGA_CLOSED:
+            ended = True
+        elif later.phase is Phase.RUN_ENDED and isinstance(later.payload, dict) \
+                and later.payload.get("holder") == holder:
+            ended = True
+    newest = _parse_stamp(entries[-1].recorded_at)
+    return Lease(holder, first.seq, seconds, newest + dt.timedelta(seconds=seconds), ended)
+
+
+async def acquire_lease(
+    journal: Journal, saga_id: str, *, holder: str, seconds: float, agent: str,
+    check: Callable[[list[JournalEntry]], None] | None = None,
+) -> JournalEntry:
+    """Take ``saga_id``'s run lease for ``holder``: journal RUN_STARTED, conditionally.
+
+    Args:
+        journal: the saga's journal.
+        saga_id: the saga.
+        holder: the taker's holder id (:func:`new_holder_id`).
+        seconds: the lease duration (> 0).
+        agent: name of the agent (or operation: ``"recover"``, ``"close"``) taking it, journaled.
+        check: called with the saga's entries before each attempt; raises to refuse the run
+            (e.g. the saga failed), and then nothing is written.
+
+    Returns:
+        The RUN_STARTED entry.
+
+    Raises:
+        SagaStateError: another holder's lease is held and unexpired, or the saga is closed;
+            nothing was written.
+        JournalError: the journal could not be read or written.
+    """
+    if seconds <= 0:
+        raise ValueError("lease_seconds must be > 0")
+    for _ in range(_ACQUIRE_ATTEMPTS):
+        entries = await journal.entries(saga_id)
+        if any(e.phase is Phase.SAGA_CLOSED for e in entries):
+            raise SagaStateError(f"saga {saga_id} is closed; a closed saga takes no more runs")
+        if check is not None:
+            check(entries)
+        lease = lease_of(entries)
+        took_over = None
+        if lease is not None and not lease.ended and lease.holder != holder:
+            if lease.held():
+                raise SagaStateError(
+                    f"saga {saga_id} is running elsewhere: its run lease is held by "
+                    f"{lease.holder} (RUN_STARTED seq {lease.started_seq}) until "
+                    f"{lease.expires_at.isoformat()} at least; one run at a time per saga"
+                )
+            took_over = lease.describe()  # its holder died or stalled: journaled takeover
+        try:
+            return await journal.append(
+                saga_id, Phase.RUN_STARTED, write_key=f"run:{holder}:{uuid.uuid4().hex[:8]}",
+                payload={"agent": agent, "holder": holder, "lease_seconds": seconds,
+                         "took_over": took_over},
+                expected_seq=entries[-1].seq if entries else 0,
+            )
+        except JournalConflictError:
+            continue  # someone wrote in between: read again and decide again
+    raise SagaStateError(f"saga {saga_id} is too busy to take its run lease; try again")
+
+
+class LeaseKeeper:
+    """Renews a held lease from the saga's own event loop while the saga writes nothing.
+
+    Wakes every third of the duration; when nothing was journaled by the saga since the last
+    wake-up (``touched()`` is older than that), it checks the lease is still this holder's and
+    journals LEASE_RENEWED. If the lease was lost (taken over after a stall), it stops renewing
+    and sets :attr:`lost`.
+
+    Args:
+        journal: the saga's journal.
+        saga_id: the saga.
+        holder: this run's holder id.
+        seconds: the lease duration.
+        touched: returns the ``time.monotonic()`` of the saga's latest journal write.
+    """
+
+    def __init__(
+        self, journal: Journal, saga_id: str, holder: str, seconds: float,
+        touched: Callable[[], float],
+    ) -> None:
+        self.journal = journal
+        self.saga_id = saga_id
+        self.holder = holder
+        self.interval = seconds / 3
+        self.touched = touched
+        self.lost = False
+        self._renewals = itertools.count(1)
+        self._last_renewal = time.monotonic()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start renewing (on the running loop)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._beat())
+
+    async def stop(self) -> None:
+        """Stop renewing (idempotent)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _beat(self) -> None:
+        while True:
+            latest = max(self.touched(), self._last_renewal)
+            await asyncio.sleep(max(0.0, latest + self.interval - time.monotonic()))
+            if max(self.touched(), self._last_renewal) + self.interval > time.monotonic():
+                continue  # the saga journaled meanwhile: that renewed the lease
+            try:
+                entries = await self.journal.entries(self.saga_id)
+                lease = lease_of(entries)
+                if lease is None or lease.holder != self.holder or lease.ended:
+                    self.lost = True
+                    return
+                await self.journal.append(
+                    self.saga_id, Phase.LEASE_RENEWED,
+                    write_key=f"lease:{self.holder}:{next(self._renewals)}",
+                    payload={"holder": self.holder}, expected_seq=entries[-1].seq,
+                )
+            except JournalConflictError:
+                pass  # another entry landed: it renewed the lease (or the next beat sees a loss)
+            except (JournalError, OSError):
+                pass  # the journal is down: try again at the next beat
+            self._last_renewal = time.monotonic()
