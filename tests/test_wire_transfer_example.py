@@ -45,7 +45,7 @@ def test_pause_approve_in_another_process_resume_exactly_once(tmp_path):
     phases = [r[0] for r in journal.execute(
         "SELECT phase FROM sagacity_journal WHERE saga_id = ? AND tool = 'send_wire' ORDER BY seq",
         (saga_id,))]
-    assert phases == ["AWAITING_APPROVAL", "APPROVED", "INTENT", "EXECUTED"]
+    assert phases == ["AWAITING_APPROVAL", "APPROVED", "CONSUMED", "INTENT", "EXECUTED"]
     shown = run("-m", "sagacity_agents", "journal", "show", saga_id, "--full", "--db", db, env=env)
     assert "alice" in shown.stdout and "APPROVED" in shown.stdout
     verified = run("-m", "sagacity_agents", "journal", "verify", "--db", db, env=env)

@@ -17,17 +17,18 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ..errors import (
     ApprovalError, ConfigurationError, EncodingError, JournalError, JournalWriteError, SagaFailedError,
     SagaStateError, describe_error,
 )
-from .canonical import canonical_bytes, encode_canonical, sha256_hex, to_canonical_value
+from .canonical import canonical_bytes, encode_canonical, parse_json, sha256_hex, to_canonical_value
 from .compensation import CompensationItem, CompensationReport, SagaLedger, compensate
 from .declarations import Reversibility, ToolDeclaration, Verdict
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
+from .grants import grant_for_call
 from .journal import Journal
 from .lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, acquire_lease, new_holder_id
 from .verdict import changes_world, read_verdict
@@ -201,6 +202,19 @@ def _with_result(base: dict[str, Any], result: Any) -> dict[str, Any]:
 _describe = describe_error
 
 
+def _raw_args_value(raw_args: str) -> dict[str, Any]:
+    """The canonical value of a fallback call's raw argument text (``{"$unparsable": text}`` when
+    it is not a JSON object: no approval can match it)."""
+    try:
+        value = parse_json(raw_args or "{}")
+        if isinstance(value, dict):
+            converted: dict[str, Any] = to_canonical_value(value)
+            return converted
+    except EncodingError:
+        pass
+    return {"$unparsable": raw_args}
+
+
 class Saga:
     """One saga in this process: where wrapped calls journal, and how a run's end is decided.
 
@@ -254,7 +268,7 @@ class Saga:
         self._lock = threading.Lock()
         self._active = 0  # calls between _begin and _end (any thread)
         self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
-        self.grants: dict[str | None, Grant] = {}
+        self._claimed_requests: set[str] = set()  # approvals taken by calls of this object
         self.journal_errors: list[str] = []
         """Journal writes of the saga's own bookkeeping that failed (SAGA_FAILED, SAGA_CLOSED)."""
         self._external: dict[str | None, tuple[ToolDeclaration, JournalEntry, _InFlight]] = {}
@@ -413,13 +427,16 @@ class Saga:
                 self._active -= 1
 
     def _intent_payload(
-        self, decl: ToolDeclaration, args: dict[str, Any], raw_args: str | None
+        self, decl: ToolDeclaration, args: dict[str, Any], raw_args: str | None,
+        request_id: str | None = None,
     ) -> dict[str, Any]:
         frame = current_call.get()
         payload: dict[str, Any] = {
             "args": args,  # converted by the journal; unencodable -> INTENT fails, body not run
             "reversibility": _REVERSIBILITY_TEXT[decl.reversibility],
         }
+        if request_id is not None:
+            payload["request_id"] = request_id  # the approval this call uses up
         if raw_args is not None:
             payload["raw_args"] = raw_args
         if decl.declaration_id is not None:
@@ -431,9 +448,9 @@ class Saga:
 
     async def _write_intent(
         self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
-        raw_args: str | None, invocation: str,
+        raw_args: str | None, invocation: str, request_id: str | None = None,
     ) -> JournalEntry:
-        payload = self._intent_payload(decl, args, raw_args)
+        payload = self._intent_payload(decl, args, raw_args, request_id)
         try:
             return await self.journal.append(
                 self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
@@ -507,7 +524,7 @@ class Saga:
     async def _refused_before_intent(
         self, error: Exception, tool: str, call_id: str | None, invocation: str,
         extra: dict[str, Any],
-    ) -> None:
+    ) -> NoReturn:
         """Journal FAILED (``not_run``) for a call refused before its INTENT, fail the saga,
         and raise ``error``."""
         seq = None
@@ -524,34 +541,34 @@ class Saga:
 
     async def _check_grant(
         self, tool: str, call_id: str | None, args: dict[str, Any], invocation: str
-    ) -> None:
+    ) -> str:
         """Execution-time approval check of an irreversible call (fail closed).
 
-        The call runs only with a grant consumed at resume for this call id whose hash equals
-        SHA-256 of the canonical arguments the body is about to receive; the grant is used up, so
-        one decision runs the tool at most once. Anything else (no grant: a forged or edited
-        snapshot made the SDK run it; a hash mismatch) is journaled as FAILED, fails the saga,
+        The call runs only when the saga's journal holds APPROVED and CONSUMED for this call
+        and the SHA-256 of the canonical arguments the body is about to receive, not yet used by
+        an INTENT (``core.grants``). Grants come from the journal, never from memory, so a
+        ``RunState`` approved through the SDK's own API, a forged snapshot, or a decision never
+        consumed by a resume runs nothing. Anything else is journaled as FAILED, fails the saga,
         and raises :class:`~sagacity_agents.errors.ApprovalError`.
+
+        Returns:
+            The request id the call uses up (journaled in its INTENT).
         """
-        with self._lock:
-            grant = self.grants.get(call_id)
         digest = sha256_hex(canonical_bytes(args))
-        problem = None
-        if grant is None:
-            problem = "no consumed approval for this call in this saga"
-        elif grant.tool != tool:
-            problem = f"approval {grant.request_id} is for tool {grant.tool!r}, not {tool!r}"
-        elif not grant.approved:
-            problem = f"request {grant.request_id} was rejected"
-        elif grant.args_hash != digest:
-            problem = (f"arguments hash {digest} does not match the approved hash "
-                       f"{grant.args_hash} (request {grant.request_id})")
-        if problem is None:
+        try:
+            # Acted on only once it verifies (and, with a keyring, its decisions' signatures).
+            entries = await verified_entries(self.journal, self.saga_id, self.evidence)
+        except Exception as exc:  # noqa: BLE001 - fail closed: no evidence, no run
+            request_id, problem = None, f"the journal could not be read or verified ({_describe(exc)})"
+        else:
             with self._lock:
-                if self.grants.get(call_id) is grant:
-                    del self.grants[call_id]
-                    return
-            problem = f"approval {grant.request_id if grant else ''} was already used"
+                request_id, problem = grant_for_call(
+                    entries, tool=tool, call_id=call_id, args_hash=digest,
+                    claimed=self._claimed_requests,
+                )
+                if request_id is not None:
+                    self._claimed_requests.add(request_id)
+                    return request_id
         error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run")
         await self._refused_before_intent(
             error, tool, call_id, invocation, {"args": _encode_or_marker(args), "args_hash": digest})
@@ -718,8 +735,10 @@ class Saga:
             if self.declarations.setdefault(tool, decl) is not decl:
                 await self._refuse_other_declaration(decl, tool, call_id, invocation)
             if decl.reversibility is Reversibility.IRREVERSIBLE:
-                await self._check_grant(tool, call_id, args, invocation)
-            payload = self._intent_payload(decl, args, raw_args)
+                request_id = await self._check_grant(tool, call_id, args, invocation)
+            else:
+                request_id = None
+            payload = self._intent_payload(decl, args, raw_args, request_id)
             try:
                 # The common case, written out: one journal call, no helper coroutine.
                 intent = await self.journal.append(
@@ -822,9 +841,11 @@ class Saga:
             invocation = self._invocation_id()
             if self.declarations.setdefault(tool, decl) is not decl:
                 on_loop(self._refuse_other_declaration(decl, tool, call_id, invocation))
+            request_id = None
             if decl.reversibility is Reversibility.IRREVERSIBLE:
-                on_loop(self._check_grant(tool, call_id, args, invocation))
-            intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args, invocation))
+                request_id = on_loop(self._check_grant(tool, call_id, args, invocation))
+            intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args, invocation,
+                                                request_id))
         except BaseException:
             self._end(done)
             raise
@@ -859,7 +880,12 @@ class Saga:
         """
         done = self._begin()
         try:
-            intent = await self._write_intent(decl, tool, call_id, {}, raw_args, self._invocation_id())
+            invocation = self._invocation_id()
+            request_id = None
+            if decl.reversibility is Reversibility.IRREVERSIBLE:
+                # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
+                request_id = await self._check_grant(tool, call_id, _raw_args_value(raw_args), invocation)
+            intent = await self._write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id)
         except BaseException:
             self._end(done)
             raise

@@ -10,8 +10,9 @@ fingerprint, or a hand-written approvals block make it run what nobody approved
 * a decision is journaled (APPROVED / REJECTED with approver, reason and the hash decided on);
 * resuming checks, failing closed on each: the request exists, is unconsumed and unexpired; the
   journal holds the decision for this request and hash; the pending call in the snapshot hashes
-  to it. Approvals found inside the snapshot are discarded. Requests are consumed atomically, and
-  the tool wrapper checks the hash once more at execution time (``Saga._check_grant``).
+  to it. Approvals found inside the snapshot are discarded. Requests are consumed atomically in
+  the store, then each consumption is journaled (CONSUMED); the tool wrapper runs an irreversible
+  body only on a journaled APPROVED + CONSUMED pair for its call and hash (``core.grants``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ..core.canonical import (
 )
 from ..core.entries import Phase
 from ..core.evidence import Evidence, sign_decision, verified_entries
+from ..core.grants import consumed_decisions
 from ..core.journal import Clock, Journal, utc_now
 from ..core.saga import Grant, Saga
 from ..errors import ApprovalError, EncodingError
@@ -176,6 +178,11 @@ class ApprovalDesk:
         """
         tools = _tools_by_name(agent)
         now = self.clock()
+        # Decisions a resume consumed and no INTENT used yet: the SDK asked again for the same
+        # call (C-05); the journal, not memory, says so (works in any process).
+        unused = {(d.tool, d.call_id, d.args_hash): d
+                  for d in consumed_decisions(await self.journal.entries(saga.saga_id))
+                  if d.used_by is None}
         waiting: list[tuple[str, str | None, dict[str, Any], str | None, str]] = []
         kinds: dict[str | None, str | None] = {}
         for item in state.get_interruptions():
@@ -194,9 +201,9 @@ class ApprovalDesk:
                 state.reject(item, rejection_message=AUTO_REJECTION)
                 continue
             digest = args_hash(args)
-            grant = saga.grants.get(call_id)
-            if grant is not None and grant.tool == name and grant.args_hash == digest:
-                if grant.approved:
+            reused = unused.get((name, call_id, digest))
+            if reused is not None:
+                if reused.approved:
                     state.approve(item)
                 else:
                     state.reject(item)
@@ -306,11 +313,13 @@ class ApprovalDesk:
         on), snapshot hashes, and the tool's reversibility when the run paused.
 
         Raises:
-            ApprovalError: the saga is closed.
+            ApprovalError: the saga is closed, or a request was already consumed by a resume
+                (a CONSUMED entry: the store's consumed flag reset by hand does not revive it).
         """
         decisions: dict[str, tuple[bool, str]] = {}
         snapshots: dict[str, str] = {}
         kinds: dict[str, str | None] = {}
+        consumed: set[str] = set()
         for e in await verified_entries(self.journal, saga_id, self.evidence):
             if not isinstance(e.payload, dict) or not e.payload.get("request_id"):
                 continue
@@ -320,9 +329,35 @@ class ApprovalDesk:
             elif e.phase is Phase.AWAITING_APPROVAL:
                 snapshots[rid] = e.payload.get("snapshot_sha256") or ""
                 kinds[rid] = e.payload.get("reversibility")
+            elif e.phase is Phase.CONSUMED:
+                consumed.add(rid)
             elif e.phase is Phase.SAGA_CLOSED:
                 raise ApprovalError(f"saga {saga_id} is closed; its approvals can no longer be used")
+        for rid in consumed:  # a consumed request is never pending again (whatever the store says)
+            snapshots[rid] = f"consumed: {rid} has a CONSUMED entry in the journal"
         return decisions, snapshots, kinds
+
+    async def _journal_consumed(self, saga: Saga, request: ApprovalRequest, approved: bool) -> None:
+        """Journal CONSUMED for a request the store just consumed (retried once, same key).
+
+        Raises:
+            ApprovalError: it could not be journaled: nothing will run on this decision.
+        """
+        for attempt in (1, 2):
+            try:
+                await self.journal.append(
+                    saga.saga_id, Phase.CONSUMED, write_key=f"consumed:{request.request_id}",
+                    tool=request.tool, call_id=request.call_id,
+                    payload={"request_id": request.request_id, "args_hash": request.args_hash,
+                             "decision": "approved" if approved else "rejected"},
+                )
+                return
+            except Exception as exc:  # noqa: BLE001 - fail closed below
+                if attempt == 2:
+                    raise ApprovalError(
+                        f"the consumption of {request.request_id} could not be journaled ({exc}); "
+                        "the call will not run on it: recover the saga"
+                    ) from exc
 
     async def restore(
         self, saga: Saga, agent: Agent[Any], context: Any = None
@@ -334,7 +369,8 @@ class ApprovalDesk:
             context: the trusted application context to run with (the snapshot carries none).
 
         Returns:
-            The ``RunState`` to resume and the grants set on ``saga`` (one per decided call).
+            The ``RunState`` to resume and the decisions consumed (one per decided call; each
+            also journaled as CONSUMED, which is what lets an approved call run).
 
         Raises:
             ApprovalError: no snapshot; a pending call with no request (or a request of another
@@ -432,9 +468,10 @@ class ApprovalDesk:
         await self.store.consume([r.request_id for _, r, _ in plan], now)
         grants: list[Grant] = []
         for item, request, approved in plan:
-            grant = Grant(request.request_id, request.call_id, request.tool, request.args_hash, approved)
-            saga.grants[request.call_id] = grant
-            grants.append(grant)
+            # The journal is the record: an irreversible body runs only on a CONSUMED entry
+            # (core.grants), written after the store's atomic consume, before the run goes on.
+            await self._journal_consumed(saga, request, approved)
+            grants.append(Grant(request.request_id, request.call_id, request.tool, request.args_hash, approved))
             if approved:
                 state.approve(item)
             else:

@@ -67,7 +67,12 @@ async def test_pause_records_request_and_resume_runs_exactly_once():
     assert approved.payload["approver"] == "alice"
     assert approved.payload["args_hash"] == request.args_hash
     assert [e.phase for e in entries if e.tool == "transfer"] == [
-        Phase.AWAITING_APPROVAL, Phase.APPROVED, Phase.INTENT, Phase.EXECUTED]
+        Phase.AWAITING_APPROVAL, Phase.APPROVED, Phase.CONSUMED, Phase.INTENT, Phase.EXECUTED]
+    consumed = next(e for e in entries if e.phase is Phase.CONSUMED)
+    assert consumed.payload == {"request_id": request.request_id, "args_hash": request.args_hash,
+                                "decision": "approved"}
+    intent = next(e for e in entries if e.phase is Phase.INTENT and e.tool == "transfer")
+    assert intent.payload["request_id"] == request.request_id
 
 
 async def test_snapshot_holds_no_application_context():
@@ -291,21 +296,32 @@ async def test_inline_approver_completes_in_one_call():
 
 async def test_c05_reused_decision_for_a_re_interrupted_call():
     """C-05: if the SDK interrupts again for the same not-yet-run call with the same hash, the
-    consumed decision is reused instead of asking the human again."""
+    consumed decision is reused instead of asking the human again; the journal (CONSUMED with no
+    INTENT using it) says so, not memory, and the call still runs once."""
     from sagacity_agents import Saga
-    from sagacity_agents.core.saga import Grant
-    from sagacity_agents.core.approval import args_hash
 
     s = sagacity()
     result = await paused(s)
+    (request,) = result.approvals
+    await s.approve(request.request_id, approver="alice")
+    await s.desk.restore(Saga(s.journal, result.saga_id), wire_app.resumed_agent())  # CONSUMED
+    # The SDK interrupts again for the same call: a fresh state from the snapshot, a fresh Saga.
     state = await RunState.from_string(
         wire_app.resumed_agent(), await s.approvals.load_snapshot(result.saga_id)
     )
     saga = Saga(s.journal, result.saga_id)
-    digest = args_hash({"amount": 5, "to": "acct-9", "currency": "USD"})
-    saga.grants["w1"] = Grant("apr-x", "w1", "transfer", digest, True)
     outcome = await s.desk.pause(saga, wire_app.resumed_agent(), state)
     assert outcome.requests == ()  # nobody asked again
+    async with SagaRunHooks(saga, agent=wire_app.resumed_agent()) as hooks:
+        await Runner.run(wire_app.resumed_agent(), outcome.state, hooks=hooks)
+    assert hooks.status is SagaStatus.COMPLETED
+    assert wire_app.executions() == ["5 USD -> acct-9"]
+    # Used up: the journal shows the INTENT that ran under it.
+    from sagacity_agents.core.grants import grant_for_call
+
+    entries = await s.journal.entries(result.saga_id)
+    assert grant_for_call(entries, tool="transfer", call_id="w1", args_hash=request.args_hash)[1] \
+        .startswith(f"approval {request.request_id} was already used")
 
 
 def _resume_in_subprocess(db: str, saga_id: str, ledger: str, barrier, out) -> None:

@@ -1,0 +1,113 @@
+"""What the journal allows an irreversible call to do: a consumed, approved, unused decision.
+
+Rule (design.md, "Runs, leases and the end of a saga"; issue 7 item 4): an irreversible body runs
+only when the saga's journal holds, for that call (tool and call id) and the SHA-256 of the
+arguments the body is about to receive,
+
+* a CONSUMED entry (journaled when a resume consumed the decision),
+* an APPROVED entry for the same request and the same hash, and
+* no INTENT that already ran under that request (an INTENT of an irreversible call names the
+  request it used in ``payload["request_id"]``).
+
+Nothing in memory counts: a ``RunState`` approved through the SDK's own API (``approve``,
+``always_approve``), a snapshot with a hand-written approvals block, or a grant held by another
+process's objects are all worthless here. Reading the journal makes the check work across
+processes; the run lease (``core.lease``) keeps a second process from racing this read against
+the INTENT write, and :class:`~sagacity_agents.core.saga.Saga` does the same for tasks of its own
+process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .entries import JournalEntry, Phase
+
+__all__ = ["ConsumedDecision", "consumed_decisions", "grant_for_call"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedDecision:
+    """A decision a resume consumed for one paused call, as the journal records it."""
+
+    request_id: str
+    """The approval request."""
+    tool: str | None
+    """Tool of the paused call."""
+    call_id: str | None
+    """The model's call id of the paused call."""
+    args_hash: str
+    """SHA-256 of the canonical arguments decided on."""
+    approved: bool
+    """True when a matching APPROVED entry (same request, same hash) is in the journal."""
+    used_by: int | None
+    """Sequence number of the INTENT that ran under it (``None``: not used yet)."""
+
+
+def consumed_decisions(entries: Sequence[JournalEntry]) -> list[ConsumedDecision]:
+    """Every CONSUMED decision of a saga, oldest first.
+
+    Args:
+        entries: the saga's entries in ``seq`` order.
+    """
+    approved: set[tuple[str, str]] = set()
+    used: dict[str, int] = {}
+    consumed: list[JournalEntry] = []
+    for e in entries:
+        payload = e.payload if isinstance(e.payload, dict) else {}
+        rid = payload.get("request_id")
+        if not isinstance(rid, str) or not rid:
+            continue
+        if e.phase is Phase.APPROVED:
+            approved.add((rid, str(payload.get("args_hash") or "")))
+        elif e.phase is Phase.CONSUMED:
+            consumed.append(e)
+        elif e.phase is Phase.INTENT:
+            used.setdefault(rid, e.seq)
+    decisions = []
+    for e in consumed:
+        payload = e.payload
+        rid, digest = payload["request_id"], str(payload.get("args_hash") or "")
+        decisions.append(ConsumedDecision(
+            rid, e.tool, e.call_id, digest,
+            (rid, digest) in approved and payload.get("decision") == "approved", used.get(rid),
+        ))
+    return decisions
+
+
+def grant_for_call(
+    entries: Sequence[JournalEntry], *, tool: str, call_id: str | None, args_hash: str,
+    claimed: frozenset[str] | set[str] = frozenset(),
+) -> tuple[str | None, str]:
+    """Find the decision that lets this irreversible call run.
+
+    Args:
+        entries: the saga's entries in ``seq`` order.
+        tool: the call's tool name.
+        call_id: the model's call id.
+        args_hash: SHA-256 of the canonical arguments the body is about to receive.
+        claimed: request ids already taken by calls of this process whose INTENT may not be
+            journaled yet.
+
+    Returns:
+        ``(request_id, "")`` when the call may run; ``(None, why)`` when it may not (``why``
+        starts with "no consumed approval" when the journal holds none for this call).
+    """
+    mine = [d for d in consumed_decisions(entries) if d.tool == tool and d.call_id == call_id]
+    if not mine:
+        return None, "no consumed approval for this call in this saga's journal"
+    problems = []
+    for d in reversed(mine):
+        if d.args_hash != args_hash:
+            problems.append(f"arguments hash {args_hash} does not match the approved hash "
+                            f"{d.args_hash} (request {d.request_id})")
+        elif not d.approved:
+            problems.append(f"request {d.request_id} was rejected (or has no APPROVED entry "
+                            "for this hash)")
+        elif d.used_by is not None or d.request_id in claimed:
+            where = f" (INTENT seq {d.used_by})" if d.used_by is not None else ""
+            problems.append(f"approval {d.request_id} was already used{where}")
+        else:
+            return d.request_id, ""
+    return None, problems[0]
