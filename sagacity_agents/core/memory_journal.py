@@ -49,7 +49,7 @@ class InMemoryJournal:
             if existing is not None:
                 return replay_of(existing, request)
             chain = self._chains.setdefault(saga_id, [])
-            tail = (chain[-1].seq, chain[-1].hash, chain[-1].phase.value) if chain else None
+            tail = (chain[-1].seq, chain[-1].hash, Phase(chain[-1].phase).value) if chain else None
             entry = next_entry(request, tail, stamp_from(self._clock))
             chain.append(entry)
             self._keys[(saga_id, write_key)] = entry

@@ -31,7 +31,7 @@ from ..core.sqlite_approvals import SqliteApprovalStore
 from ..core.sqlite_journal import SqliteJournal
 from ..core.checkpoints import CheckpointStore
 from ..core.signing import Keyring
-from ..errors import ConfigurationError, SagacityError, SagaStateError
+from ..errors import ApprovalError, ConfigurationError, SagacityError, SagaStateError
 from ..settings import DEFAULT_JOURNAL_PATH, evidence_from, journal_path
 from .approvals import ApprovalDesk
 from .binding import bind_agent
@@ -197,7 +197,8 @@ class Sagacity:
             )
         saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=self.in_flight_timeout,
                     evidence=self.evidence, lease_seconds=self.lease_seconds)
-        return SagaRunHooks(saga, agent=agent, hooks=hooks, close=close)
+        return SagaRunHooks(saga, agent=agent, hooks=hooks, close=close, approvals=self.approvals,
+                            approval_ttl=self.desk.ttl, fail_on_rejection=self.fail_on_rejection)
 
     @staticmethod
     def _result(
@@ -228,23 +229,24 @@ class Sagacity:
         approver: Approver | None,
         restore: bool = False,
     ) -> SagaResult:
-        """Run (or resume) under the saga until it completes, fails or waits for a human."""
+        """Run (or resume) under the saga until it completes, fails or waits for a human.
+
+        A thin user of the hooks' own approval flow (``request_approvals`` / ``resume_state``),
+        the same pieces an application using ``Runner.run`` + ``SagaRunHooks`` calls."""
         run_result = None
         error: BaseException | None = None
         pending: tuple[Any, ...] = ()
         saga = saga_hooks.saga
-        if restore:
-            # Every check runs before the saga scope is entered: a refused resume changes
-            # nothing (no compensation, no close); it raises ApprovalError to the caller.
-            await saga.open()
-            input = await self._restore(saga, agent, runner_kwargs.get("context"))
+        context = runner_kwargs.get("context")
         try:
             async with saga_hooks:
+                if restore:
+                    # A refused resume raises ApprovalError to the caller and changes nothing
+                    # (no compensation; the saga still waits).
+                    input = await saga_hooks.resume_state(context=context)
                 run_result = await Runner.run(agent, input, hooks=saga_hooks, **runner_kwargs)
-                paused = False
                 while run_result.interruptions and not saga.failed:
-                    paused = True
-                    outcome = await self.desk.pause(saga, agent, run_result.to_state())
+                    outcome = await saga_hooks.request_approvals(run_result)
                     pending = outcome.requests
                     if pending and approver is None:
                         break
@@ -254,28 +256,18 @@ class Sagacity:
                             request.request_id, approve=verdict.approved,
                             approver=verdict.approver, reason=verdict.reason,
                         )
-                    state = (await self._restore(saga, agent, runner_kwargs.get("context"))
-                             if pending else outcome.state)
+                    state = await saga_hooks.resume_state(context=context) if pending else outcome.state
                     pending = ()
                     run_result = await Runner.run(agent, state, hooks=saga_hooks, **runner_kwargs)
                 saga_hooks.pending_approvals = bool(pending)
-                if not pending and (restore or paused):
-                    await self.approvals.delete_snapshot(saga.saga_id)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:  # noqa: BLE001 - compensated in __aexit__, returned to the caller
-            if saga_hooks.status is None:
+            refused = isinstance(exc, ApprovalError) and saga_hooks.status is SagaStatus.AWAITING_APPROVAL
+            if saga_hooks.status is None or refused:  # not started, or a refused resume
                 raise
             error = exc
         return self._result(saga_hooks, run_result, error, pending)
-
-    async def _restore(self, saga: Saga, agent: Agent[Any], context: Any) -> Any:
-        state, grants = await self.desk.restore(saga, agent, context)
-        if self.fail_on_rejection:
-            for grant in grants:
-                if not grant.approved:
-                    saga.fail_now(grant.tool, grant.call_id, f"rejected (request {grant.request_id})")
-        return state
 
     async def run(
         self,
@@ -449,7 +441,6 @@ class Sagacity:
         """
         return SagaStream(
             self._hooks(agent, saga_id, hooks, close), agent, input, runner_kwargs, abandon,
-            desk=self.desk,
         )
 
     async def close_saga(self, saga_id: str) -> SagaStatus:
@@ -514,13 +505,10 @@ class SagaStream:
         input: Any,
         runner_kwargs: dict[str, Any],
         abandon: str = "finish",
-        *,
-        desk: ApprovalDesk | None = None,
     ) -> None:
         if abandon not in ("finish", "cancel"):
             raise ValueError("abandon must be 'finish' or 'cancel'")
         self._abandon = abandon
-        self._desk = desk
         self._run_error: BaseException | None = None
         self._hooks = hooks
         self._agent = agent
@@ -573,11 +561,11 @@ class SagaStream:
             error = StreamAbandoned("the stream consumer left before the run completed; run cancelled")
         requests: tuple[Any, ...] = ()
         if error is None and run is not None and getattr(run, "interruptions", None):
-            if self._desk is not None:
+            if self._hooks.desk is not None:
                 # Same pause as Sagacity.run: requests, journaled hashes, the stored snapshot;
                 # resume with Sagacity.resume (not streamed).
-                requests = (await self._desk.pause(self._hooks.saga, self._agent, run.to_state())).requests
-            self._hooks.pending_approvals = bool(requests) or self._desk is None
+                requests = (await self._hooks.request_approvals(run)).requests
+            self._hooks.pending_approvals = bool(requests) or self._hooks.desk is None
         elif error is None:
             self._hooks.pending_approvals = False
         await self._hooks.__aexit__(type(error) if error else None, error, None)

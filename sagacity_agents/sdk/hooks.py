@@ -7,9 +7,22 @@ hooks object is used *around* the run as an async context manager::
         result = await Runner.run(agent, "book a trip", hooks=hooks)
     print(hooks.status, hooks.report)
 
-Entering opens the saga and sets the ``contextvars`` scope the tool wrappers read; leaving sees
-the exception or the failed scope and compensates. The hook callbacks themselves only enforce the
-failure policy (stop the run after the first failed call) and delegate to the user's own hooks.
+Entering opens the saga, takes its run lease (one run at a time per saga) and sets the
+``contextvars`` scope the tool wrappers read; leaving sees the exception or the failed scope and
+compensates, then ends the run. The hook callbacks themselves only enforce the failure policy
+(stop the run after the first failed call) and delegate to the user's own hooks.
+
+Approvals, with an approval store given (``approvals=``), as the SDK's users write runs::
+
+    async with SagaRunHooks(journal, agent=agent, approvals=store) as hooks:
+        result = await Runner.run(agent, "wire 2500 EUR", hooks=hooks)
+        paused = await hooks.request_approvals(result)   # requests + stripped snapshot stored
+    # ... a human decides (sagacity approvals approve ID, or ApprovalDesk.decide) ...
+    await wait_for_decision(store, paused.requests[0].request_id, timeout=300)
+    # later, in this or any process:
+    async with SagaRunHooks(journal, agent=agent, saga_id=hooks.saga_id, approvals=store) as hooks:
+        state = await hooks.resume_state(context=ctx)     # checked, consumed, CONSUMED journaled
+        result = await Runner.run(agent, state, hooks=hooks, context=ctx)
 """
 
 from __future__ import annotations
@@ -20,13 +33,15 @@ from typing import Any
 
 from agents import Agent, AgentsException, RunContextWrapper, RunHooks, Tool
 
+from ..core.approval import ApprovalStore
 from ..core.declarations import Reversibility
 from ..core.entries import Phase
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
-from ..errors import ConfigurationError, SagaFailedError, SagaStateError
+from ..errors import ApprovalError, ConfigurationError, SagaFailedError, SagaStateError
 from ._sdk_internals import validate_run_hooks
+from .approvals import ApprovalDesk, PauseOutcome
 from .binding import bind_agent
 
 __all__ = ["HooksNotEnteredError", "SagaRunHooks", "SagaStopped"]
@@ -74,6 +89,11 @@ class SagaRunHooks(RunHooks[Any]):
         close: close the saga when the run ends well (``False`` keeps it open for another run).
         lease_seconds: the run lease's duration (``core.lease``); entering takes the saga's
             lease and raises ``SagaStateError`` while another run holds it.
+        approvals: the approval store, for :meth:`request_approvals` / :meth:`resume_state`
+            (the same records as ``Sagacity``: requests, journaled hashes, stored snapshot).
+        approval_ttl: seconds before a request expires (``None``: never); default 24 h.
+        fail_on_rejection: a rejected call fails the saga (which compensates) at resume,
+            instead of letting the model carry on.
 
     Attributes:
         saga: the :class:`Saga`. status: its status after exit. report: the compensation report
@@ -90,6 +110,9 @@ class SagaRunHooks(RunHooks[Any]):
         hooks: RunHooks[Any] | None = None,
         close: bool = True,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        approvals: ApprovalStore | None = None,
+        approval_ttl: float | None = 24 * 3600,
+        fail_on_rejection: bool = False,
     ) -> None:
         if hooks is not None:
             validate_run_hooks(hooks)  # the SDK's own TypeError for AgentHooks, before anything runs
@@ -108,6 +131,83 @@ class SagaRunHooks(RunHooks[Any]):
         self._asked_irreversible: set[str] = set()
         self._token: contextvars.Token[Saga | None] | None = None
         self._entered = False
+        self.desk = (ApprovalDesk(self.saga.journal, approvals, ttl=approval_ttl, evidence=self.saga.evidence)
+                     if approvals is not None else None)
+        """The approval desk (requests, decisions, resume checks); ``None`` without a store."""
+        self.fail_on_rejection = fail_on_rejection
+        self._snapshot_used = False  # this run paused or resumed: its snapshot is ours to delete
+        self._resume_refused = False
+
+    # --- approvals ------------------------------------------------------------------------
+    def _desk_for(self, what: str) -> ApprovalDesk:
+        if not self._entered:
+            raise SagaStateError(f"{what} needs the saga entered: call it inside `async with hooks`")
+        if self.desk is None:
+            raise ConfigurationError(f"{what} needs an approval store: SagaRunHooks(..., approvals=store)")
+        if self.agent is None:
+            raise ConfigurationError(f"{what} needs the agent: SagaRunHooks(..., agent=agent)")
+        return self.desk
+
+    async def request_approvals(self, result: Any) -> PauseOutcome:
+        """After a run that returned interruptions: store an approval request per paused call and
+        the run's snapshot (without application context or approvals), exactly as ``Sagacity``
+        does; the saga then ends AWAITING_APPROVAL when the block is left.
+
+        Invalid arguments are rejected on the spot; a call whose consumed decision is still
+        unused (C-05) is approved again without asking. When that leaves nothing to ask,
+        ``requests`` is empty and ``state`` is the ``RunState`` to run on at once.
+
+        Args:
+            result: the ``RunResult`` (or finished ``RunResultStreaming``) of ``Runner.run``.
+
+        Returns:
+            :class:`~sagacity_agents.sdk.approvals.PauseOutcome`: the new requests (to show a
+            human, and to pass to ``wait_for_decision``) and the state.
+
+        Raises:
+            SagaStateError: called outside the ``async with`` block.
+            ConfigurationError: no approval store or no agent was given.
+        """
+        desk = self._desk_for("request_approvals")
+        if not getattr(result, "interruptions", None):
+            self.pending_approvals = False
+            return PauseOutcome((), None)
+        outcome = await desk.pause(self.saga, self.agent, result.to_state())  # type: ignore[arg-type]
+        self.pending_approvals = bool(outcome.requests)
+        self._snapshot_used = self._snapshot_used or bool(outcome.requests)
+        return outcome
+
+    async def resume_state(self, *, context: Any = None) -> Any:
+        """Return the checked ``RunState`` to resume the saga with: pass it to
+        ``Runner.run(agent, state, hooks=hooks, context=context)`` inside this block.
+
+        Loads the stored snapshot and checks every pending call against the store and the
+        journal (failing closed: see docs/approvals.md), consumes the requests atomically,
+        journals CONSUMED for each and applies the decisions. Works in any process: what lets an
+        approved call run is the journal, not this object.
+
+        Args:
+            context: the trusted application context (the stored snapshot carries none).
+
+        Raises:
+            ApprovalError: a check refused or a pending call is undecided; nothing was consumed
+                or run, and leaving the block leaves the saga AWAITING_APPROVAL (no compensation).
+            SagaStateError: called outside the ``async with`` block.
+            ConfigurationError: no approval store or no agent was given.
+        """
+        desk = self._desk_for("resume_state")
+        try:
+            state, decisions = await desk.restore(self.saga, self.agent, context)  # type: ignore[arg-type]
+        except ApprovalError:
+            self._resume_refused = True
+            raise
+        self._snapshot_used = True
+        if self.fail_on_rejection:
+            for decision in decisions:
+                if not decision.approved:
+                    self.saga.fail_now(decision.tool, decision.call_id,
+                                       f"rejected (request {decision.request_id})")
+        return state
 
     @property
     def saga_id(self) -> str:
@@ -141,6 +241,12 @@ class SagaRunHooks(RunHooks[Any]):
             self._token = None
         self._entered = False
         self.error = exc
+        if self._resume_refused and isinstance(exc, ApprovalError):
+            # A refused resume changes nothing: no compensation, the saga still waits.
+            self._resume_refused = False
+            await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
+            self.status = SagaStatus.AWAITING_APPROVAL
+            return False
         # Finalizing (compensation above all) runs as its own task, shielded: a caller cancelled
         # again while it runs (a second task.cancel(), an anyio/Starlette cancel scope, which
         # cancels every await) stops waiting for it, but the undos still run to the end.
@@ -162,6 +268,9 @@ class SagaRunHooks(RunHooks[Any]):
             await self.saga.settle()
             await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
             return SagaStatus.AWAITING_APPROVAL
+        if self._snapshot_used and self.desk is not None:
+            # Nothing waits on the stored snapshot any more (every request is consumed).
+            await self.desk.store.delete_snapshot(self.saga.saga_id)
         return await self.saga.finish(error=exc, close=self.close)
 
     # --- callbacks ------------------------------------------------------------------------
