@@ -10,7 +10,8 @@ interleaved round by round (A B C D, A B C D, ...), warm-up rounds discarded:
     sqlite-normal the same, ``SqliteJournal(file, synchronous="NORMAL")``
 
 Wrapped runs go through ``Sagacity.run``, so the saga's own entries (SAGA_OPENED, RUN_STARTED,
-SAGA_CLOSED and the reads at open / close) are part of the measured cost. A second, shorter
+RUN_ENDED, SAGA_CLOSED, the lease read at start and the reads at open / close) are part of the
+measured cost. A second, shorter
 interleaved series with zero tool calls isolates that fixed per-run cost.
 
 It also measures the journal append directly (median per append, one saga), for each backend,
@@ -147,7 +148,7 @@ class _Runners:
         return elapsed
 
     async def check_journal(self, calls: int) -> dict[str, int]:
-        """Entries per saga in each journal (sanity: 3 saga entries + 2 per call)."""
+        """Entries per saga in each journal (sanity: 4 saga entries + 2 per call)."""
         counts = {}
         for name, sagacity in self.sagacities.items():
             ids = await sagacity.journal.saga_ids()

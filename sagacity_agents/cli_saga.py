@@ -277,7 +277,8 @@ def saga_recover(saga_id: str, app: str, db: str) -> None:
     """Finish a saga its process left behind: undo its executed effects from the journal.
 
     Undos already COMPENSATED are not applied again; an INTENT or COMPENSATING without outcome
-    is reported in doubt (exit 1) for a human to check. The saga is then closed.
+    is reported in doubt (exit 1) for a human to check; the saga then stays open. It is closed
+    once everything is undone (COMPENSATED). Refused while a run holds the saga's lease.
     """
     agent = load_app(app)
 

@@ -30,9 +30,9 @@ async def test_benchmark_core_runs(overhead, tmp_path):
     for variant in overhead.VARIANTS:
         assert result["runs"][variant]["run_s"]["n"] == 2
         assert result["fixed_per_run"][variant]["run_s"]["n"] == 1
-    # 3 calls -> INTENT + EXECUTED each, plus SAGA_OPENED, RUN_STARTED, SAGA_CLOSED.
+    # 3 calls -> INTENT + EXECUTED each, plus SAGA_OPENED, RUN_STARTED, RUN_ENDED, SAGA_CLOSED.
     assert result["journal_entries_last_saga"] == {
-        "memory": 9, "sqlite-full": 9, "sqlite-normal": 9,
+        "memory": 10, "sqlite-full": 10, "sqlite-normal": 10,
     }
     assert {"memory", "sqlite-full", "sqlite-normal", "raw-sqlite-full", "raw-sqlite-normal"} <= set(
         result["appends"]

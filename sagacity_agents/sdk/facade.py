@@ -299,7 +299,9 @@ class Sagacity:
 
         Raises:
             ConfigurationError: a declared tool is misconfigured (nothing ran).
-            SagaStateError: a saga is already active in this context, or ``saga_id`` is closed.
+            SagaStateError: a saga is already active in this context; ``saga_id`` is closed,
+                failed, waiting for approval, or held by another run's lease (one run at a time
+                per saga: refused before anything is written).
             asyncio.CancelledError: the calling task was cancelled (after compensation).
         """
         if saga_id is not None:
@@ -334,10 +336,10 @@ class Sagacity:
         Raises:
             ApprovalError: any check failed, or some pending call has no decision yet (the
                 message lists them); nothing was consumed or run.
+            SagaStateError: the saga is closed, or another run holds its lease.
             EvidenceError: the saga's journal does not verify (an edited entry, a truncated or
                 rewritten tail against a signed checkpoint, an unsigned approval with a keyring);
                 nothing was consumed or run.
-            SagaStateError: the saga is closed.
         """
         saga_hooks = self._hooks(agent, saga_id, hooks, close)
         kwargs = dict(runner_kwargs)
@@ -345,20 +347,24 @@ class Sagacity:
         return await self._drive(saga_hooks, agent, None, kwargs, approver, restore=True)
 
     async def recover(self, saga_id: str, agent: Agent[Any]) -> SagaResult:
-        """Finish a saga its process left behind (a crash, a kill), or one closed IN_DOUBT whose
-        late outcomes have since landed: compensate from the journal.
+        """Finish a saga its process left behind (a crash, a kill), or one left open IN_DOUBT or
+        COMPENSATION_FAILED (whose late outcomes may have landed since): compensate from the
+        journal.
 
-        Reads only the journal: EXECUTED compensatable calls not yet COMPENSATED are undone in
-        reverse order (an undo already COMPENSATED is never applied again; a failed one is
-        retried with the same idempotency key); an INTENT or COMPENSATING with no outcome is
-        reported in doubt, never acted on. The saga is then closed.
+        Takes the saga's run lease first (a run still holding it refuses the recovery; an expired
+        one, whose holder died, is taken over). Reads only the journal: EXECUTED compensatable
+        calls not yet COMPENSATED are undone in reverse order (an undo already COMPENSATED is
+        never applied again; a failed one is retried with the same idempotency key); an INTENT or
+        COMPENSATING with no outcome is reported in doubt, never acted on. The saga is closed
+        when that leaves it COMPENSATED; IN_DOUBT and COMPENSATION_FAILED keep it open for a
+        later recovery.
 
         Args:
             saga_id: the saga to recover (must not be closed).
             agent: an agent with the same tools, whose declarations hold the undos.
 
         Raises:
-            SagaStateError: the saga is unknown, or closed other than IN_DOUBT.
+            SagaStateError: the saga is unknown or closed, or another run holds its lease.
             EvidenceError: the saga's journal does not verify (first bad seq named); nothing
                 was undone or written.
         """
@@ -444,10 +450,12 @@ class Sagacity:
         )
 
     async def close_saga(self, saga_id: str) -> SagaStatus:
-        """Close a saga kept open with ``close=False``; COMPLETED unless calls are in doubt.
+        """Close a saga kept open with ``close=False``; COMPLETED unless calls are in doubt
+        (then it stays open, IN_DOUBT, for ``recover``).
 
         Raises:
-            SagaStateError: the saga is already closed.
+            SagaStateError: the saga is already closed, failed, waiting for approval, or held
+                by another run's lease.
             EvidenceError: the saga's journal does not verify; it was not closed.
         """
         await self._refuse_if_waiting(saga_id, "close it")

@@ -198,10 +198,10 @@ async def test_request_without_recorded_hash_is_refused():
 
 
 async def test_expired_request_is_refused():
-    s = sagacity(approval_ttl=0.05)
+    s = sagacity(approval_ttl=0.5)  # long enough for the pause and the decision on a busy machine
     result = await paused(s)
     await s.approve(result.approvals[0].request_id, approver="alice")
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.6)
     with pytest.raises(ApprovalError, match="expired"):
         await s.resume(result.saga_id, wire_app.resumed_agent())
     with pytest.raises(ApprovalError, match="expired"):

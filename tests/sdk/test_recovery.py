@@ -61,6 +61,9 @@ async def test_recover_undoes_executed_calls_and_reports_the_call_in_flight():
     # Closed is terminal: a saga left IN_DOUBT stays open for recovery (its run ended).
     assert entries[-1].phase is Phase.RUN_ENDED and entries[-1].payload["status"] == "IN_DOUBT"
     assert not any(e.phase is Phase.SAGA_CLOSED for e in entries)
+    from sagacity_agents.render import saga_status
+
+    assert saga_status(entries) == "IN_DOUBT (open: recover it)"  # what `journal list` shows
     again = await Sagacity(journal).recover(sid, agent(scripted(), tools(log)))
     assert again.status is SagaStatus.IN_DOUBT  # c3 is still in doubt: a human decides
     assert [entry[1] for entry in log] == [2, 1]  # no undo applied twice
