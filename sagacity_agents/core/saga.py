@@ -102,7 +102,8 @@ class FailureRecord:
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """A consumed human decision about one pending irreversible call, usable once."""
+    """A human decision about one pending irreversible call, consumed by a resume (and journaled
+    as CONSUMED: the journal entry, not this object, is what lets the call run)."""
 
     request_id: str
     """The approval request it answers."""

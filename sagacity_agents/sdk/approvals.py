@@ -308,13 +308,13 @@ class ApprovalDesk:
     # --- resuming -------------------------------------------------------------------------
     async def _journaled(
         self, saga_id: str
-    ) -> tuple[dict[str, tuple[bool, str]], dict[str, str], dict[str, str | None]]:
+    ) -> tuple[dict[str, tuple[bool, str]], dict[str, str], dict[str, str | None], set[str]]:
         """What the saga's journal records, by request id: decisions (approved?, hash decided
-        on), snapshot hashes, and the tool's reversibility when the run paused.
+        on), snapshot hashes, the tool's reversibility when the run paused, and the requests a
+        resume already consumed (CONSUMED entries).
 
         Raises:
-            ApprovalError: the saga is closed, or a request was already consumed by a resume
-                (a CONSUMED entry: the store's consumed flag reset by hand does not revive it).
+            ApprovalError: the saga is closed.
         """
         decisions: dict[str, tuple[bool, str]] = {}
         snapshots: dict[str, str] = {}
@@ -333,9 +333,7 @@ class ApprovalDesk:
                 consumed.add(rid)
             elif e.phase is Phase.SAGA_CLOSED:
                 raise ApprovalError(f"saga {saga_id} is closed; its approvals can no longer be used")
-        for rid in consumed:  # a consumed request is never pending again (whatever the store says)
-            snapshots[rid] = f"consumed: {rid} has a CONSUMED entry in the journal"
-        return decisions, snapshots, kinds
+        return decisions, snapshots, kinds, consumed
 
     async def _journal_consumed(self, saga: Saga, request: ApprovalRequest, approved: bool) -> None:
         """Journal CONSUMED for a request the store just consumed (retried once, same key).
@@ -381,7 +379,7 @@ class ApprovalDesk:
         text = await self.store.load_snapshot(saga.saga_id)
         if text is None:
             raise ApprovalError(f"saga {saga.saga_id} has no stored snapshot to resume")
-        decisions, snapshot_hashes, paused_kinds = await self._journaled(saga.saga_id)
+        decisions, snapshot_hashes, paused_kinds, consumed = await self._journaled(saga.saga_id)
         snapshot_hash = sha256_hex(text.encode("utf-8"))
         try:
             state = await RunState.from_json(
@@ -396,6 +394,14 @@ class ApprovalDesk:
         requests = {r.call_id: r for r in await self.store.list(saga.saga_id) if r.consumed_at is None}
         if not requests:
             raise ApprovalError(f"saga {saga.saga_id} has no unconsumed approval request to resume")
+        # The journal is the record: a request a resume consumed is never pending again, whatever
+        # the store's consumed flag says now.
+        revived = [r.request_id for r in requests.values() if r.request_id in consumed]
+        if revived:
+            raise ApprovalError(
+                f"request(s) {', '.join(revived)} of saga {saga.saga_id} were already consumed "
+                "(CONSUMED in the journal); the store's consumed flag was reset"
+            )
         # The snapshot must be, byte for byte, the one journaled with the pending requests: checked
         # for every request, whatever the snapshot itself claims is pending.
         changed = [r.request_id for r in requests.values()

@@ -539,3 +539,20 @@ def test_an_approval_policy_callable_is_refused_for_irreversible_tools():
 
     with pytest.raises(ConfigurationError, match="needs_approval=True"):
         Sagacity(InMemoryJournal()).run_sync(make_agent(scripted("x"), pay), "go")
+
+
+async def test_a_request_unconsumed_in_the_store_is_refused_by_its_consumed_entry():
+    """The journal is the record: after a resume consumed a request (CONSUMED journaled),
+    resetting the store's consumed flag by hand does not make it resumable again."""
+    from sagacity_agents import Saga
+
+    s = sagacity()
+    result = await paused(s)
+    (request,) = result.approvals
+    await s.approve(request.request_id, approver="alice")
+    await s.desk.restore(Saga(s.journal, result.saga_id), wire_app.resumed_agent())
+    stored = await s.approvals.get(request.request_id)
+    s.approvals._requests[request.request_id] = dataclasses.replace(stored, consumed_at=None)  # noqa: SLF001
+    with pytest.raises(ApprovalError, match="already consumed .CONSUMED in the journal"):
+        await s.resume(result.saga_id, wire_app.resumed_agent())
+    assert wire_app.executions() == []
