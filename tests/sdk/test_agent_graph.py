@@ -148,7 +148,7 @@ async def test_f02_approval_of_a_tool_behind_handoff_or_as_tool_hashes_validated
     assert sent == [(2500, "PT50", "")]
     entries = await s.journal.entries(result.saga_id)
     assert [e.phase for e in entries if e.tool == "send_wire"] == [
-        Phase.AWAITING_APPROVAL, Phase.APPROVED, Phase.INTENT, Phase.EXECUTED]
+        Phase.AWAITING_APPROVAL, Phase.APPROVED, Phase.CONSUMED, Phase.INTENT, Phase.EXECUTED]
 
 
 # --- F-03 ----------------------------------------------------------------------------------
