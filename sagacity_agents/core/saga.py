@@ -272,7 +272,10 @@ class Saga:
         self._claimed_requests: set[str] = set()  # approvals taken by calls of this object
         self.journal_errors: list[str] = []
         """Journal writes of the saga's own bookkeeping that failed (SAGA_FAILED, SAGA_CLOSED)."""
-        self._external: dict[str | None, tuple[ToolDeclaration, JournalEntry, _InFlight]] = {}
+        self._external: dict[str | None, tuple[ToolDeclaration | None, JournalEntry]] = {}
+        self.resume_parents: dict[str | None, CallFrame] = {}
+        """Parent call of a paused nested call, by call id, reloaded from the journal on resume
+        (the SDK resumes a nested run without the guardrail that sets :data:`current_call`)."""
         self._opened = False
         self._recovering = False
         self._closed = False
@@ -430,8 +433,9 @@ class Saga:
     def _intent_payload(
         self, decl: ToolDeclaration, args: dict[str, Any], raw_args: str | None,
         request_id: str | None = None,
+        call_id: str | None = None,
     ) -> dict[str, Any]:
-        frame = current_call.get()
+        frame = current_call.get() or self.resume_parents.pop(call_id, None)
         payload: dict[str, Any] = {
             "args": args,  # converted by the journal; unencodable -> INTENT fails, body not run
             "reversibility": _REVERSIBILITY_TEXT[decl.reversibility],
@@ -451,7 +455,7 @@ class Saga:
         self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
         raw_args: str | None, invocation: str, request_id: str | None = None,
     ) -> JournalEntry:
-        payload = self._intent_payload(decl, args, raw_args, request_id)
+        payload = self._intent_payload(decl, args, raw_args, request_id, call_id)
         try:
             return await self.journal.append(
                 self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
@@ -739,7 +743,7 @@ class Saga:
                 request_id = await self._check_grant(tool, call_id, args, invocation)
             else:
                 request_id = None
-            payload = self._intent_payload(decl, args, raw_args, request_id)
+            payload = self._intent_payload(decl, args, raw_args, request_id, call_id)
             try:
                 # The common case, written out: one journal call, no helper coroutine.
                 intent = await self.journal.append(
@@ -873,26 +877,29 @@ class Saga:
     ) -> JournalEntry:
         """Journal the INTENT of a call whose body we cannot wrap (raw arguments journaled).
 
-        The outcome comes later through :meth:`end_external_call`. Until then the call counts as
-        in flight; if no outcome ever comes, the INTENT stays in doubt.
+        The outcome comes later through :meth:`end_external_call`. The call is not counted in
+        flight meanwhile: the seams that bring its outcome run before the SDK moves on, so
+        waiting could never bring a late one (an INTENT left without outcome is in doubt).
 
         Raises:
             JournalWriteError: the INTENT could not be written (the caller must not run the tool).
         """
-        done = self._begin()
-        try:
-            invocation = self._invocation_id()
-            request_id = None
-            if decl.reversibility is Reversibility.IRREVERSIBLE:
-                # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
-                request_id = await self._check_grant(tool, call_id, _raw_args_value(raw_args), invocation)
-            intent = await self._write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id)
-        except BaseException:
-            self._end(done)
-            raise
+        invocation = self._invocation_id()
+        request_id = None
+        if decl.reversibility is Reversibility.IRREVERSIBLE:
+            # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
+            request_id = await self._check_grant(tool, call_id, _raw_args_value(raw_args), invocation)
+        intent = await self._write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id)
+        self.last_journaled = time.monotonic()
         with self._lock:
-            self._external[call_id] = (decl, intent, done)
+            self._external[call_id] = (decl, intent)
         return intent
+
+    def adopt_external_call(self, intent: JournalEntry) -> None:
+        """Register a fallback call's INTENT read from the journal (a paused run resumed in this
+        process) as waiting for its outcome, so :meth:`end_external_call` journals it once."""
+        with self._lock:
+            self._external.setdefault(intent.call_id, (None, intent))
 
     def has_external_call(self, call_id: str | None) -> bool:
         """Whether a fallback call with this call id is waiting for its outcome."""
@@ -900,27 +907,43 @@ class Saga:
             return call_id in self._external
 
     def end_external_call(
-        self, call_id: str | None, *, result: Any = None, exc: BaseException | None = None
+        self, call_id: str | None, *, result: Any = None, exc: BaseException | None = None,
+        declaration: ToolDeclaration | None = None, not_run: bool = False,
     ) -> asyncio.Future[None] | None:
         """Journal the outcome of a fallback call (EXECUTED / REFUSED / FAILED), once.
 
         Safe to call from sync code on the loop thread (a failure formatter): the write is
         scheduled as a task, tracked as in flight. Returns that task, or ``None`` when no such
         call is pending (its outcome was already recorded).
+
+        Args:
+            declaration: the tool's declaration (for its classifier), when the caller has it.
+            not_run: with ``exc``: the body never started (e.g. an ``on_tool_start`` raised).
         """
         with self._lock:
             pending = self._external.pop(call_id, None)
         if pending is None:
             return None
-        decl, intent, done = pending
+        stored, intent = pending
+        decl = declaration or stored or self.declarations.get(intent.tool or "")
+        if decl is None:  # a reloaded call whose tool this process never met: no classifier
+            decl = ToolDeclaration(name=intent.tool or "", reversibility=Reversibility.READ_ONLY)
         frame = CallFrame(self, intent.tool or "", call_id, intent.seq)
         phase, payload, failure = self._outcome(decl, intent, frame, result=result, exc=exc)
+        if not_run:
+            payload["not_run"] = True
         if failure is not None:
             # Mark the saga failed now (synchronously), not when the write lands.
             self._note_failure(failure)
+        done = self._begin()
         task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, None))
         task.add_done_callback(lambda _t: self._end(done))
         return task
+
+    def pending_external_calls(self) -> int:
+        """How many fallback calls have an INTENT and no outcome yet in this process."""
+        with self._lock:
+            return len(self._external)
 
     # --- end of a run -------------------------------------------------------------------
     def fail_now(self, tool: str, call_id: str | None, reason: str) -> None:
@@ -1081,7 +1104,7 @@ class Saga:
             if self._fresh_id:
                 # Every entry of a saga this object created was written here: a call without
                 # outcome would still be in flight (settle() waited) or held unwritten.
-                in_doubt = bool(self._active)
+                in_doubt = bool(self._active) or bool(self.pending_external_calls())
             else:
                 in_doubt = bool(SagaLedger(await self.journal.entries(self.saga_id)).in_doubt())
             if in_doubt or self.unwritten_outcomes:  # name every call in doubt (never on the hot path)

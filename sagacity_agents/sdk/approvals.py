@@ -42,6 +42,7 @@ from ..core.grants import consumed_decisions
 from ..core.journal import Clock, Journal, utc_now
 from ..core.saga import Grant, Saga
 from ..errors import ApprovalError, EncodingError
+from .fallback import rebuild_pending_calls
 from .graph import agent_graph
 from .tools import DECLARATION_ATTR, declaration_of
 
@@ -484,6 +485,7 @@ class ApprovalDesk:
                 reason = (await self.store.get(request.request_id))
                 message = f"Tool execution was not approved{': ' + reason.reason if reason and reason.reason else '.'}"
                 state.reject(item, rejection_message=message)
+        await rebuild_pending_calls(saga, agent, state)  # nested fallback calls left open
         return state, grants
 
 

@@ -321,7 +321,16 @@ class SagaRunHooks(RunHooks[Any]):
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
         self._check()
         if self.user_hooks is not None:
-            await self.user_hooks.on_tool_start(context, agent, tool)
+            try:
+                await self.user_hooks.on_tool_start(context, agent, tool)
+            except BaseException as exc:
+                # The body will not run: a protected call's INTENT gets its outcome now.
+                task = self.saga.end_external_call(
+                    getattr(context, "tool_call_id", None), exc=exc, not_run=True
+                )
+                if task is not None:
+                    await task
+                raise
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: Any) -> None:
         call_id = getattr(context, "tool_call_id", None)
