@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import uuid
 from typing import Any
 
 from agents import Agent, AgentsException, RunContextWrapper, RunHooks, Tool
@@ -129,6 +130,8 @@ class SagaRunHooks(RunHooks[Any]):
         facade tells it). Used directly, the hooks infer it from the irreversible calls the model
         asked for that neither ran nor were rejected."""
         self._asked_irreversible: set[str] = set()
+        self._unstarted: dict[str, str] = {}
+        """Calls of declared tools the model asked for that have not started: call id -> tool."""
         self._token: contextvars.Token[Saga | None] | None = None
         self._entered = False
         self.desk = (ApprovalDesk(self.saga.journal, approvals, ttl=approval_ttl, evidence=self.saga.evidence)
@@ -261,7 +264,7 @@ class SagaRunHooks(RunHooks[Any]):
             settled = {
                 e.call_id
                 for e in await self.saga.journal.entries(self.saga.saga_id)
-                if e.phase in (Phase.INTENT, Phase.REJECTED, Phase.FAILED)
+                if e.phase in (Phase.INTENT, Phase.REJECTED, Phase.FAILED, Phase.REFUSED)
             }
             self.pending_approvals = bool(self._asked_irreversible - settled)
         if exc is None and self.pending_approvals and not self.saga.failed:
@@ -272,6 +275,34 @@ class SagaRunHooks(RunHooks[Any]):
             # Nothing waits on the stored snapshot any more (every request is consumed).
             await self.desk.store.delete_snapshot(self.saga.saga_id)
         return await self.saga.finish(error=exc, close=self.close)
+
+    async def _journal_guardrail_refusals(self, input_items: Any) -> None:
+        """Journal REFUSED for declared calls an input guardrail rejected.
+
+        A rejected call never starts (no ``on_tool_start``, no body, no INTENT); the SDK sends
+        the model the guardrail's message as the call's output, and this next model call is the
+        first place a public seam shows it. Calls the journal already knows (paused, decided,
+        auto-rejected) are not guardrail rejections. Reading the output, rather than adding a
+        guardrail of ours to the user's decorated tools, leaves their tool objects untouched.
+        """
+        outputs: dict[str, Any] = {}
+        for item in input_items or ():
+            get = item.get if isinstance(item, dict) else lambda k, i=item: getattr(i, k, None)
+            if get("type") == "function_call_output" and get("call_id") in self._unstarted:
+                outputs[get("call_id")] = get("output")
+        if not outputs:
+            return
+        known = {e.call_id for e in await self.saga.journal.entries(self.saga.saga_id)}
+        for call_id, output in outputs.items():
+            tool = self._unstarted.pop(call_id)
+            if call_id in known:
+                continue
+            await self.saga.journal.append(
+                self.saga.saga_id, Phase.REFUSED, write_key=f"guardrail:{uuid.uuid4().hex}",
+                tool=tool, call_id=call_id,
+                payload={"intent_seq": None, "not_run": True, "result": output,
+                         "refused_by": "tool input guardrail"},
+            )
 
     # --- callbacks ------------------------------------------------------------------------
     def _check(self) -> None:
@@ -289,6 +320,8 @@ class SagaRunHooks(RunHooks[Any]):
 
     async def on_llm_start(self, context: Any, agent: Agent[Any], system_prompt: Any, input_items: Any) -> None:
         self._check()
+        if self._unstarted:
+            await self._journal_guardrail_refusals(input_items)
         if self.user_hooks is not None:
             await self.user_hooks.on_llm_start(context, agent, system_prompt, input_items)
 
@@ -297,6 +330,8 @@ class SagaRunHooks(RunHooks[Any]):
         for item in getattr(response, "output", None) or ():
             if getattr(item, "type", None) == "function_call":
                 decl = self.saga.declarations.get(getattr(item, "name", ""))
+                if decl is not None:
+                    self._unstarted[item.call_id] = item.name
                 if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
                     self._asked_irreversible.add(item.call_id)
         if self.user_hooks is not None:
@@ -319,6 +354,7 @@ class SagaRunHooks(RunHooks[Any]):
             await self.user_hooks.on_handoff(context, from_agent, to_agent)
 
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
+        self._unstarted.pop(getattr(context, "tool_call_id", None), None)
         self._check()
         if self.user_hooks is not None:
             try:

@@ -1,0 +1,474 @@
+"""Issue 7, items 2 and 3: tools we cannot decorate get exactly one outcome on every SDK path, and
+nested runs keep their place (F-05, F-06, F-10 and the guardrail / hook paths).
+
+Everything runs through the SDK's real guardrail and hook machinery with ScriptedModel, on the
+in-memory and SQLite journals. ``in_flight_timeout`` is set to an hour: a path that waited for it
+would trip the ``asyncio.wait_for`` guard instead of finishing at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    RunConfig,
+    RunHooks,
+    Runner,
+    ToolExecutionConfig,
+    ToolGuardrailFunctionOutput,
+    function_tool,
+    tool_input_guardrail,
+    tool_output_guardrail,
+)
+
+from sagacity_agents import (
+    InMemoryJournal,
+    Phase,
+    Sagacity,
+    SagaStatus,
+    SqliteJournal,
+    compensable,
+    irreversible,
+    nested_agent_tool,
+    protect_tool,
+    read_only,
+)
+from sagacity_agents.core.approval import InMemoryApprovalStore
+from sagacity_agents.core.compensation import SagaLedger
+
+from .helpers import agent, phases, scripted, tool_outputs
+
+HOUR = 3600.0
+GUARD = 120.0  # seconds; only reached if a path waited for in_flight_timeout
+
+
+class Desk:
+    """Fresh Sagacity objects over one journal, as separate processes would open it."""
+
+    def __init__(self, kind: str, tmp_path: Any) -> None:
+        self.kind = kind
+        self.path = tmp_path / "journal.db"
+        self.journal = InMemoryJournal()
+        self.store = InMemoryApprovalStore()
+        self.opened: list[Sagacity] = []
+
+    def fresh(self, **kw: Any) -> Sagacity:
+        kw.setdefault("in_flight_timeout", HOUR)
+        if self.kind == "memory":
+            s = Sagacity(self.journal, approvals=self.store, **kw)
+        else:
+            s = Sagacity(SqliteJournal(self.path), **kw)
+        self.opened.append(s)
+        return s
+
+    async def entries(self, saga_id: str) -> list[Any]:
+        return await self.opened[-1].journal.entries(saga_id)
+
+    async def aclose(self) -> None:
+        for s in self.opened:
+            if self.kind == "sqlite":
+                await s.aclose()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def desk(request, tmp_path):
+    d = Desk(request.param, tmp_path)
+    yield d
+    await d.aclose()
+
+
+async def run(s: Sagacity, ag: Agent[Any], **kw: Any) -> Any:
+    return await asyncio.wait_for(s.run(ag, "go", **kw), GUARD)
+
+
+def in_doubt(entries: list[Any]) -> list[Any]:
+    return SagaLedger(entries).in_doubt()
+
+
+# --- F-05: the application's input guardrail rejects a protected call ---------------------------
+
+@tool_input_guardrail
+def no_big_refunds(data) -> ToolGuardrailFunctionOutput:
+    import json
+
+    if json.loads(data.context.tool_arguments or "{}").get("amount", 0) >= 500:
+        return ToolGuardrailFunctionOutput.reject_content("refunds of 500 or more need a manager")
+    return ToolGuardrailFunctionOutput.allow()
+
+
+def refund_tool(ran: list[int], **tool_kw: Any):
+    @function_tool(**tool_kw)
+    def refund(order: str, amount: int) -> str:
+        ran.append(amount)
+        return f"refunded {amount} on {order}"
+
+    return refund
+
+
+async def test_f05_app_input_guardrail_rejects_protected_refund(desk):
+    """F-05: the app's guardrail rejects refund(amount=500): no INTENT, the rejection journaled
+    REFUSED with its message, the saga COMPLETED at once (today IN_DOUBT after the timeout)."""
+    ran: list[int] = []
+    undone: list[Any] = []
+    refund = protect_tool(
+        refund_tool(ran, tool_input_guardrails=[no_big_refunds]),
+        reversibility="compensatable", undo=lambda ctx: undone.append(ctx.raw_args),
+    )
+    model = scripted([("refund", {"order": "o1", "amount": 500}, "r1")], "asked a manager")
+    result = await run(desk.fresh(), agent(model, refund))
+    entries = await desk.entries(result.saga_id)
+    assert result.status is SagaStatus.COMPLETED
+    assert ran == [] and undone == []
+    assert phases(entries, tool="refund") == ["REFUSED"]
+    refused = next(e for e in entries if e.phase is Phase.REFUSED)
+    assert refused.payload["result"] == "refunds of 500 or more need a manager"
+    assert refused.payload["not_run"] is True
+    assert tool_outputs(model) == ["refunds of 500 or more need a manager"]
+    assert in_doubt(entries) == []
+
+
+async def test_f05_allowed_refund_is_journaled_once_with_our_guardrail_last(desk):
+    """The app's guardrail allows amount 20: ours (last) writes the INTENT, the output guardrail
+    the EXECUTED; the protected copy keeps the app's guardrail first."""
+    ran: list[int] = []
+    original = refund_tool(ran, tool_input_guardrails=[no_big_refunds])
+    refund = protect_tool(original, reversibility="compensatable", undo=lambda ctx: None)
+    assert refund.tool_input_guardrails[0] is no_big_refunds
+    assert original.tool_input_guardrails == [no_big_refunds]  # the user's tool is untouched
+    model = scripted([("refund", {"order": "o1", "amount": 20}, "r1")], "done")
+    result = await run(desk.fresh(), agent(model, refund))
+    entries = await desk.entries(result.saga_id)
+    assert result.status is SagaStatus.COMPLETED and ran == [20]
+    assert phases(entries, tool="refund") == ["INTENT", "EXECUTED"]
+    assert entries[-2].payload["result"] == "refunded 20 on o1"
+
+
+async def test_f05_guardrail_raising_writes_no_intent_and_compensates_at_once(desk):
+    """A guardrail of the app that raises: the run raises, no INTENT exists, nothing in doubt."""
+
+    @tool_input_guardrail
+    def stop_all(data) -> ToolGuardrailFunctionOutput:
+        return ToolGuardrailFunctionOutput.raise_exception(output_info="blocked")
+
+    ran: list[int] = []
+    refund = protect_tool(refund_tool(ran, tool_input_guardrails=[stop_all]), reversibility="no_undo")
+    model = scripted([("refund", {"order": "o1", "amount": 5}, "r1")], "x")
+    result = await run(desk.fresh(), agent(model, refund))
+    entries = await desk.entries(result.saga_id)
+    assert result.status is SagaStatus.COMPENSATED
+    assert ran == [] and phases(entries, tool="refund") == [] and in_doubt(entries) == []
+
+
+# --- F-06: pre-approval guardrails with an irreversible protected tool --------------------------
+
+PRE_APPROVAL = RunConfig(tool_execution=ToolExecutionConfig(pre_approval_tool_input_guardrails=True))
+
+
+async def test_f06_pre_approval_guardrails_one_intent_after_the_approval(desk):
+    """F-06: exactly one INTENT, written after the APPROVED entry, one EXECUTED, COMPLETED
+    (today an INTENT at pause, IN_DOUBT)."""
+    ran: list[int] = []
+
+    def build(first: bool) -> Agent[Any]:
+        wire = protect_tool(refund_tool(ran, needs_approval=True), reversibility="irreversible")
+        steps = ([[("refund", {"order": "o1", "amount": 70}, "w1")]] if first else []) + ["done"]
+        return agent(scripted(*steps), wire)
+
+    paused = await run(desk.fresh(), build(True), run_config=PRE_APPROVAL)
+    assert paused.status is SagaStatus.AWAITING_APPROVAL and ran == []
+    assert phases(await desk.entries(paused.saga_id)) == []
+    (request,) = paused.approvals
+    s = desk.fresh()
+    await s.approve(request.request_id, approver="ana")
+    result = await asyncio.wait_for(
+        s.resume(paused.saga_id, build(False), run_config=PRE_APPROVAL), GUARD
+    )
+    entries = await desk.entries(paused.saga_id)
+    assert result.status is SagaStatus.COMPLETED, result
+    assert ran == [70]
+    assert phases(entries) == ["INTENT", "EXECUTED"]
+    order = [e.phase for e in entries if e.phase in (Phase.APPROVED, Phase.INTENT)]
+    assert order == [Phase.APPROVED, Phase.INTENT]
+
+
+async def test_f06_protected_irreversible_without_consumed_grant_never_runs(desk):
+    """The protected path checks the consumed approval too: a snapshot approved through the
+    SDK's own API (no journaled decision) runs nothing."""
+    ran: list[int] = []
+    wire = protect_tool(refund_tool(ran, needs_approval=True), reversibility="irreversible")
+    ag = agent(scripted([("refund", {"order": "o1", "amount": 70}, "w1")], "done"), wire)
+    from sagacity_agents import SagaRunHooks
+
+    s = desk.fresh()
+    async with SagaRunHooks(s.journal, agent=ag, close=False) as hooks:
+        first = await Runner.run(ag, "go", hooks=hooks)
+        state = first.to_state()
+        for item in state.get_interruptions():
+            state.approve(item)
+        hooks.pending_approvals = False
+        with pytest.raises(Exception):
+            await Runner.run(ag, state, hooks=hooks)
+    entries = await s.journal.entries(hooks.saga_id)
+    assert ran == []
+    assert phases(entries) == ["FAILED"]
+    assert "no consumed approval" in entries[-3].payload["error"] or any(
+        "no consumed approval" in str(e.payload) for e in entries
+    )
+
+
+async def test_f06_callable_policy_with_pre_approval_guardrails(desk):
+    """A policy callable that needs no approval for small amounts: the pre-approval pass asks it,
+    the INTENT is written once, before the body."""
+    ran: list[int] = []
+
+    async def big(ctx, params, call_id) -> bool:
+        return params.get("amount", 0) > 100
+
+    refund = protect_tool(refund_tool(ran, needs_approval=big), reversibility="no_undo")
+    model = scripted([("refund", {"order": "o1", "amount": 5}, "r1")], "done")
+    result = await run(desk.fresh(), agent(model, refund), run_config=PRE_APPROVAL)
+    entries = await desk.entries(result.saga_id)
+    assert result.status is SagaStatus.COMPLETED and ran == [5]
+    assert phases(entries) == ["INTENT", "EXECUTED"]
+
+
+# --- output guardrails and on_tool_start ---------------------------------------------------------
+
+@tool_output_guardrail
+def redact(data) -> ToolGuardrailFunctionOutput:
+    return ToolGuardrailFunctionOutput.reject_content("[redacted]")
+
+
+@tool_output_guardrail
+def explode(data) -> ToolGuardrailFunctionOutput:
+    return ToolGuardrailFunctionOutput.raise_exception(output_info="output looked wrong")
+
+
+def booking(undone: list[Any], **tool_kw: Any):
+    @function_tool(**tool_kw)
+    def book(room: str) -> str:
+        return f"booking-{room}"
+
+    return protect_tool(book, reversibility="compensatable", undo=lambda ctx: undone.append(ctx.result))
+
+
+@function_tool
+@read_only
+def crash() -> str:
+    raise RuntimeError("later step failed")
+
+
+async def test_output_guardrail_replacing_result_journals_the_real_output(desk):
+    """The app's output guardrail replaces the result: the model gets the replacement, the
+    journal and the undo's ctx.result the tool's real output."""
+    undone: list[Any] = []
+    model = scripted([("book", {"room": "12"}, "b1")], [("crash", {}, "c1")], "x")
+    result = await run(desk.fresh(), agent(model, booking(undone, tool_output_guardrails=[redact]), crash))
+    entries = await desk.entries(result.saga_id)
+    executed = next(e for e in entries if e.tool == "book" and e.phase is Phase.EXECUTED)
+    assert executed.payload["result"] == "booking-12"
+    assert "[redacted]" in str(model.calls[1].input)
+    assert result.status is SagaStatus.COMPENSATED
+    assert undone == ["booking-12"]
+
+
+async def test_output_guardrail_raising_after_the_body_is_undone(desk):
+    """The app's output guardrail raises after the body ran: EXECUTED journaled, undone,
+    COMPENSATED; nothing in doubt."""
+    undone: list[Any] = []
+    model = scripted([("book", {"room": "7"}, "b1")], "x")
+    result = await run(desk.fresh(), agent(model, booking(undone, tool_output_guardrails=[explode])))
+    entries = await desk.entries(result.saga_id)
+    assert phases(entries, tool="book") == ["INTENT", "EXECUTED"]
+    assert result.status is SagaStatus.COMPENSATED
+    assert undone == ["booking-7"] and in_doubt(entries) == []
+
+
+async def test_app_on_tool_start_raising_leaves_nothing_in_doubt(desk):
+    """The app's on_tool_start raises: the body never runs; the protected call's INTENT gets a
+    FAILED (not run) outcome and the saga is compensated at once."""
+
+    class Boom(Exception):
+        pass
+
+    class AppHooks(RunHooks[Any]):
+        async def on_tool_start(self, context, agent, tool) -> None:
+            raise Boom("audit log down")
+
+    undone: list[Any] = []
+    model = scripted([("book", {"room": "3"}, "b1")], "x")
+    result = await run(desk.fresh(), agent(model, booking(undone)), hooks=AppHooks())
+    entries = await desk.entries(result.saga_id)
+    assert phases(entries, tool="book") == ["INTENT", "FAILED"]
+    failed = next(e for e in entries if e.phase is Phase.FAILED)
+    assert failed.payload["not_run"] is True and "audit log down" in failed.payload["error"]
+    assert in_doubt(entries) == [] and undone == []
+    assert result.status is SagaStatus.COMPENSATED
+
+
+async def test_decorated_tool_rejected_by_input_guardrail_is_refused(desk):
+    """A decorated tool rejected by the app's input guardrail: REFUSED with the guardrail's
+    message, the body not run, the saga COMPLETED."""
+    ran: list[int] = []
+
+    @function_tool(tool_input_guardrails=[no_big_refunds])
+    @compensable(undo=lambda ctx: None)
+    def refund(order: str, amount: int) -> str:
+        ran.append(amount)
+        return "refunded"
+
+    model = scripted([("refund", {"order": "o2", "amount": 900}, "r9")], "ok")
+    result = await run(desk.fresh(), agent(model, refund))
+    entries = await desk.entries(result.saga_id)
+    assert result.status is SagaStatus.COMPLETED and ran == []
+    (refused,) = [e for e in entries if e.tool == "refund"]
+    assert refused.phase is Phase.REFUSED and refused.call_id == "r9"
+    assert refused.payload["result"] == "refunds of 500 or more need a manager"
+
+
+async def test_decorated_tool_rejected_before_approval_is_refused(desk):
+    """With pre-approval guardrails, a decorated irreversible tool rejected before any approval:
+    REFUSED, no request, COMPLETED."""
+
+    @function_tool(needs_approval=True, tool_input_guardrails=[no_big_refunds])
+    @irreversible
+    def refund(order: str, amount: int) -> str:
+        raise AssertionError("must not run")
+
+    model = scripted([("refund", {"order": "o2", "amount": 900}, "r9")], "ok")
+    result = await run(desk.fresh(), agent(model, refund), run_config=PRE_APPROVAL)
+    entries = await desk.entries(result.saga_id)
+    assert result.status is SagaStatus.COMPLETED, result
+    assert [e.phase for e in entries if e.tool == "refund"] == [Phase.REFUSED]
+
+
+# --- item 2: nested runs keep their place --------------------------------------------------------
+
+def leaf_tools(log: list[str]):
+    @function_tool
+    @compensable(undo=lambda ctx: log.append(f"undo {ctx.args['what']}"))
+    def reserve(what: str) -> str:
+        log.append(what)
+        return f"reserved {what}"
+
+    return reserve
+
+
+def parents(entries: list[Any]) -> dict[str, Any]:
+    return {e.call_id: e.payload.get("parent_call_id") for e in entries if e.phase is Phase.INTENT}
+
+
+async def test_nested_plain_runner_run_inside_a_decorated_tool(desk):
+    """Way 1: a plain Runner.run inside a decorated tool body: inner calls carry the call id."""
+    log: list[str] = []
+    inner = Agent(name="inner", model=scripted([("reserve", {"what": "car"}, "in-1")], "ok"),
+                  tools=[leaf_tools(log)])
+
+    @function_tool
+    @read_only
+    async def plan(trip: str) -> str:
+        return str((await Runner.run(inner, trip)).final_output)
+
+    model = scripted([("plan", {"trip": "lisbon"}, "out-1")], "done")
+    result = await run(desk.fresh(), agent(model, plan, name="outer"))
+    entries = await desk.entries(result.saga_id)
+    assert result.status is SagaStatus.COMPLETED
+    assert parents(entries) == {"out-1": None, "in-1": "out-1"}
+
+
+@pytest.mark.parametrize("wrap", ["nested_agent_tool", "protect_tool"])
+async def test_nested_as_tool_records_parent_and_outcome(desk, wrap):
+    """Way 2: agent.as_tool wrapped with nested_agent_tool or protect_tool: inner calls carry
+    the parent; the outer call's outcome is journaled by our output guardrail."""
+    log: list[str] = []
+    inner = Agent(name="inner", model=scripted([("reserve", {"what": "car"}, "in-1")], "ok"),
+                  tools=[leaf_tools(log)])
+    as_tool = inner.as_tool(tool_name="helper", tool_description="helps")
+    tool = (nested_agent_tool(as_tool) if wrap == "nested_agent_tool"
+            else protect_tool(as_tool, reversibility="read_only"))
+    model = scripted([("helper", {"input": "car"}, "out-1")], "done")
+    result = await run(desk.fresh(), agent(model, tool, name="outer"))
+    entries = await desk.entries(result.saga_id)
+    assert result.status is SagaStatus.COMPLETED
+    assert parents(entries) == {"out-1": None, "in-1": "out-1"}
+    assert phases(entries) == ["INTENT", "INTENT", "EXECUTED", "EXECUTED"]
+
+
+async def test_nested_agent_tool_two_levels_failure_undoes_the_innermost(desk):
+    """Way 3: nested_agent_tool at two levels; a failure after them undoes the innermost effect,
+    and every level names its parent."""
+    log: list[str] = []
+    inner = Agent(name="inner", model=scripted([("reserve", {"what": "car"}, "i-1")], "ok"),
+                  tools=[leaf_tools(log)])
+    middle = Agent(name="middle", model=scripted([("inner", {"input": "car"}, "m-1")], "ok"),
+                   tools=[nested_agent_tool(inner.as_tool(tool_name="inner", tool_description="i"))])
+    outer_model = scripted([("middle", {"input": "car"}, "o-1")], [("crash", {}, "o-2")], "x")
+    outer = agent(outer_model, nested_agent_tool(middle.as_tool(tool_name="middle", tool_description="m")),
+                  crash, name="outer")
+    result = await run(desk.fresh(), outer)
+    entries = await desk.entries(result.saga_id)
+    assert parents(entries) == {"o-1": None, "m-1": "o-1", "i-1": "m-1", "o-2": None}
+    assert result.status is SagaStatus.COMPENSATED
+    assert log == ["car", "undo car"] and in_doubt(entries) == []
+
+
+# --- F-10: two-level nested_agent_tool paused, restored in a fresh process ----------------------
+
+def f10_agents(ran: list[int], *, first: bool) -> Agent[Any]:
+    """Fresh agent objects: outer -> middle (nested_agent_tool) -> inner (nested_agent_tool),
+    the innermost with an irreversible needs_approval wire."""
+
+    @function_tool(needs_approval=True)
+    @irreversible
+    def wire(amount: int) -> str:
+        ran.append(amount)
+        return f"wired {amount}"
+
+    def model(call: tuple[str, Any, str], final: str):
+        return scripted([call], final) if first else scripted(final)
+
+    inner = Agent(name="inner", model=model(("wire", {"amount": 7}, "w1"), "inner done"), tools=[wire])
+    middle = Agent(name="middle", model=model(("inner", {"input": "pay 7"}, "i1"), "middle done"),
+                   tools=[nested_agent_tool(inner.as_tool(tool_name="inner", tool_description="i"))])
+    return Agent(name="outer", model=model(("middle", {"input": "pay 7"}, "m1"), "outer done"),
+                 tools=[nested_agent_tool(middle.as_tool(tool_name="middle", tool_description="m"))])
+
+
+async def test_f10_two_level_nested_pause_restored_in_fresh_process(desk):
+    """F-10: paused in the innermost agent, restored with a fresh Sagacity and fresh agents on the
+    same journal, approved and resumed: COMPLETED, the wire run once, both nested calls'
+    outcomes journaled, the wire naming its parent (today IN_DOUBT)."""
+    ran: list[int] = []
+    paused = await run(desk.fresh(), f10_agents(ran, first=True))
+    assert paused.status is SagaStatus.AWAITING_APPROVAL and ran == []
+    (request,) = paused.approvals
+    s = desk.fresh()
+    await s.approve(request.request_id, approver="ana")
+    result = await asyncio.wait_for(s.resume(paused.saga_id, f10_agents(ran, first=False)), GUARD)
+    entries = await desk.entries(paused.saga_id)
+    assert result.status is SagaStatus.COMPLETED, result
+    assert result.final_output == "outer done" and ran == [7]
+    calls = [(e.phase.value, e.call_id) for e in entries
+             if e.phase in (Phase.INTENT, Phase.EXECUTED, Phase.FAILED, Phase.REFUSED)]
+    assert calls == [("INTENT", "m1"), ("INTENT", "i1"), ("INTENT", "w1"),
+                     ("EXECUTED", "w1"), ("EXECUTED", "i1"), ("EXECUTED", "m1")]
+    assert parents(entries) == {"m1": None, "i1": "m1", "w1": "i1"}
+    middle_out = next(e for e in entries if e.phase is Phase.EXECUTED and e.call_id == "m1")
+    assert middle_out.payload["result"] == "middle done"
+    assert in_doubt(entries) == []
+
+
+async def test_f10_rejected_in_fresh_process_completes_without_running(desk):
+    """F-10, rejected: the wire never runs, the nested calls still get their outcome."""
+    ran: list[int] = []
+    paused = await run(desk.fresh(), f10_agents(ran, first=True))
+    (request,) = paused.approvals
+    s = desk.fresh()
+    await s.reject(request.request_id, approver="ana", reason="too much")
+    result = await asyncio.wait_for(s.resume(paused.saga_id, f10_agents(ran, first=False)), GUARD)
+    entries = await desk.entries(paused.saga_id)
+    assert result.status is SagaStatus.COMPLETED and ran == []
+    assert in_doubt(entries) == []
