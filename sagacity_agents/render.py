@@ -26,7 +26,9 @@ from .core.lease import lease_of
 
 __all__ = [
     "COMPACT_BELOW",
+    "NEST_INDENT",
     "PHASE_STYLES",
+    "call_depths",
     "data_text",
     "journal_table",
     "make_console",
@@ -230,6 +232,29 @@ def _time(stamp: str, compact: bool) -> str:
     return stamp[11:23] if compact else stamp.replace("T", " ").rstrip("Z")
 
 
+NEST_INDENT = "  "
+"""Indentation per nesting level of a call made inside another call (a nested agent run)."""
+
+
+def call_depths(entries: Sequence[JournalEntry]) -> dict[int, int]:
+    """Nesting depth by ``seq`` of every tool entry: 0 for a call of the run's own agent, one more
+    per enclosing call (an INTENT's ``parent_intent_seq``); outcomes take their INTENT's depth.
+
+    Args:
+        entries: one saga's entries in ``seq`` order (payloads are untrusted: a parent that is
+            not an earlier INTENT counts as none).
+    """
+    depths: dict[int, int] = {}
+    for e in entries:
+        p = e.payload if isinstance(e.payload, dict) else {}
+        if phase_name(e) == Phase.INTENT.value:
+            parent = p.get("parent_intent_seq")
+            depths[e.seq] = depths[parent] + 1 if isinstance(parent, int) and parent in depths else 0
+        elif isinstance(p.get("intent_seq"), int) and p["intent_seq"] in depths:
+            depths[e.seq] = depths[p["intent_seq"]]
+    return depths
+
+
 def journal_table(
     entries: Sequence[JournalEntry],
     *,
@@ -238,6 +263,9 @@ def journal_table(
     width: int | None = None,
 ) -> Table:
     """One saga's entries as a table: seq, phase, tool, call id, time, payload summary, hash.
+
+    A call made inside another call (a nested agent run) is indented under it, with its outcome
+    (:func:`call_depths`).
 
     Args:
         entries: the saga's entries in ``seq`` order.
@@ -263,8 +291,11 @@ def journal_table(
         whole_hash = full and (width is None or width >= 180)
         table.add_column("hash", no_wrap=not full or whole_hash, overflow="fold",
                          min_width=64 if whole_hash else None)
+    depths = call_depths(entries)
     for e in entries:
         name = phase_name(e)
+        depth = depths.get(e.seq, 0)
+        tool = f"{NEST_INDENT * depth}└ {printable(e.tool)}" if depth and e.tool else printable(e.tool)
         payload = printable(
             json.dumps(e.payload, ensure_ascii=False, sort_keys=True) if full else summarize_payload(e)
         )
@@ -273,9 +304,9 @@ def journal_table(
         row_style = "dim" if PHASE_STYLES.get(name, "").startswith("dim") else None
         if compact:
             cell = phase_text(name)
-            for part in (e.tool, e.call_id):
+            for part in (tool, printable(e.call_id)):
                 if part:
-                    cell.append(f"  {printable(part)}")
+                    cell.append(f"  {part}")
             if payload:
                 cell.append(f"\n{payload}", style="default")
             time_cell = data_text(_time(e.recorded_at, True))
@@ -288,7 +319,7 @@ def journal_table(
             table.add_row(
                 seq_cell,
                 phase_text(name),
-                data_text(e.tool),
+                Text(tool),
                 data_text(e.call_id),
                 data_text(_time(e.recorded_at, False)),
                 Text(payload),
