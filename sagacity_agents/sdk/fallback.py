@@ -93,7 +93,7 @@ async def _before_approval(tool: FunctionTool, ctx: Any) -> bool:
     # Ask the policy (the SDK's public signature); arguments it cannot read always pause.
     try:
         params = parse_json(ctx.tool_arguments or "{}")
-        verdict = tool.needs_approval(ctx, params, ctx.tool_call_id)
+        verdict: Any = tool.needs_approval(ctx, params, ctx.tool_call_id)
         if inspect.isawaitable(verdict):
             verdict = await verdict
     except Exception:  # noqa: BLE001 - the SDK forces an approval for such calls

@@ -288,8 +288,9 @@ class SagaRunHooks(RunHooks[Any]):
         outputs: dict[str, Any] = {}
         for item in input_items or ():
             get = item.get if isinstance(item, dict) else lambda k, i=item: getattr(i, k, None)
-            if get("type") == "function_call_output" and get("call_id") in self._unstarted:
-                outputs[get("call_id")] = get("output")
+            call_id = get("call_id")
+            if get("type") == "function_call_output" and isinstance(call_id, str) and call_id in self._unstarted:
+                outputs[call_id] = get("output")
         if not outputs:
             return
         known = {e.call_id for e in await self.saga.journal.entries(self.saga.saga_id)}
@@ -297,12 +298,15 @@ class SagaRunHooks(RunHooks[Any]):
             tool = self._unstarted.pop(call_id)
             if call_id in known:
                 continue
-            await self.saga.journal.append(
-                self.saga.saga_id, Phase.REFUSED, write_key=f"guardrail:{uuid.uuid4().hex}",
-                tool=tool, call_id=call_id,
-                payload={"intent_seq": None, "not_run": True, "result": output,
-                         "refused_by": "tool input guardrail"},
-            )
+            try:
+                await self.saga.journal.append(
+                    self.saga.saga_id, Phase.REFUSED, write_key=f"guardrail:{uuid.uuid4().hex}",
+                    tool=tool, call_id=call_id,
+                    payload={"intent_seq": None, "not_run": True, "result": output,
+                             "refused_by": "tool input guardrail"},
+                )
+            except Exception as exc:  # noqa: BLE001 - nothing ran; the saga says its record is short
+                self.saga.journal_errors.append(f"REFUSED of {tool} (call {call_id}) not journaled: {exc}")
 
     # --- callbacks ------------------------------------------------------------------------
     def _check(self) -> None:
@@ -354,7 +358,7 @@ class SagaRunHooks(RunHooks[Any]):
             await self.user_hooks.on_handoff(context, from_agent, to_agent)
 
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
-        self._unstarted.pop(getattr(context, "tool_call_id", None), None)
+        self._unstarted.pop(getattr(context, "tool_call_id", None) or "", None)
         self._check()
         if self.user_hooks is not None:
             try:

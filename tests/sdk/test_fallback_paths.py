@@ -503,3 +503,68 @@ def test_journal_show_indents_nested_calls(tmp_path):
     rows = {line.split("│")[3].rstrip() for line in shown.output.splitlines()
             if line.count("│") > 4 and ("INTENT" in line or "EXECUTED" in line)}
     assert rows == {" middle", "   └ inner", "     └ reserve"}
+
+
+# --- the paths docs/architecture.md lists as staying in doubt: reported at once, never waited for
+
+async def test_protected_body_raising_without_formatter_is_in_doubt_at_once(desk):
+    """failure_error_function=None: the exception leaves the run through no seam of ours; the
+    INTENT is reported in doubt, at once (no in-flight wait)."""
+
+    @function_tool(failure_error_function=None)
+    def flaky(x: int) -> str:
+        raise ValueError("flaky broke")
+
+    model = scripted([("flaky", {"x": 1}, "f1")], "x")
+    result = await run(desk.fresh(), agent(model, protect_tool(flaky, reversibility="no_undo")))
+    entries = await desk.entries(result.saga_id)
+    assert phases(entries) == ["INTENT"]
+    assert result.status is SagaStatus.IN_DOUBT
+    assert [i.call_id for i in result.report.in_doubt] == ["f1"]
+
+
+async def test_protected_body_cancelled_by_the_sdk_is_in_doubt_at_once(desk):
+    """A sibling fails with failure_error_function=None: the SDK cancels the protected body and
+    calls no formatter for it; its INTENT is reported in doubt, at once."""
+    cancelled: list[str] = []
+
+    @function_tool
+    async def slow(x: int) -> str:
+        try:
+            await asyncio.sleep(HOUR)
+        except asyncio.CancelledError:
+            cancelled.append("slow")
+            raise
+        return "late"
+
+    @function_tool(failure_error_function=None)
+    @read_only
+    async def boom() -> str:
+        await asyncio.sleep(0.01)
+        raise RuntimeError("boom")
+
+    model = scripted([("slow", {"x": 1}, "s1"), ("boom", {}, "b1")], "x")
+    tools = (protect_tool(slow, reversibility="no_undo"), boom)
+    result = await run(desk.fresh(), agent(model, *tools))
+    entries = await desk.entries(result.saga_id)
+    assert cancelled == ["slow"]
+    assert phases(entries, tool="slow") == ["INTENT"]
+    assert result.status is SagaStatus.IN_DOUBT
+
+
+async def test_agent_hooks_on_tool_start_raising_is_in_doubt_at_once(desk):
+    """Agent-level hooks run beside ours: when their on_tool_start raises, the body does not run
+    but no seam of ours can tell; the INTENT is reported in doubt, at once (documented)."""
+    from agents import AgentHooks
+
+    class AuditHooks(AgentHooks[Any]):
+        async def on_tool_start(self, context, agent, tool) -> None:
+            raise RuntimeError("audit down")
+
+    undone: list[Any] = []
+    ag = agent(scripted([("book", {"room": "1"}, "b1")], "x"), booking(undone))
+    ag.hooks = AuditHooks()
+    result = await run(desk.fresh(), ag)
+    entries = await desk.entries(result.saga_id)
+    assert phases(entries, tool="book") == ["INTENT"]
+    assert result.status is SagaStatus.IN_DOUBT and undone == []
