@@ -25,6 +25,7 @@ from agents import (
 )
 
 from sagacity_agents import (
+    InMemoryApprovalStore,
     InMemoryJournal,
     Phase,
     Sagacity,
@@ -36,7 +37,6 @@ from sagacity_agents import (
     protect_tool,
     read_only,
 )
-from sagacity_agents.core.approval import InMemoryApprovalStore
 from sagacity_agents.core.compensation import SagaLedger
 
 from .helpers import agent, phases, scripted, tool_outputs
