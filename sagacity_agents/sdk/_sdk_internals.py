@@ -9,7 +9,8 @@ reshapes one fails there, loudly, rather than making the saga layer skip part of
 
 Re-exported SDK functions that are importable but internal (not in ``agents.__all__``):
 ``resolve_function_tool_failure_error_function`` / ``set_function_tool_failure_error_function``
-(the failure-formatter seam of ``protect_tool``) and ``validate_run_hooks`` (the SDK's own check
+(the failure-formatter seam of ``protect_tool``), ``default_tool_timeout_error_message`` (how
+``protect_tool`` tells a timed-out call from a result) and ``validate_run_hooks`` (the SDK's own check
 that run hooks are ``RunHooks``, raising its ``TypeError`` for ``AgentHooks``).
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 from agents import Agent, FunctionTool, Handoff
 from agents.run_internal.turn_preparation import validate_run_hooks
 from agents.tool import (
+    default_tool_timeout_error_message,
     resolve_function_tool_failure_error_function,
     set_function_tool_failure_error_function,
 )
@@ -27,6 +29,7 @@ from agents.tool import (
 __all__ = [
     "UNKNOWN",
     "agent_of_tool",
+    "default_tool_timeout_error_message",
     "handoff_target",
     "is_dead_handoff",
     "resolve_function_tool_failure_error_function",

@@ -18,11 +18,13 @@ the order the SDK runs them (pinned by tests/sdk/test_sdk_contract.py):
   (``Saga.begin_external_call``);
 * **the application's ``on_tool_start``**: when it raises, the body never runs;
   ``SagaRunHooks.on_tool_start`` then journals the call FAILED (not run);
-* the tool's **failure formatter**, wrapped, journals a raw exception as FAILED before the SDK
-  turns it into a message (``set_function_tool_failure_error_function``: internal to the SDK,
-  read through ``_sdk_internals`` and pinned by a contract test);
+* the tool's **failure formatter** (and timeout formatter), wrapped, journals a raw exception (a
+  timeout) as FAILED before the SDK turns it into a message
+  (``set_function_tool_failure_error_function``: internal to the SDK, read through
+  ``_sdk_internals`` and pinned by a contract test);
 * **our tool output guardrail, first**: it sees the tool's real result before any guardrail of
-  the application replaces it or raises, and journals EXECUTED / REFUSED with it. It runs
+  the application replaces it or raises, and journals EXECUTED / REFUSED with it (FAILED when it
+  is the SDK's own timeout message: the body was cancelled). It runs
   without our hooks too, so calls inside nested runs get their outcome;
 * ``SagaRunHooks.on_tool_end`` is the last resort (a tool whose guardrail lists were replaced).
 
@@ -42,7 +44,7 @@ import copy
 import inspect
 from typing import Any
 
-from agents import Agent, FunctionTool
+from agents import Agent, FunctionTool, ToolTimeoutError
 from agents.tool_guardrails import (
     ToolGuardrailFunctionOutput,
     ToolInputGuardrailData,
@@ -58,6 +60,7 @@ from ..core.saga import CallFrame, Saga, current_call, current_saga
 from ..errors import DeclarationError
 from ._sdk_internals import (
     agent_of_tool,
+    default_tool_timeout_error_message,
     resolve_function_tool_failure_error_function,
     set_function_tool_failure_error_function,
 )
@@ -99,6 +102,20 @@ async def _before_approval(tool: FunctionTool, ctx: Any) -> bool:
     except Exception:  # noqa: BLE001 - the SDK forces an approval for such calls
         return True
     return bool(verdict)
+
+
+def _journal_then(formatter: Any) -> Any:
+    """Wrap an SDK error formatter ``(ctx, error) -> message`` (failure or timeout): the pending
+    protected call is journaled FAILED with the raw error before the SDK gets its message."""
+
+    def journal_then_format(ctx: Any, error: Exception) -> Any:
+        saga = current_saga.get()
+        call_id = getattr(ctx, "tool_call_id", None)
+        if saga is not None and saga.has_external_call(call_id):
+            saga.end_external_call(call_id, exc=error)
+        return formatter(ctx, error)
+
+    return journal_then_format
 
 
 def protect_tool(
@@ -161,12 +178,22 @@ def protect_tool(
         current_call.set(CallFrame(saga, ctx.tool_name, ctx.tool_call_id, intent.seq))
         return ToolGuardrailFunctionOutput.allow()
 
+    timed_out_message = (
+        default_tool_timeout_error_message(tool_name=tool.name, timeout_seconds=tool.timeout_seconds)
+        if tool.timeout_seconds is not None and tool.timeout_error_function is None else None
+    )
+
     @tool_output_guardrail(name=OUTCOME_GUARDRAIL)
     async def journal_outcome(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
         saga = current_saga.get()
         call_id = getattr(data.context, "tool_call_id", None)
         if saga is not None and saga.has_external_call(call_id):
-            task = saga.end_external_call(call_id, result=data.output, declaration=decl)
+            if timed_out_message is not None and data.output == timed_out_message:
+                # The SDK cancelled the body at its timeout and sent the model this message.
+                error = ToolTimeoutError(tool_name=tool.name, timeout_seconds=tool.timeout_seconds)
+                task = saga.end_external_call(call_id, exc=error, declaration=decl)
+            else:
+                task = saga.end_external_call(call_id, result=data.output, declaration=decl)
             if task is not None:
                 await task
         return ToolGuardrailFunctionOutput.allow()
@@ -175,15 +202,9 @@ def protect_tool(
     protected.tool_output_guardrails = [journal_outcome, *(tool.tool_output_guardrails or [])]
     previous = resolve_function_tool_failure_error_function(tool)
     if previous is not None:
-
-        def journal_failure(ctx: Any, error: Exception) -> Any:
-            saga = current_saga.get()
-            call_id = getattr(ctx, "tool_call_id", None)
-            if saga is not None and saga.has_external_call(call_id):
-                saga.end_external_call(call_id, exc=error)
-            return previous(ctx, error)
-
-        set_function_tool_failure_error_function(protected, journal_failure)
+        set_function_tool_failure_error_function(protected, _journal_then(previous))
+    if tool.timeout_error_function is not None:
+        protected.timeout_error_function = _journal_then(tool.timeout_error_function)
     setattr(protected, FALLBACK_ATTR, decl)
     return protected
 

@@ -568,3 +568,44 @@ async def test_agent_hooks_on_tool_start_raising_is_in_doubt_at_once(desk):
     entries = await desk.entries(result.saga_id)
     assert phases(entries, tool="book") == ["INTENT"]
     assert result.status is SagaStatus.IN_DOUBT and undone == []
+
+
+@pytest.mark.parametrize("custom_message", [False, True])
+async def test_protected_tool_timeout_is_failed_not_executed(desk, custom_message):
+    """The SDK cancels a protected body at its timeout and turns it into a message (its default
+    one, or the tool's timeout_error_function): the call is journaled FAILED (timed out), never
+    EXECUTED with the message, and the saga compensates (nothing was undone: nothing executed)."""
+    kw: dict[str, Any] = {"timeout": 0.05}
+    if custom_message:
+        kw["timeout_error_function"] = lambda ctx, err: "the booking system is slow"
+
+    @function_tool(**kw)
+    async def book(room: str) -> str:
+        await asyncio.sleep(HOUR)
+        return "never"
+
+    undone: list[Any] = []
+    tool = protect_tool(book, reversibility="compensatable", undo=lambda ctx: undone.append(1))
+    model = scripted([("book", {"room": "1"}, "b1")], "x")
+    result = await run(desk.fresh(), agent(model, tool))
+    entries = await desk.entries(result.saga_id)
+    assert phases(entries) == ["INTENT", "FAILED"]
+    failed = entries[[e.phase for e in entries].index(Phase.FAILED)]
+    assert failed.payload["error_type"] == "ToolTimeoutError"
+    assert "timed out after 0.05 seconds" in failed.payload["error"]
+    assert result.status is SagaStatus.COMPENSATED and undone == []
+
+
+async def test_protected_tool_timeout_raising_is_in_doubt_at_once(desk):
+    """timeout_behavior="raise_exception": ToolTimeoutError leaves the run through no seam of
+    ours; the cancelled body's INTENT is reported in doubt, at once (documented)."""
+
+    @function_tool(timeout=0.05, timeout_behavior="raise_exception")
+    async def book(room: str) -> str:
+        await asyncio.sleep(HOUR)
+        return "never"
+
+    model = scripted([("book", {"room": "1"}, "b1")], "x")
+    result = await run(desk.fresh(), agent(model, protect_tool(book, reversibility="no_undo")))
+    entries = await desk.entries(result.saga_id)
+    assert phases(entries) == ["INTENT"] and result.status is SagaStatus.IN_DOUBT

@@ -235,3 +235,30 @@ async def test_a_contextvar_set_in_an_input_guardrail_reaches_the_nested_as_tool
     helper.tool_input_guardrails = [mark]
     await Runner.run(agent(scripted([("helper", {"input": "x"}, "h1")], "done"), helper), "go")
     assert seen == ["h1"] and var.get() is None
+
+
+async def test_default_timeout_message_is_what_the_model_and_output_guardrails_get():
+    """Fact: on a tool timeout (default behaviour, no timeout_error_function) the output
+    guardrails and the model get exactly ``default_tool_timeout_error_message`` (internal to the
+    SDK, read through sagacity_agents/sdk/_sdk_internals.py): how protect_tool tells a
+    cancelled body from a result."""
+    import asyncio
+
+    from sagacity_agents.sdk._sdk_internals import default_tool_timeout_error_message
+
+    seen: list[Any] = []
+
+    @tool_output_guardrail
+    def first(data) -> ToolGuardrailFunctionOutput:
+        seen.append(data.output)
+        return ToolGuardrailFunctionOutput.allow()
+
+    @function_tool(timeout=0.05, tool_output_guardrails=[first])
+    async def slow() -> str:
+        await asyncio.sleep(60)
+        return "never"
+
+    model = scripted([("slow", {}, "s1")], "done")
+    await Runner.run(agent(model, slow), "go")
+    expected = default_tool_timeout_error_message(tool_name="slow", timeout_seconds=0.05)
+    assert seen == [expected] and tool_outputs(model) == [expected]
