@@ -190,7 +190,7 @@ def protect_tool(
         if saga is not None and saga.has_external_call(call_id):
             if timed_out_message is not None and data.output == timed_out_message:
                 # The SDK cancelled the body at its timeout and sent the model this message.
-                error = ToolTimeoutError(tool_name=tool.name, timeout_seconds=tool.timeout_seconds)
+                error = ToolTimeoutError(tool_name=tool.name, timeout_seconds=tool.timeout_seconds or 0)
                 task = saga.end_external_call(call_id, exc=error, declaration=decl)
             else:
                 task = saga.end_external_call(call_id, result=data.output, declaration=decl)
