@@ -609,3 +609,41 @@ async def test_protected_tool_timeout_raising_is_in_doubt_at_once(desk):
     result = await run(desk.fresh(), agent(model, protect_tool(book, reversibility="no_undo")))
     entries = await desk.entries(result.saga_id)
     assert phases(entries) == ["INTENT"] and result.status is SagaStatus.IN_DOUBT
+
+
+async def test_streamed_run_protected_paths(desk):
+    """The same seams on a streamed run: a rejected refund is REFUSED with no INTENT, an allowed
+    booking whose output the app redacts is journaled with its real result; COMPLETED."""
+    ran: list[int] = []
+    undone: list[Any] = []
+    refund = protect_tool(refund_tool(ran, tool_input_guardrails=[no_big_refunds]),
+                          reversibility="no_undo")
+    model = scripted([("refund", {"order": "o1", "amount": 900}, "r1"),
+                      ("book", {"room": "5"}, "b1")], "done")
+    ag = agent(model, refund, booking(undone, tool_output_guardrails=[redact]))
+    async with desk.fresh().run_streamed(ag, "go") as stream:
+        async for _ in stream.stream_events():
+            pass
+    result = stream.result
+    entries = await desk.entries(result.saga_id)
+    assert result.status is SagaStatus.COMPLETED and ran == []
+    assert [(e.phase.value, e.tool) for e in entries if e.tool] == [
+        ("INTENT", "book"), ("EXECUTED", "book"), ("REFUSED", "refund")]
+    assert next(e for e in entries if e.phase is Phase.EXECUTED).payload["result"] == "booking-5"
+
+
+async def test_f10_inline_approver_same_process(desk):
+    """F-10 decided inline (Sagacity.run(approver=...)): the same saga object resumes; both nested
+    calls get one outcome each, COMPLETED."""
+    from sagacity_agents.sdk.facade import Decision
+
+    ran: list[int] = []
+
+    async def approve(request) -> Decision:
+        return Decision(True, "ana")
+
+    result = await run(desk.fresh(), f10_agents(ran, first=True), approver=approve)
+    entries = await desk.entries(result.saga_id)
+    assert result.status is SagaStatus.COMPLETED and ran == [7]
+    assert phases(entries) == ["INTENT", "INTENT", "INTENT", "EXECUTED", "EXECUTED", "EXECUTED"]
+    assert parents(entries) == {"m1": None, "i1": "m1", "w1": "i1"}
