@@ -40,6 +40,7 @@ from sagacity_agents import (
 from sagacity_agents.core.compensation import SagaLedger
 
 from .helpers import agent, phases, scripted, tool_outputs
+from .nested_app import f10_agents
 
 HOUR = 3600.0
 GUARD = 120.0  # seconds; only reached if a path waited for in_flight_timeout
@@ -415,26 +416,6 @@ async def test_nested_agent_tool_two_levels_failure_undoes_the_innermost(desk):
 
 # --- F-10: two-level nested_agent_tool paused, restored in a fresh process ----------------------
 
-def f10_agents(ran: list[int], *, first: bool) -> Agent[Any]:
-    """Fresh agent objects: outer -> middle (nested_agent_tool) -> inner (nested_agent_tool),
-    the innermost with an irreversible needs_approval wire."""
-
-    @function_tool(needs_approval=True)
-    @irreversible
-    def wire(amount: int) -> str:
-        ran.append(amount)
-        return f"wired {amount}"
-
-    def model(call: tuple[str, Any, str], final: str):
-        return scripted([call], final) if first else scripted(final)
-
-    inner = Agent(name="inner", model=model(("wire", {"amount": 7}, "w1"), "inner done"), tools=[wire])
-    middle = Agent(name="middle", model=model(("inner", {"input": "pay 7"}, "i1"), "middle done"),
-                   tools=[nested_agent_tool(inner.as_tool(tool_name="inner", tool_description="i"))])
-    return Agent(name="outer", model=model(("middle", {"input": "pay 7"}, "m1"), "outer done"),
-                 tools=[nested_agent_tool(middle.as_tool(tool_name="middle", tool_description="m"))])
-
-
 async def test_f10_two_level_nested_pause_restored_in_fresh_process(desk):
     """F-10: paused in the innermost agent, restored with a fresh Sagacity and fresh agents on the
     same journal, approved and resumed: COMPLETED, the wire run once, both nested calls'
@@ -647,3 +628,38 @@ async def test_f10_inline_approver_same_process(desk):
     assert result.status is SagaStatus.COMPLETED and ran == [7]
     assert phases(entries) == ["INTENT", "INTENT", "INTENT", "EXECUTED", "EXECUTED", "EXECUTED"]
     assert parents(entries) == {"m1": None, "i1": "m1", "w1": "i1"}
+
+
+def test_f10_in_separate_processes(tmp_path):
+    """F-10 across real processes on one SQLite file: one process pauses, another approves and
+    resumes: COMPLETED, the wire run once, every nested call's outcome journaled."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    db = str(tmp_path / "f10.db")
+
+    def play(*args: str) -> dict[str, Any]:
+        done = subprocess.run([sys.executable, "-m", "tests.sdk.nested_app", db, *args], cwd=root,
+                              capture_output=True, text=True, timeout=GUARD)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    paused = play("pause")
+    assert paused["status"] == "AWAITING_APPROVAL" and paused["ran"] == []
+    resumed = play("resume", paused["saga_id"])
+    assert resumed == {"saga_id": paused["saga_id"], "status": "COMPLETED", "ran": [7],
+                       "final_output": "outer done"}
+
+    async def read() -> list[Any]:
+        journal = SqliteJournal(db)
+        try:
+            return await journal.entries(paused["saga_id"])
+        finally:
+            await journal.close()
+
+    entries = asyncio.run(read())
+    assert phases(entries) == ["INTENT", "INTENT", "INTENT", "EXECUTED", "EXECUTED", "EXECUTED"]
+    assert parents(entries) == {"m1": None, "i1": "m1", "w1": "i1"} and in_doubt(entries) == []
