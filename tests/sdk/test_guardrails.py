@@ -476,7 +476,8 @@ async def test_tool_guardrail_matrix_after_a_failure(any_journal, behaviour, our
     elif behaviour == "allow":
         assert calls == ["c3"] and refused == ["c3"] and result.final_output == "done"
     elif behaviour == "reject_content":
-        assert calls == ["c3"] and refused == []
+        # The application's rejection is journaled REFUSED by SagaRunHooks (issue 7, item 3).
+        assert calls == ["c3"] and refused == ["c3"]
         assert "the application said no" in tool_outputs(model)
     else:
         assert calls == ["c3"] and refused == []
@@ -499,7 +500,10 @@ async def test_tool_guardrail_matrix_on_a_healthy_saga(any_journal, behaviour, o
     agent = Agent(name="a", model=model, tools=trip.tools())
     result = await run_facade(Sagacity(any_journal), agent, streamed)
     entries = await any_journal.entries(result.saga_id)
-    assert calls == ["c2"] and not [e for e in entries if e.phase is Phase.REFUSED]
+    refused = {e.call_id: e.payload["refused_by"] for e in entries if e.phase is Phase.REFUSED}
+    # An application guardrail's rejection is journaled REFUSED (issue 7, item 3); nothing of ours.
+    assert calls == ["c2"] and refused == ({"c2": "tool input guardrail"}
+                                           if behaviour == "reject_content" else {})
     if behaviour == "allow":
         assert trip.log == ["book_flight", "book_hotel"] and result.status is SagaStatus.COMPLETED
     elif behaviour == "reject_content":
