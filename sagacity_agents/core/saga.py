@@ -882,6 +882,8 @@ class Saga:
         waiting could never bring a late one (an INTENT left without outcome is in doubt).
 
         Raises:
+            ApprovalError: an irreversible call without a consumed approval of these arguments
+                (journaled FAILED; the caller must not run the tool).
             JournalWriteError: the INTENT could not be written (the caller must not run the tool).
         """
         invocation = self._invocation_id()
