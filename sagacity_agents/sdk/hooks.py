@@ -335,9 +335,13 @@ class SagaRunHooks(RunHooks[Any]):
         self._check()
         for item in getattr(response, "output", None) or ():
             if getattr(item, "type", None) == "function_call":
-                decl = self.saga.declarations.get(getattr(item, "name", ""))
+                # Declarations are bound under the SDK's qualified name (namespace.name).
+                namespace = getattr(item, "namespace", None)
+                name = getattr(item, "name", "") or ""
+                key = f"{namespace}.{name}" if isinstance(namespace, str) and namespace else name
+                decl = self.saga.declarations.get(key)
                 if decl is not None:
-                    self._unstarted[item.call_id] = item.name
+                    self._unstarted[item.call_id] = key
                 if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
                     self._asked_irreversible.add(item.call_id)
         if self.user_hooks is not None:

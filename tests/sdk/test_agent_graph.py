@@ -18,6 +18,7 @@ from sagacity_agents import (
     InMemoryJournal,
     Phase,
     Sagacity,
+    SagaRunHooks,
     SagaStatus,
     SqliteJournal,
     compensable,
@@ -433,3 +434,31 @@ async def test_namespaced_tools_of_one_name_are_two_tools_each_with_its_own_undo
     assert log == [("undo", "erp", "erp:b"), ("undo", "crm", "crm:a")]
     intents = [e.tool for e in await journal.entries(result.saga_id) if e.phase is Phase.INTENT]
     assert intents == ["crm.look", "erp.look", "explode"]
+
+
+async def test_namespaced_irreversible_call_left_pending_keeps_the_saga_awaiting_approval(journals):
+    """SagaRunHooks used directly (no request_approvals call) infers a pending approval from the
+    irreversible calls the model asked for: a namespaced one (`bank.wire`) is found under the
+    SDK's qualified name, so the saga is AWAITING_APPROVAL, never closed COMPLETED behind it."""
+    from agents import Runner, tool_namespace
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    ran: list = []
+
+    @function_tool(name_override="wire", needs_approval=True)
+    @irreversible
+    def wire(amount: int) -> str:
+        ran.append(amount)
+        return "sent"
+
+    bank = tool_namespace(name="bank", description="Bank", tools=[wire])
+    model = ScriptedModel()
+    model.enqueue([function_call("wire", {"amount": 5}, call_id="w1", namespace="bank")])
+    model.enqueue([assistant_message("x")])
+    a = Agent(name="A", model=model, tools=[*bank])
+    journal = journals()
+    async with SagaRunHooks(journal, agent=a) as hooks:
+        result = await Runner.run(a, "go", hooks=hooks)
+    assert result.interruptions
+    assert hooks.status is SagaStatus.AWAITING_APPROVAL
+    assert ran == []
