@@ -282,14 +282,14 @@ class ApprovalDesk:
         entries = await verified_entries(self.journal, request.saga_id, self.evidence)
         if any(e.phase is Phase.SAGA_CLOSED for e in entries):
             raise ApprovalError(f"saga {request.saga_id} is closed; nothing can run on this decision")
+        signature = self._signature(request, approve, approver)
         phase = Phase.APPROVED if approve else Phase.REJECTED
         try:
             await self.journal.append(
                 request.saga_id, phase, write_key=f"decision:{request_id}", tool=request.tool,
                 call_id=request.call_id,
                 payload={"request_id": request_id, "args_hash": request.args_hash,
-                         "approver": approver, "reason": reason,
-                         **self._signature(request, approve, approver)},
+                         "approver": approver, "reason": reason, **signature},
             )
         except Exception as exc:
             raise ApprovalError(f"decision on {request_id} could not be journaled: {exc}") from exc
@@ -298,8 +298,24 @@ class ApprovalDesk:
         )
 
     def _signature(self, request: ApprovalRequest, approve: bool, approver: str) -> dict[str, Any]:
+        """The decision's signature, ``{}`` when none is needed or allowed here.
+
+        Raises:
+            ApprovalError: an approval this host cannot sign as its own verify keyring requires:
+                journaled, it would fail verification and leave the saga impossible to resume,
+                recover or close (every one of them verifies first).
+        """
         keyring = self.evidence.keyring if self.evidence is not None else None
-        if keyring is None or not keyring.can_sign:
+        problem = self.evidence.decision_key_problem if self.evidence is not None else None
+        if problem is not None:
+            if approve:
+                raise ApprovalError(
+                    f"cannot approve {request.request_id} here: {problem}, so the approval would "
+                    "not verify and the saga could no longer be resumed, recovered or closed; "
+                    "approve from a host holding a decision key (nothing was journaled)"
+                )
+            return {}  # an unsigned rejection verifies; one signed by a refused key would not
+        if keyring is None:
             return {}
         return {"signature": sign_decision(
             keyring, saga_id=request.saga_id, request_id=request.request_id,
