@@ -138,9 +138,11 @@ def read_export(lines: Iterable[str]) -> AuditExport:
     return export
 
 
-def verify_export(path: str | Path, keyring: Keyring | None = None) -> list[VerifyResult]:
+def verify_export(path: str | Path, keyring: Keyring | None = None,
+                  decision_keys: Iterable[str] | None = None) -> list[VerifyResult]:
     """Verify an export: every chain, against its exported head and every checkpoint; with
-    ``keyring``, also each checkpoint's signature and each decision's signature.
+    ``keyring``, also each checkpoint's signature and each decision's signature (made by one
+    of ``decision_keys`` when given, as ``journal verify --decision-keys`` checks).
 
     Returns:
         One :class:`VerifyResult` per saga (sagas with only a head or checkpoints: missing saga).
@@ -151,7 +153,8 @@ def verify_export(path: str | Path, keyring: Keyring | None = None) -> list[Veri
     """
     with open(path, encoding="utf-8") as fh:
         export = read_export(fh)
-    evidence = Evidence(keyring=keyring)
+    evidence = Evidence(keyring=keyring,
+                        decision_keys=frozenset(decision_keys) if decision_keys is not None else None)
     results = []
     ids = list(dict.fromkeys([*export.entries, *export.heads, *export.checkpoints]))
     for sid in ids:

@@ -129,3 +129,22 @@ def test_audit_checkpoint_signs_on_demand_and_refuses_a_broken_saga(populated):
     assert bad.exit_code == 1 and "first bad seq 5" in bad.output
     verify = CliRunner().invoke(cli, ["journal", "verify", "--db", db, "--checkpoints", cps, "--keyring", keys])
     assert verify.exit_code == 1 and "at seq 5: hash mismatch" in verify.output
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_audit_verify_and_journal_verify_agree_on_who_may_sign_decisions(populated, tmp_path, monkeypatch, how):
+    """The approval in the export is signed by `auditor-1`; only `alice-1` may sign decisions.
+    `journal verify` and `audit verify` both report it (--decision-keys, or
+    $SAGACITY_DECISION_KEYS), naming the APPROVED entry: the two verifiers never disagree."""
+    db, cps, keys, (done, paused) = populated
+    out = tmp_path / "audit.jsonl"
+    export(db, cps, out)
+    extra = ["--decision-keys", "alice-1"] if how == "option" else []
+    if how == "environment":
+        monkeypatch.setenv("SAGACITY_DECISION_KEYS", "alice-1")
+    journal = CliRunner().invoke(cli, ["journal", "verify", "--db", db, "--checkpoints", cps, "--keyring", keys, *extra])
+    exported = CliRunner().invoke(cli, ["audit", "verify", str(out), "--keyring", keys, *extra])
+    for result in (journal, exported):
+        assert result.exit_code == 1, result.output
+        assert re.search(r"BROKEN .*at seq \d+: bad signature: .*may not sign decisions", result.output), result.output
+    assert "1 of 2" in journal.output and "1 of 2" in exported.output
