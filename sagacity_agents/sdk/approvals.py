@@ -141,6 +141,34 @@ class PauseOutcome:
     decisions reused)."""
 
 
+def _check_against_journal(request: ApprovalRequest, entries: list[Any]) -> None:
+    """The store's request is working state that a database writer can edit, and it is what a
+    human reads before deciding (``approvals show``): its tool, call, arguments and hash must be
+    those journaled (AWAITING_APPROVAL, inside the verified chain) when the run paused.
+
+    Raises:
+        ApprovalError: they are not (the request was edited in the store, or never journaled).
+    """
+    paused = next((e for e in entries if e.phase is Phase.AWAITING_APPROVAL
+                   and isinstance(e.payload, dict) and e.payload.get("request_id") == request.request_id),
+                  None)
+    if paused is None:
+        raise ApprovalError(f"request {request.request_id} is not journaled in saga {request.saga_id}; refusing to decide it")
+    journaled = paused.payload
+    try:
+        shown = args_hash(request.args)
+    except EncodingError:
+        shown = None
+    if (paused.tool, paused.call_id) != (request.tool, request.call_id) or journaled.get("args_hash") != request.args_hash \
+            or shown != request.args_hash:
+        raise ApprovalError(
+            f"request {request.request_id} in the approval store (tool {request.tool!r}, call "
+            f"{request.call_id}, arguments hashing to {shown}, recorded hash {request.args_hash}) is "
+            f"not the one journaled at seq {paused.seq} (tool {paused.tool!r}, call {paused.call_id}, "
+            f"hash {journaled.get('args_hash')}): the store was changed; refusing to decide it"
+        )
+
+
 class ApprovalDesk:
     """Creates, decides and verifies approval requests for one journal and one store.
 
@@ -257,7 +285,8 @@ class ApprovalDesk:
 
         Raises:
             ApprovalError: unknown, consumed or expired request, a request with no recorded
-                hash, an empty approver, or a second, different decision.
+                hash, an empty approver, a second, different decision, or a request whose tool,
+                call, arguments or hash in the store differ from those journaled at the pause.
         """
         if not approver:
             raise ApprovalError("a decision needs the approver's identity")
@@ -282,6 +311,7 @@ class ApprovalDesk:
         entries = await verified_entries(self.journal, request.saga_id, self.evidence)
         if any(e.phase is Phase.SAGA_CLOSED for e in entries):
             raise ApprovalError(f"saga {request.saga_id} is closed; nothing can run on this decision")
+        _check_against_journal(request, entries)
         signature = self._signature(request, approve, approver)
         phase = Phase.APPROVED if approve else Phase.REJECTED
         try:
