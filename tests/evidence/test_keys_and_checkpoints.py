@@ -94,3 +94,29 @@ async def test_recover_and_reuse_of_a_deleted_checkpointed_saga_are_refused(tmp_
             await s.run(agent(scripted("ok"), book), "again", saga_id=result.saga_id)
     finally:
         await s.aclose()
+
+
+async def test_checkpoint_files_swapped_between_sagas_are_reported_not_ignored(tmp_path):
+    """Someone with write access to the checkpoint directory swaps two sagas' files (so that
+    neither saga seems to have a checkpoint, and both tails could be cut unseen): both sagas
+    fail verification and recover refuses, instead of the misplaced lines being dropped."""
+    keys, cps, db = tmp_path / "keys", tmp_path / "cps", str(tmp_path / "j.db")
+    generate_key(keys, "k1")
+    s = Sagacity(db, checkpoints=cps, keyring=keys)
+    try:
+        first = (await s.run(agent(scripted([("book", {"n": 1}, "1")], "ok"), book), "go", close=False)).saga_id
+        second = (await s.run(agent(scripted([("book", {"n": 2}, "2")], "ok"), book), "go", close=False)).saga_id
+        await s.checkpoint(first)
+        await s.checkpoint(second)
+        store = DirectoryCheckpointStore(cps)
+        a, b = store._file(first), store._file(second)
+        a_text, b_text = a.read_text(), b.read_text()
+        a.write_text(b_text)
+        b.write_text(a_text)
+        results = {r.saga_id: r for r in await s.verify()}
+        for sid in (first, second):
+            assert results[sid].fault is ChainFault.BAD_SIGNATURE and "swapped" in results[sid].detail
+        with pytest.raises(EvidenceError, match="swapped"):
+            await s.recover(first, agent(scripted(), book))
+    finally:
+        await s.aclose()
