@@ -84,6 +84,8 @@ def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str 
                 return await export_audit(j, fh, ids, store)
         except OSError as exc:
             raise click.ClickException(f"cannot write {out}: {exc}") from exc
+        except ValueError as exc:  # a damaged checkpoint file: say which, no traceback
+            raise click.ClickException(f"cannot export the checkpoints in {checkpoints}: {exc}") from exc
 
     count = with_journal(db, work)
     make_console(highlight=False).print(f"exported {count} entries to {out}")

@@ -180,10 +180,15 @@ class DirectoryCheckpointStore:
         """See :meth:`CheckpointStore.saga_ids`."""
 
         def scan() -> builtins.list[str]:
+            # Line by line, skipping what does not parse: one damaged file must not stop the
+            # other sagas from being listed; ``list`` of its saga reports the damage.
             ids: dict[str, None] = {}
             for path in sorted(self.path.glob("*.jsonl")):
-                for checkpoint in self._read(path):
-                    ids.setdefault(checkpoint.saga_id, None)
+                for line in path.read_bytes().splitlines():
+                    try:
+                        ids.setdefault(Checkpoint.from_json(json.loads(line)).saga_id, None)
+                    except ValueError:
+                        continue
             return list(ids)
 
         return await asyncio.to_thread(scan)

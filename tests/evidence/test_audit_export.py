@@ -148,3 +148,19 @@ def test_audit_verify_and_journal_verify_agree_on_who_may_sign_decisions(populat
         assert result.exit_code == 1, result.output
         assert re.search(r"BROKEN .*at seq \d+: bad signature: .*may not sign decisions", result.output), result.output
     assert "1 of 2" in journal.output and "1 of 2" in exported.output
+
+
+def test_a_damaged_checkpoint_file_is_reported_by_verify_and_export_not_a_traceback(populated, tmp_path):
+    """A line appended to one saga's checkpoint file that is not a checkpoint (damage, or a
+    write cut short): `journal verify` reports that saga BROKEN, still verifies the other one,
+    and exits 1; `audit export` exits 1 naming the problem."""
+    db, cps, keys, (done, paused) = populated
+    path = DirectoryCheckpointStore(cps)._file(done)
+    with path.open("a") as fh:
+        fh.write('{"saga_id": "cut sh\n')
+    verify = CliRunner().invoke(cli, ["journal", "verify", "--db", db, "--checkpoints", cps, "--keyring", keys])
+    assert verify.exit_code == 1 and isinstance(verify.exception, SystemExit), verify.output
+    assert "unreadable checkpoint" in verify.output and "1 of 2" in verify.output, verify.output
+    out = CliRunner().invoke(cli, ["audit", "export", "--out", str(tmp_path / "a.jsonl"), "--db", db, "--checkpoints", cps])
+    assert out.exit_code == 1 and isinstance(out.exception, SystemExit), out.output
+    assert "cannot export the checkpoints" in out.output
