@@ -164,3 +164,19 @@ def test_a_damaged_checkpoint_file_is_reported_by_verify_and_export_not_a_traceb
     out = CliRunner().invoke(cli, ["audit", "export", "--out", str(tmp_path / "a.jsonl"), "--db", db, "--checkpoints", cps])
     assert out.exit_code == 1 and isinstance(out.exception, SystemExit), out.output
     assert "cannot export the checkpoints" in out.output
+
+
+def test_a_deleted_checkpointed_saga_is_in_a_full_export_and_reported_missing(populated, tmp_path):
+    """The completed saga is deleted from the journal: `journal verify --checkpoints` reports it
+    missing, and so do `audit verify` and the stand-alone verifier on a full export (it carries
+    the saga's checkpoints), rather than an export that simply leaves the saga out."""
+    db, cps, keys, (done, paused) = populated
+    sql(db, "DELETE FROM sagacity_journal WHERE saga_id = ?", (done,))
+    journal = CliRunner().invoke(cli, ["journal", "verify", "--db", db, "--checkpoints", cps, "--keyring", keys])
+    assert journal.exit_code == 1 and "missing saga" in journal.output
+    out = tmp_path / "audit.jsonl"
+    export(db, cps, out)
+    assert json.loads(out.read_text().splitlines()[0])["sagas"] == 2
+    ours = CliRunner().invoke(cli, ["audit", "verify", str(out), "--keyring", keys])
+    assert ours.exit_code == 1 and "missing saga" in ours.output, ours.output
+    assert run_doc_verifier(out) == (1, {paused: None, done: 1})
