@@ -120,3 +120,14 @@ async def test_checkpoint_files_swapped_between_sagas_are_reported_not_ignored(t
             await s.recover(first, agent(scripted(), book))
     finally:
         await s.aclose()
+
+
+def test_a_signing_key_whose_pub_file_is_another_key_is_refused_at_load(tmp_path):
+    """`k1.key` regenerated (or copied in) while the old `k1.pub` stays: everything this host
+    signs would fail to verify and lock every saga it checkpoints; the keyring refuses to load."""
+    generate_key(tmp_path / "a", "k1")
+    generate_key(tmp_path / "b", "k1")
+    shutil.copy(tmp_path / "b" / "k1.key", tmp_path / "a" / "k1.key")
+    with pytest.raises(ConfigurationError, match="k1.pub is not the public key of k1.key"):
+        Keyring.load(tmp_path / "a")
+    assert Keyring.load(tmp_path / "b").can_sign
