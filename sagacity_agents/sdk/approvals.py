@@ -41,7 +41,7 @@ from ..core.evidence import Evidence, sign_decision, verified_entries
 from ..core.grants import consumed_decisions
 from ..core.journal import Clock, Journal, utc_now
 from ..core.saga import Grant, Saga
-from ..errors import ApprovalError, EncodingError
+from ..errors import ApprovalError, EncodingError, describe_error
 from .fallback import rebuild_pending_calls
 from .graph import agent_graph
 from .tools import DECLARATION_ATTR, declaration_of
@@ -271,7 +271,10 @@ class ApprovalDesk:
             requests.append(request)
         await self.store.save_snapshot(saga.saga_id, snapshot)
         if self.evidence is not None:
-            await self.evidence.checkpoint(self.journal, saga.saga_id)  # the head at the pause
+            try:
+                await self.evidence.checkpoint(self.journal, saga.saga_id)  # the head at the pause
+            except Exception as exc:  # noqa: BLE001 - as at close: the pause stands; reported
+                saga.journal_errors.append(f"checkpoint not written at the pause: {describe_error(exc)}")
         return PauseOutcome(tuple(requests), state)
 
     # --- deciding -------------------------------------------------------------------------

@@ -131,3 +131,27 @@ def test_a_signing_key_whose_pub_file_is_another_key_is_refused_at_load(tmp_path
     with pytest.raises(ConfigurationError, match="k1.pub is not the public key of k1.key"):
         Keyring.load(tmp_path / "a")
     assert Keyring.load(tmp_path / "b").can_sign
+
+
+async def test_a_checkpoint_store_down_at_a_pause_does_not_fail_the_saga(tmp_path):
+    """The checkpoint volume is unavailable when a run pauses for approval: as at close, the
+    pause stands (the note is not undone, the request is decided and resumed) and the missing
+    checkpoint goes to the saga's journal errors. Before, the saga was compensated and closed
+    and its request left pending for ever."""
+    from ..sdk import wire_app
+
+    class Down(DirectoryCheckpointStore):
+        async def put(self, checkpoint):
+            raise OSError("checkpoint volume unavailable")
+
+    generate_key(tmp_path / "keys", "k1")
+    s = Sagacity(str(tmp_path / "j.db"), checkpoints=Down(tmp_path / "cps"), keyring=tmp_path / "keys")
+    try:
+        paused = await s.run(wire_app.paused_agent(("note", '{"text": "x"}', "n1"),
+                                                   ("transfer", '{"amount": 5, "to": "a"}', "w1")), "go")
+        assert paused.status is SagaStatus.AWAITING_APPROVAL and len(paused.approvals) == 1
+        await s.approve(paused.approvals[0].request_id, approver="alice")
+        done = await s.resume(paused.saga_id, wire_app.resumed_agent())
+        assert done.status is SagaStatus.COMPLETED and wire_app.executions() == ["5 USD -> a"]
+    finally:
+        await s.aclose()
