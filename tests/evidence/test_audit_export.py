@@ -180,3 +180,27 @@ def test_a_deleted_checkpointed_saga_is_in_a_full_export_and_reported_missing(po
     ours = CliRunner().invoke(cli, ["audit", "verify", str(out), "--keyring", keys])
     assert ours.exit_code == 1 and "missing saga" in ours.output, ours.output
     assert run_doc_verifier(out) == (1, {paused: None, done: 1})
+
+
+@pytest.mark.parametrize("edit", ["duplicated entry line", "seq true in a line", "two lines swapped"])
+def test_ours_and_the_documented_verifier_name_the_same_first_bad_seq(populated, tmp_path, edit):
+    """An export edited by hand: both verifiers name the same first bad seq (a duplicated line
+    of seq 3 is bad at position 4, not at seq 3, which is sound; a non-integer seq is reported
+    as the position, never as `True`)."""
+    db, cps, keys, (done, paused) = populated
+    out = tmp_path / "audit.jsonl"
+    export(db, cps, out, done)
+    lines = out.read_text().splitlines()
+    if edit == "duplicated entry line":
+        lines.insert(4, lines[3])
+        expected = 4
+    elif edit == "seq true in a line":
+        lines[3] = json.dumps({**json.loads(lines[3]), "seq": True})
+        expected = 3
+    else:
+        lines[2], lines[3] = lines[3], lines[2]
+        expected = 2
+    write(out, "\n".join(lines) + "\n")
+    assert run_doc_verifier(out) == (1, {done: expected})
+    ours = CliRunner().invoke(cli, ["audit", "verify", str(out), "--keyring", keys])
+    assert ours.exit_code == 1 and f"BROKEN  saga {done}  at seq {expected}:" in ours.output, ours.output
