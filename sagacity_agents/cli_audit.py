@@ -19,7 +19,7 @@ from .core.journal import Journal
 from .core.signing import generate_key
 from .errors import ConfigurationError, SagacityError
 from .render import make_console, printable, verify_text
-from .settings import CHECKPOINTS_ENVVAR, KEYRING_ENVVAR, SIGNING_KEY_ENVVAR, evidence_from
+from .settings import CHECKPOINTS_ENVVAR, DECISION_KEYS_ENVVAR, KEYRING_ENVVAR, SIGNING_KEY_ENVVAR, evidence_from
 
 __all__ = ["audit", "checkpoints_option", "keyring_option"]
 
@@ -44,9 +44,10 @@ def keyring_option(required: bool = False) -> Callable[[Callable[..., Any]], Cal
     return decorate
 
 
-def _evidence(checkpoints: str | None, keyring: str | None, key_id: str | None) -> Any:
+def _evidence(checkpoints: str | None, keyring: str | None, key_id: str | None,
+              decision_keys: str | None = None) -> Any:
     try:
-        return evidence_from(checkpoints, keyring, key_id)
+        return evidence_from(checkpoints, keyring, key_id, decision_keys)
     except ConfigurationError as exc:
         raise UsageFailure(str(exc)) from exc
 
@@ -83,6 +84,8 @@ def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str 
                 return await export_audit(j, fh, ids, store)
         except OSError as exc:
             raise click.ClickException(f"cannot write {out}: {exc}") from exc
+        except ValueError as exc:  # a damaged checkpoint file: say which, no traceback
+            raise click.ClickException(f"cannot export the checkpoints in {checkpoints}: {exc}") from exc
 
     count = with_journal(db, work)
     make_console(highlight=False).print(f"exported {count} entries to {out}")
@@ -91,13 +94,16 @@ def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str 
 @audit.command("verify")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @keyring_option()
-def audit_verify(file: str, keyring: str | None, key_id: str | None) -> None:
+@click.option("--decision-keys", "decision_keys", envvar=DECISION_KEYS_ENVVAR, show_envvar=True,
+              metavar="ID,ID", default=None,
+              help="Only these key ids may sign decisions (with --keyring), as journal verify checks.")
+def audit_verify(file: str, keyring: str | None, key_id: str | None, decision_keys: str | None) -> None:
     """Re-verify an export: every hash and link, each chain against its exported head and its
     checkpoints; with --keyring also every checkpoint's and decision's signature. Exit 1 if any
     saga fails."""
-    evidence = _evidence(None, keyring, key_id)
+    evidence = _evidence(None, keyring, key_id, decision_keys)
     try:
-        results = verify_export(file, evidence.keyring)
+        results = verify_export(file, evidence.keyring, evidence.decision_keys)
     except ValueError as exc:
         raise UsageFailure(f"{file} is not an audit export: {exc}") from exc
     console = make_console(highlight=False)

@@ -25,9 +25,9 @@ from rich.table import Table
 from rich.text import Text
 
 from .cli import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
-from .core.approval import ApprovalRequest
+from .core.approval import ApprovalRequest, args_hash
 from .core.sqlite_approvals import SqliteApprovalStore
-from .errors import ApprovalError, SagacityError, describe_error
+from .errors import ApprovalError, EncodingError, SagacityError, describe_error
 from .render import data_text, make_console, printable, status_text
 
 __all__ = ["approvals", "load_app", "saga"]
@@ -132,6 +132,17 @@ def approvals_show(request_id: str, db: str) -> None:
     request = _with_store(db, load)
     if request is None:
         raise UsageFailure(f"no approval request {request_id!r} (see: sagacity approvals list)")
+    try:
+        shown_hash = args_hash(request.args)
+    except EncodingError:
+        shown_hash = None
+    if shown_hash != request.args_hash:
+        # The store is working state: never show a human arguments other than the hashed ones.
+        raise click.ClickException(
+            f"request {printable(request_id)}: its arguments in the approval store do not hash to "
+            f"its recorded hash {printable(request.args_hash)}: the store was changed; do not "
+            "decide it (approve and reject refuse it)"
+        )
     console = make_console()
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")

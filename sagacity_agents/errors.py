@@ -107,7 +107,8 @@ def describe_error(exc: BaseException) -> str:
     An exception's ``__str__`` is user code: it may raise, return a non-string, or be huge.
     Journaling a failure must never fail because of how the exception prints (a FAILED entry
     that cannot be written would leave the call in doubt, its effect never undone), so a
-    ``__str__`` that raises gives ``"Type (message unavailable: <what it raised>)"``.
+    ``__str__`` that raises gives ``"Type (message unavailable: <what it raised>)"``, and a lone
+    surrogate in the message is escaped (``\\ud800``), since JSON cannot carry it.
 
     Args:
         exc: any exception.
@@ -130,4 +131,11 @@ def describe_error(exc: BaseException) -> str:
         except Exception:  # noqa: BLE001
             what = "exception"
         return f"{name} (message unavailable: its __str__ raised {what})"
-    return f"{name}: {text}" if text else name
+    described = f"{name}: {text}" if text else name
+    try:
+        described.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (bytes decoded with surrogateescape, a file name...) has no JSON
+        # encoding: the FAILED entry and the saga's reason could not be journaled. Escaped.
+        described = described.encode("utf-8", "backslashreplace").decode("utf-8")
+    return described

@@ -86,3 +86,41 @@ def test_approve_prints_the_resume_command_on_one_unbroken_line(tmp_path, monkey
     assert "--app module:attr" in lines[1] and "MODULE:ATTR" not in out.output
     command = f"sagacity saga resume {saga_id} --app module:attr --db '{db}'"
     assert command in lines  # a line of its own, not wrapped at 60 columns
+
+
+def test_a_request_edited_in_the_approval_store_is_never_shown_nor_decided(tmp_path, monkeypatch):
+    """Someone with write access to the approval store (working state) makes a paused 5 look
+    like 1 to the human, keeping the hash (`approvals show` refuses: the shown arguments do not
+    hash to it), then also rewrites the hash (approve refuses: the journaled pause says another
+    hash). Nothing is decided or paid; the untouched request is decided as usual."""
+    import json
+    import sqlite3
+
+    from sagacity_agents.core.approval import args_hash
+    from tests.sdk import wire_app
+
+    monkeypatch.setattr(wire_app, "LEDGER", tmp_path / "ledger.txt")
+    db = str(tmp_path / "wire.db")
+    saga_id, request_id = asyncio.run(_pause(db))
+    edited = {"amount": 1, "currency": "USD", "to": "acct-9"}
+
+    def store(sql: str, *params: object) -> None:
+        with sqlite3.connect(db) as conn:
+            conn.execute(sql, params)
+
+    store("UPDATE sagacity_approval_requests SET args = ? WHERE request_id = ?", json.dumps(edited), request_id)
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["approvals", "show", request_id, "--db", db])
+    assert shown.exit_code == 1 and "the store was changed" in shown.output and '"amount": 1' not in shown.output
+    refused = runner.invoke(cli, ["approvals", "approve", request_id, "--as", "alice", "--db", db])
+    assert refused.exit_code == 1 and "not the one journaled" in refused.output, refused.output
+    store("UPDATE sagacity_approval_requests SET args_hash = ? WHERE request_id = ?", args_hash(edited), request_id)
+    assert runner.invoke(cli, ["approvals", "show", request_id, "--db", db]).exit_code == 0
+    refused = runner.invoke(cli, ["approvals", "approve", request_id, "--as", "alice", "--db", db])
+    assert refused.exit_code == 1 and "not the one journaled" in refused.output, refused.output
+    journal = SqliteJournal(db)
+    phases = [e.phase for e in asyncio.run(journal.entries(saga_id))]
+    asyncio.run(journal.close())
+    assert Phase.APPROVED not in phases and wire_app.executions() == []
+    second_saga, second = asyncio.run(_pause(db))
+    assert runner.invoke(cli, ["approvals", "approve", second, "--as", "alice", "--db", db]).exit_code == 0

@@ -53,7 +53,9 @@ async def export_audit(
     Args:
         journal: the journal to read.
         out: a text stream opened for writing.
-        saga_ids: the sagas to export; ``None`` for every saga of the journal.
+        saga_ids: the sagas to export; ``None`` for every saga of the journal, and every saga
+            with checkpoints in ``checkpoints`` (one whose entries were all deleted is exported
+            as its checkpoints alone: the verifier reports it missing).
         checkpoints: where signed checkpoints are kept, to export them too.
 
     Returns:
@@ -63,6 +65,11 @@ async def export_audit(
         JournalError: the journal could not be read.
     """
     ids = list(saga_ids) if saga_ids is not None else await journal.saga_ids()
+    if saga_ids is None and checkpoints is not None:
+        # A checkpointed saga the journal no longer lists (all of its entries deleted) is
+        # exported as its checkpoints alone, so that the verifier reports it missing.
+        known = set(ids)
+        ids += [sid for sid in await checkpoints.saga_ids() if sid not in known]
     out.write(_line({"type": AUDIT_FORMAT, "exported_at": utc_stamp(), "sagas": len(ids)}))
     count = 0
     for sid in ids:
@@ -138,9 +145,11 @@ def read_export(lines: Iterable[str]) -> AuditExport:
     return export
 
 
-def verify_export(path: str | Path, keyring: Keyring | None = None) -> list[VerifyResult]:
+def verify_export(path: str | Path, keyring: Keyring | None = None,
+                  decision_keys: Iterable[str] | None = None) -> list[VerifyResult]:
     """Verify an export: every chain, against its exported head and every checkpoint; with
-    ``keyring``, also each checkpoint's signature and each decision's signature.
+    ``keyring``, also each checkpoint's signature and each decision's signature (made by one
+    of ``decision_keys`` when given, as ``journal verify --decision-keys`` checks).
 
     Returns:
         One :class:`VerifyResult` per saga (sagas with only a head or checkpoints: missing saga).
@@ -151,7 +160,8 @@ def verify_export(path: str | Path, keyring: Keyring | None = None) -> list[Veri
     """
     with open(path, encoding="utf-8") as fh:
         export = read_export(fh)
-    evidence = Evidence(keyring=keyring)
+    evidence = Evidence(keyring=keyring,
+                        decision_keys=frozenset(decision_keys) if decision_keys is not None else None)
     results = []
     ids = list(dict.fromkeys([*export.entries, *export.heads, *export.checkpoints]))
     for sid in ids:

@@ -182,7 +182,9 @@ def _verify_chain(saga_id: str, entries: Sequence[JournalEntry]) -> VerifyResult
                         position, ChainFault.REORDERED, f"seq {position} found after seq {entry.seq}"
                     )
                 return bad(position, ChainFault.GAP, f"expected seq {position}, found {entry.seq}")
-            return bad(entry.seq, ChainFault.REORDERED, f"seq {entry.seq} found at position {position}")
+            # A seq seen again (a duplicated export line): the first bad entry is the one at
+            # this position; the earlier entry under that seq may be sound.
+            return bad(position, ChainFault.REORDERED, f"seq {entry.seq!r} found at position {position}")
         digest = sha256_hex(entry.canonical)
         if digest != entry.hash:
             return bad(entry.seq, ChainFault.HASH_MISMATCH, f"stored {entry.hash}, bytes hash to {digest}")

@@ -163,18 +163,32 @@ class DirectoryCheckpointStore:
         await asyncio.to_thread(self._put_sync, checkpoint)
 
     async def list(self, saga_id: str) -> builtins.list[Checkpoint]:
-        """See :meth:`CheckpointStore.list`."""
+        """See :meth:`CheckpointStore.list`.
+
+        Raises:
+            ValueError: also when the saga's file holds a checkpoint of another saga (files
+                swapped or copied between sagas: dropping those lines would hide the swap).
+        """
         found = await asyncio.to_thread(self._read, self._file(saga_id))
-        return [c for c in found if c.saga_id == saga_id]
+        other = next((c for c in found if c.saga_id != saga_id), None)
+        if other is not None:
+            raise ValueError(f"the checkpoint file of saga {saga_id!r} holds a checkpoint of saga "
+                             f"{other.saga_id!r}: files were swapped or copied")
+        return found
 
     async def saga_ids(self) -> builtins.list[str]:
         """See :meth:`CheckpointStore.saga_ids`."""
 
         def scan() -> builtins.list[str]:
+            # Line by line, skipping what does not parse: one damaged file must not stop the
+            # other sagas from being listed; ``list`` of its saga reports the damage.
             ids: dict[str, None] = {}
             for path in sorted(self.path.glob("*.jsonl")):
-                for checkpoint in self._read(path):
-                    ids.setdefault(checkpoint.saga_id, None)
+                for line in path.read_bytes().splitlines():
+                    try:
+                        ids.setdefault(Checkpoint.from_json(json.loads(line)).saga_id, None)
+                    except ValueError:
+                        continue
             return list(ids)
 
         return await asyncio.to_thread(scan)

@@ -205,6 +205,19 @@ class Evidence:
         return entries
 
     @property
+    def decision_key_problem(self) -> str | None:
+        """Why an approval made on this host would not verify here, or ``None``: with a verify
+        keyring, an approval needs a signing key that ``decision_keys`` allows."""
+        if self.keyring is None:
+            return None
+        if self.keyring.signing_key is None:
+            return "the keyring holds no private key to sign decisions with"
+        key_id = self.keyring.signing_key[0]
+        if self.decision_keys is not None and key_id not in self.decision_keys:
+            return f"its key {key_id!r} may not sign decisions (allowed: {', '.join(sorted(self.decision_keys))})"
+        return None
+
+    @property
     def signs_checkpoints(self) -> bool:
         """Whether this host writes signed checkpoints (a store and a signing key)."""
         return self.checkpoints is not None and self.keyring is not None and self.keyring.can_sign

@@ -669,6 +669,7 @@ class Saga:
     async def refuse_call(
         self, decl: ToolDeclaration | None, tool: str, call_id: str | None,
         args: dict[str, Any] | None, *, raw_args: str | None = None, refused_by: str,
+        intent: JournalEntry | None = None,
     ) -> str:
         """Refuse one call because the saga has failed: journal REFUSED (the body is not run, no
         INTENT is written) and return the message for the model (:meth:`SagaVerdict.model_message`).
@@ -679,6 +680,8 @@ class Saga:
             args: validated arguments when known (the wrapper), else ``None``.
             raw_args: the raw argument text (guardrails see only that).
             refused_by: who refused it (journaled): ``"policy"`` or a guardrail's name.
+            intent: the call's INTENT when it was written before the refusal (the saga failed
+                while it was being written): the REFUSED entry is then its one outcome.
 
         Returns:
             The message the model gets instead of the tool's output. It is returned even when the
@@ -686,7 +689,8 @@ class Saga:
         """
         message = (await read_verdict(self)).model_message()
         payload: dict[str, Any] = {
-            "intent_seq": None, "not_run": True, "result": message, "refused_by": refused_by,
+            "intent_seq": intent.seq if intent else None, "not_run": True, "result": message,
+            "refused_by": refused_by,
             "reason": "saga failed",
             "reversibility": _REVERSIBILITY_TEXT[decl.reversibility] if decl else "undeclared",
         }
@@ -694,8 +698,8 @@ class Saga:
             payload["args"] = _encode_or_marker(args)
         if raw_args is not None:
             payload["raw_args"] = raw_args
-        keys: dict[str, Any] = {"write_key": f"{self._invocation_id()}:outcome", "tool": tool,
-                                "call_id": call_id}
+        invocation = intent.write_key.rsplit(":", 1)[0] if intent else self._invocation_id()
+        keys: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
         try:
             await self.journal.append(self.saga_id, Phase.REFUSED, payload=payload, **keys)
         except Exception:  # noqa: BLE001 - the call is refused anyway; the entry is retried by settle()
@@ -755,6 +759,14 @@ class Saga:
         except BaseException:
             self._end(done)
             raise
+        if self.refuses_effects(decl):
+            # The saga failed while the INTENT was being written (a call of the same turn): the
+            # body must not run after the failure; the REFUSED entry is the call's outcome.
+            try:
+                return await self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[return-value]
+                                              refused_by="policy", intent=intent)
+            finally:
+                self._end(done)
         frame = CallFrame(self, tool, call_id, intent.seq)
         token = current_call.set(frame)
         started = time.monotonic()
@@ -854,6 +866,12 @@ class Saga:
         except BaseException:
             self._end(done)
             raise
+        if self.refuses_effects(decl):  # failed while the INTENT was written: see run_call
+            try:
+                return on_loop(self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[no-any-return]
+                                                refused_by="policy", intent=intent))
+            finally:
+                self._end(done)
         frame = CallFrame(self, tool, call_id, intent.seq)
         token = current_call.set(frame)
         try:

@@ -78,7 +78,8 @@ class Keyring:
 
         Raises:
             ConfigurationError: the directory does not exist, a file is not an Ed25519 key in PEM,
-                several ``*.key`` files and no ``signing_key_id``, or that key is missing.
+                several ``*.key`` files and no ``signing_key_id``, that key is missing, or the
+                signing key's ``.pub`` file holds another public key.
         """
         serialization, ed25519 = _crypto()
         root = Path(directory)
@@ -112,6 +113,15 @@ class Keyring:
             signing = (signing_key_id, read(path, True))
         elif private:
             signing = (private[0].stem, read(private[0], True))
+        if signing is not None and signing[0] in verify:
+            raw = serialization.Encoding.Raw, serialization.PublicFormat.Raw
+            if verify[signing[0]].public_bytes(*raw) != signing[1].public_key().public_bytes(*raw):
+                # Everything this host signed would then fail to verify, and every saga it
+                # checkpointed would be refused from then on.
+                raise ConfigurationError(
+                    f"keyring {str(root)!r}: {signing[0]}.pub is not the public key of "
+                    f"{signing[0]}.key; restore the matching pair"
+                )
         return cls(verify, signing)
 
     @property

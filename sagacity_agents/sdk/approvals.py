@@ -41,7 +41,7 @@ from ..core.evidence import Evidence, sign_decision, verified_entries
 from ..core.grants import consumed_decisions
 from ..core.journal import Clock, Journal, utc_now
 from ..core.saga import Grant, Saga
-from ..errors import ApprovalError, EncodingError
+from ..errors import ApprovalError, EncodingError, describe_error
 from .fallback import rebuild_pending_calls
 from .graph import agent_graph
 from .tools import DECLARATION_ATTR, declaration_of
@@ -139,6 +139,34 @@ class PauseOutcome:
     state: Any
     """The ``RunState`` with automatic decisions applied (invalid arguments rejected, consumed
     decisions reused)."""
+
+
+def _check_against_journal(request: ApprovalRequest, entries: list[Any]) -> None:
+    """The store's request is working state that a database writer can edit, and it is what a
+    human reads before deciding (``approvals show``): its tool, call, arguments and hash must be
+    those journaled (AWAITING_APPROVAL, inside the verified chain) when the run paused.
+
+    Raises:
+        ApprovalError: they are not (the request was edited in the store, or never journaled).
+    """
+    paused = next((e for e in entries if e.phase is Phase.AWAITING_APPROVAL
+                   and isinstance(e.payload, dict) and e.payload.get("request_id") == request.request_id),
+                  None)
+    if paused is None:
+        raise ApprovalError(f"request {request.request_id} is not journaled in saga {request.saga_id}; refusing to decide it")
+    journaled = paused.payload
+    try:
+        shown = args_hash(request.args)
+    except EncodingError:
+        shown = None
+    if (paused.tool, paused.call_id) != (request.tool, request.call_id) or journaled.get("args_hash") != request.args_hash \
+            or shown != request.args_hash:
+        raise ApprovalError(
+            f"request {request.request_id} in the approval store (tool {request.tool!r}, call "
+            f"{request.call_id}, arguments hashing to {shown}, recorded hash {request.args_hash}) is "
+            f"not the one journaled at seq {paused.seq} (tool {paused.tool!r}, call {paused.call_id}, "
+            f"hash {journaled.get('args_hash')}): the store was changed; refusing to decide it"
+        )
 
 
 class ApprovalDesk:
@@ -243,7 +271,10 @@ class ApprovalDesk:
             requests.append(request)
         await self.store.save_snapshot(saga.saga_id, snapshot)
         if self.evidence is not None:
-            await self.evidence.checkpoint(self.journal, saga.saga_id)  # the head at the pause
+            try:
+                await self.evidence.checkpoint(self.journal, saga.saga_id)  # the head at the pause
+            except Exception as exc:  # noqa: BLE001 - as at close: the pause stands; reported
+                saga.journal_errors.append(f"checkpoint not written at the pause: {describe_error(exc)}")
         return PauseOutcome(tuple(requests), state)
 
     # --- deciding -------------------------------------------------------------------------
@@ -257,7 +288,8 @@ class ApprovalDesk:
 
         Raises:
             ApprovalError: unknown, consumed or expired request, a request with no recorded
-                hash, an empty approver, or a second, different decision.
+                hash, an empty approver, a second, different decision, or a request whose tool,
+                call, arguments or hash in the store differ from those journaled at the pause.
         """
         if not approver:
             raise ApprovalError("a decision needs the approver's identity")
@@ -282,14 +314,15 @@ class ApprovalDesk:
         entries = await verified_entries(self.journal, request.saga_id, self.evidence)
         if any(e.phase is Phase.SAGA_CLOSED for e in entries):
             raise ApprovalError(f"saga {request.saga_id} is closed; nothing can run on this decision")
+        _check_against_journal(request, entries)
+        signature = self._signature(request, approve, approver)
         phase = Phase.APPROVED if approve else Phase.REJECTED
         try:
             await self.journal.append(
                 request.saga_id, phase, write_key=f"decision:{request_id}", tool=request.tool,
                 call_id=request.call_id,
                 payload={"request_id": request_id, "args_hash": request.args_hash,
-                         "approver": approver, "reason": reason,
-                         **self._signature(request, approve, approver)},
+                         "approver": approver, "reason": reason, **signature},
             )
         except Exception as exc:
             raise ApprovalError(f"decision on {request_id} could not be journaled: {exc}") from exc
@@ -298,8 +331,24 @@ class ApprovalDesk:
         )
 
     def _signature(self, request: ApprovalRequest, approve: bool, approver: str) -> dict[str, Any]:
+        """The decision's signature, ``{}`` when none is needed or allowed here.
+
+        Raises:
+            ApprovalError: an approval this host cannot sign as its own verify keyring requires:
+                journaled, it would fail verification and leave the saga impossible to resume,
+                recover or close (every one of them verifies first).
+        """
         keyring = self.evidence.keyring if self.evidence is not None else None
-        if keyring is None or not keyring.can_sign:
+        problem = self.evidence.decision_key_problem if self.evidence is not None else None
+        if problem is not None:
+            if approve:
+                raise ApprovalError(
+                    f"cannot approve {request.request_id} here: {problem}, so the approval would "
+                    "not verify and the saga could no longer be resumed, recovered or closed; "
+                    "approve from a host holding a decision key (nothing was journaled)"
+                )
+            return {}  # an unsigned rejection verifies; one signed by a refused key would not
+        if keyring is None:
             return {}
         return {"signature": sign_decision(
             keyring, saga_id=request.saga_id, request_id=request.request_id,

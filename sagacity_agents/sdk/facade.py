@@ -387,7 +387,9 @@ class Sagacity:
         """Approve a request: journals APPROVED (approver, reason, the hash decided on).
 
         Raises:
-            ApprovalError: unknown, consumed or expired request; a different decision exists.
+            ApprovalError: unknown, consumed or expired request; a different decision exists;
+                a verify keyring is configured but this host holds no key allowed to sign
+                decisions (the approval would not verify; nothing is journaled).
         """
         return await self.desk.decide(request_id, approve=True, approver=approver, reason=reason)
 

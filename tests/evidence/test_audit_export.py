@@ -129,3 +129,78 @@ def test_audit_checkpoint_signs_on_demand_and_refuses_a_broken_saga(populated):
     assert bad.exit_code == 1 and "first bad seq 5" in bad.output
     verify = CliRunner().invoke(cli, ["journal", "verify", "--db", db, "--checkpoints", cps, "--keyring", keys])
     assert verify.exit_code == 1 and "at seq 5: hash mismatch" in verify.output
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_audit_verify_and_journal_verify_agree_on_who_may_sign_decisions(populated, tmp_path, monkeypatch, how):
+    """The approval in the export is signed by `auditor-1`; only `alice-1` may sign decisions.
+    `journal verify` and `audit verify` both report it (--decision-keys, or
+    $SAGACITY_DECISION_KEYS), naming the APPROVED entry: the two verifiers never disagree."""
+    db, cps, keys, (done, paused) = populated
+    out = tmp_path / "audit.jsonl"
+    export(db, cps, out)
+    extra = ["--decision-keys", "alice-1"] if how == "option" else []
+    if how == "environment":
+        monkeypatch.setenv("SAGACITY_DECISION_KEYS", "alice-1")
+    journal = CliRunner().invoke(cli, ["journal", "verify", "--db", db, "--checkpoints", cps, "--keyring", keys, *extra])
+    exported = CliRunner().invoke(cli, ["audit", "verify", str(out), "--keyring", keys, *extra])
+    for result in (journal, exported):
+        assert result.exit_code == 1, result.output
+        assert re.search(r"BROKEN .*at seq \d+: bad signature: .*may not sign decisions", result.output), result.output
+    assert "1 of 2" in journal.output and "1 of 2" in exported.output
+
+
+def test_a_damaged_checkpoint_file_is_reported_by_verify_and_export_not_a_traceback(populated, tmp_path):
+    """A line appended to one saga's checkpoint file that is not a checkpoint (damage, or a
+    write cut short): `journal verify` reports that saga BROKEN, still verifies the other one,
+    and exits 1; `audit export` exits 1 naming the problem."""
+    db, cps, keys, (done, paused) = populated
+    path = DirectoryCheckpointStore(cps)._file(done)
+    with path.open("a") as fh:
+        fh.write('{"saga_id": "cut sh\n')
+    verify = CliRunner().invoke(cli, ["journal", "verify", "--db", db, "--checkpoints", cps, "--keyring", keys])
+    assert verify.exit_code == 1 and isinstance(verify.exception, SystemExit), verify.output
+    assert "unreadable checkpoint" in verify.output and "1 of 2" in verify.output, verify.output
+    out = CliRunner().invoke(cli, ["audit", "export", "--out", str(tmp_path / "a.jsonl"), "--db", db, "--checkpoints", cps])
+    assert out.exit_code == 1 and isinstance(out.exception, SystemExit), out.output
+    assert "cannot export the checkpoints" in out.output
+
+
+def test_a_deleted_checkpointed_saga_is_in_a_full_export_and_reported_missing(populated, tmp_path):
+    """The completed saga is deleted from the journal: `journal verify --checkpoints` reports it
+    missing, and so do `audit verify` and the stand-alone verifier on a full export (it carries
+    the saga's checkpoints), rather than an export that simply leaves the saga out."""
+    db, cps, keys, (done, paused) = populated
+    sql(db, "DELETE FROM sagacity_journal WHERE saga_id = ?", (done,))
+    journal = CliRunner().invoke(cli, ["journal", "verify", "--db", db, "--checkpoints", cps, "--keyring", keys])
+    assert journal.exit_code == 1 and "missing saga" in journal.output
+    out = tmp_path / "audit.jsonl"
+    export(db, cps, out)
+    assert json.loads(out.read_text().splitlines()[0])["sagas"] == 2
+    ours = CliRunner().invoke(cli, ["audit", "verify", str(out), "--keyring", keys])
+    assert ours.exit_code == 1 and "missing saga" in ours.output, ours.output
+    assert run_doc_verifier(out) == (1, {paused: None, done: 1})
+
+
+@pytest.mark.parametrize("edit", ["duplicated entry line", "seq true in a line", "two lines swapped"])
+def test_ours_and_the_documented_verifier_name_the_same_first_bad_seq(populated, tmp_path, edit):
+    """An export edited by hand: both verifiers name the same first bad seq (a duplicated line
+    of seq 3 is bad at position 4, not at seq 3, which is sound; a non-integer seq is reported
+    as the position, never as `True`)."""
+    db, cps, keys, (done, paused) = populated
+    out = tmp_path / "audit.jsonl"
+    export(db, cps, out, done)
+    lines = out.read_text().splitlines()
+    if edit == "duplicated entry line":
+        lines.insert(4, lines[3])
+        expected = 4
+    elif edit == "seq true in a line":
+        lines[3] = json.dumps({**json.loads(lines[3]), "seq": True})
+        expected = 3
+    else:
+        lines[2], lines[3] = lines[3], lines[2]
+        expected = 2
+    write(out, "\n".join(lines) + "\n")
+    assert run_doc_verifier(out) == (1, {done: expected})
+    ours = CliRunner().invoke(cli, ["audit", "verify", str(out), "--keyring", keys])
+    assert ours.exit_code == 1 and f"BROKEN  saga {done}  at seq {expected}:" in ours.output, ours.output

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 from agents import function_tool
 
-from sagacity_agents import ChainFault, EvidenceError, Phase, Sagacity, SagaStatus, compensable
+from sagacity_agents import ApprovalError, ChainFault, EvidenceError, Phase, Sagacity, SagaStatus, compensable
 from sagacity_agents.core.canonical import canonical_bytes, sha256_hex
 from sagacity_agents import DirectoryCheckpointStore, Keyring
 from sagacity_agents.core.checkpoints import sign_checkpoint
+from sagacity_agents.core.evidence import sign_decision
 from sagacity_agents.core.signing import generate_key
 from sagacity_agents.core.sqlite_journal import SqliteJournal
 
@@ -207,7 +208,16 @@ async def test_a_decision_signed_by_a_key_not_allowed_for_decisions_is_refused(t
                       decision_keys=["alice-1"])
     try:
         result = await writer.run(wire_app.paused_agent(WIRE), "go")
-        await writer.approve(result.approvals[0].request_id, approver="alice")  # signed by writer-1
+        (request,) = result.approvals
+        # The library refuses to sign with writer-1 (see the test below); someone holding the
+        # agent host's key appends the approval it signs through the journal instead.
+        signature = sign_decision(writer.evidence.keyring, saga_id=result.saga_id,
+                                  request_id=request.request_id, call_id="w1",
+                                  args_hash=request.args_hash, approved=True, approver="alice")
+        await writer.journal.append(
+            result.saga_id, Phase.APPROVED, write_key=f"decision:{request.request_id}", tool="transfer",
+            call_id="w1", payload={"request_id": request.request_id, "args_hash": request.args_hash,
+                                   "approver": "alice", "reason": None, "signature": signature})
         with pytest.raises(EvidenceError, match="may not sign decisions"):
             await writer.resume(result.saga_id, wire_app.resumed_agent())
         assert wire_app.executions() == []
@@ -223,3 +233,38 @@ async def test_a_decision_signed_by_a_key_not_allowed_for_decisions_is_refused(t
         assert done.status is SagaStatus.COMPLETED and wire_app.executions() == ["5 USD -> acct-9"]
     finally:
         await writer.aclose()
+
+
+@pytest.mark.parametrize("keyring", ["verify only", "key not allowed for decisions"])
+async def test_an_approval_this_host_cannot_sign_as_required_is_refused_before_it_is_journaled(
+        tmp_path, keys, keyring):
+    """With a verify keyring, an approval must carry a signature by an allowed decision key. A
+    host that cannot make one (no private key, or only the checkpoint key) is refused before
+    anything is journaled: an unsigned approval in the chain would fail verification and leave
+    the saga impossible to resume, recover or close, its earlier effects never undone. A
+    rejection from such a host is journaled unsigned and verifies."""
+    generate_key(keys, "alice-1")
+    db = str(tmp_path / "j.db")
+    if keyring == "verify only":
+        verify_keys = Keyring.load(keys, signing_key_id="alice-1").verify_keys
+        ring, allowed = Keyring(verify_keys), None
+    else:
+        ring, allowed = Keyring.load(keys, signing_key_id="writer-1"), ["alice-1"]
+    host = Sagacity(db, keyring=ring, decision_keys=allowed)
+    try:
+        model = scripted([("note", {"text": "hi"}, "n1")], [("transfer", {"amount": 5, "to": "acct-9"}, "w1")],
+                         "done")
+        paused = await host.run(agent(model, wire_app.note, wire_app.transfer), "go")
+        (request,) = paused.approvals
+        before = len(await host.journal.entries(paused.saga_id))
+        with pytest.raises(ApprovalError, match="nothing was journaled"):
+            await host.approve(request.request_id, approver="alice")
+        assert len(await host.journal.entries(paused.saga_id)) == before
+        assert (await host.verify(paused.saga_id))[0].ok
+        await host.reject(request.request_id, approver="bob", reason="no")
+        assert (await host.verify(paused.saga_id))[0].ok
+        recovered = await host.recover(paused.saga_id, agent(scripted(), wire_app.note, wire_app.transfer))
+        assert recovered.status is SagaStatus.COMPENSATED and len(recovered.report.undone) == 1
+    finally:
+        await host.aclose()
+    assert wire_app.executions() == []

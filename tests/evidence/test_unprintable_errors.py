@@ -25,11 +25,21 @@ def test_describe_error_never_raises():
     assert describe_error(ValueError()) == "ValueError"
 
 
+LONE_SURROGATE = b"card \xff declined".decode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize(("error", "described"), [
+    (Unprintable, "Unprintable (message unavailable: its __str__ raised ZeroDivisionError)"),
+    # No JSON encoding for a lone surrogate: FAILED and SAGA_FAILED could not be written, the
+    # run raised EncodingError and the hotel stayed booked. Escaped in the description.
+    (lambda: ValueError(LONE_SURROGATE), "ValueError: card \\udcff declined"),
+], ids=["str raises", "lone surrogate"])
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
-async def test_e07_unprintable_exception_is_journaled_failed_and_compensated(sync):
+async def test_e07_unprintable_exception_is_journaled_failed_and_compensated(sync, error, described):
     """E-07: book a hotel (undoable), then a compensable body raises an exception whose str()
-    raises: FAILED with a safe description, the hotel is cancelled, COMPENSATED at once (no
-    in-flight wait: in_flight_timeout is 30 s by default and the run must not reach it)."""
+    raises, or whose message holds a lone surrogate (bytes decoded with surrogateescape): FAILED
+    with a safe description, the hotel is cancelled, COMPENSATED at once (no in-flight wait:
+    in_flight_timeout is 30 s by default and the run must not reach it), the chain verifies."""
     journal = InMemoryJournal()
     world: list[str] = []
 
@@ -40,10 +50,10 @@ async def test_e07_unprintable_exception_is_journaled_failed_and_compensated(syn
         return "booked"
 
     def charge_body(amount: int) -> str:
-        raise Unprintable()
+        raise error()
 
     async def charge_async(amount: int) -> str:
-        raise Unprintable()
+        raise error()
 
     body = charge_body if sync else charge_async
     body.__name__ = "charge"
@@ -53,10 +63,11 @@ async def test_e07_unprintable_exception_is_journaled_failed_and_compensated(syn
     entries = await journal.entries(result.saga_id)
     failed = [e for e in entries if e.phase is Phase.FAILED]
     assert len(failed) == 1 and failed[0].tool == "charge"
-    assert failed[0].payload["error"] == "Unprintable (message unavailable: its __str__ raised ZeroDivisionError)"
+    assert failed[0].payload["error"] == described
     assert result.status is SagaStatus.COMPENSATED
     assert world == []
     assert entries[-1].phase is Phase.SAGA_CLOSED and entries[-1].payload["status"] == "COMPENSATED"
+    assert (await Sagacity(journal).verify(result.saga_id))[0].ok
 
 
 async def test_e07_unprintable_exception_in_an_undo_is_journaled():
@@ -76,3 +87,4 @@ async def test_e07_unprintable_exception_in_an_undo_is_journaled():
     decl = ToolDeclaration(name="t", reversibility=Reversibility.COMPENSATABLE, undo=undo)
     report = await compensate(journal, "s", {"t": decl})
     assert report.failed[0].detail.startswith("Unprintable (message unavailable")
+
