@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import describe_error
 from .canonical import sha256_hex
-from .declarations import Reversibility, ToolDeclaration, declaration_by_id
+from .declarations import Reversibility, ToolDeclaration, declaration_by_id, is_ambiguous
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .journal import Journal
@@ -216,9 +216,13 @@ def _declaration_for(
     named = declarations.get(tool)
     if named is not None and named.declaration_id == decl_id:
         return named
-    for decl in declarations.values():
-        if decl.declaration_id == decl_id:
-            return decl
+    # Bound under another name: only when exactly one tool of the saga has that id (several
+    # would make the choice a guess, and a wrong undo is worse than none).
+    found = {id(d): d for d in declarations.values() if d.declaration_id == decl_id}
+    if len(found) == 1:
+        return next(iter(found.values()))
+    if found:
+        return None
     return declaration_by_id(decl_id)
 
 
@@ -317,6 +321,10 @@ async def compensate(
         if decl is None or decl.undo is None:
             error = f"no undo registered for tool {call.intent.tool!r} in this process" + (
                 f" (declaration {decl_id})" if decl_id else "")
+            if isinstance(decl_id, str) and is_ambiguous(decl_id):
+                error = (f"declaration {decl_id} names several different tools in this process "
+                         "(one factory or lambdas); the undo is not guessed: give each tool its "
+                         "own id with compensable(..., declaration_id=...)")
         else:
             outcome_payload_ctx = call.outcome.payload or {}
             ctx = CompensationContext(

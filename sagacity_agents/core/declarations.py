@@ -25,6 +25,7 @@ __all__ = [
     "Verdict",
     "check_undo",
     "declaration_by_id",
+    "is_ambiguous",
 ]
 
 
@@ -136,7 +137,7 @@ class ToolDeclaration:
         if self.classify is not None and not callable(self.classify):
             raise DeclarationError(f"{self.name}: classify must be callable, got {self.classify!r}")
         if self.declaration_id is not None:
-            _BY_ID[self.declaration_id] = self
+            _register(self)
 
     def verdict(self, result: Any) -> Verdict:
         """Classify a returned value (OK without a classifier).
@@ -152,11 +153,62 @@ class ToolDeclaration:
 
 _BY_ID: dict[str, ToolDeclaration] = {}
 """Every declaration with an id made in this process (filled when it is made, at decoration
-time); a later declaration under the same id (a function defined again) replaces the earlier."""
+time); a later declaration of the same tool under the same id (a function defined again)
+replaces the earlier."""
+
+_AMBIGUOUS: set[str] = set()
+"""Ids under which this process made declarations of *different* tools (another undo or another
+reversibility): such an id cannot say which undo a journaled call needs."""
+
+
+def _same_tool(a: ToolDeclaration, b: ToolDeclaration) -> bool:
+    """Whether two declarations under one id are the same tool made again (a factory called
+    twice with the same plain values, a module reloaded): same reversibility, same undo code,
+    same plain captured values. Objects captured count by type: a factory whose tools differ only
+    by the objects they capture cannot be told apart here and needs explicit ids."""
+    if a.reversibility is not b.reversibility:
+        return False
+    code_a = getattr(a.undo, "__code__", a.undo)
+    code_b = getattr(b.undo, "__code__", b.undo)
+    return code_a is code_b and _plain_cells(a.undo) == _plain_cells(b.undo)
+
+
+def _plain_cells(func: Any) -> list[Any]:
+    cells = getattr(func, "__closure__", None) or ()
+    values: list[Any] = []
+    for cell in cells:
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        values.append(value if isinstance(value, (str, int, float, bool, type(None)))
+                      else type(value).__qualname__)
+    return values
+
+
+def _register(decl: ToolDeclaration) -> None:
+    assert decl.declaration_id is not None
+    known = _BY_ID.get(decl.declaration_id)
+    if known is not None and not _same_tool(known, decl):
+        _AMBIGUOUS.add(decl.declaration_id)
+    _BY_ID[decl.declaration_id] = decl
 
 
 def declaration_by_id(declaration_id: str) -> ToolDeclaration | None:
     """The declaration made in this process under ``declaration_id`` (the latest one), or
     ``None``. Recovery uses it for tools it meets only at run time (an agent run inside a tool
-    body), which no walk of the agent graph can see in advance."""
+    body), which no walk of the agent graph can see in advance.
+
+    Returns ``None`` as well for an id under which this process made declarations of different
+    tools (:func:`is_ambiguous`): guessing could apply one tool's undo to another's effect.
+    """
+    if declaration_id in _AMBIGUOUS:
+        return None
     return _BY_ID.get(declaration_id)
+
+
+def is_ambiguous(declaration_id: str) -> bool:
+    """Whether this process made declarations of different tools under ``declaration_id`` (tools
+    built by one factory whose captured values do not tell them apart): give each its own id
+    (``compensable(..., declaration_id=...)``)."""
+    return declaration_id in _AMBIGUOUS

@@ -32,7 +32,8 @@ from agents.tool_context import ToolContext
 
 from ..core.declarations import Classifier, Reversibility, ToolDeclaration, Undo, check_undo
 from ..core.saga import current_saga
-from ..errors import DeclarationError
+from ..core.canonical import canonical_bytes, sha256_hex
+from ..errors import DeclarationError, EncodingError
 from .user_errors import SdkDeclarationError, as_user_error
 
 __all__ = [
@@ -216,14 +217,57 @@ def _copy_metadata(wrapper: Callable[..., Any], func: Any, target: Callable[...,
     wrapper.__wrapped__ = func  # type: ignore[attr-defined]
 
 
-def _declaration_id(func: Any) -> str:
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _captured(obj: Any) -> list[Any]:
+    """The plain values (str, int, float, bool, None) a function closes over, or a callable
+    object's plain attributes: what tells apart two tools one factory made (``booker("car")``
+    and ``booker("hotel")``). Other values count by their type's name only."""
+    if inspect.isroutine(obj):
+        values: list[Any] = []
+        for cell in getattr(inspect.unwrap(obj), "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            values.append(value if isinstance(value, _PLAIN) else type(value).__qualname__)
+        return values
+    attrs = sorted(getattr(obj, "__dict__", {}).items())
+    return [[k, v if isinstance(v, _PLAIN) else type(v).__qualname__] for k, v in attrs]
+
+
+def _declaration_id(func: Any, undo: Undo | None, explicit: str | None) -> str:
+    """The declaration id journaled with each INTENT: ``explicit`` when given, else
+    ``module:qualname`` of the function (or callable's class), followed, for tools made by a
+    factory or closing over values, by ``#`` and 12 hex digits of SHA-256 of the canonical
+    JSON of the values the function and its undo capture. The same in every process that
+    makes the tool from the same values."""
+    if explicit is not None:
+        if not isinstance(explicit, str) or not explicit:
+            raise SdkDeclarationError(f"declaration_id must be a non-empty string, got {explicit!r}")
+        return explicit
     owner = func if inspect.isroutine(func) else type(func)
-    return f"{owner.__module__}:{owner.__qualname__}"
+    base = f"{owner.__module__}:{owner.__qualname__}"
+    captured: list[Any] = [_captured(func)]
+    if undo is not None:
+        undo_owner = undo if inspect.isroutine(undo) else type(undo)
+        captured.append([getattr(undo_owner, "__qualname__", ""), _captured(undo)])
+        if not captured[1][1]:
+            captured.pop()
+    if not any(captured):
+        return base  # a module-level function: the readable id alone
+    try:
+        digest = sha256_hex(canonical_bytes(captured))
+    except EncodingError:  # e.g. a NaN captured: its text still tells values apart
+        digest = sha256_hex(repr(captured).encode("utf-8", "backslashreplace"))
+    return f"{base}#{digest[:12]}"
 
 
 def _declare(
     func: Any, reversibility: Reversibility, deco: str, args_hint: str, *,
     undo: Undo | None = None, classify: Classifier | None = None,
+    declaration_id: str | None = None,
 ) -> Callable[..., Any]:
     if isinstance(func, FunctionTool):
         raise SdkDeclarationError(
@@ -246,14 +290,16 @@ def _declare(
             undo=undo,
             classify=classify,
             is_async=inspect.iscoroutinefunction(target),
-            declaration_id=_declaration_id(func),
+            declaration_id=_declaration_id(func, undo, declaration_id),
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None
     return _wrap(func, decl)
 
 
-def compensable(undo: Undo, *, classify: Classifier | None = None) -> Callable[[F], F]:
+def compensable(
+    undo: Undo, *, classify: Classifier | None = None, declaration_id: str | None = None
+) -> Callable[[F], F]:
     """Declare a tool whose effect has an undo, run in reverse order if the saga fails.
 
     Args:
@@ -262,6 +308,11 @@ def compensable(undo: Undo, *, classify: Classifier | None = None) -> Callable[[
             undo failed (journaled; compensation goes on).
         classify: optional ``(result) -> Verdict | None`` marking returned values as refused
             (no effect, saga goes on) or failed (saga fails).
+        declaration_id: the id journaled with each INTENT, by which compensation and recovery
+            find this tool's undo in any process. Default: ``module:qualname`` of the function,
+            plus a digest of the plain values it and its undo capture (so ``booker("car")`` and
+            ``booker("hotel")`` made by one factory differ). Give one explicitly when tools
+            built alike capture no value that tells them apart.
 
     Raises:
         DeclarationError: at decoration time, when ``undo`` is missing, not callable, cannot take
@@ -285,7 +336,8 @@ def compensable(undo: Undo, *, classify: Classifier | None = None) -> Callable[[
 
     def decorate(func: F) -> F:
         return _declare(  # type: ignore[return-value]
-            func, Reversibility.COMPENSATABLE, "compensable", "(undo=...)", undo=undo, classify=classify
+            func, Reversibility.COMPENSATABLE, "compensable", "(undo=...)", undo=undo,
+            classify=classify, declaration_id=declaration_id,
         )
 
     return decorate
@@ -295,12 +347,19 @@ def _simple(reversibility: Reversibility, deco: str) -> Any:
     @overload
     def decorator(func: F, /) -> F: ...
     @overload
-    def decorator(*, classify: Classifier | None = None) -> Callable[[F], F]: ...
+    def decorator(
+        *, classify: Classifier | None = None, declaration_id: str | None = None
+    ) -> Callable[[F], F]: ...
 
-    def decorator(func: Any = None, /, *, classify: Classifier | None = None) -> Any:
+    def decorator(
+        func: Any = None, /, *, classify: Classifier | None = None,
+        declaration_id: str | None = None,
+    ) -> Any:
         if func is None:
-            return lambda f: _declare(f, reversibility, deco, "", classify=classify)
-        return _declare(func, reversibility, deco, "", classify=classify)
+            return lambda f: _declare(f, reversibility, deco, "", classify=classify,
+                                      declaration_id=declaration_id)
+        return _declare(func, reversibility, deco, "", classify=classify,
+                        declaration_id=declaration_id)
 
     return decorator
 
@@ -308,8 +367,8 @@ def _simple(reversibility: Reversibility, deco: str) -> Any:
 read_only = _simple(Reversibility.READ_ONLY, "read_only")
 read_only.__doc__ = """Declare a tool with no effect on the world: journaled, never compensated.
 
-Usable bare (``@read_only``) or with ``classify=...``. Raises ``DeclarationError`` when placed on
-top of ``@function_tool``."""
+Usable bare (``@read_only``) or with ``classify=...`` and ``declaration_id=...`` (as for
+``compensable``). Raises ``DeclarationError`` when placed on top of ``@function_tool``."""
 
 irreversible = _simple(Reversibility.IRREVERSIBLE, "irreversible")
 irreversible.__doc__ = """Declare a tool whose effect cannot be undone (a wire, a cancellation).

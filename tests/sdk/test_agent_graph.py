@@ -380,7 +380,7 @@ async def test_f04_recovery_finds_the_undo_of_a_tool_met_only_at_run_time(journa
     assert first.status is SagaStatus.OPEN and log == [("book_car", "Porto")]
     intent = next(e for e in await journals().entries(first.saga_id)
                   if e.phase is Phase.INTENT and e.call_id == "i1")
-    assert intent.payload["declaration"].endswith(":car_book.<locals>.book")
+    assert intent.payload["declaration"].split("#")[0].endswith(":car_book.<locals>.book")
 
     # A fresh Sagacity that knows only the outer agent; a hotel `book` is also declared in this
     # process under the same tool name: never used for the car's effect.
@@ -462,3 +462,102 @@ async def test_namespaced_irreversible_call_left_pending_keeps_the_saga_awaiting
     assert result.interruptions
     assert hooks.status is SagaStatus.AWAITING_APPROVAL
     assert ran == []
+
+
+def booker(kind: str, log: list):
+    """One factory for every kind of booking: its tools share a qualname."""
+
+    @function_tool(name_override="book")
+    @compensable(undo=lambda ctx: log.append(f"cancel_{kind}:{ctx.result}"))
+    def book(city: str) -> str:
+        log.append(f"book_{kind}")
+        return f"{kind}-1"
+
+    return book
+
+
+async def test_f04_one_factory_tools_met_at_run_time_never_get_each_others_undo(journals):
+    """F-04, factory-made: `booker("car")` runs inside a tool body; recovery is given an agent
+    whose graph holds `booker("hotel")` under the same tool name and qualname. The ids differ by
+    the values the factory captured, so the car is undone by the car's undo (never the hotel's)."""
+    log: list = []
+    inner = Agent(name="cars", model=scripted([("book", {"city": "Porto"}, "i1")], "car ok"),
+                  tools=[booker("car", log)])
+
+    @function_tool
+    @read_only
+    async def rent_car(city: str) -> str:
+        return str((await Runner.run(inner, city)).final_output)
+
+    outer = Agent(name="trip", model=scripted([("rent_car", {"city": "Porto"}, "c1")], "done"),
+                  tools=[rent_car])
+    first = await Sagacity(journals()).run(outer, "go", close=False)
+    assert first.status is SagaStatus.OPEN
+    decoy = Agent(name="trip", model=scripted(), tools=[rent_car, booker("hotel", log)])
+    result = await Sagacity(journals()).recover(first.saga_id, decoy)
+    assert result.status is SagaStatus.COMPENSATED
+    assert log == ["book_car", "cancel_car:car-1"]
+
+
+def test_lambdas_of_one_module_share_an_id_that_is_marked_ambiguous():
+    """Two different tools under one id (two lambdas of one module have the qualname
+    `<lambda>`): the registry refuses to name either, so recovery never guesses an undo."""
+    from sagacity_agents.core.declarations import declaration_by_id, is_ambiguous
+
+    first = compensable(undo=lambda ctx: None)(lambda city: "a")
+    second = compensable(undo=lambda ctx: None)(lambda city: "b")
+    ident = first.__sagacity_declaration__.declaration_id
+    assert ident == second.__sagacity_declaration__.declaration_id
+    assert is_ambiguous(ident) and declaration_by_id(ident) is None
+
+
+async def test_factory_tools_told_apart_only_by_objects_take_explicit_ids(journals):
+    """A factory whose tools differ only by an object they capture: with an explicit
+    declaration_id each, recovery undoes the car with the car's undo."""
+    log: list = []
+
+    class Backend:
+        def __init__(self, kind: str) -> None:
+            self.kind = kind
+
+    def object_booker(backend: Backend):
+        @function_tool(name_override="book")
+        @compensable(undo=lambda ctx: log.append(f"cancel_{backend.kind}"),
+                     declaration_id=f"booking.{backend.kind}")
+        def book(city: str) -> str:
+            log.append(f"book_{backend.kind}")
+            return "ok"
+
+        return book
+
+    inner = Agent(name="cars", model=scripted([("book", {"city": "Porto"}, "i1")], "car ok"),
+                  tools=[object_booker(Backend("car"))])
+
+    @function_tool
+    @read_only
+    async def rent_car(city: str) -> str:
+        return str((await Runner.run(inner, city)).final_output)
+
+    outer = Agent(name="trip", model=scripted([("rent_car", {"city": "Porto"}, "c1")], "done"),
+                  tools=[rent_car])
+    first = await Sagacity(journals()).run(outer, "go", close=False)
+    decoy = Agent(name="trip", model=scripted(),
+                  tools=[rent_car, object_booker(Backend("hotel"))])
+    result = await Sagacity(journals()).recover(first.saga_id, decoy)
+    assert result.status is SagaStatus.COMPENSATED
+    assert log == ["book_car", "cancel_car"]
+
+
+async def test_an_explicit_declaration_id_is_journaled():
+    """compensable(..., declaration_id=...) is the id journaled with each INTENT."""
+    journal = InMemoryJournal()
+
+    @function_tool
+    @compensable(undo=lambda ctx: None, declaration_id="cars.book")
+    def book(city: str) -> str:
+        return "ok"
+
+    agent = Agent(name="A", model=scripted([("book", {"city": "x"}, "b1")], "done"), tools=[book])
+    result = await Sagacity(journal).run(agent, "go")
+    intent = next(e for e in await journal.entries(result.saga_id) if e.phase is Phase.INTENT)
+    assert intent.payload["declaration"] == "cars.book"
