@@ -38,6 +38,9 @@ from .core.memory_approvals import InMemoryApprovalStore
 from .core.memory_journal import InMemoryJournal
 from .core.signing import Keyring
 from .core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, record_undo_data
+from .core.postgres_approvals import PostgresApprovalStore
+from .core.postgres_journal import PostgresJournal
+from .core.postgres_setup import PostgresDatabase
 from .core.sqlite_approvals import SqliteApprovalStore
 from .core.sqlite_journal import SqliteJournal
 from .core.verdict import SagaVerdict
@@ -135,6 +138,9 @@ __all__ = [
     "JournalWriteError",
     "Keyring",
     "Phase",
+    "PostgresApprovalStore",
+    "PostgresDatabase",
+    "PostgresJournal",
     "Reversibility",
     "Saga",
     "SagaFailedError",

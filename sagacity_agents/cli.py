@@ -36,7 +36,6 @@ from .core.chain import (
 from .core.entries import JournalEntry
 from .core.evidence import verify_sagas
 from .core.journal import Journal
-from .core.sqlite_journal import SqliteJournal
 from .errors import ConfigurationError, JournalError
 from .render import (
     data_text,
@@ -55,6 +54,8 @@ from .settings import (
     KEYRING_ENVVAR,
     evidence_from,
 )
+from .stores import is_postgres_uri
+from .stores import open_journal as open_journal_at
 
 __all__ = ["DB_ENVVAR", "UsageFailure", "cli", "db_option", "main", "open_journal", "with_journal"]
 
@@ -75,7 +76,8 @@ class UsageFailure(click.ClickException):
 def db_option(
     default: str = DEFAULT_JOURNAL_PATH, envvar: str | None = DB_ENVVAR
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The ``--db PATH`` option: the SQLite journal file (``$SAGACITY_DB``, else ``sagacity.db``)."""
+    """The ``--db PATH|URI`` option: the SQLite journal file or a ``postgresql://`` URI
+    (``$SAGACITY_DB``, else ``sagacity.db``)."""
     source = f"${envvar}, else {default}" if envvar else default
     return click.option(
         "--db",
@@ -83,12 +85,15 @@ def db_option(
         default=default,
         envvar=envvar,
         show_envvar=envvar is not None,
-        metavar="PATH",
-        help=f"SQLite journal file. Default: {source} (in the current directory).",
+        metavar="PATH|URI",
+        help=f"SQLite journal file or postgresql:// URI. Default: {source} (in the current "
+        "directory).",
     )
 
 
 def _check_journal_file(db: str) -> None:
+    if is_postgres_uri(db):
+        return  # the server reports a missing schema itself, naming `sagacity db migrate`
     path = Path(db)
     if not path.exists():
         raise UsageFailure(
@@ -122,8 +127,8 @@ def open_journal(db: str) -> Journal:
     """
     _check_journal_file(db)
     try:
-        return SqliteJournal(db)
-    except JournalError as exc:
+        return open_journal_at(db)
+    except (JournalError, ConfigurationError) as exc:
         raise click.ClickException(str(exc)) from exc
 
 
@@ -139,7 +144,7 @@ def with_journal(db: str, work: Callable[[Journal], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(run())
-    except JournalError as exc:
+    except (JournalError, ConfigurationError) as exc:
         raise click.ClickException(str(exc)) from exc
 
 
@@ -195,8 +200,9 @@ def cli() -> None:
       sagacity saga recover SAGA_ID --app MODULE:ATTR
                                          undo what a crashed process left behind
 
-    Journal commands read the SQLite file named by --db, else $SAGACITY_DB, else sagacity.db in
-    the current directory.
+    Journal commands read the SQLite file or postgresql:// URI named by --db, else
+    $SAGACITY_DB, else sagacity.db in the current directory. A PostgreSQL database is set up
+    (and upgraded) with `sagacity db migrate --db URI`.
     """
 
 
@@ -421,6 +427,38 @@ def journal_heads(saga_id: str | None, db: str, out: str | None) -> None:
     except OSError as exc:
         raise click.ClickException(f"cannot write {out}: {exc}") from exc
     make_console(highlight=False).print(f"wrote the heads of {len(heads)} saga(s) to {out}")
+
+
+# --- db -------------------------------------------------------------------------------------
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="Create or upgrade a PostgreSQL schema.")
+def db() -> None:
+    """Manage the PostgreSQL schema (SQLite files create their tables when opened)."""
+
+
+@db.command(short_help="Apply the schema migrations a PostgreSQL database is missing.")
+@db_option()
+def migrate(db: str) -> None:
+    """Apply the versioned schema migrations the PostgreSQL database at --db is missing.
+
+    Idempotent, and safe when several processes run it at once (an advisory lock serializes
+    them). Run it with a role that may create tables; the application itself may then run with
+    a role that can only SELECT and INSERT journal rows (see docs/postgres.md).
+    """
+    if not is_postgres_uri(db):
+        raise UsageFailure(
+            f"--db {db} is not a postgresql:// URI: SQLite files create their tables when opened"
+        )
+    from .core.postgres_setup import migrate as apply_migrations
+
+    try:
+        applied = asyncio.run(apply_migrations(db))
+    except (JournalError, ConfigurationError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    console = make_console(highlight=False)
+    if applied:
+        console.print(f"applied migration(s) {', '.join(map(str, applied))}: schema is current")
+    else:
+        console.print("schema is current: nothing to apply")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

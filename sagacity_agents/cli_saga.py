@@ -25,10 +25,10 @@ from rich.table import Table
 from rich.text import Text
 
 from .cli import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
-from .core.approval import ApprovalRequest, args_hash
-from .core.sqlite_approvals import SqliteApprovalStore
+from .core.approval import ApprovalRequest, ApprovalStore, args_hash
 from .errors import ApprovalError, EncodingError, SagacityError, describe_error
 from .render import data_text, make_console, printable, status_text
+from .stores import open_approval_store
 
 __all__ = ["approvals", "load_app", "saga"]
 
@@ -55,17 +55,20 @@ def _with_sagacity(db: str, work: Callable[[Any], Awaitable[T]]) -> T:
         raise click.ClickException(str(exc)) from exc
 
 
-def _with_store(db: str, work: Callable[[SqliteApprovalStore], Awaitable[T]]) -> T:
+def _with_store(db: str, work: Callable[[ApprovalStore], Awaitable[T]]) -> T:
     _check_journal_file(db)
 
     async def run() -> T:
-        store = SqliteApprovalStore(db)
+        store = open_approval_store(db)
         try:
             return await work(store)
         finally:
             await store.close()
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    except SagacityError as exc:  # unreachable server, old schema, missing extra...
+        raise click.ClickException(str(exc)) from exc
 
 
 def _age(created_at: str) -> str:
@@ -102,7 +105,7 @@ def approvals() -> None:
 def approvals_list(db: str, show_all: bool) -> None:
     """List approval requests (pending ones unless --all), oldest first."""
 
-    async def load(store: SqliteApprovalStore) -> list[ApprovalRequest]:
+    async def load(store: ApprovalStore) -> list[ApprovalRequest]:
         return await store.list(None, pending_only=not show_all)
 
     requests = _with_store(db, load)
@@ -126,7 +129,7 @@ def approvals_list(db: str, show_all: bool) -> None:
 def approvals_show(request_id: str, db: str) -> None:
     """Show one request: the arguments the tool would receive, their hash, the saga, its age."""
 
-    async def load(store: SqliteApprovalStore) -> ApprovalRequest | None:
+    async def load(store: ApprovalStore) -> ApprovalRequest | None:
         return await store.get(request_id)
 
     request = _with_store(db, load)

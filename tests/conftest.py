@@ -21,3 +21,21 @@ def any_journal(request, tmp_path):
     import asyncio
 
     asyncio.run(journal.close()) if request.param == "sqlite" else None
+
+
+@pytest.fixture(scope="session")
+def pg_session_uri():
+    """URI of this session's migrated PostgreSQL schema (skipped without a server; failed
+    under CI)."""
+    from tests.pg import migrated_schema
+
+    yield from migrated_schema()
+
+
+@pytest.fixture
+def pg_uri(pg_session_uri):
+    """The session's PostgreSQL schema, emptied for this test."""
+    from tests.pg import truncate
+
+    truncate(pg_session_uri)
+    return pg_session_uri

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import ApprovalError
-from .canonical import canonical_bytes, format_timestamp, sha256_hex, to_canonical_value
+from .canonical import canonical_bytes, format_timestamp, parse_json, sha256_hex, to_canonical_value
 
 __all__ = [
     "APPROVED",
@@ -277,6 +277,18 @@ class DecisionNotifier:
             except RuntimeError:  # the loop is closed: nobody is waiting there any more
                 pass
 
+    def notify_all(self) -> None:
+        """Wake every waiter (decisions may have been missed: each re-reads its request)."""
+        with self._lock:
+            ids = builtins.list(self._waiters)
+        for request_id in ids:
+            self.notify(request_id)
+
+    async def listen(self) -> None:
+        """Make sure decisions made by other processes wake waiters from now on, when the store
+        can learn of them (PostgreSQL: LISTEN); a no-op here, where only :meth:`notify` wakes.
+        :func:`wait_for_decision` calls it after subscribing and before its first read."""
+
 
 # --- the contract --------------------------------------------------------------------------
 
@@ -450,6 +462,41 @@ def _unique(ids: Iterable[str]) -> builtins.list[str]:
     return builtins.list(dict.fromkeys(ids))
 
 
+# --- rows of the SQL stores ----------------------------------------------------------------
+
+REQUEST_COLUMNS = (
+    "request_id",
+    "saga_id",
+    "call_id",
+    "tool",
+    "args",
+    "raw_args",
+    "args_hash",
+    "created_at",
+    "expires_at",
+    "decision",
+    "approver",
+    "reason",
+    "decided_at",
+    "consumed_at",
+)
+"""Columns of ``sagacity_approval_requests`` holding an :class:`ApprovalRequest`, in row order."""
+
+
+def request_from_row(row: tuple[Any, ...]) -> ApprovalRequest:
+    """Rebuild a request from a row of :data:`REQUEST_COLUMNS` (``args`` as canonical JSON text)."""
+    data = dict(zip(REQUEST_COLUMNS, row, strict=True))
+    data["args"] = parse_json(data["args"])
+    return ApprovalRequest(**data)
+
+
+def request_to_row(request: ApprovalRequest) -> tuple[Any, ...]:
+    """The row of :data:`REQUEST_COLUMNS` storing ``request`` (``args`` as RFC 8785 text)."""
+    data = request.to_dict()
+    data["args"] = canonical_bytes(request.args).decode("utf-8")
+    return tuple(data[c] for c in REQUEST_COLUMNS)
+
+
 # --- waiting -------------------------------------------------------------------------------
 
 
@@ -474,6 +521,10 @@ async def wait_for_decision(
       multiplied by ``backoff`` (default 2.0) and capped at ``max_interval`` (default 1.0): with
       the defaults 0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, ... seconds. A decision made elsewhere is
       thus seen within ``max_interval`` seconds once the backoff has reached it.
+    * **PostgreSQL**: the store's one LISTEN connection per process wakes the waiter when any
+      process decides (NOTIFY, payload = the request id). LISTEN is active before the first read,
+      and a reconnect wakes every waiter to re-read; polling goes on regardless, so a lost
+      notification only delays.
 
     A notification is only a hint: the store is always re-read before returning.
 
@@ -503,6 +554,8 @@ async def wait_for_decision(
     event = notifier.subscribe(request_id) if isinstance(notifier, DecisionNotifier) else None
     interval = poll_interval
     try:
+        if event is not None and isinstance(notifier, DecisionNotifier):
+            await notifier.listen()  # before the first read: a decision after it wakes us
         while True:
             request = await store.get(request_id)
             if request is None:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from ..errors import ApprovalError
 from .approval import (
+    REQUEST_COLUMNS,
     ApprovalRequest,
     Decision,
     DecisionNotifier,
@@ -18,43 +19,17 @@ from .approval import (
     _check_decision,
     _consume_refusal,
     _unique,
+    request_from_row,
+    request_to_row,
 )
-from .canonical import canonical_bytes, format_timestamp, parse_json
+from .canonical import format_timestamp
 from .sqlite_setup import SqliteWorker
 
 __all__ = ["SqliteApprovalStore"]
 
 T = TypeVar("T")
 
-_COLUMNS = (
-    "request_id",
-    "saga_id",
-    "call_id",
-    "tool",
-    "args",
-    "raw_args",
-    "args_hash",
-    "created_at",
-    "expires_at",
-    "decision",
-    "approver",
-    "reason",
-    "decided_at",
-    "consumed_at",
-)
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM sagacity_approval_requests"
-
-
-def _row_to_request(row: tuple[Any, ...]) -> ApprovalRequest:
-    data = dict(zip(_COLUMNS, row, strict=True))
-    data["args"] = parse_json(data["args"])
-    return ApprovalRequest(**data)
-
-
-def _request_to_row(request: ApprovalRequest) -> tuple[Any, ...]:
-    data = request.to_dict()
-    data["args"] = canonical_bytes(request.args).decode("utf-8")
-    return tuple(data[c] for c in _COLUMNS)
+_SELECT = f"SELECT {', '.join(REQUEST_COLUMNS)} FROM sagacity_approval_requests"
 
 
 class SqliteApprovalStore(SqliteWorker):
@@ -105,16 +80,16 @@ class SqliteApprovalStore(SqliteWorker):
 
     def _create_sync(self, request: ApprovalRequest) -> None:
         cursor = self._conn.execute(
-            f"INSERT INTO sagacity_approval_requests ({', '.join(_COLUMNS)}) "
-            f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (request_id) DO NOTHING",
-            _request_to_row(request),
+            f"INSERT INTO sagacity_approval_requests ({', '.join(REQUEST_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(REQUEST_COLUMNS))}) ON CONFLICT (request_id) DO NOTHING",
+            request_to_row(request),
         )
         if cursor.rowcount != 1:
             raise ApprovalError(f"approval request {request.request_id!r} already exists")
 
     def _get_sync(self, request_id: str) -> ApprovalRequest | None:
         row = self._conn.execute(f"{_SELECT} WHERE request_id = ?", (request_id,)).fetchone()
-        return None if row is None else _row_to_request(row)
+        return None if row is None else request_from_row(row)
 
     def _list_sync(self, saga_id: str | None, pending_only: bool) -> builtins.list[ApprovalRequest]:
         clauses, params = [], []
@@ -127,7 +102,7 @@ class SqliteApprovalStore(SqliteWorker):
         rows = self._conn.execute(
             f"{_SELECT}{where} ORDER BY created_at, rowid", tuple(params)
         ).fetchall()
-        return [_row_to_request(r) for r in rows]
+        return [request_from_row(r) for r in rows]
 
     def _decide_sync(
         self,
@@ -139,7 +114,7 @@ class SqliteApprovalStore(SqliteWorker):
     ) -> ApprovalRequest:
         def run(conn: sqlite3.Connection) -> tuple[ApprovalRequest, bool]:
             row = conn.execute(f"{_SELECT} WHERE request_id = ?", (request_id,)).fetchone()
-            current = None if row is None else _row_to_request(row)
+            current = None if row is None else request_from_row(row)
             updated, changed = _apply_decision(
                 current, request_id, decision, approver, reason, decided_at
             )

@@ -24,15 +24,12 @@ from ..core.compensation import CompensationItem, CompensationReport
 from ..core.evidence import verify_sagas
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS
-from ..core.memory_approvals import InMemoryApprovalStore
-from ..core.memory_journal import InMemoryJournal
 from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
-from ..core.sqlite_approvals import SqliteApprovalStore
-from ..core.sqlite_journal import SqliteJournal
 from ..core.checkpoints import CheckpointStore
 from ..core.signing import Keyring
 from ..errors import ApprovalError, ConfigurationError, SagacityError, SagaStateError
 from ..settings import DEFAULT_JOURNAL_PATH, evidence_from, journal_path
+from ..stores import approval_store_for, open_journal
 from .approvals import ApprovalDesk
 from .binding import bind_agent
 from .guardrails import withheld_reason
@@ -128,7 +125,7 @@ def _journal_from(journal: Journal | str | Path | None) -> Journal:
     if journal is None:
         journal = journal_path()
     if isinstance(journal, (str, Path)):
-        return InMemoryJournal() if str(journal) == ":memory:" else SqliteJournal(journal)
+        return open_journal(journal)
     return journal
 
 
@@ -136,11 +133,14 @@ class Sagacity:
     """The facade: runs an agent under a saga and returns a :class:`SagaResult`.
 
     Args:
-        journal: a :class:`Journal`, a SQLite file path, ``":memory:"`` for an in-memory journal,
-            or ``None`` for ``$SAGACITY_DB`` or ``sagacity.db`` in the current directory.
+        journal: a :class:`Journal`, a SQLite file path, a ``postgresql://`` URI (the
+            ``postgres`` extra; migrate first with ``sagacity db migrate``), ``":memory:"`` for an
+            in-memory journal, or ``None`` for ``$SAGACITY_DB`` or ``sagacity.db`` in the
+            current directory.
         policy: what the first failed call does (default: stop the run at once).
         in_flight_timeout: seconds to wait for calls still running before compensating.
-        approvals: the approval store (default: SQLite in the journal's file, else in memory).
+        approvals: the approval store; by default the one living with the journal (same
+            PostgreSQL database and pools, same SQLite file, or in memory).
         approval_ttl: seconds before an approval request expires (``None``: never).
         fail_on_rejection: a rejected call fails the saga (which compensates) instead of
             letting the model carry on.
@@ -178,8 +178,7 @@ class Sagacity:
         self.evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
         self.journal = _journal_from(journal)
         if approvals is None:
-            path = getattr(self.journal, "path", None)
-            approvals = SqliteApprovalStore(path) if path and path != ":memory:" else InMemoryApprovalStore()
+            approvals = approval_store_for(self.journal)
         self.approvals = approvals
         self.desk = ApprovalDesk(self.journal, approvals, ttl=approval_ttl, evidence=self.evidence)
         self.policy = FailurePolicy(policy)

@@ -16,25 +16,37 @@ import types
 from typing import Any
 
 
+def _open_store(location: str) -> Any:
+    """The approval store at ``location`` (a SQLite path or a postgresql:// URI), imported
+    without the package's ``__init__``."""
+    if location.startswith("postgresql://"):
+        module = _core_module("sagacity_agents.core.postgres_approvals")
+        return module.PostgresApprovalStore(location)
+    return _core_module("sagacity_agents.core.sqlite_approvals").SqliteApprovalStore(location)
+
+
 def _core_approval() -> types.ModuleType:
     """Import ``sagacity_agents.core.sqlite_approvals`` without the package's ``__init__``."""
+    return _core_module("sagacity_agents.core.sqlite_approvals")
+
+
+def _core_module(name: str) -> types.ModuleType:
+    """Import the core module ``name`` without the package's ``__init__``."""
     if "sagacity_agents" not in sys.modules:
         spec = importlib.util.find_spec("sagacity_agents")
         assert spec is not None and spec.submodule_search_locations is not None
         package = types.ModuleType("sagacity_agents")
         package.__path__ = list(spec.submodule_search_locations)
         sys.modules["sagacity_agents"] = package
-    module = importlib.import_module("sagacity_agents.core.sqlite_approvals")
+    module = importlib.import_module(name)
     assert "agents" not in sys.modules, "the core imported the Agents SDK"
     return module
 
 
 def decide_later(path: str, request_id: str, delay: float, approver: str) -> None:
     """Open the store on ``path``, sleep ``delay`` seconds, approve ``request_id``."""
-    approval = _core_approval()
-
     async def main() -> None:
-        store = approval.SqliteApprovalStore(path)
+        store = _open_store(path)
         try:
             await asyncio.sleep(delay)
             now = dt.datetime.now(dt.timezone.utc)
@@ -54,7 +66,7 @@ def race_consume(path: str, request_id: str, barrier: Any, results: Any) -> None
     ApprovalError = approval.ApprovalError  # noqa: N806 - the class, from the same module tree
 
     async def main() -> tuple[str, str | None]:
-        store = approval.SqliteApprovalStore(path)
+        store = _open_store(path)
         try:
             barrier.wait(timeout=30)
             try:

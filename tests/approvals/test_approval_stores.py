@@ -98,6 +98,33 @@ def test_expiry():
         request.expired(dt.datetime(2030, 1, 1))
 
 
+async def race_two_processes(store: ApprovalStore, location: str) -> None:
+    """Two processes resume at once: both consume ``req-1`` (approved) on the store at
+    ``location``; exactly one wins, the other is refused."""
+    await store.create(make_request(1))
+    await store.decide("req-1", "approved", "alice", None, T0)
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    results = ctx.Queue()
+    racers = [
+        ctx.Process(target=_workers.race_consume, args=(location, "req-1", barrier, results))
+        for _ in range(2)
+    ]
+    for racer in racers:
+        racer.start()
+    outcomes = [await asyncio.to_thread(results.get, True, 60) for _ in racers]
+    for racer in racers:
+        await asyncio.to_thread(racer.join, 30)
+    results.close()
+    results.join_thread()
+    assert [r.exitcode for r in racers] == [0, 0]
+    kinds = sorted(kind for kind, _ in outcomes)
+    assert kinds == ["ok", "refused"], outcomes
+    refusal = next(message for kind, message in outcomes if kind == "refused")
+    assert "already consumed: 'req-1'" in refusal
+    assert (await store.get("req-1")).consumed_at is not None
+
+
 # --- the conformance suite -----------------------------------------------------------------
 
 
@@ -414,26 +441,105 @@ class TestSqliteApprovalStore(ApprovalStoreConformance):
 
     @pytest.mark.slow
     async def test_two_processes_racing_consume(self, store, tmp_path):
+        await race_two_processes(store, str(tmp_path / "sagacity.db"))
+
+
+class TestPostgresApprovalStore(ApprovalStoreConformance):
+    """The same suite on PostgreSQL, plus what only a shared server shows: NOTIFY across
+    processes, a dropped notification, a lost LISTEN connection, a two-process consume race."""
+
+    uri = ""
+
+    def make_store(self, tmp_path) -> ApprovalStore:
+        from sagacity_agents.core.postgres_approvals import PostgresApprovalStore
+
+        return PostgresApprovalStore(self.uri)
+
+    @pytest.fixture
+    async def store(self, pg_uri):
+        self.uri = pg_uri
+        store = self.make_store(None)
+        yield store
+        await store.close()
+
+    @pytest.mark.slow
+    async def test_notify_wakes_a_waiter_for_a_decision_made_by_another_process(self, store):
         await store.create(make_request(1))
-        await store.decide("req-1", "approved", "alice", None, T0)
         ctx = multiprocessing.get_context("spawn")
-        barrier = ctx.Barrier(2)
-        results = ctx.Queue()
-        path = str(tmp_path / "sagacity.db")
-        racers = [
-            ctx.Process(target=_workers.race_consume, args=(path, "req-1", barrier, results))
-            for _ in range(2)
-        ]
-        for racer in racers:
-            racer.start()
-        outcomes = [await asyncio.to_thread(results.get, True, 60) for _ in racers]
-        for racer in racers:
-            await asyncio.to_thread(racer.join, 30)
-        results.close()
-        results.join_thread()
-        assert [r.exitcode for r in racers] == [0, 0]
-        kinds = sorted(kind for kind, _ in outcomes)
-        assert kinds == ["ok", "refused"], outcomes
-        refusal = next(message for kind, message in outcomes if kind == "refused")
-        assert "already consumed: 'req-1'" in refusal
-        assert (await store.get("req-1")).consumed_at is not None
+        child = ctx.Process(
+            target=_workers.decide_later, args=(self.uri, "req-1", 0.5, "other-host")
+        )
+        child.start()
+        try:
+            # Polls 30 s apart: only the NOTIFY heard by this process's LISTEN connection can
+            # end the wait before the 20 s timeout.
+            result = await wait_for_decision(
+                store, "req-1", timeout=20, poll_interval=30, max_interval=30
+            )
+        finally:
+            await asyncio.to_thread(child.join, 30)
+        assert child.exitcode == 0
+        assert (result.decision, result.approver) == ("approved", "other-host")
+
+    async def test_dropped_notification_only_delays(self, store):
+        """A decision written without its NOTIFY (lost hint) is still seen: the waiter re-reads
+        the table each time its wait times out."""
+        await store.create(make_request(1))
+
+        def decide_silently() -> None:
+            time.sleep(0.2)
+            from tests.pg import admin_connect
+
+            with admin_connect(self.uri) as conn:
+                conn.execute(
+                    "UPDATE sagacity_approval_requests SET decision = 'approved', "
+                    "approver = 'silent', decided_at = %s WHERE request_id = 'req-1'",
+                    (format_timestamp(T0),),
+                )
+
+        waiter = asyncio.create_task(
+            wait_for_decision(store, "req-1", timeout=20, poll_interval=0.1, max_interval=0.3)
+        )
+        await asyncio.to_thread(decide_silently)
+        result = await waiter
+        assert (result.decision, result.approver) == ("approved", "silent")
+
+    async def test_lost_listen_connection_makes_waiters_reread(self, store):
+        """The LISTEN connection is killed after a silent decision: the reconnect wakes every
+        waiter, which re-reads and finds it (polls are 30 s apart, the timeout 20 s)."""
+        from sagacity_agents.core.postgres_setup import LISTENER_NAME
+        from tests.pg import admin_connect
+
+        await store.create(make_request(1))
+        waiter = asyncio.create_task(
+            wait_for_decision(store, "req-1", timeout=20, poll_interval=30, max_interval=30)
+        )
+
+        def decide_silently_then_kill_listener() -> int:
+            with admin_connect(self.uri) as conn:
+                for _ in range(100):  # until the waiter's LISTEN connection is up
+                    if conn.execute(
+                        "SELECT 1 FROM pg_stat_activity WHERE application_name = %s",
+                        (LISTENER_NAME,),
+                    ).fetchone():
+                        break
+                    time.sleep(0.05)
+                conn.execute(
+                    "UPDATE sagacity_approval_requests SET decision = 'rejected', "
+                    "approver = 'silent', decided_at = %s WHERE request_id = 'req-1'",
+                    (format_timestamp(T0),),
+                )
+                killed = conn.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE application_name = %s",
+                    (LISTENER_NAME,),
+                ).fetchone()
+            return int(killed[0])
+
+        assert await asyncio.to_thread(decide_silently_then_kill_listener) >= 1
+        result = await waiter
+        assert (result.decision, result.approver) == ("rejected", "silent")
+
+    @pytest.mark.slow
+    async def test_two_processes_racing_consume(self, store):
+        await race_two_processes(store, self.uri)

@@ -1,0 +1,465 @@
+"""One PostgreSQL database shared by the journal and the approval store of a process: connection
+pools (one per event loop), schema migrations and the start-up schema check, driver errors turned
+into ours, and the one LISTEN connection that wakes every decision waiter.
+
+psycopg 3 and psycopg_pool are the ``postgres`` extra: they are imported when a database is first
+used, never when this module is, and a missing install is a :class:`ConfigurationError` naming
+``pip install 'sagacity-agents[postgres]'``.
+
+Why a pool per event loop: an asyncio connection belongs to the loop that opened it, and
+``Sagacity.run_sync`` (like any ``asyncio.run``) starts a new loop per call. Each loop gets its own
+pool, opened on first use; when ``asyncio.run`` shuts its loop down, the pool is closed by an async
+generator the loop finalizes (``loop.shutdown_asyncgens``), so no connection outlives its loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, TypeVar
+
+from ..errors import ConfigurationError, JournalError, JournalWriteError
+
+__all__ = [
+    "INSTALL_HINT",
+    "MIGRATE_COMMAND",
+    "PostgresDatabase",
+    "is_postgres_uri",
+    "migrations",
+    "schema_version",
+]
+
+T = TypeVar("T")
+
+INSTALL_HINT = "pip install 'sagacity-agents[postgres]'"
+"""The command that installs the PostgreSQL backend's dependencies (psycopg 3, psycopg_pool)."""
+
+MIGRATE_COMMAND = "sagacity db migrate --db URI"
+"""The command that creates or upgrades the schema."""
+
+NOTIFY_CHANNEL = "sagacity_decisions"
+"""Channel a decision is announced on; the payload is the request id only (a hint: waiters
+always re-read the table)."""
+
+LISTENER_NAME = "sagacity-listener"
+"""``application_name`` of the LISTEN connection (to tell it apart in ``pg_stat_activity``)."""
+
+_MIGRATION_LOCK = 0x5A6A_C17E_D0DB  # advisory lock key serializing concurrent `db migrate`
+
+
+def is_postgres_uri(location: object) -> bool:
+    """Return whether ``location`` (a journal argument) names a PostgreSQL database:
+    a string starting with ``postgresql://`` or ``postgres://``."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
+def _drivers() -> tuple[Any, Any]:
+    """Import psycopg and psycopg_pool.
+
+    Raises:
+        ConfigurationError: the ``postgres`` extra is not installed.
+    """
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the PostgreSQL backend requires the 'postgres' extra: {INSTALL_HINT}"
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One versioned schema change shipped in ``core/sql/postgres/NNNN_name.sql``."""
+
+    version: int
+    """Its number (the file name's prefix); applied in increasing order."""
+    name: str
+    """The file name."""
+    sql: str
+    """The statements."""
+
+
+def migrations() -> list[Migration]:
+    """Every shipped migration, oldest first."""
+    folder = resources.files("sagacity_agents.core").joinpath("sql/postgres")
+    found = []
+    for item in folder.iterdir():
+        if item.name.endswith(".sql") and item.name[:4].isdigit():
+            found.append(Migration(int(item.name[:4]), item.name, item.read_text("utf-8")))
+    return sorted(found, key=lambda m: m.version)
+
+
+def schema_version() -> int:
+    """The schema version this code needs: the highest shipped migration."""
+    return migrations()[-1].version
+
+
+def full_schema_sql() -> str:
+    """The whole current schema in one file (``core/sql/postgres_schema.sql``); a test checks
+    that applying every migration gives exactly this."""
+    return (
+        resources.files("sagacity_agents.core").joinpath("sql/postgres_schema.sql").read_text("utf-8")
+    )
+
+
+async def migrate(conninfo: str, *, connect_timeout: float = 10.0) -> list[int]:
+    """Create or upgrade the schema at ``conninfo`` to :func:`schema_version`.
+
+    Idempotent; safe when several processes run it at once: the whole upgrade is one transaction
+    holding a transaction-scoped advisory lock, so a second process waits, then finds nothing left
+    to apply. Run it with a role that may create tables (not the application's role).
+
+    Args:
+        conninfo: ``postgresql://`` URI (libpq parameters such as ``options=-csearch_path=...``
+            apply).
+        connect_timeout: seconds to wait for the connection.
+
+    Returns:
+        The versions applied by this call (empty when the schema was current).
+
+    Raises:
+        ConfigurationError: psycopg is not installed.
+        JournalError: the database cannot be reached or a migration fails (nothing applied).
+    """
+    psycopg, _ = _drivers()
+    try:
+        async with await psycopg.AsyncConnection.connect(
+            conninfo, connect_timeout=max(1, round(connect_timeout))
+        ) as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS sagacity_schema_migrations ("
+                    " version integer PRIMARY KEY, name text NOT NULL,"
+                    " applied_at timestamptz NOT NULL DEFAULT now())"
+                )
+                cur = await conn.execute("SELECT version FROM sagacity_schema_migrations")
+                done = {row[0] for row in await cur.fetchall()}
+                applied = []
+                for migration in migrations():
+                    if migration.version in done:
+                        continue
+                    await conn.execute(migration.sql)
+                    await conn.execute(
+                        "INSERT INTO sagacity_schema_migrations (version, name) VALUES (%s, %s)",
+                        (migration.version, migration.name),
+                    )
+                    applied.append(migration.version)
+            return applied
+    except psycopg.Error as exc:
+        raise JournalError(f"PostgreSQL migration failed: {exc}") from exc
+
+
+async def _check_schema(conn: Any, psycopg: Any) -> None:
+    """Refuse to work on a database whose schema is missing or older than this code's."""
+    try:
+        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM sagacity_schema_migrations")
+        row = await cur.fetchone()
+        found = int(row[0]) if row else 0
+    except psycopg.errors.UndefinedTable:
+        found = 0
+    if found < schema_version():
+        state = "has no sagacity schema" if found == 0 else f"has schema version {found}"
+        raise JournalError(
+            f"the PostgreSQL database {state}; this version needs {schema_version()}: run "
+            f"`{MIGRATE_COMMAND}` (with a role that may create tables)"
+        )
+
+
+class PostgresDatabase:
+    """Connection pools to one PostgreSQL database, shared by a journal and an approval store.
+
+    Connections are taken for one journal or store operation and given back at once, never held
+    across a tool body. One pool per event loop (see the module notes). The schema version is
+    checked when a loop's pool opens.
+
+    Args:
+        conninfo: a ``postgresql://`` or ``postgres://`` URI (any libpq parameters).
+        min_size: connections each pool keeps open (default 1).
+        max_size: most connections per pool (default 10).
+        pool_timeout: seconds to wait for a free connection before the operation fails
+            (default 10.0): an INTENT that cannot get one raises :class:`JournalWriteError` and
+            the tool does not run.
+        connect_timeout: seconds to wait when opening a connection (default 10.0).
+        statement_timeout: seconds any one statement may run, lock waits included (default
+            30.0; 0 disables).
+        check_schema: refuse to work unless the schema is current (default ``True``).
+
+    Raises:
+        ConfigurationError: the ``postgres`` extra is not installed, or a size is invalid.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        pool_timeout: float = 10.0,
+        connect_timeout: float = 10.0,
+        statement_timeout: float = 30.0,
+        check_schema: bool = True,
+    ) -> None:
+        self.psycopg, self._pool_module = _drivers()
+        if not 0 <= min_size <= max_size or max_size < 1:
+            raise ConfigurationError("need 0 <= min_size <= max_size and max_size >= 1")
+        self.conninfo = conninfo
+        self.min_size, self.max_size = min_size, max_size
+        self.pool_timeout = pool_timeout
+        self.connect_timeout = connect_timeout
+        self.statement_timeout = statement_timeout
+        self.check_schema = check_schema
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Future[Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._keepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Listener] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PostgresDatabase({_redacted(self.conninfo)!r})"
+
+    # --- pools ------------------------------------------------------------------------------
+
+    async def pool(self) -> Any:
+        """The running loop's pool, opened (and the schema checked) on first use.
+
+        Raises:
+            JournalError: closed, unreachable, or the schema is missing or old.
+        """
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is not None:
+            return pool
+        if self._closed:
+            raise JournalError(f"{self!r} is closed")
+        opening = self._opening.get(loop)
+        if opening is None:
+            opening = self._opening[loop] = loop.create_future()
+            try:
+                pool = await self._open_pool(loop)
+            except BaseException as exc:
+                del self._opening[loop]
+                opening.set_exception(exc)
+                opening.exception()  # retrieved: other waiters re-raise it themselves
+                raise
+            self._pools[loop] = pool
+            opening.set_result(pool)
+            return pool
+        return await asyncio.shield(opening)
+
+    async def _configure(self, conn: Any) -> None:
+        # Per connection, once: a statement may not wait for ever (lock waits included).
+        await conn.execute(f"SET statement_timeout = {int(self.statement_timeout * 1000)}")
+
+    async def _open_pool(self, loop: asyncio.AbstractEventLoop) -> Any:
+        psycopg = self.psycopg
+        pool = self._pool_module.AsyncConnectionPool(
+            self.conninfo,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            timeout=self.pool_timeout,
+            open=False,
+            configure=self._configure,
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout))},
+            name="sagacity",
+        )
+        try:
+            await pool.open(wait=self.min_size > 0, timeout=self.connect_timeout)
+            if self.check_schema:
+                async with pool.connection() as conn:
+                    await _check_schema(conn, psycopg)
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, (psycopg.Error, self._pool_module.PoolTimeout)):
+                raise JournalError(f"cannot open {self!r}: {exc}") from exc
+            raise
+        keeper = _close_with_loop(pool)
+        await keeper.__anext__()  # started in this loop: its shutdown_asyncgens closes the pool
+        self._keepers[loop] = keeper
+        return pool
+
+    @contextlib.asynccontextmanager
+    async def connection(self, what: str, *, write: bool = False) -> AsyncIterator[Any]:
+        """A pooled connection (autocommit; open a transaction with ``conn.transaction()``).
+
+        Args:
+            what: what the caller does, for messages ("append to saga 'x'").
+            write: errors become :class:`JournalWriteError` instead of :class:`JournalError`.
+
+        Raises:
+            JournalError / JournalWriteError: no connection in ``pool_timeout`` seconds (pool
+                exhausted), the connection broke, or a statement failed.
+        """
+        error = JournalWriteError if write else JournalError
+        pool = await self.pool()
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except self._pool_module.PoolTimeout as exc:
+            raise error(
+                f"PostgreSQL {what}: no free connection within {self.pool_timeout} s "
+                f"(pool of {self.max_size} exhausted)"
+            ) from exc
+        except self.psycopg.Error as exc:
+            raise error(f"PostgreSQL {what} failed: {exc}") from exc
+
+    async def run(
+        self, what: str, work: Callable[[Any], Awaitable[T]], *, write: bool = False,
+        retry_broken: bool = False, attempts: int = 3,
+    ) -> T:
+        """Run ``work(conn)`` on a pooled connection.
+
+        With ``retry_broken``, a connection that broke (killed backend, server restart, network)
+        is replaced and ``work`` run again, up to ``attempts`` times in all: only for work that is
+        safe to repeat whatever the first try did (a journal append under its write key).
+
+        Raises:
+            JournalError / JournalWriteError: as :meth:`connection`; the last failure when every
+                attempt broke.
+        """
+        for attempt in range(1, attempts + 1):
+            holder: list[Any] = []
+            try:
+                async with self.connection(what, write=write) as conn:
+                    holder.append(conn)
+                    return await work(conn)
+            except JournalError as exc:
+                broken = bool(holder) and (holder[0].broken or holder[0].closed)
+                if not (retry_broken and broken and attempt < attempts):
+                    raise
+                # The pool discards the broken connection; the next attempt gets a new one.
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- notifications ----------------------------------------------------------------------
+
+    def listener(self) -> _Listener:
+        """The running loop's LISTEN connection (one per loop, shared by every waiter)."""
+        loop = asyncio.get_running_loop()
+        listener = self._listeners.get(loop)
+        if listener is None:
+            listener = self._listeners[loop] = _Listener(self)
+        return listener
+
+    # --- closing ----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the running loop's pool and listener; pools of loops already shut down were
+        closed with them. Idempotent; the database cannot be used afterwards."""
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        listener = self._listeners.pop(loop, None)
+        if listener is not None:
+            await listener.stop()
+        keeper = self._keepers.pop(loop, None)
+        pool = self._pools.pop(loop, None)
+        if keeper is not None:
+            await keeper.aclose()
+        elif pool is not None:  # pragma: no cover - a pool always has its keeper
+            await pool.close()
+
+    async def execute(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run raw SQL in its own transaction (tests and tamper demonstrations; not for apps)."""
+
+        async def work(conn: Any) -> list[tuple[Any, ...]]:
+            async with conn.transaction():
+                cur = await conn.execute(sql, params)
+                return list(await cur.fetchall()) if cur.description else []
+
+        return await self.run("raw SQL", work)
+
+
+async def _close_with_loop(pool: Any) -> AsyncIterator[None]:
+    """Suspended for the pool's life; finalized (pool closed) by ``close()`` or when the loop
+    that started it shuts down its async generators."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            await pool.close(timeout=1.0)
+
+
+def _redacted(conninfo: str) -> str:
+    """``conninfo`` without a password (for messages)."""
+    head, sep, tail = conninfo.partition("@")
+    if not sep or "://" not in head:
+        return conninfo
+    scheme, _, userinfo = head.partition("://")
+    return f"{scheme}://{userinfo.split(':', 1)[0]}@{tail}"
+
+
+class _Listener:
+    """One LISTEN connection per loop serving every decision waiter of the process.
+
+    Each notification (payload: a request id) wakes the store's in-process notifier for that id.
+    When the connection breaks, every waiter is woken (so each re-reads the table) and the
+    connection is re-opened with a backoff of 0.1 s doubling to 5 s. Nothing is trusted from a
+    notification: it only shortens a wait.
+    """
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+        self._subscribers: list[Callable[[str | None], None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._ready: asyncio.Event = asyncio.Event()
+
+    async def subscribe(self, wake: Callable[[str | None], None]) -> None:
+        """Call ``wake(request_id)`` for each notification (``wake(None)``: maybe missed some,
+        re-read everything); returns once LISTEN is active, or at once when it cannot be."""
+        self._subscribers.append(wake)
+        if self._task is None or self._task.done():
+            self._ready.clear()
+            self._task = asyncio.get_running_loop().create_task(self._serve())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), self._db.connect_timeout)
+
+    def unsubscribe(self, wake: Callable[[str | None], None]) -> None:
+        """Stop calling ``wake``."""
+        with contextlib.suppress(ValueError):
+            self._subscribers.remove(wake)
+
+    def _wake_all(self, request_id: str | None) -> None:
+        for wake in list(self._subscribers):
+            wake(request_id)
+
+    async def _serve(self) -> None:
+        psycopg = self._db.psycopg
+        delay = 0.1
+        while self._subscribers:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self._db.conninfo, autocommit=True, application_name=LISTENER_NAME,
+                    connect_timeout=max(1, round(self._db.connect_timeout)),
+                ) as conn:
+                    await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self._ready.set()
+                    self._wake_all(None)  # anything decided while we were not listening
+                    delay = 0.1
+                    async for note in conn.notifies():
+                        self._wake_all(note.payload)
+            except psycopg.Error:
+                self._ready.set()  # waiters go on polling meanwhile
+                self._wake_all(None)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def stop(self) -> None:
+        """Close the LISTEN connection."""
+        self._subscribers.clear()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task

@@ -1,0 +1,68 @@
+"""Opening the journal and the approval store a location names: the one place that maps a
+``--db`` / ``SAGACITY_DB`` / ``Sagacity(journal=...)`` value to a backend.
+
+* ``postgresql://...`` or ``postgres://...``: PostgreSQL (the ``postgres`` extra); the journal and
+  the approval store share one :class:`~sagacity_agents.core.postgres_setup.PostgresDatabase`.
+* ``":memory:"``: in-memory journal and store (this process only).
+* anything else: a SQLite file (created with its tables if missing); the store uses the same file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .core.approval import ApprovalStore
+from .core.journal import Journal
+from .core.memory_approvals import InMemoryApprovalStore
+from .core.memory_journal import InMemoryJournal
+from .core.postgres_setup import PostgresDatabase, is_postgres_uri
+from .core.sqlite_approvals import SqliteApprovalStore
+from .core.sqlite_journal import SqliteJournal
+
+__all__ = ["approval_store_for", "is_postgres_uri", "open_approval_store", "open_journal"]
+
+
+def open_journal(location: str | Path) -> Journal:
+    """Open the journal at ``location`` (see the module notes for the forms).
+
+    Raises:
+        ConfigurationError: a PostgreSQL URI without the ``postgres`` extra installed.
+        JournalError: a SQLite file cannot be opened. (PostgreSQL connects on first use, and
+            reports an unreachable server or an old schema then.)
+    """
+    if is_postgres_uri(location):
+        from .core.postgres_journal import PostgresJournal
+
+        return PostgresJournal(str(location))
+    if str(location) == ":memory:":
+        return InMemoryJournal()
+    return SqliteJournal(location)
+
+
+def approval_store_for(journal: Journal) -> ApprovalStore:
+    """The approval store that lives with ``journal``: the same PostgreSQL database (same pools),
+    the same SQLite file, or a new in-memory store for any other journal."""
+    database = getattr(journal, "database", None)
+    if isinstance(database, PostgresDatabase):
+        from .core.postgres_approvals import PostgresApprovalStore
+
+        return PostgresApprovalStore(database)
+    path = getattr(journal, "path", None)
+    if path and path != ":memory:":
+        return SqliteApprovalStore(path)
+    return InMemoryApprovalStore()
+
+
+def open_approval_store(location: str | Path) -> ApprovalStore:
+    """Open the approval store at ``location`` without a journal (CLI ``approvals`` commands).
+
+    Raises:
+        as :func:`open_journal`.
+    """
+    if is_postgres_uri(location):
+        from .core.postgres_approvals import PostgresApprovalStore
+
+        return PostgresApprovalStore(str(location))
+    if str(location) == ":memory:":
+        return InMemoryApprovalStore()
+    return SqliteApprovalStore(location)

@@ -1,0 +1,81 @@
+"""The PostgreSQL server the tests use, and each test run's own schema on it.
+
+The server is ``$SAGACITY_TEST_PG`` (default ``postgresql://postgres@127.0.0.1:5432/test``, as in
+CI). Every test session creates its own schema (``sagacity_test_<pid>_<random>``), migrates it
+with ``sagacity db migrate``'s code and drops it at the end; every test starts from empty tables.
+When the server cannot be reached the PostgreSQL tests are skipped, except under CI (``$CI`` set),
+where they fail: a CI run must never pass without them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import urllib.parse
+from collections.abc import Iterator
+
+import pytest
+
+SERVER = os.environ.get("SAGACITY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+TABLES = "sagacity_journal, sagacity_approval_requests, sagacity_snapshots"
+
+
+def with_search_path(uri: str, schema: str) -> str:
+    """``uri`` whose connections use ``schema`` (libpq ``options=-csearch_path=...``)."""
+    sep = "&" if "?" in uri else "?"
+    return f"{uri}{sep}options={urllib.parse.quote(f'-csearch_path={schema}')}"
+
+
+def admin_connect(uri: str = SERVER):  # type: ignore[no-untyped-def]
+    """A plain (sync, autocommit) psycopg connection for fixtures."""
+    import psycopg
+
+    return psycopg.connect(uri, autocommit=True, connect_timeout=3)
+
+
+def server_or_skip() -> None:
+    """Skip (fail under CI) when the server cannot be reached or psycopg is missing."""
+    try:
+        with admin_connect() as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any reason means "no server"
+        message = f"PostgreSQL server {SERVER} unreachable: {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI is set: the PostgreSQL tests must run)", pytrace=False)
+        pytest.skip(message)
+
+
+def new_schema(prefix: str = "sagacity_test") -> str:
+    """Create an empty schema with a unique name and return the name."""
+    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
+    with admin_connect() as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    return name
+
+
+def drop_schema(name: str) -> None:
+    with admin_connect() as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def migrated_schema() -> Iterator[str]:
+    """A migrated schema for the whole session; yields the URI using it."""
+    import asyncio
+
+    from sagacity_agents.core.postgres_setup import migrate
+
+    server_or_skip()
+    schema = new_schema()
+    uri = with_search_path(SERVER, schema)
+    try:
+        asyncio.run(migrate(uri))
+        yield uri
+    finally:
+        drop_schema(schema)
+
+
+def truncate(uri: str) -> None:
+    """Empty every table of the schema ``uri`` uses."""
+    with admin_connect(uri) as conn:
+        for table in TABLES.split(", "):  # DELETE: much faster than TRUNCATE on tiny tables
+            conn.execute(f"DELETE FROM {table}")
