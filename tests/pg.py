@@ -26,6 +26,13 @@ def with_search_path(uri: str, schema: str) -> str:
     return f"{uri}{sep}options={urllib.parse.quote(f'-csearch_path={schema}')}"
 
 
+def with_options(uri: str, option: str) -> str:
+    """``uri`` (made by :func:`with_search_path`) with one more libpq ``options`` switch."""
+    head, sep, tail = uri.partition("options=")
+    assert sep, uri
+    return f"{head}options={urllib.parse.quote(option + ' ')}{tail}"
+
+
 def admin_connect(uri: str = SERVER):  # type: ignore[no-untyped-def]
     """A plain (sync, autocommit) psycopg connection for fixtures."""
     import psycopg
@@ -60,18 +67,25 @@ def drop_schema(name: str) -> None:
 
 def migrated_schema() -> Iterator[str]:
     """A migrated schema for the whole session; yields the URI using it."""
-    import asyncio
-
     from sagacity_agents.core.postgres_setup import migrate
 
     server_or_skip()
     schema = new_schema()
     uri = with_search_path(SERVER, schema)
     try:
-        asyncio.run(migrate(uri))
+        run_in_thread(migrate(uri))
         yield uri
     finally:
         drop_schema(schema)
+
+
+def run_in_thread(coro):  # type: ignore[no-untyped-def]
+    """Run ``coro`` to completion on a new loop in a new thread (usable under a running loop)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def truncate(uri: str) -> None:

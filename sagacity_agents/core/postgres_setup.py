@@ -158,14 +158,15 @@ async def migrate(conninfo: str, *, connect_timeout: float = 10.0) -> list[int]:
 
 async def _check_schema(conn: Any, psycopg: Any) -> None:
     """Refuse to work on a database whose schema is missing or older than this code's."""
+    found: int | None
     try:
-        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM sagacity_schema_migrations")
+        cur = await conn.execute("SELECT max(version) FROM sagacity_schema_migrations")
         row = await cur.fetchone()
-        found = int(row[0]) if row else 0
+        found = None if row is None or row[0] is None else int(row[0])
     except psycopg.errors.UndefinedTable:
-        found = 0
-    if found < schema_version():
-        state = "has no sagacity schema" if found == 0 else f"has schema version {found}"
+        found = None
+    if found is None or found < schema_version():
+        state = "has no sagacity schema" if found is None else f"has schema version {found}"
         raise JournalError(
             f"the PostgreSQL database {state}; this version needs {schema_version()}: run "
             f"`{MIGRATE_COMMAND}` (with a role that may create tables)"
@@ -274,7 +275,11 @@ class PostgresDatabase:
             timeout=self.pool_timeout,
             open=False,
             configure=self._configure,
-            kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout))},
+            kwargs={
+                "autocommit": True,
+                "application_name": "sagacity",
+                "connect_timeout": max(1, round(self.connect_timeout)),
+            },
             name="sagacity",
         )
         try:
@@ -341,7 +346,10 @@ class PostgresDatabase:
                 broken = bool(holder) and (holder[0].broken or holder[0].closed)
                 if not (retry_broken and broken and attempt < attempts):
                     raise
-                # The pool discards the broken connection; the next attempt gets a new one.
+                # The pool discards the broken connection. Its idle ones may be dead too (a
+                # server restart kills them all): check them before the next attempt.
+                with contextlib.suppress(Exception):
+                    await (await self.pool()).check()
         raise AssertionError("unreachable")  # pragma: no cover
 
     # --- notifications ----------------------------------------------------------------------
@@ -415,6 +423,8 @@ class _Listener:
         self._subscribers: list[Callable[[str | None], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Event = asyncio.Event()
+        self.backend_pid: int | None = None
+        """Server process id of the current LISTEN connection (``None`` while not connected)."""
 
     async def subscribe(self, wake: Callable[[str | None], None]) -> None:
         """Call ``wake(request_id)`` for each notification (``wake(None)``: maybe missed some,
@@ -445,12 +455,14 @@ class _Listener:
                     connect_timeout=max(1, round(self._db.connect_timeout)),
                 ) as conn:
                     await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self.backend_pid = conn.info.backend_pid
                     self._ready.set()
                     self._wake_all(None)  # anything decided while we were not listening
                     delay = 0.1
                     async for note in conn.notifies():
                         self._wake_all(note.payload)
             except psycopg.Error:
+                self.backend_pid = None
                 self._ready.set()  # waiters go on polling meanwhile
                 self._wake_all(None)
                 await asyncio.sleep(delay)

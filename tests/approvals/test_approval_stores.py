@@ -515,15 +515,15 @@ class TestPostgresApprovalStore(ApprovalStoreConformance):
             wait_for_decision(store, "req-1", timeout=20, poll_interval=30, max_interval=30)
         )
 
+        listener = store.database.listener()
+        for _ in range(200):  # until the waiter's LISTEN connection is up
+            if listener.backend_pid is not None:
+                break
+            await asyncio.sleep(0.02)
+        pid = listener.backend_pid
+
         def decide_silently_then_kill_listener() -> int:
             with admin_connect(self.uri) as conn:
-                for _ in range(100):  # until the waiter's LISTEN connection is up
-                    if conn.execute(
-                        "SELECT 1 FROM pg_stat_activity WHERE application_name = %s",
-                        (LISTENER_NAME,),
-                    ).fetchone():
-                        break
-                    time.sleep(0.05)
                 conn.execute(
                     "UPDATE sagacity_approval_requests SET decision = 'rejected', "
                     "approver = 'silent', decided_at = %s WHERE request_id = 'req-1'",
@@ -531,8 +531,8 @@ class TestPostgresApprovalStore(ApprovalStoreConformance):
                 )
                 killed = conn.execute(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE application_name = %s",
-                    (LISTENER_NAME,),
+                    "WHERE application_name = %s AND pid = %s",
+                    (LISTENER_NAME, pid),
                 ).fetchone()
             return int(killed[0])
 

@@ -1,8 +1,10 @@
 """Cases C-07, C-08, C-11 and C-12 (shared/cases/cases-1.md) on every backend.
 
-Each case appends the same writes (same saga id, write keys and frozen time) to the in-memory and
-the SQLite journal and checks the right value on both, that the chains verify, and that the stored
-bytes and hashes are identical across backends.
+Each case appends the same writes (same saga id, write keys and frozen time) to the in-memory,
+the SQLite and the PostgreSQL journal (its sessions in ``TimeZone = 'Europe/Berlin'``) and checks
+the right value on each, that the chains verify, and that the stored bytes and hashes are
+identical across backends. Without a PostgreSQL server (and ``$CI`` unset) the cases run on the
+two embedded backends only.
 """
 
 from __future__ import annotations
@@ -78,25 +80,45 @@ class Backends:
 
 
 @pytest.fixture
-async def backends(tmp_path):
+async def backends(request, tmp_path):
     clock = FrozenClock(dt.datetime(2026, 1, 1, tzinfo=UTC))
     journals = {
         "memory": InMemoryJournal(clock=clock),
         "sqlite": SqliteJournal(tmp_path / "cases.db", clock=clock),
     }
+    try:
+        pg_uri = request.getfixturevalue("pg_uri")
+    except pytest.skip.Exception:  # no server and not CI (under CI the fixture fails instead)
+        pg_uri = None
+    if pg_uri is not None:
+        from sagacity_agents.core.postgres_journal import PostgresJournal
+        from tests.pg import with_options
+
+        journals["postgres"] = PostgresJournal(
+            with_options(pg_uri, "-cTimeZone=Europe/Berlin"), clock=clock
+        )
+        assert await journals["postgres"].database.execute("SHOW TimeZone") == [("Europe/Berlin",)]
     yield Backends(clock, journals)
     for journal in journals.values():
         await journal.close()
 
 
-def stored_bytes(backends: Backends, saga_id: str) -> list[bytes]:
-    """The canonical column exactly as SQLite holds it."""
+async def stored_bytes(backends: Backends, saga_id: str) -> list[bytes]:
+    """The canonical column exactly as SQLite holds it (and PostgreSQL, asserted the same)."""
     rows = backends.journals["sqlite"].execute_sql(
         "SELECT canonical, typeof(canonical) FROM sagacity_journal WHERE saga_id = ? ORDER BY seq",
         (saga_id,),
     )
     assert {kind for _, kind in rows} == {"blob"}
-    return [data for data, _ in rows]
+    data = [data for data, _ in rows]
+    if "postgres" in backends.journals:
+        pg_rows = await backends.journals["postgres"].database.execute(
+            "SELECT canonical, pg_typeof(canonical)::text, position('\\x00'::bytea in canonical) "
+            "FROM sagacity_journal WHERE saga_id = %s ORDER BY seq",
+            (saga_id,),
+        )
+        assert [(bytes(r[0]), r[1], r[2]) for r in pg_rows] == [(d, "bytea", 0) for d in data]
+    return data
 
 
 # --- C-07 -----------------------------------------------------------------------------------
@@ -131,7 +153,7 @@ async def test_c07_values_that_are_not_plain_json(backends):
     assert isinstance(entry.payload["total"], str)
     assert entry.canonical == C07_BYTES
     assert entry.hash == hashlib.sha256(C07_BYTES).hexdigest() == C07_GOLDEN_HASH
-    assert stored_bytes(backends, "c07") == [C07_BYTES]
+    assert await stored_bytes(backends, "c07") == [C07_BYTES]
     (read,) = await backends.read("c07")
     assert read.payload["total"] == "10.10" and read.payload["tags"] == ["a", "b"]
     await backends.verify("c07")
@@ -226,6 +248,11 @@ async def test_c08_timestamps_truncated_utc_fixed_width(backends):
         "SELECT recorded_at FROM sagacity_journal WHERE saga_id = 'c08' ORDER BY seq"
     )
     assert [r[0] for r in sql_columns] == [expected for _, expected in cases]
+    if "postgres" in backends.journals:  # read back in a Europe/Berlin session: still UTC text
+        pg_columns = await backends.journals["postgres"].database.execute(
+            "SELECT recorded_at FROM sagacity_journal WHERE saga_id = 'c08' ORDER BY seq"
+        )
+        assert [r[0] for r in pg_columns] == [expected for _, expected in cases]
     await backends.verify("c08")
 
 
@@ -263,7 +290,7 @@ async def test_c11_exactly_the_canonical_bytes_are_stored_and_hashed(backends):
                                   payload=C11_VALUE)
     assert b'"payload":' + C11_BYTES + b"," in entry.canonical
     assert entry.canonical == rfc8785.dumps(entry.hashed_object())
-    (stored,) = stored_bytes(backends, "c11")
+    (stored,) = await stored_bytes(backends, "c11")
     assert stored == entry.canonical
     assert entry.hash == hashlib.sha256(stored).hexdigest()
     (read,) = await backends.read("c11")
@@ -313,7 +340,7 @@ async def test_c12_nul_bytes_round_trip(backends, wrap):
                                   call_id="c", payload=payload)
     assert b'"PK\\u0003\\u0004\\u0000"' in entry.canonical
     assert b"\x00" not in entry.canonical
-    (stored,) = stored_bytes(backends, "c12")
+    (stored,) = await stored_bytes(backends, "c12")
     assert stored == entry.canonical
     assert backends.journals["sqlite"].execute_sql(
         "SELECT instr(canonical, X'00') FROM sagacity_journal WHERE saga_id = 'c12'"

@@ -1,0 +1,130 @@
+"""The PostgreSQL schema: versioned migrations applied by `sagacity db migrate`, equal to the
+documented full schema, safe when run twice at once, checked at start-up; the missing extra."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from sagacity_agents.cli import cli
+from sagacity_agents.core.entries import Phase
+from sagacity_agents.core.postgres_journal import PostgresJournal
+from sagacity_agents.core.postgres_setup import full_schema_sql, migrate, schema_version
+from sagacity_agents.errors import JournalError
+from tests.pg import SERVER, admin_connect, drop_schema, new_schema, server_or_skip, with_search_path
+
+
+@pytest.fixture
+def fresh_schema():
+    """An empty schema of its own; yields (name, uri)."""
+    server_or_skip()
+    name = new_schema("sagacity_fresh")
+    try:
+        yield name, with_search_path(SERVER, name)
+    finally:
+        drop_schema(name)
+
+
+def catalog(schema: str) -> dict[str, list[tuple[object, ...]]]:
+    """Tables, columns, constraints and indexes of ``schema``, names relative to it."""
+    with admin_connect() as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name, ordinal_position, data_type, is_nullable, "
+            "column_default, is_identity, identity_generation FROM information_schema.columns "
+            "WHERE table_schema = %s ORDER BY 1, 3",
+            (schema,),
+        ).fetchall()
+        constraints = conn.execute(
+            "SELECT rel.relname, con.conname, con.contype, pg_get_constraintdef(con.oid) "
+            "FROM pg_constraint con JOIN pg_class rel ON rel.oid = con.conrelid "
+            "JOIN pg_namespace ns ON ns.oid = rel.relnamespace WHERE ns.nspname = %s "
+            "ORDER BY 1, 2",
+            (schema,),
+        ).fetchall()
+        indexes = conn.execute(
+            "SELECT tablename, indexname, replace(indexdef, %s, '') FROM pg_indexes "
+            "WHERE schemaname = %s ORDER BY 1, 2",
+            (f"{schema}.", schema),
+        ).fetchall()
+    return {"columns": columns, "constraints": constraints, "indexes": indexes}
+
+
+async def test_all_migrations_give_exactly_the_full_schema(fresh_schema):
+    migrated_name, migrated_uri = fresh_schema
+    assert await migrate(migrated_uri) == list(range(1, schema_version() + 1))
+    reference = new_schema("sagacity_reference")
+    try:
+        with admin_connect(with_search_path(SERVER, reference)) as conn:
+            conn.execute(full_schema_sql())
+        assert catalog(migrated_name) == catalog(reference)
+        assert catalog(reference)["columns"]  # not two empty schemas
+    finally:
+        drop_schema(reference)
+
+
+async def test_migrate_is_idempotent_and_safe_when_run_twice_at_once(fresh_schema):
+    _, uri = fresh_schema
+    first, second = await asyncio.gather(migrate(uri), migrate(uri))
+    assert sorted([first, second]) == [[], list(range(1, schema_version() + 1))]
+    assert await migrate(uri) == []
+    with admin_connect(uri) as conn:
+        assert conn.execute("SELECT count(*) FROM sagacity_schema_migrations").fetchone() == (
+            schema_version(),
+        )
+
+
+async def test_missing_schema_is_a_clear_error_naming_the_command(fresh_schema):
+    _, uri = fresh_schema
+    journal = PostgresJournal(uri)
+    try:
+        with pytest.raises(JournalError, match="no sagacity schema.*sagacity db migrate --db URI"):
+            await journal.append("s", Phase.INTENT, write_key="a")
+    finally:
+        await journal.close()
+
+
+async def test_older_schema_is_a_clear_error_naming_the_command(fresh_schema):
+    _, uri = fresh_schema
+    await migrate(uri)
+    with admin_connect(uri) as conn:  # as if the database were one release behind
+        conn.execute("DELETE FROM sagacity_schema_migrations WHERE version = %s", (schema_version(),))
+        conn.execute("INSERT INTO sagacity_schema_migrations (version, name) VALUES (0, 'old')")
+    journal = PostgresJournal(uri)
+    try:
+        with pytest.raises(JournalError, match="schema version 0.*sagacity db migrate"):
+            await journal.entries("s")
+    finally:
+        await journal.close()
+
+
+def test_cli_db_migrate(fresh_schema):
+    _, uri = fresh_schema
+    runner = CliRunner()
+    first = runner.invoke(cli, ["db", "migrate", "--db", uri])
+    assert first.exit_code == 0, first.output
+    assert "applied migration(s) 1" in first.output
+    again = runner.invoke(cli, ["db", "migrate"], env={"SAGACITY_DB": uri})
+    assert again.exit_code == 0 and "nothing to apply" in again.output
+    listed = runner.invoke(cli, ["journal", "list", "--db", uri])
+    assert listed.exit_code == 0, listed.output
+    refused = runner.invoke(cli, ["db", "migrate", "--db", "some.db"])
+    assert refused.exit_code == 2 and "not a postgresql:// URI" in refused.output
+
+
+def test_without_the_extra_a_postgres_uri_names_the_install_command():
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "import sagacity_agents\n"
+        "from sagacity_agents.stores import open_journal\n"
+        "from sagacity_agents.errors import ConfigurationError\n"
+        "try:\n"
+        "    open_journal('postgresql://nobody@127.0.0.1:1/none')\n"
+        "except ConfigurationError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert "pip install 'sagacity-agents[postgres]'" in out.stdout
