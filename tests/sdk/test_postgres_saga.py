@@ -1,0 +1,199 @@
+"""Sagas on PostgreSQL through the facade: the least-privilege role, C-10 (b) a small pool and
+many slow tools, an INTENT that cannot get a connection, run_sync across event loops."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+from importlib import resources
+
+import psycopg
+import pytest
+from agents import function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from sagacity_agents import (
+    JournalError,
+    Phase,
+    PostgresJournal,
+    Sagacity,
+    SagaStatus,
+    compensable,
+    verify_journal,
+)
+from tests.pg import SERVER, admin_connect, with_search_path
+
+from . import wire_app
+from .helpers import agent, phases, scripted
+from .test_recovery import crashed_saga, tools
+
+WIRE = ("transfer", '{"amount": 5, "to": "acct-9"}', "w1")
+
+
+@pytest.fixture(autouse=True)
+def ledger(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.txt"
+    monkeypatch.setattr(wire_app, "LEDGER", path)
+    return path
+
+
+def schema_of(uri: str) -> str:
+    match = re.search(r"search_path%3D(\w+)", uri)
+    assert match, uri
+    return match.group(1)
+
+
+@pytest.fixture
+def app_role_uri(pg_uri):
+    """A login role holding only the GRANTs docs/postgres.md shows; yields its URI."""
+    role = f"sagacity_app_{secrets.token_hex(4)}"
+    grants = resources.files("sagacity_agents.core").joinpath("sql/postgres_app_role.sql")
+    script = grants.read_text("utf-8")
+    script = re.sub(r"\bsagacity_app\b", role, script)
+    script = re.sub(r"\bSCHEMA public\b", f"SCHEMA {schema_of(pg_uri)}", script)
+    with admin_connect(pg_uri) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(script)
+    try:
+        yield with_search_path(SERVER.replace("//postgres@", f"//{role}@"), schema_of(pg_uri))
+    finally:
+        with admin_connect(pg_uri) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+async def test_least_privilege_role_runs_a_saga_an_approval_and_a_recovery(app_role_uri, pg_uri):
+    """Under a role that may only SELECT and INSERT journal rows: a paused saga is approved and
+    resumed (the transfer runs once), a crashed saga is recovered, every chain verifies, and the
+    role cannot UPDATE or DELETE a journal row."""
+    s = Sagacity(app_role_uri)
+    try:
+        result = await s.run(wire_app.paused_agent(WIRE), "go")
+        assert result.status is SagaStatus.AWAITING_APPROVAL
+        (request,) = result.approvals
+        await s.approve(request.request_id, approver="alice", reason="ok")
+        done = await s.resume(result.saga_id, wire_app.resumed_agent())
+        assert done.status is SagaStatus.COMPLETED
+        assert wire_app.executions() == ["5 USD -> acct-9"]
+
+        log: list = []
+        sid = await crashed_saga(s.journal)
+        recovered = await s.recover(sid, agent(scripted(), tools(log)))
+        assert recovered.status is SagaStatus.IN_DOUBT and [e[1] for e in log] == [2, 1]
+        assert all(r.ok for r in await verify_journal(s.journal))
+    finally:
+        await s.aclose()
+    async with await psycopg.AsyncConnection.connect(app_role_uri, autocommit=True) as conn:
+        for statement in ("UPDATE sagacity_journal SET tool = 'x'", "DELETE FROM sagacity_journal"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                await conn.execute(statement)
+
+
+async def test_c10b_pool_of_two_twenty_parallel_two_second_tools(pg_uri):
+    """C-10 (b): a pool of 2 connections with a 1 s timeout and 20 parallel tools that each take
+    2 s: connections are held for journal writes only, never across a body, so all 20 calls
+    complete and are journaled."""
+    running = 0
+    peak = 0
+
+    @function_tool
+    @compensable(undo=lambda ctx: None)
+    async def slow(n: int) -> int:
+        """Take two seconds."""
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(2)
+        running -= 1
+        return n
+
+    calls = [("slow", f'{{"n": {n}}}', f"c{n}") for n in range(20)]
+    journal = PostgresJournal(pg_uri, min_size=2, max_size=2, pool_timeout=1.0)
+    s = Sagacity(journal)
+    try:
+        result = await s.run(agent(scripted(calls, "done"), slow), "go")
+        assert result.status is SagaStatus.COMPLETED, result.exception
+        entries = await journal.entries(result.saga_id)
+        assert phases(entries, tool="slow").count("EXECUTED") == 20
+        assert phases(entries, tool="slow").count("INTENT") == 20
+        assert peak == 20  # every body ran at once while two connections served the journal
+    finally:
+        await s.aclose()
+
+
+async def test_c10b_intent_that_cannot_get_a_connection_means_the_body_does_not_run(pg_uri):
+    """C-10 (b): the pool's only connection is taken elsewhere while the model answers, and held
+    past ``pool_timeout``: the INTENT raises JournalWriteError and the tool body does not run."""
+    ran: list[int] = []
+
+    @function_tool
+    @compensable(undo=lambda ctx: None)
+    async def charge(n: int) -> int:
+        """Charge."""
+        ran.append(n)
+        return n
+
+    journal = PostgresJournal(pg_uri, min_size=1, max_size=1, pool_timeout=0.5)
+    held: list = []
+
+    class GrabbingModel(ScriptedModel):
+        async def get_response(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if not held:  # the saga's opening entries are written; its INTENT is next
+                held.append(await (await journal.database.pool()).getconn())
+            return await super().get_response(*args, **kwargs)
+
+    model = GrabbingModel()
+    model.enqueue([function_call("charge", '{"n": 1}', call_id="c1")])
+    model.enqueue([assistant_message("done")])
+    s = Sagacity(journal)
+    try:
+        # The journal cannot be reached from here on: the run fails (raised or reported), and
+        # either way with the journal error, never after running the body.
+        try:
+            result = await s.run(agent(model, charge), "go")
+            assert result.status is not SagaStatus.COMPLETED
+            errors = _chain(result.exception) + [f.exception for f in result.failures]
+        except JournalError as exc:
+            errors = _chain(exc)
+        assert any(isinstance(e, JournalError) for e in errors), errors
+        assert ran == []
+    finally:
+        pool = await journal.database.pool()
+        for conn in held:
+            await pool.putconn(conn)
+    try:
+        for sid in await journal.saga_ids():
+            entries = await journal.entries(sid)
+            assert [e for e in entries if e.tool == "charge"] == []
+    finally:
+        await s.aclose()
+
+
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    out = []
+    while exc is not None:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def test_run_sync_twice_uses_a_pool_per_event_loop(pg_uri):
+    """``run_sync`` starts a new event loop per call; each gets its own pool, closed with it."""
+
+    @function_tool
+    @compensable(undo=lambda ctx: None)
+    def step(n: int) -> int:
+        """A step."""
+        return n
+
+    s = Sagacity(pg_uri)
+    results = [
+        s.run_sync(agent(scripted([("step", f'{{"n": {n}}}', "c1")], "ok"), step), "go")
+        for n in (1, 2)
+    ]
+    assert [r.status for r in results] == [SagaStatus.COMPLETED] * 2
+    asyncio.run(s.aclose())
+    with admin_connect(pg_uri) as conn:
+        count = conn.execute("SELECT count(DISTINCT saga_id) FROM sagacity_journal").fetchone()
+    assert count == (2,)
