@@ -1,24 +1,43 @@
 """The PostgreSQL journal: one database shared by many workers on many hosts (psycopg 3, async).
 
 Ordering (design.md, "PostgreSQL"): every append is one transaction that first takes
-``pg_advisory_xact_lock`` on a 64-bit hash of the saga id, then reads the saga's tail and the row
-with this write key, then inserts. Appenders to one saga queue on the lock instead of racing and
-retrying (the Java original's tail ``SELECT ... FOR UPDATE`` + retry on unique violation loses
-appends under contention: 119 of them at 64 workers, measured); appenders to different sagas do
-not wait for each other (a hash collision only makes two sagas share a queue). In READ COMMITTED
-each statement reads a fresh snapshot, so the tail read, a statement after the lock, sees every
-append committed before the lock was granted. UNIQUE (saga_id, seq) and UNIQUE (saga_id,
-write_key) back the lock: a writer that bypasses it fails rather than forks the chain.
+``pg_advisory_xact_lock`` on a 64-bit hash of the saga id, then reads the saga's tail and inserts
+the next entry. Appenders to one saga queue on the lock instead of racing and retrying (the Java
+original's tail ``SELECT ... FOR UPDATE`` + retry on unique violation loses appends under
+contention); appenders to different sagas do not wait for each other (a hash collision only makes
+two sagas share a queue). In READ COMMITTED each statement reads a fresh snapshot, so the insert,
+a statement after the lock, sees every append committed before the lock was granted. UNIQUE
+(saga_id, seq) and UNIQUE (saga_id, write_key) back the lock: a writer that bypasses it fails
+rather than forks the chain.
 
-Round trips: the BEGIN, the lock and the read go in one pipeline flush; the INSERT and the COMMIT
-in a second.
+Nothing waits for the client, nor for the disk, while the lock is held (measured in
+bench/postgres_append.py: with a client round trip inside the lock one saga gets one append per
+round trip of its busiest client; with the WAL flush inside it, one append per flush). The whole
+append is one ``CALL sagacity_append(...)`` (a procedure of the schema, in autocommit):
+
+* **The client seals; the server only joins.** The entry's canonical bytes depend on the tail only
+  through ``seq`` and ``prev_hash``. The client seals the entry twice with two dummy tails
+  (``core.journal.next_entry``, the shared rule) and splits the bytes where they differ: a prefix,
+  the 64 hex digits of ``prev_hash``, a middle, the digits of ``seq``, a suffix
+  (:func:`byte_pieces`). The procedure takes the lock, reads the tail, joins the pieces around it
+  and inserts them with their ``sha256``. The client then seals the entry with the returned tail
+  and checks it gets exactly the stored bytes and hash.
+* **The lock is released before the flush.** The appending transaction commits with
+  ``synchronous_commit = off``, which releases the lock as soon as its commit record is in the
+  WAL; the procedure then writes a WAL record in a second transaction that commits synchronously,
+  so the CALL returns only once the WAL is flushed past the append, and concurrent appenders share
+  flushes (group commit). WAL is written in order: an entry someone chained onto is never lost
+  while the later one survives. With ``fast_outcomes`` the second transaction is skipped for
+  outcome entries.
+* **Retries.** When the write key is already stored the procedure inserts nothing (but still
+  flushes) and a second query returns the stored row: a retry of the same write gets it back.
 
 Failures: a connection that breaks anywhere in an append (even between INSERT and COMMIT, when
 the outcome is unknown) is replaced and the append retried under the same write key: the retry
-finds the stored row (returned as is) or stores it now, so the entry is stored exactly once, or
-:class:`JournalWriteError` is raised. A pool exhausted for ``pool_timeout`` seconds, a statement
-timeout and a schema missing or out of date also raise it; an INTENT that raises means the tool
-body does not run.
+finds the stored row (flushes it, returns it) or stores it now, so the entry is stored exactly
+once, or :class:`JournalWriteError` is raised. A pool exhausted for ``pool_timeout`` seconds, a
+statement timeout and a schema missing or out of date also raise it; an INTENT that raises means
+the tool body does not run.
 """
 
 from __future__ import annotations
@@ -26,7 +45,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import JournalWriteError
-from .entries import OUTCOME_PHASES, JournalEntry, Phase
+from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase
 from .journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
 from .postgres_setup import PostgresDatabase
 
@@ -35,15 +54,47 @@ __all__ = ["PostgresJournal"]
 _COLUMNS = "saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical"
 _NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
 
-_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
-# The row already holding this write key (kind 0), then the tail (kind 1): one statement.
-_KEY_AND_TAIL = (
-    f"(SELECT 0, {_COLUMNS} FROM sagacity_journal WHERE saga_id = %(s)s AND write_key = %(k)s) "
-    f"UNION ALL (SELECT 1, {_COLUMNS} FROM sagacity_journal WHERE saga_id = %(s)s "
-    "ORDER BY seq DESC LIMIT 1)"
-)
-_INSERT = f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-_FAST_COMMIT = "SET LOCAL synchronous_commit = off"
+_APPEND = "CALL sagacity_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_BY_KEY = f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = %s AND write_key = %s"
+_DUMMY_HASH = "1" * 64
+
+
+def byte_pieces(request: AppendRequest, now: str) -> tuple[bytes, bytes, bytes]:
+    """Split the entry's canonical bytes around ``prev_hash`` and ``seq``.
+
+    Seals ``request`` after two dummy tails, (genesis, seq 1) and (``"1" * 64``, seq 2): the two
+    encodings have the same length and differ exactly in the 64 hash digits and the seq digit, so
+    ``head + prev_hash + middle + str(seq) + tail`` is the entry's encoding for any tail (RFC 8785
+    writes both as they are: hex digits, an integer). Derived from the shared sealing rule, never
+    re-implemented; :meth:`PostgresJournal.append` checks every stored entry against it.
+
+    Raises:
+        EncodingError: the payload has no canonical encoding.
+    """
+    first = next_entry(request, None, now).canonical
+    second = next_entry(request, (1, _DUMMY_HASH), now).canonical
+    at = _common_prefix(first, second)
+    seq_at = len(first) - 1 - _common_prefix(first[::-1], second[::-1])
+    if not (
+        len(first) == len(second)
+        and first[at:at + 64] == GENESIS_HASH.encode() and second[at:at + 64] == _DUMMY_HASH.encode()
+        and first[at + 64:seq_at] == second[at + 64:seq_at]
+        and first[seq_at:seq_at + 1] == b"1" and second[seq_at:seq_at + 1] == b"2"
+    ):  # pragma: no cover - would mean the sealing rule changed shape
+        raise JournalWriteError("cannot split the entry's bytes around prev_hash and seq")
+    return first[:at], first[at + 64:seq_at], first[seq_at + 1:]
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """Length of the longest common prefix (bisection over C-level slice compares)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
@@ -58,11 +109,11 @@ class PostgresJournal:
             :class:`~sagacity_agents.core.postgres_approvals.PostgresApprovalStore`), or a
             ``postgresql://`` URI to open one with ``pool_options``.
         clock: source of ``recorded_at``; defaults to the system UTC time.
-        fast_outcomes: commit EXECUTED / REFUSED / FAILED entries with ``synchronous_commit =
-            off`` (default ``False``). The commit then returns before its WAL is flushed; the
-            next synchronous commit on the server (the next INTENT, at the latest) flushes it. A
-            server crash in between can lose the outcome, never an INTENT: the call is then in
-            doubt, as if the process had died after the body, and recovery treats it so.
+        fast_outcomes: return from EXECUTED / REFUSED / FAILED appends without waiting for the
+            WAL flush (default ``False``: every append returns once durable). The next durable
+            commit on the server (the next INTENT's, at the latest) flushes it. A server crash in
+            between can lose the outcome, never an INTENT: the call is then in doubt, as if the
+            process had died after the body, and recovery treats it so.
         pool_options: keyword arguments of :class:`PostgresDatabase` (``max_size``,
             ``pool_timeout``, ``statement_timeout``...) when ``database`` is a URI.
 
@@ -89,29 +140,28 @@ class PostgresJournal:
         return f"PostgresJournal({self.database!r})"
 
     async def _append_once(self, conn: Any, request: AppendRequest) -> JournalEntry:
-        async with conn.pipeline() as pipeline:
-            async with conn.transaction():
-                await conn.execute(_LOCK, (request.saga_id,))
-                cur = await conn.execute(
-                    _KEY_AND_TAIL, {"s": request.saga_id, "k": request.write_key}
-                )
-                await pipeline.sync()
-                rows = await cur.fetchall()
-                for row in rows:
-                    if row[0] == 0:
-                        return replay_of(_row_to_entry(row[1:]), request)
-                tail = (rows[0][2], rows[0][9]) if rows else None
-                entry = next_entry(request, tail, stamp_from(self._clock))
-                if self._fast_outcomes and request.phase in OUTCOME_PHASES:
-                    await conn.execute(_FAST_COMMIT)
-                await conn.execute(
-                    _INSERT,
-                    (
-                        entry.saga_id, entry.seq, request.phase.value, entry.tool, entry.call_id,
-                        entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash,
-                        entry.canonical,
-                    ),
-                )
+        now = stamp_from(self._clock)
+        head, middle, tail = byte_pieces(request, now)
+        durable = not (self._fast_outcomes and request.phase in OUTCOME_PHASES)
+        inserted = await conn.execute(
+            _APPEND,
+            (request.saga_id, request.phase.value, request.tool, request.call_id,
+             request.write_key, now, GENESIS_HASH, head, middle, tail, durable),
+        )
+        new = await inserted.fetchone()
+        if new is None or new[0] is None:  # the write key is taken: a retry of a stored write, or a misuse
+            cur = await conn.execute(_BY_KEY, (request.saga_id, request.write_key))
+            row = await cur.fetchone()
+            if row is None:  # pragma: no cover - rows are never deleted by the application
+                raise JournalWriteError(f"append to saga {request.saga_id!r}: key row vanished")
+            return replay_of(_row_to_entry(row), request)
+        seq, prev_hash, digest, canonical = new
+        entry = next_entry(request, None if seq == 1 else (seq - 1, prev_hash), now)
+        if entry.canonical != bytes(canonical) or entry.hash != digest or entry.prev_hash != prev_hash:
+            raise JournalWriteError(  # pragma: no cover - the pieces come from the same rule
+                f"append to saga {request.saga_id!r}: the stored entry {seq} differs from the "
+                "sealing rule's; run `sagacity journal verify`"
+            )
         return entry
 
     async def append(

@@ -1,0 +1,338 @@
+"""Appends per second on PostgreSQL: bare INSERT+COMMIT, the Java original's design, and ours.
+
+One run, one server, one process (asyncio; one worker = one task on its own connection; pools
+sized to the number of workers), in a schema of its own that is dropped at the end. Designs:
+
+    bare      INSERT + COMMIT of an entry, no ordering at all (the floor: one commit per append)
+    original  the Java original as design.md describes it: in a transaction, read the tail with
+              ``SELECT ... ORDER BY seq DESC LIMIT 1 FOR UPDATE``, insert seq + 1, commit; on a
+              unique violation (23505) roll back and retry, 50 attempts, no backoff; an append
+              whose 50 attempts all collide fails
+    ours      ``PostgresJournal.append`` (advisory lock on the saga, read tail + write key,
+              insert, commit; two round trips)
+
+each at 1, 16 and 64 workers on one saga, and 16 workers over 16 sagas (one each), for
+``--seconds`` per cell. Reported: successful appends per wall second, retries, failed appends,
+and for ``ours`` a check that every saga's chain is 1..N with no gap and verifies.
+
+Then the per-call overhead of a wrapped tool with the PostgreSQL journal: the same scripted agent
+run (N tool calls) bare and under ``Sagacity(PostgresJournal)``, interleaved, medians; overhead per
+call = (wrapped - bare) / N, the saga's own entries included, as a multiple of one bare
+INSERT+COMMIT of this run (1 / its 1-worker appends per second). Measured with durable outcome
+commits (the default) and with ``fast_outcomes=True``.
+
+Usage::
+
+    python bench/postgres_append.py [--db postgresql://postgres@127.0.0.1:5432/test]
+        [--seconds 3] [--workers 1,16,64] [--calls 20] [--rounds 30] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import statistics
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from agents import Runner, set_tracing_disabled
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import _agent, _bare_tool, _wrapped_tool, machine_facts  # noqa: E402
+
+from sagacity_agents import Phase, PostgresJournal, Sagacity, SagaStatus, verify_journal  # noqa: E402
+from sagacity_agents.core.journal import AppendRequest, next_entry, utc_stamp  # noqa: E402
+from sagacity_agents.core.postgres_setup import migrate  # noqa: E402
+
+DESIGNS = ("bare", "original", "ours")
+ATTEMPTS = 50
+_COLUMNS = "saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical"
+_INSERT = f"INSERT INTO {{table}} ({_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+_BENCH_TABLES = """
+CREATE TABLE bench_bare (LIKE sagacity_journal INCLUDING DEFAULTS);
+ALTER TABLE bench_bare DROP COLUMN id;
+CREATE TABLE bench_original (
+    saga_id text NOT NULL, seq bigint NOT NULL, phase text NOT NULL, tool text, call_id text,
+    write_key text NOT NULL, recorded_at text NOT NULL, prev_hash text NOT NULL,
+    hash text NOT NULL, canonical bytea NOT NULL,
+    PRIMARY KEY (saga_id, seq), UNIQUE (saga_id, write_key)
+);
+"""
+
+
+def _row(entry: Any) -> tuple[Any, ...]:
+    return (entry.saga_id, entry.seq, entry.phase.value, entry.tool, entry.call_id,
+            entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical)
+
+
+def _request(saga_id: str, key: str) -> AppendRequest:
+    return AppendRequest.build(saga_id, Phase.EXECUTED, write_key=key, tool="reserve",
+                               call_id=key, payload={"result": "ok", "qty": 1})
+
+
+class Cell:
+    """Counters of one (design, workers, sagas) run."""
+
+    def __init__(self) -> None:
+        self.appends = 0
+        self.retries = 0
+        self.failed = 0
+
+
+async def _bare_worker(conn: Any, saga_id: str, worker: int, stop: float, cell: Cell) -> None:
+    n = 0
+    insert = _INSERT.format(table="bench_bare")
+    while time.perf_counter() < stop:
+        n += 1
+        entry = next_entry(_request(saga_id, f"{worker}-{n}"), None, utc_stamp())
+        await conn.execute(insert, _row(entry))  # autocommit: INSERT + COMMIT
+        cell.appends += 1
+
+
+async def _original_worker(conn: Any, saga_id: str, worker: int, stop: float, cell: Cell) -> None:
+    n = 0
+    insert = _INSERT.format(table="bench_original")
+    while time.perf_counter() < stop:
+        n += 1
+        request = _request(saga_id, f"{worker}-{n}")
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                async with conn.transaction():
+                    cur = await conn.execute(
+                        "SELECT seq, hash FROM bench_original WHERE saga_id = %s "
+                        "ORDER BY seq DESC LIMIT 1 FOR UPDATE",
+                        (saga_id,),
+                    )
+                    tail = await cur.fetchone()
+                    entry = next_entry(request, tail, utc_stamp())
+                    await conn.execute(insert, _row(entry))
+                cell.appends += 1
+                break
+            except psycopg.errors.UniqueViolation:
+                if attempt == ATTEMPTS:
+                    cell.failed += 1
+                else:
+                    cell.retries += 1
+
+
+async def _ours_worker(journal: PostgresJournal, saga_id: str, worker: int, stop: float,
+                       cell: Cell) -> None:
+    n = 0
+    while time.perf_counter() < stop:
+        n += 1
+        try:
+            await journal.append(saga_id, Phase.EXECUTED, write_key=f"{worker}-{n}",
+                                 tool="reserve", call_id=f"{worker}-{n}",
+                                 payload={"result": "ok", "qty": 1})
+            cell.appends += 1
+        except Exception:  # noqa: BLE001 - counted, reported
+            cell.failed += 1
+
+
+async def run_cell(uri: str, design: str, workers: int, sagas: int, seconds: float,
+                   tag: str) -> dict[str, Any]:
+    """Run one design with ``workers`` workers spread over ``sagas`` sagas for ``seconds``."""
+    cell = Cell()
+    saga_ids = [f"{tag}-{design}-{workers}x{sagas}-{i}" for i in range(sagas)]
+    journal = None
+    conns: list[Any] = []
+    try:
+        if design == "ours":
+            journal = PostgresJournal(uri, min_size=workers, max_size=workers, pool_timeout=60)
+            await journal.database.pool()  # open (and fill) the pool before timing
+        else:
+            conns = [await psycopg.AsyncConnection.connect(uri, autocommit=True)
+                     for _ in range(workers)]
+        start = time.perf_counter()
+        stop = start + seconds
+        tasks = []
+        for w in range(workers):
+            saga_id = saga_ids[w % sagas]
+            if design == "bare":
+                tasks.append(_bare_worker(conns[w], saga_id, w, stop, cell))
+            elif design == "original":
+                tasks.append(_original_worker(conns[w], saga_id, w, stop, cell))
+            else:
+                assert journal is not None
+                tasks.append(_ours_worker(journal, saga_id, w, stop, cell))
+        await asyncio.gather(*tasks)
+        wall = time.perf_counter() - start
+        result: dict[str, Any] = {
+            "appends": cell.appends, "retries": cell.retries, "failed": cell.failed,
+            "wall_s": round(wall, 3), "per_s": round(cell.appends / wall, 1),
+        }
+        if journal is not None:  # every chain 1..N, no gap, verifies; nothing lost
+            stored = 0
+            for sid in saga_ids:
+                entries = await journal.entries(sid)
+                if [e.seq for e in entries] != list(range(1, len(entries) + 1)):
+                    raise RuntimeError(f"gap or disorder in {sid}")
+                stored += len(entries)
+                (verified,) = await verify_journal(journal, sid)
+                if not verified.ok:
+                    raise RuntimeError(f"the chain of {sid} does not verify: {verified}")
+            result["lost"] = cell.appends - stored
+        return result
+    finally:
+        if journal is not None:
+            await journal.close()
+        for conn in conns:
+            await conn.close()
+
+
+async def per_call_overhead(uri: str, calls: int, rounds: int) -> dict[str, Any]:
+    """Median run time bare and wrapped (durable and fast outcomes), interleaved."""
+    set_tracing_disabled(True)
+    bare_tool, wrapped_tool = _bare_tool(), _wrapped_tool()
+    sagacities = {
+        "postgres": Sagacity(PostgresJournal(uri)),
+        "postgres-fast-outcomes": Sagacity(PostgresJournal(uri, fast_outcomes=True)),
+    }
+    times: dict[str, list[float]] = {"bare": [], **{k: [] for k in sagacities}}
+    try:
+        for round_no in range(rounds + 1):  # round 0 warms up
+            agent = _agent(bare_tool, calls)
+            start = time.perf_counter()
+            await Runner.run(agent, "go", max_turns=calls + 5)
+            bare = time.perf_counter() - start
+            if round_no:
+                times["bare"].append(bare)
+            for name, sagacity in sagacities.items():
+                agent = _agent(wrapped_tool, calls)
+                start = time.perf_counter()
+                saga = await sagacity.run(agent, "go", max_turns=calls + 5)
+                elapsed = time.perf_counter() - start
+                if saga.status is not SagaStatus.COMPLETED:
+                    raise RuntimeError(f"{name}: {saga.status} {saga.exception!r}")
+                if round_no:
+                    times[name].append(elapsed)
+    finally:
+        for sagacity in sagacities.values():
+            await sagacity.aclose()
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "calls": calls, "rounds": rounds,
+        "median_run_ms": {k: round(v * 1000, 3) for k, v in medians.items()},
+        "per_call_overhead_ms": {
+            k: round((medians[k] - medians["bare"]) / calls * 1000, 3) for k in sagacities
+        },
+    }
+
+
+async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: int,
+                        rounds: int, progress: Any = None) -> dict[str, Any]:
+    """The whole benchmark in a fresh schema of the server at ``uri`` (dropped afterwards)."""
+    schema = f"sagacity_bench_{secrets.token_hex(4)}"
+    sep = "&" if "?" in uri else "?"
+    scoped = f"{uri}{sep}options={urllib.parse.quote(f'-csearch_path={schema}')}"
+    async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as admin:
+        await admin.execute(f'CREATE SCHEMA "{schema}"')
+        server_version = (await (await admin.execute("SHOW server_version")).fetchone())[0]
+    try:
+        await migrate(scoped)
+        async with await psycopg.AsyncConnection.connect(scoped, autocommit=True) as conn:
+            await conn.execute(_BENCH_TABLES)
+        shapes = [(w, 1) for w in workers] + [(16, 16)]
+        cells: dict[str, dict[str, Any]] = {}
+        tag = secrets.token_hex(3)
+        for w, s in shapes:
+            for design in DESIGNS:
+                if progress:
+                    progress(f"{design} {w} worker(s) x {s} saga(s)")
+                cells[f"{design}/{w}x{s}"] = await run_cell(scoped, design, w, s, seconds, tag)
+        overhead = await per_call_overhead(scoped, calls, rounds)
+    finally:
+        async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as admin:
+            await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    bare_commit_ms = 1000 / cells[f"bare/{workers[0]}x1"]["per_s"]
+    overhead["bare_commit_ms"] = round(bare_commit_ms, 3)
+    overhead["overhead_x_bare_commit"] = {
+        k: round(v / bare_commit_ms, 2) for k, v in overhead["per_call_overhead_ms"].items()
+    }
+    facts = machine_facts()
+    facts["postgres"] = server_version
+    facts["psycopg"] = psycopg.__version__
+    return {"machine": facts, "seconds": seconds, "workers": workers, "cells": cells,
+            "overhead": overhead, "targets": targets(cells, workers, overhead)}
+
+
+def targets(cells: dict[str, Any], workers: list[int], overhead: dict[str, Any]) -> dict[str, Any]:
+    """The issue's targets, checked on this run's figures."""
+    out: dict[str, Any] = {}
+    top, one = max(workers), min(workers)
+    ours, orig = cells[f"ours/{top}x1"], cells[f"original/{top}x1"]
+    out[f"ours at {top} workers: nothing failed or lost"] = ours["failed"] == 0 and ours.get("lost") == 0
+    out[f"ours >= 5x original at {top} workers"] = ours["per_s"] >= 5 * max(orig["per_s"], 1e-9)
+    out[f"ours 1 worker >= 70% of bare"] = (
+        cells[f"ours/{one}x1"]["per_s"] >= 0.7 * cells[f"bare/{one}x1"]["per_s"]
+    )
+    out["per-call overhead <= 2.5x one bare commit (durable)"] = (
+        overhead["overhead_x_bare_commit"]["postgres"] <= 2.5
+    )
+    out["per-call overhead <= 2.5x one bare commit (fast outcomes)"] = (
+        overhead["overhead_x_bare_commit"]["postgres-fast-outcomes"] <= 2.5
+    )
+    return out
+
+
+def print_report(result: dict[str, Any]) -> None:
+    m = result["machine"]
+    print(f"machine: {m.get('cpu', '?')}, {m['cpu_count']} cores, load {m.get('loadavg', '?')}; "
+          f"PostgreSQL {m['postgres']}, psycopg {m['psycopg']}, Python {m['python']}")
+    shapes = sorted({k.split("/")[1] for k in result["cells"]},
+                    key=lambda s: (int(s.split("x")[1]), int(s.split("x")[0])))
+    header = " | ".join(f"{int(s.split('x')[0])} w x {s.split('x')[1]} saga(s)" for s in shapes)
+    print(f"| design | {header} |")
+    print("| --- |" + " --- |" * len(shapes))
+    for design in DESIGNS:
+        row = []
+        for s in shapes:
+            c = result["cells"][f"{design}/{s}"]
+            extra = []
+            if c["retries"]:
+                extra.append(f"{c['retries']:,} retries")
+            if c["failed"]:
+                extra.append(f"**{c['failed']:,} failed**")
+            if "lost" in c:
+                extra.append(f"{c['lost']} lost")
+            row.append(f"{c['per_s']:,.0f}" + (f" ({', '.join(extra)})" if extra else ""))
+        print(f"| {design} | " + " | ".join(row) + " |")
+    o = result["overhead"]
+    print(f"\nper-call overhead ({o['calls']} calls/run, median of {o['rounds']} rounds); "
+          f"one bare INSERT+COMMIT = {o['bare_commit_ms']} ms")
+    for k, v in o["per_call_overhead_ms"].items():
+        print(f"  {k}: {v} ms per call = {o['overhead_x_bare_commit'][k]}x one bare commit")
+    print("\ntargets:")
+    for k, v in result["targets"].items():
+        print(f"  [{'met' if v else 'MISSED'}] {k}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", default="postgresql://postgres@127.0.0.1:5432/test",
+                        help="server URI (a schema of its own is created and dropped)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per cell (default 3)")
+    parser.add_argument("--workers", default="1,16,64", help="worker counts on one saga")
+    parser.add_argument("--calls", type=int, default=20, help="tool calls per overhead run")
+    parser.add_argument("--rounds", type=int, default=30, help="overhead rounds (default 30)")
+    parser.add_argument("--json", dest="json_out", default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    workers = [int(w) for w in args.workers.split(",")]
+    result = asyncio.run(run_benchmark(
+        args.db, seconds=args.seconds, workers=workers, calls=args.calls, rounds=args.rounds,
+        progress=lambda what: print(f"  ... {what}", file=sys.stderr),
+    ))
+    print_report(result)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n", "utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

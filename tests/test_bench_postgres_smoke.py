@@ -1,0 +1,39 @@
+"""The PostgreSQL append benchmark runs end to end (tiny parameters; no timing assertions)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "postgres_append.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_postgres_append", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+async def test_postgres_benchmark_runs(bench, pg_session_uri, capsys):
+    from tests.pg import SERVER
+
+    result = await bench.run_benchmark(SERVER, seconds=0.1, workers=[1, 2], calls=2, rounds=1)
+    assert set(result["cells"]) == {
+        f"{design}/{shape}" for design in bench.DESIGNS for shape in ("1x1", "2x1", "16x16")
+    }
+    for key, cell in result["cells"].items():
+        assert cell["appends"] > 0, key
+        if key.startswith("ours/"):
+            assert cell["failed"] == 0 and cell["lost"] == 0, key
+    assert set(result["overhead"]["overhead_x_bare_commit"]) == {"postgres", "postgres-fast-outcomes"}
+    json.dumps(result)
+    bench.print_report(result)
+    assert "| ours |" in capsys.readouterr().out
