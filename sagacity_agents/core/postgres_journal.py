@@ -22,13 +22,14 @@ append is one ``CALL sagacity_append(...)`` (a procedure of the schema, in autoc
   (:func:`byte_pieces`). The procedure takes the lock, reads the tail, joins the pieces around it
   and inserts them with their ``sha256``. The client then seals the entry with the returned tail
   and checks it gets exactly the stored bytes and hash.
-* **The lock is released before the flush.** The appending transaction commits with
-  ``synchronous_commit = off``, which releases the lock as soon as its commit record is in the
-  WAL; the procedure then writes a WAL record in a second transaction that commits synchronously,
-  so the CALL returns only once the WAL is flushed past the append, and concurrent appenders share
-  flushes (group commit). WAL is written in order: an entry someone chained onto is never lost
-  while the later one survives. With ``fast_outcomes`` the second transaction is skipped for
-  outcome entries.
+* **Under contention the lock is released before the flush.** When the lock was free
+  (``pg_try_advisory_xact_lock``), the append commits synchronously: one commit. When others
+  queue for it, the appending transaction commits with ``synchronous_commit = off``, which hands
+  the lock on as soon as its commit record is in the WAL; the procedure then writes a WAL record
+  in a second transaction that commits synchronously, so the CALL still returns only once the WAL
+  is flushed past the append, and the queued appenders share flushes (group commit). WAL is
+  written in order: an entry someone chained onto is never lost while the later one survives.
+  With ``fast_outcomes`` outcome entries never wait for the flush.
 * **Retries.** When the write key is already stored the procedure inserts nothing (but still
   flushes) and a second query returns the stored row: a retry of the same write gets it back.
 
@@ -54,7 +55,22 @@ __all__ = ["PostgresJournal"]
 _COLUMNS = "saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical"
 _NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
 
-_APPEND = "CALL sagacity_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_APPEND = "CALL sagacity_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+TERMINAL_PHASES: tuple[str, ...] = ()
+"""Phases after which the shared append rule refuses any append (the procedure checks them
+under the lock; ``next_entry`` raises the error). None on this version of the rule."""
+
+
+def _expected_seq(request: AppendRequest) -> int | None:
+    """The seq the saga must end at for this append (``None``: no condition on this version)."""
+    return None
+
+
+def _tail(seq: int, hash_: str, phase: str | None) -> tuple[int, str] | None:
+    """The tail as ``next_entry`` takes it (``None``: the saga had no entry)."""
+    return None if seq == 0 else (seq, hash_)
+
+
 _BY_KEY = f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = %s AND write_key = %s"
 _DUMMY_HASH = "1" * 64
 
@@ -143,24 +159,29 @@ class PostgresJournal:
         now = stamp_from(self._clock)
         head, middle, tail = byte_pieces(request, now)
         durable = not (self._fast_outcomes and request.phase in OUTCOME_PHASES)
-        inserted = await conn.execute(
+        cur = await conn.execute(
             _APPEND,
             (request.saga_id, request.phase.value, request.tool, request.call_id,
-             request.write_key, now, GENESIS_HASH, head, middle, tail, durable),
+             request.write_key, now, GENESIS_HASH, head, middle, tail, durable,
+             _expected_seq(request), list(TERMINAL_PHASES)),
         )
-        new = await inserted.fetchone()
-        if new is None or new[0] is None:  # the write key is taken: a retry of a stored write, or a misuse
+        row = await cur.fetchone()
+        if row is None:  # pragma: no cover - CALL always returns its INOUT row
+            raise JournalWriteError(f"append to saga {request.saga_id!r}: no answer")
+        status, seq, prev_hash, digest, canonical, tail_phase = row
+        if status == "exists":  # a retry of a stored write (or a key used twice: replay_of says)
             cur = await conn.execute(_BY_KEY, (request.saga_id, request.write_key))
-            row = await cur.fetchone()
-            if row is None:  # pragma: no cover - rows are never deleted by the application
+            stored = await cur.fetchone()
+            if stored is None:  # pragma: no cover - the application never deletes rows
                 raise JournalWriteError(f"append to saga {request.saga_id!r}: key row vanished")
-            return replay_of(_row_to_entry(row), request)
-        seq, prev_hash, digest, canonical = new
-        entry = next_entry(request, None if seq == 1 else (seq - 1, prev_hash), now)
-        if entry.canonical != bytes(canonical) or entry.hash != digest or entry.prev_hash != prev_hash:
-            raise JournalWriteError(  # pragma: no cover - the pieces come from the same rule
-                f"append to saga {request.saga_id!r}: the stored entry {seq} differs from the "
-                "sealing rule's; run `sagacity journal verify`"
+            return replay_of(_row_to_entry(stored), request)
+        # The shared rule, applied to the tail the server read under the lock: it raises where
+        # the server refused, and seals exactly the bytes the server stored where it inserted.
+        entry = next_entry(request, _tail(seq - 1, prev_hash, tail_phase), now)
+        if status != "inserted" or entry.canonical != bytes(canonical) or entry.hash != digest:
+            raise JournalWriteError(  # pragma: no cover - the server mirrors the shared rule
+                f"append to saga {request.saga_id!r}: the server's {status!r} disagrees with the "
+                "shared append rule; run `sagacity journal verify`"
             )
         return entry
 
