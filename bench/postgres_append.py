@@ -12,7 +12,8 @@ sized to the number of workers), in a schema of its own that is dropped at the e
               insert, commit; two round trips)
 
 each at 1, 16 and 64 workers on one saga, and 16 workers over 16 sagas (one each), for
-``--seconds`` per cell. Reported: successful appends per wall second, retries, failed appends,
+``--seconds`` per cell, the three designs taking turns (``--slices`` turns each) so that a change
+in the shared disk's speed during the run hits them alike. Reported: successful appends per wall second, retries, failed appends,
 and for ``ours`` a check that every saga's chain is 1..N with no gap and verifies.
 
 Then the per-call overhead of a wrapped tool with the PostgreSQL journal: the same scripted agent
@@ -24,7 +25,7 @@ commits (the default) and with ``fast_outcomes=True``.
 Usage::
 
     python bench/postgres_append.py [--db postgresql://postgres@127.0.0.1:5432/test]
-        [--seconds 3] [--workers 1,16,64] [--calls 20] [--rounds 30] [--json out.json]
+        [--seconds 3] [--slices 3] [--workers 1,16,64] [--calls 20] [--rounds 30] [--json out.json]
 """
 
 from __future__ import annotations
@@ -226,7 +227,7 @@ async def per_call_overhead(uri: str, calls: int, rounds: int) -> dict[str, Any]
 
 
 async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: int,
-                        rounds: int, progress: Any = None) -> dict[str, Any]:
+                        rounds: int, slices: int = 3, progress: Any = None) -> dict[str, Any]:
     """The whole benchmark in a fresh schema of the server at ``uri`` (dropped afterwards)."""
     schema = f"sagacity_bench_{secrets.token_hex(4)}"
     sep = "&" if "?" in uri else "?"
@@ -242,10 +243,21 @@ async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: 
         cells: dict[str, dict[str, Any]] = {}
         tag = secrets.token_hex(3)
         for w, s in shapes:
+            # Designs interleaved in `slices` turns of seconds/slices each, so a change in the
+            # shared disk's speed during the run hits every design alike.
+            for turn in range(slices):
+                for design in DESIGNS:
+                    if progress:
+                        progress(f"{design} {w} worker(s) x {s} saga(s), turn {turn + 1}/{slices}")
+                    part = await run_cell(scoped, design, w, s, seconds / slices, tag)
+                    total = cells.setdefault(f"{design}/{w}x{s}", {})
+                    for key in ("appends", "retries", "failed", "wall_s", "lost"):
+                        if key in part:
+                            total[key] = total.get(key, 0) + part[key]
             for design in DESIGNS:
-                if progress:
-                    progress(f"{design} {w} worker(s) x {s} saga(s)")
-                cells[f"{design}/{w}x{s}"] = await run_cell(scoped, design, w, s, seconds, tag)
+                total = cells[f"{design}/{w}x{s}"]
+                total["wall_s"] = round(total["wall_s"], 3)
+                total["per_s"] = round(total["appends"] / total["wall_s"], 1)
         overhead = await per_call_overhead(scoped, calls, rounds)
     finally:
         async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as admin:
@@ -258,7 +270,8 @@ async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: 
     facts = machine_facts()
     facts["postgres"] = server_version
     facts["psycopg"] = psycopg.__version__
-    return {"machine": facts, "seconds": seconds, "workers": workers, "cells": cells,
+    return {"machine": facts, "seconds": seconds, "slices": slices, "workers": workers,
+            "cells": cells,
             "overhead": overhead, "targets": targets(cells, workers, overhead)}
 
 
@@ -319,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="server URI (a schema of its own is created and dropped)")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per cell (default 3)")
     parser.add_argument("--workers", default="1,16,64", help="worker counts on one saga")
+    parser.add_argument("--slices", type=int, default=3,
+                        help="turns the designs take in each cell, interleaved (default 3)")
     parser.add_argument("--calls", type=int, default=20, help="tool calls per overhead run")
     parser.add_argument("--rounds", type=int, default=30, help="overhead rounds (default 30)")
     parser.add_argument("--json", dest="json_out", default=None, help="write the results here")
@@ -326,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     workers = [int(w) for w in args.workers.split(",")]
     result = asyncio.run(run_benchmark(
         args.db, seconds=args.seconds, workers=workers, calls=args.calls, rounds=args.rounds,
+        slices=args.slices,
         progress=lambda what: print(f"  ... {what}", file=sys.stderr),
     ))
     print_report(result)

@@ -25,7 +25,9 @@ def bench():
 async def test_postgres_benchmark_runs(bench, pg_session_uri, capsys):
     from tests.pg import SERVER
 
-    result = await bench.run_benchmark(SERVER, seconds=0.1, workers=[1, 2], calls=2, rounds=1)
+    result = await bench.run_benchmark(
+        SERVER, seconds=0.1, workers=[1, 2], calls=2, rounds=1, slices=2
+    )
     assert set(result["cells"]) == {
         f"{design}/{shape}" for design in bench.DESIGNS for shape in ("1x1", "2x1", "16x16")
     }
