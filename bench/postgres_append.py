@@ -249,7 +249,7 @@ async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: 
                 for design in DESIGNS:
                     if progress:
                         progress(f"{design} {w} worker(s) x {s} saga(s), turn {turn + 1}/{slices}")
-                    part = await run_cell(scoped, design, w, s, seconds / slices, tag)
+                    part = await run_cell(scoped, design, w, s, seconds / slices, f"{tag}t{turn}")
                     total = cells.setdefault(f"{design}/{w}x{s}", {})
                     for key in ("appends", "retries", "failed", "wall_s", "lost"):
                         if key in part:
