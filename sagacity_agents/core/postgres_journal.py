@@ -43,11 +43,12 @@ the tool body does not run.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..errors import JournalWriteError
 from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase
-from .journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
+from .journal import AppendRequest, Clock, Tail, next_entry, replay_of, stamp_from, utc_now
 from .postgres_setup import PostgresDatabase
 
 __all__ = ["PostgresJournal"]
@@ -56,19 +57,14 @@ _COLUMNS = "saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_has
 _NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
 
 _APPEND = "CALL sagacity_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-TERMINAL_PHASES: tuple[str, ...] = ()
-"""Phases after which the shared append rule refuses any append (the procedure checks them
-under the lock; ``next_entry`` raises the error). None on this version of the rule."""
+TERMINAL_PHASES: tuple[str, ...] = (Phase.SAGA_CLOSED.value,)
+"""Phases after which the shared append rule (``core.journal.next_entry``) refuses any append:
+the procedure refuses on them under the lock, ``next_entry`` then raises the rule's error."""
 
 
-def _expected_seq(request: AppendRequest) -> int | None:
-    """The seq the saga must end at for this append (``None``: no condition on this version)."""
-    return None
-
-
-def _tail(seq: int, hash_: str, phase: str | None) -> tuple[int, str] | None:
+def _tail(seq: int, hash_: str, phase: str | None) -> Tail | None:
     """The tail as ``next_entry`` takes it (``None``: the saga had no entry)."""
-    return None if seq == 0 else (seq, hash_)
+    return None if seq == 0 or phase is None else (seq, hash_, phase)
 
 
 _BY_KEY = f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = %s AND write_key = %s"
@@ -87,8 +83,9 @@ def byte_pieces(request: AppendRequest, now: str) -> tuple[bytes, bytes, bytes]:
     Raises:
         EncodingError: the payload has no canonical encoding.
     """
-    first = next_entry(request, None, now).canonical
-    second = next_entry(request, (1, _DUMMY_HASH), now).canonical
+    unconditional = dataclasses.replace(request, expected_seq=None)  # the rule is checked later
+    first = next_entry(unconditional, None, now).canonical
+    second = next_entry(unconditional, (1, _DUMMY_HASH, Phase.INTENT.value), now).canonical
     at = _common_prefix(first, second)
     seq_at = len(first) - 1 - _common_prefix(first[::-1], second[::-1])
     if not (
@@ -163,7 +160,7 @@ class PostgresJournal:
             _APPEND,
             (request.saga_id, request.phase.value, request.tool, request.call_id,
              request.write_key, now, GENESIS_HASH, head, middle, tail, durable,
-             _expected_seq(request), list(TERMINAL_PHASES)),
+             request.expected_seq, list(TERMINAL_PHASES)),
         )
         row = await cur.fetchone()
         if row is None:  # pragma: no cover - CALL always returns its INOUT row
@@ -194,17 +191,21 @@ class PostgresJournal:
         tool: str | None = None,
         call_id: str | None = None,
         payload: Any = None,
+        expected_seq: int | None = None,
     ) -> JournalEntry:
         """See :meth:`Journal.append`. Returns after the commit (durable unless
         ``fast_outcomes`` applies to this phase).
 
         Raises:
             EncodingError: the payload has no canonical encoding (nothing written).
+            JournalClosedError: the saga's last entry is SAGA_CLOSED (nothing written).
+            JournalConflictError: ``expected_seq`` is not the saga's last seq (nothing written).
             JournalWriteError: not stored (pool exhausted, statement timeout, connection broken
                 three times, schema missing), or the write key names a different entry.
         """
         request = AppendRequest.build(
-            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload
+            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
+            expected_seq=expected_seq,
         )
         if "\x00" in f"{saga_id}{write_key}{tool or ''}{call_id or ''}":
             # PostgreSQL text cannot hold NUL; the payload can (it is escaped in the bytes).

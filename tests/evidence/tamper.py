@@ -1,4 +1,5 @@
-"""Tampering with a SQLite journal file directly, as someone with write access to it would."""
+"""Tampering with a journal directly, as someone with write access to it would: a SQLite file, or
+a PostgreSQL database given by its ``postgresql://`` URI (statements written with ``?``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,34 @@ from collections.abc import Callable
 from typing import Any
 
 from sagacity_agents.core.canonical import canonical_bytes, parse_json
+
+
+class _Postgres:
+    """The few sqlite3 connection methods used here, on a psycopg connection."""
+
+    def __init__(self, uri: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(uri)
+
+    def execute(self, statement: str, params: tuple[Any, ...] = ()) -> Any:
+        cur = self.conn.execute(statement.replace("?", "%s"), params)
+        return _Rows(cur.fetchall() if cur.description else [])
+
+    def commit(self) -> None:
+        self.conn.commit()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _Rows(list):  # type: ignore[type-arg]
+    def fetchall(self) -> list[Any]:
+        return list(self)
+
+
+def _connect(path: str) -> Any:
+    return _Postgres(path) if path.startswith("postgresql://") else sqlite3.connect(path)
 
 
 def edit_entries(path: str, saga_id: str, edit: Callable[[dict[str, Any]], dict[str, Any] | None],
@@ -20,7 +49,7 @@ def edit_entries(path: str, saga_id: str, edit: Callable[[dict[str, Any]], dict[
     """
     from sagacity_agents.core.canonical import sha256_hex
 
-    conn = sqlite3.connect(path)
+    conn = _connect(path)
     edited = []
     try:
         rows = conn.execute(
@@ -46,7 +75,7 @@ def edit_entries(path: str, saga_id: str, edit: Callable[[dict[str, Any]], dict[
 
 
 def sql(path: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(path)
+    conn = _connect(path)
     try:
         rows = conn.execute(statement, params).fetchall()
         conn.commit()
@@ -60,7 +89,7 @@ def reseal_from(path: str, saga_id: str, start: int, edit: Callable[[dict[str, A
     correct hashes and links: a consistent rewrite the chain alone cannot see."""
     from sagacity_agents.core.canonical import sha256_hex
 
-    conn = sqlite3.connect(path)
+    conn = _connect(path)
     try:
         rows = conn.execute(
             "SELECT seq, canonical, prev_hash FROM sagacity_journal WHERE saga_id = ? ORDER BY seq", (saga_id,)

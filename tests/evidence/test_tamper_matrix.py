@@ -1,5 +1,5 @@
-"""The tamper matrix (issue 8): each way of changing a SQLite journal is detected with the first
-bad seq named; the last four (truncate, delete saga, re-sealed tail, appended decision) only
+"""The tamper matrix (issue 8): each way of changing a SQLite or PostgreSQL journal is detected
+with the first bad seq named; the last four (truncate, delete saga, re-sealed tail, appended decision) only
 through signed checkpoints and decision signatures (E-08), as the chain alone passes them."""
 
 from __future__ import annotations
@@ -110,9 +110,17 @@ CHAIN = [edit_payload, edit_hash, delete_middle, insert, swap]
 CHECKPOINTED = [truncate, delete_close, delete_saga, resealed_tail]
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def journal_db(request, tmp_path):
+    """Where the matrix's journal lives: a SQLite file, or this test's PostgreSQL schema."""
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_uri")
+    return str(tmp_path / "j.db")
+
+
 @pytest.mark.parametrize("tamper", CHAIN + CHECKPOINTED, ids=lambda f: f.__name__)
-async def test_tamper_matrix_first_bad_seq_named(tmp_path, keys, tamper):
-    db = str(tmp_path / "j.db")
+async def test_tamper_matrix_first_bad_seq_named(tmp_path, keys, tamper, journal_db):
+    db = journal_db
     s = signed(tmp_path, keys, db)
     sid, n = await closed_saga(s)
     await s.aclose()

@@ -30,9 +30,14 @@ from .helpers import agent, scripted
 SAGA = "order-42"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def journal(request, tmp_path):
-    j = InMemoryJournal() if request.param == "memory" else SqliteJournal(tmp_path / "j.db")
+    if request.param == "postgres":  # the lease's conditional append under the advisory lock
+        from sagacity_agents import PostgresJournal
+
+        j = PostgresJournal(request.getfixturevalue("pg_uri"))
+    else:
+        j = InMemoryJournal() if request.param == "memory" else SqliteJournal(tmp_path / "j.db")
     yield j
     await j.close()
 
