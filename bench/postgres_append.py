@@ -107,7 +107,7 @@ async def _original_worker(conn: Any, saga_id: str, worker: int, stop: float, ce
             try:
                 async with conn.transaction():
                     cur = await conn.execute(
-                        "SELECT seq, hash FROM bench_original WHERE saga_id = %s "
+                        "SELECT seq, hash, phase FROM bench_original WHERE saga_id = %s "
                         "ORDER BY seq DESC LIMIT 1 FOR UPDATE",
                         (saga_id,),
                     )
