@@ -17,10 +17,10 @@ in the shared disk's speed during the run hits them alike. Reported: successful 
 and for ``ours`` a check that every saga's chain is 1..N with no gap and verifies.
 
 Then the per-call overhead of a wrapped tool with the PostgreSQL journal: the same scripted agent
-run (N tool calls) bare and under ``Sagacity(PostgresJournal)``, interleaved, medians; overhead per
-call = (wrapped - bare) / N, the saga's own entries included, as a multiple of one bare
-INSERT+COMMIT timed in the same rounds (median; the shared disk's speed drifts, so the two are
-measured side by side). Measured with durable outcome commits (the default) and with
+run (N tool calls) bare and under ``Sagacity(PostgresJournal)``, interleaved round by round;
+overhead per call = the median over rounds of (wrapped - bare of the same round) / N, the saga's
+own entries included, as a multiple of one bare INSERT+COMMIT timed in the same rounds (median; the
+shared disk's speed drifts, so the two are measured side by side). Measured with durable outcome commits (the default) and with
 ``fast_outcomes=True``.
 
 Usage::
@@ -228,11 +228,18 @@ async def per_call_overhead(uri: str, calls: int, rounds: int) -> dict[str, Any]
             await sagacity.aclose()
         await raw.close()
     medians = {k: statistics.median(v) for k, v in times.items()}
+    # Paired: the median over rounds of (wrapped run - bare run of the same round), robust to the
+    # drift and bursts of load that move whole rounds (as bench/overhead.py does).
+    paired = {
+        k: statistics.median(w - b for w, b in zip(times[k], times["bare"], strict=True))
+        for k in sagacities
+    }
     return {
         "calls": calls, "rounds": rounds,
         "bare_commit_ms": round(statistics.median(commits) * 1000, 3),
         "median_run_ms": {k: round(v * 1000, 3) for k, v in medians.items()},
-        "per_call_overhead_ms": {
+        "per_call_overhead_ms": {k: round(v / calls * 1000, 3) for k, v in paired.items()},
+        "per_call_overhead_delta_medians_ms": {
             k: round((medians[k] - medians["bare"]) / calls * 1000, 3) for k in sagacities
         },
     }
