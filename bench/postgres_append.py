@@ -19,8 +19,9 @@ and for ``ours`` a check that every saga's chain is 1..N with no gap and verifie
 Then the per-call overhead of a wrapped tool with the PostgreSQL journal: the same scripted agent
 run (N tool calls) bare and under ``Sagacity(PostgresJournal)``, interleaved round by round;
 overhead per call = the median over rounds of (wrapped - bare of the same round) / N, the saga's
-own entries included, as a multiple of one bare INSERT+COMMIT timed in the same rounds (median; the
-shared disk's speed drifts, so the two are measured side by side). Measured with durable outcome commits (the default) and with
+own entries included, as a multiple of one bare INSERT+COMMIT of the same run (the median of one
+timed inside a plain tool at every call of a third run per round, so that it meets the disk as the
+journal's commits do: one per call between model turns). Measured with durable outcome commits (the default) and with
 ``fast_outcomes=True``.
 
 Usage::
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from agents import Runner, set_tracing_disabled
+from agents import Runner, function_tool, set_tracing_disabled
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overhead import _agent, _bare_tool, _wrapped_tool, machine_facts  # noqa: E402
@@ -197,17 +198,28 @@ async def per_call_overhead(uri: str, calls: int, rounds: int) -> dict[str, Any]
         "postgres-fast-outcomes": Sagacity(PostgresJournal(uri, fast_outcomes=True)),
     }
     times: dict[str, list[float]] = {"bare": [], **{k: [] for k in sagacities}}
-    commits: list[float] = []  # bare INSERT+COMMITs timed in the same rounds (the disk drifts)
+    # One bare INSERT+COMMIT of the same run: timed inside a bare tool of the same script, one
+    # per call between model turns, as the journal's commits happen (back-to-back commits flush
+    # faster on some disks and would flatter the baseline).
+    commits: list[float] = []
     raw = await psycopg.AsyncConnection.connect(uri, autocommit=True)
     insert = _INSERT.format(table="bench_bare")
+    timing = [False]
+
+    @function_tool
+    async def reserve(item: str, qty: int) -> str:
+        """Reserve stock (and time one bare INSERT+COMMIT)."""
+        entry = next_entry(_request("overhead", f"{item}-{time.time_ns()}"), None, utc_stamp())
+        start = time.perf_counter()
+        await raw.execute(insert, _row(entry))
+        if timing[0]:
+            commits.append(time.perf_counter() - start)
+        return f"reserved {qty} x {item}"
+
     try:
         for round_no in range(rounds + 1):  # round 0 warms up
-            for n in range(calls):
-                entry = next_entry(_request("overhead", f"{round_no}-{n}"), None, utc_stamp())
-                start = time.perf_counter()
-                await raw.execute(insert, _row(entry))
-                if round_no:
-                    commits.append(time.perf_counter() - start)
+            timing[0] = bool(round_no)
+            await Runner.run(_agent(reserve, calls), "go", max_turns=calls + 5)
             agent = _agent(bare_tool, calls)
             start = time.perf_counter()
             await Runner.run(agent, "go", max_turns=calls + 5)
