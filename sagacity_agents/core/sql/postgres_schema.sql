@@ -8,7 +8,7 @@ CREATE TABLE sagacity_schema_migrations (
 );
 
 CREATE TABLE sagacity_journal (
-    id          bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id          bigint  GENERATED ALWAYS AS IDENTITY,  -- storage order (sagas list oldest first); no index: one fewer per append
     saga_id     text    NOT NULL,
     seq         bigint  NOT NULL CHECK (seq >= 1),
     phase       text    NOT NULL,
@@ -19,7 +19,7 @@ CREATE TABLE sagacity_journal (
     prev_hash   text    NOT NULL,
     hash        text    NOT NULL,
     canonical   bytea   NOT NULL,
-    CONSTRAINT sagacity_journal_saga_seq UNIQUE (saga_id, seq),
+    CONSTRAINT sagacity_journal_saga_seq PRIMARY KEY (saga_id, seq),
     CONSTRAINT sagacity_journal_saga_write_key UNIQUE (saga_id, write_key)
 );
 

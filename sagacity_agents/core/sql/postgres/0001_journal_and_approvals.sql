@@ -3,7 +3,7 @@
 -- drops duplicates); recorded_at is the fixed-width UTC text that was hashed. Phases are text with
 -- no CHECK: a new phase needs no migration, and verification checks every column against the bytes.
 CREATE TABLE sagacity_journal (
-    id          bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- storage order: sagas list oldest first
+    id          bigint  GENERATED ALWAYS AS IDENTITY,  -- storage order (sagas list oldest first); no index: one fewer per append
     saga_id     text    NOT NULL,
     seq         bigint  NOT NULL CHECK (seq >= 1),
     phase       text    NOT NULL,
@@ -14,7 +14,7 @@ CREATE TABLE sagacity_journal (
     prev_hash   text    NOT NULL,
     hash        text    NOT NULL,
     canonical   bytea   NOT NULL,
-    CONSTRAINT sagacity_journal_saga_seq UNIQUE (saga_id, seq),
+    CONSTRAINT sagacity_journal_saga_seq PRIMARY KEY (saga_id, seq),
     CONSTRAINT sagacity_journal_saga_write_key UNIQUE (saga_id, write_key)
 );
 
