@@ -26,9 +26,10 @@ from rich.text import Text
 
 from .cli import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
 from .core.approval import ApprovalRequest, ApprovalStore, args_hash
+from .core.entries import Phase
 from .errors import ApprovalError, EncodingError, SagacityError, describe_error
 from .render import data_text, make_console, printable, status_text
-from .stores import open_approval_store
+from .stores import open_approval_store, open_journal
 
 __all__ = ["approvals", "load_app", "saga"]
 
@@ -129,10 +130,22 @@ def approvals_list(db: str, show_all: bool) -> None:
 def approvals_show(request_id: str, db: str) -> None:
     """Show one request: the arguments the tool would receive, their hash, the saga, its age."""
 
-    async def load(store: ApprovalStore) -> ApprovalRequest | None:
-        return await store.get(request_id)
+    async def load(store: ApprovalStore) -> tuple[ApprovalRequest | None, str | None]:
+        request = await store.get(request_id)
+        if request is None:
+            return None, None
+        # The tool's reversibility as journaled when the run paused (the journal, not the store).
+        journal = open_journal(db)
+        try:
+            paused = [e for e in await journal.entries(request.saga_id)
+                      if e.phase is Phase.AWAITING_APPROVAL and isinstance(e.payload, dict)
+                      and e.payload.get("request_id") == request_id]
+        finally:
+            await journal.close()
+        kind = paused[-1].payload.get("reversibility") if paused else None
+        return request, kind if isinstance(kind, str) else None
 
-    request = _with_store(db, load)
+    request, reversibility = _with_store(db, load)
     if request is None:
         raise UsageFailure(f"no approval request {request_id!r} (see: sagacity approvals list)")
     try:
@@ -154,6 +167,7 @@ def approvals_show(request_id: str, db: str) -> None:
     facts.add_row("request", data_text(request.request_id))
     facts.add_row("saga", data_text(request.saga_id))
     facts.add_row("tool", data_text(request.tool))
+    facts.add_row("reversibility", data_text(reversibility or "not journaled"))
     facts.add_row("call id", data_text(request.call_id))
     facts.add_row("asked", data_text(f"{request.created_at} ({_age(request.created_at)} ago)"))
     facts.add_row("expires", data_text(request.expires_at or "never"))

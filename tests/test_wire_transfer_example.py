@@ -29,6 +29,7 @@ def test_pause_approve_in_another_process_resume_exactly_once(tmp_path):
 
     shown = run("-m", "sagacity_agents", "approvals", "show", request_id, "--db", db, env=env)
     assert '"amount_eur": 2500' in shown.stdout
+    assert re.search(r"reversibility\s+irreversible", shown.stdout)  # as journaled at the pause
     run("-m", "sagacity_agents", "approvals", "approve", request_id, "--as", "alice",
         "--reason", "invoice checked", "--db", db, env=env)
     resumed = run("-m", "sagacity_agents", "saga", "resume", saga_id,
