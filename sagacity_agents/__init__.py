@@ -46,6 +46,7 @@ from .core.sqlite_journal import SqliteJournal
 from .core.verdict import SagaVerdict
 from .errors import (
     ApprovalError,
+    ClaimTakenError,
     ConfigurationError,
     DeclarationError,
     EncodingError,
@@ -115,6 +116,7 @@ __all__ = [
     "ChainHead",
     "Checkpoint",
     "CheckpointStore",
+    "ClaimTakenError",
     "CompensationContext",
     "CompensationItem",
     "CompensationReport",

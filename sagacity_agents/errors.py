@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ApprovalError",
+    "ClaimTakenError",
     "ConfigurationError",
     "DeclarationError",
     "EncodingError",
@@ -61,6 +62,29 @@ class JournalClosedError(JournalWriteError):
 class JournalConflictError(JournalWriteError):
     """A conditional append (``expected_seq``) found another entry at the saga's tail: someone
     wrote in between. Nothing was written; re-read the saga and decide again."""
+
+
+class ClaimTakenError(JournalConflictError):
+    """A claim (an entry that starts an action two writers could both start: COMPENSATING before
+    an undo, CONSUMED when a resume uses a decision) found its write key already taken by
+    *another* writer (another claimant nonce). Nothing was written; the action is the other
+    writer's: do not perform it (design.md, "Runs, leases and the end of a saga", Claims).
+
+    Attributes:
+        saga_id: the saga.
+        write_key: the claimed key.
+        seq: sequence number of the other writer's entry.
+        claimant: the other writer's nonce (``None``: its entry carries none).
+    """
+
+    def __init__(
+        self, message: str, *, saga_id: str, write_key: str, seq: int, claimant: str | None
+    ) -> None:
+        super().__init__(message)
+        self.saga_id = saga_id
+        self.write_key = write_key
+        self.seq = seq
+        self.claimant = claimant
 
 
 class SagaStateError(SagacityError):

@@ -10,7 +10,11 @@ that recovers the saga later. Rules (design.md, "Compensation"):
 * an INTENT with no outcome, or a COMPENSATING with no outcome, is *in doubt*: never acted on,
   always reported;
 * an entry already COMPENSATED is never undone again; a COMPENSATION_FAILED one is retried with
-  the same idempotency key.
+  the same idempotency key;
+* COMPENSATING is a *claim* (``core.journal``): it carries this pass's claimant nonce, so of two
+  writers that read the same ledger (two recoveries, two tasks) only the one whose COMPENSATING
+  landed runs the undo; the other gets :class:`~sagacity_agents.errors.ClaimTakenError`, skips
+  that undo and reports it in doubt ("claimed by another writer").
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import describe_error
+from ..errors import ClaimTakenError, JournalWriteError, describe_error
 from .canonical import sha256_hex
 from .declarations import Reversibility, ToolDeclaration, declaration_by_id, is_ambiguous
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
-from .journal import Journal
+from .journal import CLAIMANT_KEY, Journal, new_claimant
 
 __all__ = [
     "CompensationContext",
@@ -226,12 +230,30 @@ def _declaration_for(
     return declaration_by_id(decl_id)
 
 
+async def _claim_undo(
+    journal: Journal, saga_id: str, write_key: str, intent: JournalEntry, claim: dict[str, Any]
+) -> JournalEntry:
+    """Journal the COMPENSATING claim; a storage failure is retried once with the same key and
+    nonce (a lost acknowledgement returns the stored entry: the claim is this writer's)."""
+    for attempt in (1, 2):
+        try:
+            return await journal.append(
+                saga_id, Phase.COMPENSATING, write_key=write_key, tool=intent.tool,
+                call_id=intent.call_id, payload=claim,
+            )
+        except JournalWriteError as exc:
+            if attempt == 2 or type(exc) is not JournalWriteError:  # claims and closes: final
+                raise
+    raise AssertionError("unreachable")
+
+
 async def compensate(
     journal: Journal,
     saga_id: str,
     declarations: Mapping[str, ToolDeclaration],
     *,
     evidence: Evidence | None = None,
+    claimant: str | None = None,
 ) -> CompensationReport:
     """Undo the saga's EXECUTED compensatable effects in reverse sequence and report.
 
@@ -245,10 +267,15 @@ async def compensate(
             before ids existed) by the declaration of its tool name. A compensatable entry with
             no such declaration is reported as failed ("no undo registered").
         evidence: how the saga's entries are verified first (default: the hash chain alone).
+        claimant: this writer's claim nonce, journaled in every COMPENSATING it writes (default:
+            a fresh one per call, :func:`~sagacity_agents.core.journal.new_claimant`). Two
+            concurrent calls must not share one.
 
     Returns:
         The report. Undos that raise are journaled as COMPENSATION_FAILED and listed under
-        ``failed``; the walk goes on.
+        ``failed``; the walk goes on. An undo whose COMPENSATING key another writer claimed
+        first is not run and is listed under ``in_doubt`` ("claimed by another writer"): its
+        outcome is that writer's to journal; a later recovery reads it.
 
     Raises:
         EvidenceError: the saga's entries do not verify: no undo is run, nothing is written.
@@ -259,6 +286,7 @@ async def compensate(
     # Undo only what verified evidence says happened: an edited EXECUTED entry could aim an
     # undo at someone else's booking.
     ledger = SagaLedger(await verified_entries(journal, saga_id, evidence))
+    claimant = claimant or new_claimant()
     undone: list[CompensationItem] = []
     failed: list[CompensationItem] = []
     kept: list[CompensationItem] = []
@@ -301,15 +329,20 @@ async def compensate(
         decl = _declaration_for(declarations, call.intent.tool or "", decl_id)
         key = idempotency_key(saga_id, call.outcome.seq)
         attempt = len(call.attempts) + 1
+        claim = {"target_seq": call.outcome.seq, "idempotency_key": key, "attempt": attempt,
+                 CLAIMANT_KEY: claimant}
         try:
-            start = await journal.append(
-                saga_id,
-                Phase.COMPENSATING,
-                write_key=f"undo:{call.outcome.seq}:{attempt}:start",
-                tool=call.intent.tool,
-                call_id=call.intent.call_id,
-                payload={"target_seq": call.outcome.seq, "idempotency_key": key, "attempt": attempt},
-            )
+            start = await _claim_undo(journal, saga_id, f"undo:{call.outcome.seq}:{attempt}:start",
+                                      call.intent, claim)
+        except ClaimTakenError as taken:
+            # Another writer (a second recovery, another task) claimed this undo first: it is
+            # theirs to run and to journal; running it here too would apply it twice.
+            in_doubt.append(CompensationItem(
+                item.seq, item.tool, item.call_id,
+                f"undo claimed by another writer (COMPENSATING seq {taken.seq}); not run here: "
+                "its outcome is theirs to journal, recover again to read it",
+            ))
+            continue
         except Exception as exc:  # noqa: BLE001 - record intent before acting: no entry, no undo
             failed.append(CompensationItem(
                 item.seq, item.tool, item.call_id,

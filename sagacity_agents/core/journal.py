@@ -14,6 +14,12 @@ Two more rules every backend applies through :func:`next_entry`, atomically with
 * A conditional append (``expected_seq=n``) is written only while the saga's last entry is ``n``
   (0: the saga has no entry), else :class:`~sagacity_agents.errors.JournalConflictError`: how a
   run takes the saga's lease without a race (``core.lease``).
+* Claims (:data:`CLAIM_PHASES`: COMPENSATING, CONSUMED) start an action two writers could both
+  start. Their payload must carry the writer's nonce under :data:`CLAIMANT_KEY`; an append whose
+  write key is already taken by a claim of the same phase with *another* nonce is refused with
+  :class:`~sagacity_agents.errors.ClaimTakenError` (never the other writer's entry returned as
+  its own); the same writer's retry (same key, same payload, same nonce) returns the stored entry.
+  Applied by :func:`replay_of`, which every backend calls when the write key exists.
 
 The interface is async; backends that block (SQLite) run their I/O off the event loop.
 """
@@ -22,17 +28,38 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import JournalClosedError, JournalConflictError, JournalWriteError
+from ..errors import ClaimTakenError, JournalClosedError, JournalConflictError, JournalWriteError
 from .canonical import canonical_bytes, format_timestamp, to_canonical_value
 from .entries import GENESIS_HASH, JournalEntry, Phase, seal_entry
 
 __all__ = [
-    "AppendRequest", "Clock", "Journal", "Tail", "next_entry", "stamp_from", "utc_now", "utc_stamp",
+    "CLAIMANT_KEY", "CLAIM_PHASES", "AppendRequest", "Clock", "Journal", "Tail", "claimant_of",
+    "next_entry", "new_claimant", "replay_of", "stamp_from", "utc_now", "utc_stamp",
 ]
+
+CLAIM_PHASES = frozenset({Phase.COMPENSATING, Phase.CONSUMED})
+"""Phases whose entries are claims: each starts an action (an undo, the use of a decision) that
+two writers could both start. Their payload carries the writer's nonce (:data:`CLAIMANT_KEY`)."""
+
+CLAIMANT_KEY = "claimant"
+"""Payload key of a claim's writer nonce (:func:`new_claimant`)."""
+
+
+def new_claimant() -> str:
+    """A fresh claimant nonce (32 random hex digits): one per writer, i.e. per compensation pass
+    or per resume, reused by that writer's retries of the same claim."""
+    return uuid.uuid4().hex
+
+
+def claimant_of(payload: Any) -> str | None:
+    """The claimant nonce in a claim's payload (``None`` when it carries none)."""
+    value = payload.get(CLAIMANT_KEY) if isinstance(payload, dict) else None
+    return value if isinstance(value, str) and value else None
 
 Clock = Callable[[], dt.datetime]
 """Returns the current time as an aware datetime (truncated to microseconds when recorded)."""
@@ -104,7 +131,8 @@ class AppendRequest:
 
         Raises:
             EncodingError: the payload has no canonical encoding.
-            ValueError: an empty saga id or write key, or a negative ``expected_seq``.
+            ValueError: an empty saga id or write key, a negative ``expected_seq``, or a claim
+                (:data:`CLAIM_PHASES`) whose payload has no claimant nonce.
         """
         if not saga_id or not write_key:
             raise ValueError("saga_id and write_key must be non-empty strings")
@@ -113,6 +141,11 @@ class AppendRequest:
         flags = [False]
         converted = to_canonical_value(payload, flags=flags)
         phase = phase if type(phase) is Phase else Phase(phase)
+        if phase in CLAIM_PHASES and claimant_of(converted) is None:
+            raise ValueError(
+                f"a {phase.value} entry is a claim: its payload must carry the writer's nonce "
+                f"under {CLAIMANT_KEY!r} (core.journal.new_claimant())"
+            )
         return cls(saga_id, phase, write_key, tool, call_id, converted, not flags[0], expected_seq)
 
 
@@ -156,11 +189,24 @@ def next_entry(request: AppendRequest, tail: Tail | None, now: dt.datetime | str
 
 
 def replay_of(existing: JournalEntry, request: AppendRequest) -> JournalEntry:
-    """Return ``existing`` when ``request`` is a retry of the same write.
+    """Return ``existing`` when ``request`` is a retry of the same write (the shared rule every
+    backend applies when ``request.write_key`` is already stored for the saga).
 
     Raises:
+        ClaimTakenError: ``request`` is a claim and the key holds a claim of the same phase by
+            another writer (another claimant nonce, or none): refused, nothing written.
         JournalWriteError: the write key was already used for a different entry.
     """
+    if request.phase in CLAIM_PHASES and existing.phase == request.phase:
+        theirs = claimant_of(existing.payload)
+        if theirs != claimant_of(request.payload):
+            raise ClaimTakenError(
+                f"{request.phase.value} {request.write_key!r} of saga {request.saga_id!r} is "
+                f"already claimed by another writer (entry {existing.seq}, claimant {theirs}); "
+                "the action is theirs: it is not started again",
+                saga_id=request.saga_id, write_key=request.write_key, seq=existing.seq,
+                claimant=theirs,
+            )
     same = (
         existing.phase == request.phase
         and existing.tool == request.tool
@@ -210,6 +256,8 @@ class Journal(Protocol):
             EncodingError: the payload has no canonical encoding (nothing is written).
             JournalClosedError: the saga is closed (its last entry is SAGA_CLOSED).
             JournalConflictError: ``expected_seq`` is not the saga's last ``seq``.
+            ClaimTakenError: (a ``JournalConflictError``) a claim whose write key another writer
+                (another claimant nonce) already claimed.
             JournalWriteError: storage failed, or the write key names a different entry.
         """
         ...

@@ -39,9 +39,9 @@ from ..core.canonical import (
 from ..core.entries import Phase
 from ..core.evidence import Evidence, sign_decision, verified_entries
 from ..core.grants import consumed_decisions
-from ..core.journal import Clock, Journal, utc_now
+from ..core.journal import CLAIMANT_KEY, Clock, Journal, new_claimant, utc_now
 from ..core.saga import Grant, Saga
-from ..errors import ApprovalError, EncodingError, describe_error
+from ..errors import ApprovalError, ClaimTakenError, EncodingError, describe_error
 from .fallback import rebuild_pending_calls
 from .graph import agent_graph
 from .tools import DECLARATION_ATTR, declaration_of
@@ -391,15 +391,22 @@ class ApprovalDesk:
         Raises:
             ApprovalError: it could not be journaled: nothing will run on this decision.
         """
+        # CONSUMED is a claim (core.journal): this resume's nonce, the same on its retry, so a
+        # second resumer that reaches the same key gets a refusal, never this entry as its own.
+        payload = {"request_id": request.request_id, "args_hash": request.args_hash,
+                   "decision": "approved" if approved else "rejected", CLAIMANT_KEY: new_claimant()}
         for attempt in (1, 2):
             try:
                 await self.journal.append(
                     saga.saga_id, Phase.CONSUMED, write_key=f"consumed:{request.request_id}",
-                    tool=request.tool, call_id=request.call_id,
-                    payload={"request_id": request.request_id, "args_hash": request.args_hash,
-                             "decision": "approved" if approved else "rejected"},
+                    tool=request.tool, call_id=request.call_id, payload=payload,
                 )
                 return
+            except ClaimTakenError as exc:
+                raise ApprovalError(
+                    f"request {request.request_id} was already consumed by another resume "
+                    f"(CONSUMED seq {exc.seq}); the call will not run on it here"
+                ) from exc
             except Exception as exc:  # noqa: BLE001 - fail closed below
                 if attempt == 2:
                     raise ApprovalError(

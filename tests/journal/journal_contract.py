@@ -32,6 +32,7 @@ from sagacity_agents.core.chain import (
 from sagacity_agents.core.entries import GENESIS_HASH, JournalEntry, Phase
 from sagacity_agents.core.journal import Journal
 from sagacity_agents.errors import (
+    ClaimTakenError,
     EncodingError,
     JournalClosedError,
     JournalConflictError,
@@ -215,6 +216,47 @@ class JournalContract:
 
         won = await asyncio.gather(*(take(i) for i in range(10)))
         assert sum(won) == 1
+        assert_chain(await journal.entries(SAGA), 2)
+
+    # --- claims (E-05): COMPENSATING and CONSUMED carry the writer's nonce -------------------
+    @pytest.mark.parametrize("phase", [Phase.COMPENSATING, Phase.CONSUMED])
+    async def test_claim_taken_by_another_writer_is_refused(self, journal, phase):
+        """E-05 claim rule: a second writer (another nonce) finding the claim's key taken gets
+        ClaimTakenError, never the first writer's entry as its own; the first writer's plain
+        retry (same key, same payload, same nonce) still returns its stored entry."""
+        await journal.append(SAGA, Phase.SAGA_OPENED, write_key="open")
+        mine = {"target_seq": 1, "request_id": "r1", "claimant": "writer-a"}
+        first = await journal.append(SAGA, phase, write_key="claim:1", tool="t", call_id="c", payload=mine)
+        assert await journal.append(SAGA, phase, write_key="claim:1", tool="t", call_id="c",
+                                    payload=dict(mine)) == first
+        with pytest.raises(ClaimTakenError, match="already claimed by another writer") as caught:
+            await journal.append(SAGA, phase, write_key="claim:1", tool="t", call_id="c",
+                                 payload={**mine, "claimant": "writer-b"})
+        assert isinstance(caught.value, JournalConflictError)
+        assert (caught.value.seq, caught.value.claimant) == (first.seq, "writer-a")
+        assert_chain(await journal.entries(SAGA), 2)
+
+    @pytest.mark.parametrize("phase", [Phase.COMPENSATING, Phase.CONSUMED])
+    async def test_claim_without_a_nonce_is_refused(self, journal, phase):
+        with pytest.raises(ValueError, match="claimant"):
+            await journal.append(SAGA, phase, write_key="claim:1", payload={"target_seq": 1})
+        assert await journal.entries(SAGA) == []
+
+    async def test_concurrent_claims_of_one_key_one_writer_wins(self, journal):
+        """E-05: 20 writers claim one undo key at once: exactly one gets the entry; every other
+        one is refused (none is handed the winner's entry)."""
+        await journal.append(SAGA, Phase.SAGA_OPENED, write_key="open")
+
+        async def claim(i: int) -> JournalEntry | None:
+            try:
+                return await journal.append(
+                    SAGA, Phase.COMPENSATING, write_key="undo:1:1:start",
+                    payload={"target_seq": 1, "attempt": 1, "claimant": f"w{i}"})
+            except ClaimTakenError:
+                return None
+
+        won = [e for e in await asyncio.gather(*(claim(i) for i in range(20))) if e is not None]
+        assert len(won) == 1
         assert_chain(await journal.entries(SAGA), 2)
 
     async def test_unknown_saga_is_empty(self, journal):

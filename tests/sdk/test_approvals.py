@@ -69,6 +69,8 @@ async def test_pause_records_request_and_resume_runs_exactly_once():
     assert [e.phase for e in entries if e.tool == "transfer"] == [
         Phase.AWAITING_APPROVAL, Phase.APPROVED, Phase.CONSUMED, Phase.INTENT, Phase.EXECUTED]
     consumed = next(e for e in entries if e.phase is Phase.CONSUMED)
+    claimant = consumed.payload.pop("claimant")  # CONSUMED is a claim: the resume's nonce
+    assert len(claimant) == 32
     assert consumed.payload == {"request_id": request.request_id, "args_hash": request.args_hash,
                                 "decision": "approved"}
     intent = next(e for e in entries if e.phase is Phase.INTENT and e.tool == "transfer")

@@ -42,7 +42,8 @@ async def crashed_saga(journal, *, undo_started: bool = False, undo_done: bool =
     if undo_started:
         start = await journal.append(sid, Phase.COMPENSATING, write_key=f"undo:{seqs[1]}:1:start",
                                      tool="step", call_id="c2",
-                                     payload={"target_seq": seqs[1], "idempotency_key": "k", "attempt": 1})
+                                     payload={"target_seq": seqs[1], "idempotency_key": "k", "attempt": 1,
+                                              "claimant": "dead-writer"})
         if undo_done:
             await journal.append(sid, Phase.COMPENSATED, write_key=f"undo:{seqs[1]}:1:end", tool="step",
                                  call_id="c2", payload={"target_seq": seqs[1], "compensating_seq": start.seq})
