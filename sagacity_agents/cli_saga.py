@@ -296,6 +296,24 @@ def saga_resume(saga_id: str, app: str, context_json: str | None, db: str) -> No
         raise SystemExit(1)
 
 
+def _print_recovery(console: Any, result: Any) -> None:
+    """One saga's recovery: its status, then one line per report item."""
+    console.print(status_text(result.status.value), data_text(f"saga {result.saga_id}"))
+    report = result.report
+    if report is None:
+        return
+    for label, items in (("undone", report.undone), ("undo failed", report.failed),
+                         ("in doubt", report.in_doubt), ("no undo", report.no_undo),
+                         ("kept (irreversible)", report.kept_irreversible),
+                         ("approved, never ran", report.approved_not_run)):
+        for item in items:
+            console.print(data_text(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}"))
+    if report.in_doubt or report.failed:
+        console.print(data_text(
+            f"  a human must check the far side, then: sagacity saga resolve {result.saga_id} "
+            "SEQ --ran|--not-run --as NAME --reason TEXT (then recover again)"))
+
+
 @saga.command("recover")
 @click.argument("saga_id")
 @click.option("--app", "app", required=True, metavar="MODULE:ATTR",
@@ -305,8 +323,9 @@ def saga_recover(saga_id: str, app: str, db: str) -> None:
     """Finish a saga its process left behind: undo its executed effects from the journal.
 
     Undos already COMPENSATED are not applied again; an INTENT or COMPENSATING without outcome
-    is reported in doubt (exit 1) for a human to check; the saga then stays open. It is closed
-    once everything is undone (COMPENSATED). Refused while a run holds the saga's lease.
+    is reported in doubt (exit 1) for a human to check and answer (`saga resolve`); the saga then
+    stays open. It is closed once everything is undone (COMPENSATED). Refused while a run holds
+    the saga's lease.
     """
     agent = load_app(app)
 
@@ -314,14 +333,41 @@ def saga_recover(saga_id: str, app: str, db: str) -> None:
         return await sagacity.recover(saga_id, agent)
 
     result = _with_sagacity(db, work)
-    console = make_console(highlight=False)
-    console.print(status_text(result.status.value), data_text(f"saga {result.saga_id}"))
-    report = result.report
-    if report is not None:
-        for label, items in (("undone", report.undone), ("undo failed", report.failed),
-                             ("in doubt", report.in_doubt), ("no undo", report.no_undo),
-                             ("kept (irreversible)", report.kept_irreversible)):
-            for item in items:
-                console.print(data_text(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}"))
+    _print_recovery(make_console(highlight=False), result)
     if result.status.value != "COMPENSATED":
         raise SystemExit(1)
+
+
+@saga.command("resolve")
+@click.argument("saga_id")
+@click.argument("seq", type=int)
+@click.option("--ran/--not-run", "ran", default=None,
+              help="Whether the call's effect (or the undo) happened at the far side.")
+@click.option("--as", "resolver", required=True, help="Who answers (journaled).")
+@click.option("--reason", required=True, help="What was checked (journaled).")
+@db_option()
+def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason: str, db: str) -> None:
+    """Answer an in-doubt call or undo (SEQ as `saga recover` lists it): journals RESOLVED.
+
+    Then run `sagacity saga recover`: a call that ran is undone (when it has an undo), one that
+    did not is dropped, and the saga closes once nothing is in doubt. Refused (exit 1) on a saga
+    that does not verify, is closed or running, or when SEQ is not in doubt.
+    """
+    if ran is None:
+        raise click.UsageError("say what you found: --ran or --not-run")
+
+    async def work(sagacity: Any) -> Any:
+        return await sagacity.resolve(saga_id, seq, ran=ran, resolver=resolver, reason=reason)
+
+    try:
+        entry = _with_sagacity(db, work)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    console = make_console(highlight=False)
+    console.print(Text.assemble(
+        f"resolved seq {entry.payload['target_seq']} ({entry.payload['target']}) of saga ",
+        data_text(saga_id), f" as {entry.payload['answer']} by ", data_text(resolver),
+        f" (RESOLVED seq {entry.seq})"), soft_wrap=True)
+    console.print("recover the saga to act on it:", soft_wrap=True)
+    console.print(Text(f"sagacity saga recover {shlex.quote(printable(saga_id))} --app module:attr "
+                       f"--db {shlex.quote(db)}"), soft_wrap=True)

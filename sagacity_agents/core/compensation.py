@@ -31,6 +31,7 @@ from .canonical import sha256_hex
 from .declarations import Reversibility, ToolDeclaration, declaration_by_id, is_ambiguous
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
+from .grants import consumed_decisions
 from .journal import CLAIMANT_KEY, Journal, new_claimant
 
 __all__ = [
@@ -105,6 +106,10 @@ class CompensationReport:
     """Executed calls of tools declared without an undo: still in the world."""
     in_doubt: tuple[CompensationItem, ...] = ()
     """INTENTs (or COMPENSATINGs) with no outcome: an effect may exist; needs a human."""
+    approved_not_run: tuple[CompensationItem, ...] = ()
+    """Approved calls whose decision a resume consumed (CONSUMED) but that never ran (no INTENT
+    used it: the process stopped in between, or the run failed first). Nothing happened; named
+    so nobody assumes the approved effect exists. ``seq`` is the CONSUMED entry's."""
 
     @property
     def still_dirty(self) -> tuple[CompensationItem, ...]:
@@ -132,6 +137,7 @@ class CompensationReport:
             "kept_irreversible": rows(self.kept_irreversible),
             "no_undo": rows(self.no_undo),
             "in_doubt": rows(self.in_doubt),
+            "approved_not_run": rows(self.approved_not_run),
         }
 
 
@@ -175,6 +181,14 @@ class SagaLedger:
                 intent_seq = undo_targets.get(payload.get("compensating_seq", -1))
                 if intent_seq is not None:
                     self.calls[intent_seq].attempt_outcomes.append(e)
+            elif e.phase is Phase.RESOLVED:
+                # A human's answer stands as the outcome of the entry it names (core.resolution).
+                target = payload.get("target_seq", -1)
+                if payload.get("target") == "undo" and target in undo_targets:
+                    self.calls[undo_targets[target]].attempt_outcomes.append(e)
+                elif payload.get("target") == "call" and target in self.calls \
+                        and self.calls[target].outcome is None:
+                    self.calls[target].outcome = e
 
     def _call_of_executed(self, seq: int) -> _Call | None:
         for call in self.calls.values():
@@ -183,12 +197,22 @@ class SagaLedger:
         return None
 
     def in_doubt(self) -> list[JournalEntry]:
-        """INTENT entries with no outcome."""
+        """INTENT entries with no outcome (a human's RESOLVED answer counts as one)."""
         return [c.intent for c in self.calls.values() if c.outcome is None]
+
+    def undo_in_doubt(self) -> list[JournalEntry]:
+        """COMPENSATING entries (the latest attempt of an undo) with no outcome."""
+        return [c.attempts[-1] for c in self.calls.values()
+                if len(c.attempts) > len(c.attempt_outcomes)]
 
     def has_phase(self, phase: Phase) -> bool:
         """Whether any entry has ``phase``."""
         return any(e.phase is phase for e in self.entries)
+
+
+def resolved_ran(entry: JournalEntry) -> bool:
+    """Whether a RESOLVED entry answers "it ran" (the call's effect, or the undo, happened)."""
+    return isinstance(entry.payload, dict) and entry.payload.get("answer") == "ran"
 
 
 async def _run_undo(decl: ToolDeclaration, ctx: CompensationContext) -> None:
@@ -302,6 +326,7 @@ async def compensate(
             c.outcome.phase is Phase.EXECUTED
             or (c.outcome.phase is Phase.FAILED and isinstance(c.outcome.payload, dict)
                 and "undo_data" in c.outcome.payload)
+            or (c.outcome.phase is Phase.RESOLVED and resolved_ran(c.outcome))
         )
     ]
     for call in sorted(executed, key=lambda c: c.outcome.seq if c.outcome else 0, reverse=True):
@@ -317,7 +342,8 @@ async def compensate(
             continue
         if kind != Reversibility.COMPENSATABLE.value:
             continue  # read-only
-        if any(o.phase is Phase.COMPENSATED for o in call.attempt_outcomes):
+        if any(o.phase is Phase.COMPENSATED or (o.phase is Phase.RESOLVED and resolved_ran(o))
+               for o in call.attempt_outcomes):
             undone.append(item)
             continue
         if len(call.attempts) > len(call.attempt_outcomes):
@@ -402,4 +428,16 @@ async def compensate(
         kept_irreversible=by_seq(kept),
         no_undo=by_seq(no_undo),
         in_doubt=by_seq(in_doubt),
+        approved_not_run=approved_never_run(ledger.entries),
+    )
+
+
+def approved_never_run(entries: list[JournalEntry]) -> tuple[CompensationItem, ...]:
+    """Approved, consumed decisions no INTENT used (``core.grants``), as report lines."""
+    by_request = {e.payload.get("request_id"): e.seq for e in entries
+                  if e.phase is Phase.CONSUMED and isinstance(e.payload, dict)}
+    return tuple(
+        CompensationItem(by_request.get(d.request_id, 0), d.tool, d.call_id,
+                         f"approved (request {d.request_id}) and consumed, but never ran: no INTENT")
+        for d in consumed_decisions(entries) if d.approved and d.used_by is None
     )

@@ -76,6 +76,12 @@ class Phase(str, enum.Enum):
     """The undo returned."""
     COMPENSATION_FAILED = "COMPENSATION_FAILED"
     """The undo raised; the effect is still there."""
+    RESOLVED = "RESOLVED"
+    """A human answered an in-doubt entry (``sagacity saga resolve``); payload: ``{"target_seq",
+    "target" ("call": an INTENT without outcome, "undo": a COMPENSATING without outcome),
+    "answer" ("ran" | "not_run"), "resolver", "reason"}``. It stands as that entry's outcome:
+    a call that ran is undone by the next recovery (when compensatable), one that did not is
+    dropped; an undo that ran counts as COMPENSATED, one that did not is retried."""
     SAGA_CLOSED = "SAGA_CLOSED"
     """The saga ended (COMPLETED or COMPENSATED); payload holds the final status. Terminal:
     nothing is ever appended after it, and ``verify`` reports an entry that is."""

@@ -1163,6 +1163,7 @@ def _merge(first: CompensationReport, second: CompensationReport) -> Compensatio
         kept_irreversible=second.kept_irreversible,
         no_undo=second.no_undo,
         in_doubt=second.in_doubt,
+        approved_not_run=second.approved_not_run,
     )
 
 

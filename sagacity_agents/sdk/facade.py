@@ -22,8 +22,10 @@ from ..core.approval import ApprovalStore, wait_for_decision
 from ..core.chain import ChainHead, VerifyResult
 from ..core.compensation import CompensationItem, CompensationReport
 from ..core.evidence import verify_sagas
+from ..core.entries import JournalEntry
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS
+from ..core.resolution import resolve_in_doubt
 from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
 from ..core.signing import Keyring
@@ -381,6 +383,27 @@ class Sagacity:
             await self.approvals.consume(pending, dt.datetime.now(dt.timezone.utc))
         status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
         return SagaResult(saga_id=saga_id, status=status, report=saga.report, in_doubt=saga.in_doubt)
+
+    async def resolve(
+        self, saga_id: str, seq: int, *, ran: bool, resolver: str, reason: str
+    ) -> JournalEntry:
+        """Answer an in-doubt entry after checking the far side: journals RESOLVED (who, why,
+        the answer). Then :meth:`recover` undoes a call that ran (when compensatable), drops one
+        that did not, and closes the saga once nothing is in doubt. See ``core.resolution``.
+
+        Args:
+            saga_id: the saga (left IN_DOUBT).
+            seq: the INTENT (or COMPENSATING) without outcome, as the report lists it.
+            ran: whether the call's effect (or the undo) happened.
+            resolver: who answers. reason: what was checked (both journaled, required).
+
+        Raises:
+            SagaStateError: no such saga, closed, held by a run's lease, or ``seq`` not in doubt.
+            EvidenceError: the saga's journal does not verify; nothing was written.
+            ValueError: an empty ``resolver`` or ``reason``.
+        """
+        return await resolve_in_doubt(self.journal, saga_id, seq, ran=ran, resolver=resolver,
+                                      reason=reason, evidence=self.evidence)
 
     async def approve(self, request_id: str, *, approver: str, reason: str | None = None) -> Any:
         """Approve a request: journals APPROVED (approver, reason, the hash decided on).

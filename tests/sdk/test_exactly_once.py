@@ -108,3 +108,32 @@ async def test_e04_reset_consumed_flag_and_old_snapshot_cannot_run_an_approved_c
             in refused.payload["error"]
     finally:
         await s.aclose()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_an_approved_call_killed_after_consumed_before_intent_is_named_by_recovery(tmp_path, backend):
+    """A process that consumed the approval (CONSUMED journaled) and died before the INTENT: the
+    deposit never ran; recovery names it ("approved, never ran"), runs nothing, and closes."""
+    from sagacity_agents import Saga
+
+    DEPOSITS.clear()
+    path = str(tmp_path / "j.db") if backend == "sqlite" else None
+    journal = SqliteJournal(path) if path else InMemoryJournal()
+    store = SqliteApprovalStore(path) if path else InMemoryApprovalStore()
+    s = Sagacity(journal, approvals=store)
+    try:
+        paused = await s.run(paying(), "pay")
+        (request,) = paused.approvals
+        await s.approve(request.request_id, approver="alice")
+        await s.desk.restore(Saga(journal, paused.saga_id), finishing())  # consumed... then killed
+        recovered = await s.recover(paused.saga_id, finishing())
+        assert DEPOSITS == []
+        (named,) = recovered.report.approved_not_run
+        consumed = next(e for e in await journal.entries(paused.saga_id) if e.phase is Phase.CONSUMED)
+        assert (named.seq, named.tool, named.call_id) == (consumed.seq, "deposit", "d1")
+        assert request.request_id in named.detail and "never ran" in named.detail
+        assert recovered.status is SagaStatus.COMPENSATED
+        closed = (await journal.entries(paused.saga_id))[-1]
+        assert closed.payload["report"]["approved_not_run"][0]["seq"] == consumed.seq
+    finally:
+        await s.aclose()

@@ -147,7 +147,9 @@ async def test_results_that_break_conversion_are_marked_not_lost(make):
 async def test_one_failed_bookkeeping_write_does_not_stop_compensation(phase):
     world: list[int] = []
     book, _, boom = booking_tools(world)
-    journal = make_failing(InMemoryJournal(), phase=phase, times=1)
+    # A COMPENSATING write is retried once (same key and claimant nonce): two failures in a row
+    # lose it.
+    journal = make_failing(InMemoryJournal(), phase=phase, times=2 if phase is Phase.COMPENSATING else 1)
     model = scripted([("book", {"n": 1}, "1")], [("book", {"n": 2}, "2")], [("boom", {}, "3")], "x")
     result = await Sagacity(journal).run(agent(model, book, boom), "go")
     if phase is Phase.SAGA_FAILED:
@@ -156,6 +158,15 @@ async def test_one_failed_bookkeeping_write_does_not_stop_compensation(phase):
         assert world == [2]  # the newest undo lost its COMPENSATING entry: not run...
         assert result.status is SagaStatus.COMPENSATION_FAILED  # ...and is reported
         assert "COMPENSATING could not be journaled" in result.report.failed[0].detail
+
+
+async def test_one_failed_compensating_write_is_retried_with_the_same_claim():
+    world: list[int] = []
+    book, _, boom = booking_tools(world)
+    journal = make_failing(InMemoryJournal(), phase=Phase.COMPENSATING, times=1)
+    model = scripted([("book", {"n": 1}, "1")], [("book", {"n": 2}, "2")], [("boom", {}, "3")], "x")
+    result = await Sagacity(journal).run(agent(model, book, boom), "go")
+    assert world == [] and result.status is SagaStatus.COMPENSATED
 
 
 async def test_a_failed_close_write_keeps_the_result():
