@@ -44,6 +44,14 @@ def finishing() -> Any:
     return agent(scripted("done", "done"), deposit)
 
 
+def open_backend(backend: str, tmp_path: Any) -> tuple[str | None, Any, Any, Sagacity]:
+    """(SQLite path or None, journal, approval store, facade) for ``backend``."""
+    path = str(tmp_path / "j.db") if backend == "sqlite" else None
+    journal = SqliteJournal(path) if path else InMemoryJournal()
+    store = SqliteApprovalStore(path) if path else InMemoryApprovalStore()
+    return path, journal, store, Sagacity(journal, approvals=store)
+
+
 async def reset_consumed(store: Any, path: str | None, request_id: str) -> None:
     """What someone with write access to the approval store does: un-consume the request."""
     if path is None:
@@ -64,10 +72,7 @@ async def test_e04_reset_consumed_flag_and_old_snapshot_cannot_run_an_approved_c
     (CONSUMED in the journal), and the old state approved through the SDK and run on the saga
     fails closed (the INTENT already used the approval): the deposit ran exactly once."""
     DEPOSITS.clear()
-    path = str(tmp_path / "j.db") if backend == "sqlite" else None
-    journal = SqliteJournal(path) if path else InMemoryJournal()
-    store = SqliteApprovalStore(path) if path else InMemoryApprovalStore()
-    s = Sagacity(journal, approvals=store)
+    path, journal, store, s = open_backend(backend, tmp_path)
     try:
         paused = await s.run(paying(), "pay", close=False)
         assert paused.status is SagaStatus.AWAITING_APPROVAL
@@ -117,10 +122,7 @@ async def test_an_approved_call_killed_after_consumed_before_intent_is_named_by_
     from sagacity_agents import Saga
 
     DEPOSITS.clear()
-    path = str(tmp_path / "j.db") if backend == "sqlite" else None
-    journal = SqliteJournal(path) if path else InMemoryJournal()
-    store = SqliteApprovalStore(path) if path else InMemoryApprovalStore()
-    s = Sagacity(journal, approvals=store)
+    path, journal, store, s = open_backend(backend, tmp_path)
     try:
         paused = await s.run(paying(), "pay")
         (request,) = paused.approvals
