@@ -315,26 +315,55 @@ def _print_recovery(console: Any, result: Any) -> None:
 
 
 @saga.command("recover")
-@click.argument("saga_id")
+@click.argument("saga_id", required=False)
+@click.option("--all", "recover_all", is_flag=True,
+              help="Every saga whose run lease expired without RUN_ENDED, or left IN_DOUBT / "
+                   "COMPENSATION_FAILED (never one waiting for approval, idle or running).")
 @click.option("--app", "app", required=True, metavar="MODULE:ATTR",
               help="The agent whose tool declarations hold the undos.")
 @db_option()
-def saga_recover(saga_id: str, app: str, db: str) -> None:
+def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> None:
     """Finish a saga its process left behind: undo its executed effects from the journal.
 
     Undos already COMPENSATED are not applied again; an INTENT or COMPENSATING without outcome
     is reported in doubt (exit 1) for a human to check and answer (`saga resolve`); the saga then
     stays open. It is closed once everything is undone (COMPENSATED). Refused while a run holds
-    the saga's lease.
+    the saga's lease. With --all, every saga that needs it is verified and recovered in turn;
+    exit 1 while any of them needs a human (or was refused).
     """
+    if (saga_id is None) == (not recover_all):
+        raise click.UsageError("give a SAGA_ID or --all (not both)")
     agent = load_app(app)
+    console = make_console(highlight=False)
+    if saga_id is not None:
 
-    async def work(sagacity: Any) -> Any:
-        return await sagacity.recover(saga_id, agent)
+        async def work(sagacity: Any) -> Any:
+            return await sagacity.recover(saga_id, agent)
 
-    result = _with_sagacity(db, work)
-    _print_recovery(make_console(highlight=False), result)
-    if result.status.value != "COMPENSATED":
+        result = _with_sagacity(db, work)
+        _print_recovery(console, result)
+        if result.status.value != "COMPENSATED":
+            raise SystemExit(1)
+        return
+
+    async def work_all(sagacity: Any) -> Any:
+        return await sagacity.recover_all(agent)
+
+    outcomes = _with_sagacity(db, work_all)
+    if not outcomes:
+        console.print("no saga needs recovery")
+        return
+    needs_human = 0
+    for sid, why, outcome in outcomes:
+        console.print(data_text(f"saga {sid}: {why}"))
+        if isinstance(outcome, SagacityError):
+            needs_human += 1
+            console.print(Text.assemble(status_text("REFUSED"), " ", data_text(describe_error(outcome))))
+            continue
+        _print_recovery(console, outcome)
+        needs_human += outcome.status.value != "COMPENSATED"
+    console.print(f"{len(outcomes)} saga(s) recovered, {needs_human} need a human", soft_wrap=True)
+    if needs_human:
         raise SystemExit(1)
 
 

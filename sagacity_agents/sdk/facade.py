@@ -25,6 +25,7 @@ from ..core.evidence import verify_sagas
 from ..core.entries import JournalEntry
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS
+from ..core.recovery import recovery_reason
 from ..core.resolution import resolve_in_doubt
 from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
@@ -383,6 +384,35 @@ class Sagacity:
             await self.approvals.consume(pending, dt.datetime.now(dt.timezone.utc))
         status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
         return SagaResult(saga_id=saga_id, status=status, report=saga.report, in_doubt=saga.in_doubt)
+
+    async def recover_all(self, agent: Agent[Any]) -> list[tuple[str, str, SagaResult | SagacityError]]:
+        """Recover every saga that needs it (``core.recovery.recovery_reason``): a run lease
+        expired without RUN_ENDED, or a last run that ended IN_DOUBT / COMPENSATION_FAILED.
+        Never a saga waiting for approval, an idle ``close=False`` saga, or a running one.
+
+        Each saga is verified and recovered as by :meth:`recover`; a saga that is refused (its
+        evidence does not verify, a run took it meanwhile) is reported and the others go on.
+
+        Args:
+            agent: an agent whose declarations hold the undos of every saga's tools.
+
+        Returns:
+            ``(saga_id, why it needed recovery, SagaResult or the refusal)`` per saga, oldest
+            saga first. Anything not COMPENSATED needs a human.
+
+        Raises:
+            JournalError: the journal could not be read.
+        """
+        done: list[tuple[str, str, SagaResult | SagacityError]] = []
+        for saga_id in await self.journal.saga_ids():
+            why = recovery_reason(await self.journal.entries(saga_id))
+            if why is None or any(r.consumed_at is None for r in await self.approvals.list(saga_id)):
+                continue  # nothing to recover, or it waits for a human decision (then resume)
+            try:
+                done.append((saga_id, why, await self.recover(saga_id, agent)))
+            except SagacityError as exc:
+                done.append((saga_id, why, exc))
+        return done
 
     async def resolve(
         self, saga_id: str, seq: int, *, ran: bool, resolver: str, reason: str
