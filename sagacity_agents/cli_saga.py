@@ -48,12 +48,20 @@ def _with_sagacity(db: str, work: Callable[[Any], Awaitable[T]]) -> T:
         finally:
             await sagacity.aclose()
 
+    from agents.exceptions import AgentsException
+
     try:
         return asyncio.run(run())
     except ApprovalError as exc:
         raise click.ClickException(f"refused: {exc}") from exc
     except SagacityError as exc:
         raise click.ClickException(str(exc)) from exc
+    except AgentsException as exc:
+        # The SDK raised outside the saga's run (a run that raises inside it is compensated and
+        # reported): one clear line, no traceback; the journal says where the saga stands.
+        raise click.ClickException(
+            f"the Agents SDK raised {describe_error(exc)}; see `sagacity journal show` for the "
+            "saga's state, and `sagacity saga recover` to finish it") from exc
 
 
 def _with_store(db: str, work: Callable[[ApprovalStore], Awaitable[T]]) -> T:

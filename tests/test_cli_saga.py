@@ -124,3 +124,45 @@ def test_a_request_edited_in_the_approval_store_is_never_shown_nor_decided(tmp_p
     assert Phase.APPROVED not in phases and wire_app.executions() == []
     second_saga, second = asyncio.run(_pause(db))
     assert runner.invoke(cli, ["approvals", "approve", second, "--as", "alice", "--db", db]).exit_code == 0
+
+
+def test_a_resume_whose_run_raises_prints_a_clear_error_and_leaves_the_saga_recoverable(tmp_path, monkeypatch):
+    """Issue 8 item 6: the resumed SDK run raises ModelBehaviorError: a clear one-line error and
+    exit 1, no traceback; the saga is compensated (the approved transfer, irreversible, is kept
+    and reported) and closed, not stuck."""
+    from tests.sdk import wire_app
+
+    monkeypatch.setenv("WIRE_LEDGER", str(tmp_path / "ledger.txt"))
+    monkeypatch.setattr(wire_app, "LEDGER", tmp_path / "ledger.txt")  # read at import time
+    db = str(tmp_path / "wire.db")
+    saga_id, request_id = asyncio.run(_pause(db))
+    runner = CliRunner()
+    assert runner.invoke(cli, ["approvals", "approve", request_id, "--as", "alice", "--db", db]).exit_code == 0
+    out = runner.invoke(cli, ["saga", "resume", saga_id, "--app", "tests.sdk.wire_app:misbehaving_agent",
+                              "--db", db])
+    assert out.exit_code == 1
+    assert "Traceback" not in out.output and out.exception is None or isinstance(out.exception, SystemExit)
+    assert "ModelBehaviorError: the model called a tool that does not exist" in out.output
+    assert "COMPENSATED" in out.output
+
+
+def test_an_sdk_error_outside_the_run_is_one_clear_line(tmp_path, monkeypatch):
+    """An Agents SDK exception that escapes before the saga's run (e.g. while restoring) is
+    printed as one line naming the error and what to do, exit 1, no traceback."""
+    from agents.exceptions import ModelBehaviorError
+
+    from sagacity_agents import Sagacity
+
+    monkeypatch.setenv("WIRE_LEDGER", str(tmp_path / "ledger.txt"))
+    db = str(tmp_path / "wire.db")
+    saga_id, _ = asyncio.run(_pause(db))
+
+    async def raising(self, *args, **kwargs):
+        raise ModelBehaviorError("bad snapshot item")
+
+    monkeypatch.setattr(Sagacity, "resume", raising)
+    out = CliRunner().invoke(cli, ["saga", "resume", saga_id, "--app", "tests.sdk.wire_app:resumed_agent",
+                                   "--db", db])
+    assert out.exit_code == 1 and isinstance(out.exception, SystemExit)
+    assert "the Agents SDK raised ModelBehaviorError: bad snapshot item" in out.output
+    assert "sagacity saga recover" in out.output

@@ -46,3 +46,12 @@ def resumed_agent() -> Agent:
 
 def executions() -> list[str]:
     return LEDGER.read_text().splitlines() if LEDGER.exists() else []
+
+
+def misbehaving_agent() -> Agent:
+    """The same agent for a resume whose model misbehaves: the SDK raises ModelBehaviorError."""
+    from agents.exceptions import ModelBehaviorError
+
+    model = ScriptedModel()
+    model.enqueue(ModelBehaviorError("the model called a tool that does not exist"))
+    return Agent(name="wire", model=model, tools=[transfer, note])
