@@ -6,11 +6,14 @@ from agents import Agent, OutputGuardrail, function_tool
 from agents.tool_guardrails import ToolInputGuardrail
 
 from sagacity_agents import (
+    ClaimTakenError,
     CompensationContext,
     CompensationReport,
     Decision,
     FailurePolicy,
     InMemoryJournal,
+    JournalEntry,
+    SagacityError,
     SagaResult,
     Sagacity,
     SagaStatus,
@@ -66,6 +69,14 @@ async def main() -> None:
     status: SagaStatus = result.status
     report: CompensationReport | None = result.report
     del status, report
+    # A human answers a call left in doubt; recovery then acts on it, one saga or all of them.
+    answer: JournalEntry = await sagacity.resolve(
+        result.saga_id, 7, ran=False, resolver="ops", reason="no booking at the hotel")
+    recovered: SagaResult = await sagacity.recover(result.saga_id, Agent(name="a", tools=[book]))
+    for saga_id, why, outcome in await sagacity.recover_all(Agent(name="a", tools=[book])):
+        if isinstance(outcome, ClaimTakenError | SagacityError):
+            print(saga_id, why, outcome)
+    del answer, recovered
 
 
 async def guarded() -> None:
