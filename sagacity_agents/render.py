@@ -59,6 +59,7 @@ PHASE_STYLES: dict[str, str] = {
     Phase.COMPENSATING.value: "cyan",
     Phase.COMPENSATED.value: "blue",
     Phase.COMPENSATION_FAILED.value: "bold red",
+    Phase.RESOLVED.value: "bold cyan",
     Phase.SAGA_CLOSED.value: "dim",
 }
 """Style of each phase name in tables (saga-level phases are dim)."""
@@ -189,6 +190,10 @@ def summarize_payload(entry: JournalEntry) -> str:
         return f"seq {p.get('target_seq')} undone"
     if name == Phase.COMPENSATION_FAILED.value:
         return f"undo of seq {p.get('target_seq')} failed: {short(p.get('error', ''), 70)}"
+    if name == Phase.RESOLVED.value:
+        answer = "ran" if p.get("answer") == "ran" else "did not run"
+        return (f"{p.get('target')} at seq {p.get('target_seq')} {answer}, says {p.get('resolver')}: "
+                f"{short(p.get('reason', ''), 60)}")
     if name == Phase.SAGA_CLOSED.value:
         report = _report_summary(p.get("report") or {})
         return f"status {p.get('status')}" + (f"; {report}" if report else "")

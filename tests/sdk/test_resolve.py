@@ -133,6 +133,8 @@ def test_cli_saga_resolve_then_recover(tmp_path):
                                  "--reason", "seen at the bank", "--db", db])
     assert answer.exit_code == 0, answer.output
     assert "resolved seq 6 (call)" in answer.output and "as ran by ops-alice" in answer.output
+    shown = runner.invoke(cli, ["journal", "show", sid, "--db", db], env={"COLUMNS": "200"})
+    assert "call at seq 6 ran, says ops-alice: seen at the bank" in shown.output
     again = runner.invoke(cli, ["saga", "resolve", sid, "6", "--not-run", "--as", "ops", "--reason", "x",
                                 "--db", db])
     assert again.exit_code == 1 and "not in doubt" in again.output
