@@ -19,9 +19,13 @@ from .claims_worker import CrashClock, crash_saga, far_side_applied, recover_onc
 TRIES = 30
 
 
-def make_journal(backend: str, path: str, clock: CrashClock) -> object:
+def make_journal(backend: str, path: str, clock: CrashClock, request: object = None) -> object:
     if backend == "memory":
         return InMemoryJournal(clock=clock)
+    if backend == "postgres":  # the claim rule under the advisory lock
+        from sagacity_agents import PostgresJournal
+
+        return PostgresJournal(request.getfixturevalue("pg_uri"), clock=clock)
     return SqliteJournal(path, clock=clock, synchronous="NORMAL")
 
 
@@ -47,14 +51,14 @@ async def check_sagas(db_journal: object, far: str, saga_ids: list[str], how: st
 
 
 @pytest.mark.parametrize("how", ["recover", "compensate"])
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
-async def test_e05_two_tasks_recovering_one_saga_apply_each_undo_at_most_once(tmp_path, backend, how):
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+async def test_e05_two_tasks_recovering_one_saga_apply_each_undo_at_most_once(tmp_path, backend, how, request):
     """E-05 (tasks): two concurrent recoveries of one crashed saga in one process, 30 tries.
     ``recover``: the run lease admits one (the other is refused before writing); ``compensate``:
     the core step alone, where only the COMPENSATING claim separates the two writers."""
     far = str(tmp_path / "far.db")
     clock = CrashClock()
-    journal = make_journal(backend, str(tmp_path / "j.db"), clock)
+    journal = make_journal(backend, str(tmp_path / "j.db"), clock, request)
     saga_ids = [f"crashed-{i}" for i in range(TRIES)]
     outcomes: list[str] = []
     try:
