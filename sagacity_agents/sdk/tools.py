@@ -27,12 +27,12 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from agents import FunctionTool, RunContextWrapper
+from agents import FunctionTool, ModelBehaviorError, RunContextWrapper
 from agents.tool_context import ToolContext
 
 from ..core.declarations import Classifier, Reversibility, ToolDeclaration, Undo, check_undo
 from ..core.saga import current_saga
-from ..core.canonical import canonical_bytes, sha256_hex
+from ..core.canonical import canonical_bytes, parse_json, sha256_hex
 from ..errors import DeclarationError, EncodingError
 from .user_errors import SdkDeclarationError, as_user_error
 
@@ -149,6 +149,16 @@ def _wrap(func: Any, decl: ToolDeclaration) -> Callable[..., Any]:
                 or target.__name__)
         return name, getattr(ctx, "tool_call_id", None)
 
+    def refuse_ambiguous(ctx: Any, tool: str) -> None:
+        # The SDK's json.loads keeps the last of duplicate keys: refuse the ambiguity the way
+        # the SDK refuses invalid JSON (before the body, nothing journaled) (C-11).
+        raw = getattr(ctx, "tool_arguments", None)
+        if raw:
+            try:
+                parse_json(raw)
+            except EncodingError as exc:
+                raise ModelBehaviorError(f"Invalid JSON input for tool {tool}: {exc}") from exc
+
     if inspect.iscoroutinefunction(target):
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -157,6 +167,7 @@ def _wrap(func: Any, decl: ToolDeclaration) -> Callable[..., Any]:
             if saga is None or saga.closed:
                 return await func(*call_args, **kwargs)
             tool, call_id = call_info(ctx)
+            refuse_ambiguous(ctx, tool)
             return await saga.run_call(
                 decl, tool, call_id, arguments(call_args, kwargs), lambda: func(*call_args, **kwargs)
             )
@@ -170,6 +181,7 @@ def _wrap(func: Any, decl: ToolDeclaration) -> Callable[..., Any]:
             if saga is None or saga.closed:
                 return func(*call_args, **kwargs)
             tool, call_id = call_info(ctx)
+            refuse_ambiguous(ctx, tool)
             return saga.run_call_sync(
                 decl, tool, call_id, arguments(call_args, kwargs), lambda: func(*call_args, **kwargs)
             )
