@@ -18,11 +18,17 @@ Nothing here imports the Agents SDK; the helpers work with any
       journal = make_failing(InMemoryJournal(), phase=Phase.INTENT)          # every INTENT fails
       journal = make_failing(InMemoryJournal(), phase=Phase.EXECUTED, times=1)  # first one only
       journal = make_failing(InMemoryJournal(), nth=3)                        # the 3rd append
+
+  With ``crash=True`` the chosen append kills the whole process with SIGKILL instead of raising
+  (before or, with ``after_write=True``, right after the write): a process dying between two
+  lines, for crash tests that run the saga in a child process and recover it from the journal.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import signal
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -175,6 +181,8 @@ class FaultyJournal:
         times: fail at most this many times, then pass everything through (``None``: no limit).
         after_write: raise after the inner append succeeded instead of before it.
         message: text of the raised error (the attempt is appended to it).
+        crash: instead of raising, kill this process with SIGKILL at that point (POSIX; no
+            ``finally``, no flush, no outcome write: what a power cut or ``kill -9`` leaves).
 
     Attributes:
         attempts: every append attempt seen, in order.
@@ -190,6 +198,7 @@ class FaultyJournal:
         times: int | None = None,
         after_write: bool = False,
         message: str = "injected journal write failure",
+        crash: bool = False,
     ) -> None:
         if times is not None and times < 0:
             raise ValueError("times must be >= 0 or None")
@@ -198,6 +207,7 @@ class FaultyJournal:
         self.times = times
         self.after_write = after_write
         self.message = message
+        self.crash = crash
         self.armed = True
         self.attempts: list[AppendAttempt] = []
         self.failures: list[AppendAttempt] = []
@@ -230,6 +240,8 @@ class FaultyJournal:
             return attempt, True
 
     def _error(self, attempt: AppendAttempt) -> JournalWriteError:
+        if self.crash:
+            os.kill(os.getpid(), signal.SIGKILL)
         return JournalWriteError(
             f"{self.message}: append #{attempt.number} {attempt.phase.value} to saga "
             f"{attempt.saga_id!r} (write key {attempt.write_key!r})"
@@ -294,6 +306,7 @@ def make_failing(
     when: Predicate | None = None,
     times: int | None = None,
     after_write: bool = False,
+    crash: bool = False,
 ) -> FaultyJournal:
     """Wrap ``journal`` so that appends matching every given condition raise JournalWriteError.
 
@@ -308,6 +321,7 @@ def make_failing(
         when: an extra predicate over :class:`AppendAttempt`.
         times: fail at most this many times (e.g. ``times=1`` for a fault that a retry survives).
         after_write: store the entry first, then raise (an acknowledgement lost after commit).
+        crash: kill the process with SIGKILL instead of raising (see :class:`FaultyJournal`).
 
     Returns:
         The :class:`FaultyJournal` to hand to the code under test.
@@ -334,4 +348,4 @@ def make_failing(
             and (when is None or when(attempt))
         )
 
-    return FaultyJournal(journal, when=predicate, times=times, after_write=after_write)
+    return FaultyJournal(journal, when=predicate, times=times, after_write=after_write, crash=crash)

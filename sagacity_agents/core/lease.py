@@ -42,7 +42,10 @@ from ..errors import JournalConflictError, JournalError, SagaStateError
 from .entries import JournalEntry, Phase
 from .journal import Journal, utc_now
 
-__all__ = ["DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "lease_of", "new_holder_id"]
+__all__ = [
+    "DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "completed_unclosed", "lease_of",
+    "new_holder_id",
+]
 
 DEFAULT_LEASE_SECONDS = 30.0
 """How long a run's lease lasts after the saga's last entry, in seconds."""
@@ -115,6 +118,32 @@ def lease_of(entries: Sequence[JournalEntry]) -> Lease | None:
             ended = True
     newest = _parse_stamp(entries[-1].recorded_at)
     return Lease(holder, first.seq, seconds, newest + dt.timedelta(seconds=seconds), ended)
+
+
+_RUN_BOOKKEEPING = frozenset({Phase.RUN_STARTED, Phase.LEASE_RENEWED, Phase.RUN_ENDED})
+
+
+def completed_unclosed(entries: Sequence[JournalEntry]) -> bool:
+    """Whether the saga's last run ended COMPLETED and only its SAGA_CLOSED is missing.
+
+    That is what a process killed (or whose close write failed) between RUN_ENDED and
+    SAGA_CLOSED leaves: the run decided the saga succeeded and journaled it. Recovery then
+    finishes the close instead of undoing a completed saga. True when no SAGA_FAILED or
+    SAGA_CLOSED is in the chain, the newest RUN_ENDED says COMPLETED, and only run bookkeeping
+    (RUN_STARTED, LEASE_RENEWED, RUN_ENDED: e.g. an earlier recovery killed in turn) follows it.
+
+    Args:
+        entries: the saga's entries in ``seq`` order.
+    """
+    if any(e.phase in (Phase.SAGA_FAILED, Phase.SAGA_CLOSED) for e in entries):
+        return False
+    for entry in reversed(entries):
+        if entry.phase is Phase.RUN_ENDED:
+            payload = entry.payload if isinstance(entry.payload, dict) else {}
+            return payload.get("status") == "COMPLETED"
+        if entry.phase not in _RUN_BOOKKEEPING:
+            return False
+    return False
 
 
 async def acquire_lease(

@@ -24,7 +24,7 @@ from ..core.compensation import CompensationItem, CompensationReport
 from ..core.evidence import verify_sagas
 from ..core.entries import JournalEntry
 from ..core.journal import Journal
-from ..core.lease import DEFAULT_LEASE_SECONDS
+from ..core.lease import DEFAULT_LEASE_SECONDS, completed_unclosed
 from ..core.recovery import recovery_reason
 from ..core.resolution import resolve_in_doubt
 from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
@@ -354,7 +354,9 @@ class Sagacity:
         journal.
 
         Takes the saga's run lease first (a run still holding it refuses the recovery; an expired
-        one, whose holder died, is taken over). Reads only the journal: EXECUTED compensatable
+        one, whose holder died, is taken over). A saga whose last run ended COMPLETED and whose
+        process died before SAGA_CLOSED is closed COMPLETED, nothing undone. Otherwise it reads
+        only the journal: EXECUTED compensatable
         calls not yet COMPENSATED are undone in reverse order (an undo already COMPENSATED is
         never applied again; a failed one is retried with the same idempotency key); an INTENT or
         COMPENSATING with no outcome is reported in doubt, never acted on. The saga is closed
@@ -371,13 +373,19 @@ class Sagacity:
                 was undone or written.
         """
         # Verified first: with checkpoints, a saga deleted from the journal is "missing saga".
-        if not await self.evidence.verified_entries(self.journal, saga_id):
+        entries = await self.evidence.verified_entries(self.journal, saga_id)
+        if not entries:
             raise SagaStateError(f"no saga {saga_id} in the journal")
         saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0,
                     evidence=self.evidence, lease_seconds=self.lease_seconds)
         bind_agent(saga, agent)
         await saga.open(recovering=True)
         await saga.start_run("recover")  # refused while another run holds the saga
+        if completed_unclosed(entries):
+            # Its run completed (RUN_ENDED COMPLETED) and only SAGA_CLOSED was lost (killed
+            # in between, or the write failed): finish the close; never undo a completed saga.
+            status = await saga.finish(error=None, close=True)
+            return SagaResult(saga_id=saga_id, status=status, report=saga.report, in_doubt=saga.in_doubt)
         # Approvals still pending die with the saga: consumed, so no resume can run them later.
         pending = [r.request_id for r in await self.approvals.list(saga_id) if r.consumed_at is None]
         if pending:

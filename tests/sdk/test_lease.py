@@ -239,3 +239,26 @@ def test_f07_a_killed_holder_is_taken_over_after_its_lease_expires(tmp_path, lat
 
     asyncio.run(check())
     assert not Path(tmp_path / "booked-1").exists()  # killed mid-call
+
+
+async def test_completed_unclosed_reads_the_last_run_end_only():
+    """What recovery treats as "completed, only SAGA_CLOSED lost" (the crash matrix kills a
+    child there): the newest RUN_ENDED says COMPLETED and only run bookkeeping follows it."""
+    from sagacity_agents.core.lease import completed_unclosed
+
+    journal = InMemoryJournal()
+    n = iter(range(100))
+
+    async def add(phase: Phase, **payload: object) -> list:
+        await journal.append("s", phase, write_key=f"k{next(n)}", payload=payload or None)
+        return await journal.entries("s")
+
+    await add(Phase.SAGA_OPENED, metadata={})
+    await add(Phase.RUN_STARTED, holder="h1")
+    assert not completed_unclosed(await add(Phase.RUN_ENDED, holder="h1", status="OPEN"))
+    await add(Phase.RUN_STARTED, holder="h2")
+    assert completed_unclosed(await add(Phase.RUN_ENDED, holder="h2", status="COMPLETED"))
+    assert completed_unclosed(await add(Phase.RUN_STARTED, holder="recover-killed"))
+    await journal.append("s", Phase.INTENT, write_key="i", tool="t", call_id="c", payload={"args": {}})
+    assert not completed_unclosed(await journal.entries("s"))  # a later run did something
+    assert not completed_unclosed(await add(Phase.SAGA_FAILED, reason="x"))
