@@ -350,7 +350,7 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
 
         result = _with_sagacity(db, work)
         _print_recovery(console, result)
-        if result.status.value != "COMPENSATED":
+        if result.status.value not in ("COMPENSATED", "COMPLETED"):
             raise SystemExit(1)
         return
 
@@ -369,7 +369,7 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
             console.print(Text.assemble(status_text("REFUSED"), " ", data_text(describe_error(outcome))))
             continue
         _print_recovery(console, outcome)
-        needs_human += outcome.status.value != "COMPENSATED"
+        needs_human += outcome.status.value not in ("COMPENSATED", "COMPLETED")
     console.print(f"{len(outcomes)} saga(s) recovered, {needs_human} need a human", soft_wrap=True)
     if needs_human:
         raise SystemExit(1)

@@ -191,8 +191,8 @@ def crash(boundary: str, journal_db: str, far_db: str) -> None:
 
 
 def recover(journal_db: str, far_db: str, kill_in: str | None = None) -> dict[str, Any]:
-    """Recover the saga from ``journal_db``: ``{"status", "in_doubt", "undone",
-    "approved_not_run"}`` (tool names), or ``{"refused": message}`` when another recovery holds
+    """Recover the saga from ``journal_db``: ``{"status", "in_doubt", "in_doubt_seqs", "undone",
+    "approved_not_run"}`` (tool names; the seqs a human answers with ``saga resolve``), or ``{"refused": message}`` when another recovery holds
     the saga or closed it already. ``kill_in`` (``undo_car``, ``undo_hotel``): the recovery
     itself is killed in that undo, after its far-side write."""
     from sagacity_agents import Sagacity, SagaStateError
@@ -214,9 +214,9 @@ def recover(journal_db: str, far_db: str, kill_in: str | None = None) -> dict[st
         return {
             "status": result.status.value,
             "in_doubt": sorted(i.tool or "" for i in report.in_doubt) if report else [],
+            "in_doubt_seqs": [i.seq for i in report.in_doubt] if report else [],
             "undone": sorted(i.tool or "" for i in report.undone) if report else [],
-            # getattr: the report names approved calls that never ran once the claims work lands.
-            "approved_not_run": sorted(i.tool or "" for i in getattr(report, "approved_not_run", ())),
+            "approved_not_run": sorted(i.tool or "" for i in report.approved_not_run) if report else [],
         }
 
     return asyncio.run(main())
