@@ -2,7 +2,8 @@
 
 A saga needs recovery when its process stopped mid-run, i.e. its latest run lease expired
 without a RUN_ENDED (``core.lease``), or when its last run ended IN_DOUBT or
-COMPENSATION_FAILED (it was left open for recovery and a human's answer). Never: a closed saga,
+COMPENSATION_FAILED (it was left open for recovery and a human's answer), or when its last run
+ended COMPLETED and only its SAGA_CLOSED is missing (recovery closes it, undoing nothing). Never: a closed saga,
 a saga a live run holds, an idle saga kept open between runs (``close=False``: RUN_ENDED OPEN), a
 saga waiting for a human decision (RUN_ENDED AWAITING_APPROVAL), or a saga with no run lease at
 all (written by hand or by a version without leases: nothing tells a crash from an idle saga).
@@ -14,7 +15,7 @@ import datetime as dt
 from collections.abc import Sequence
 
 from .entries import JournalEntry, Phase
-from .lease import lease_of
+from .lease import completed_unclosed, lease_of
 
 __all__ = ["recovery_reason"]
 
@@ -42,4 +43,8 @@ def recovery_reason(entries: Sequence[JournalEntry], now: dt.datetime | None = N
     status = ended[-1].payload.get("status") if ended and isinstance(ended[-1].payload, dict) else None
     if status in _LEFT_FOR_RECOVERY:
         return f"last run ended {status}: left open for recovery"
+    if completed_unclosed(entries):
+        # Killed (or its close write failed) between RUN_ENDED COMPLETED and SAGA_CLOSED:
+        # recovery only writes the close, it undoes nothing.
+        return "last run ended COMPLETED without SAGA_CLOSED: recovery closes it"
     return None

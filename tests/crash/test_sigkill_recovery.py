@@ -281,3 +281,22 @@ def test_cli_recover_closes_a_completed_saga_killed_before_its_close(
     assert "COMPLETED" in out.output
     assert _journal_phases(db)[-2:] == ["RUN_ENDED", "SAGA_CLOSED"]
     _check_far_side(far, EXPECTED["after-run-ended-before-close"])
+
+
+def test_cli_recover_all_closes_a_completed_saga_killed_before_its_close(
+    ctx, tmp_path_factory, tmp_path: Path
+) -> None:
+    """`sagacity saga recover --all` finds it too (RUN_ENDED COMPLETED, no SAGA_CLOSED), closes it
+    COMPLETED with exit 0 and undoes nothing."""
+    from click.testing import CliRunner
+
+    from sagacity_agents.cli import cli
+    from sagacity_agents.cli_saga import saga  # noqa: F401 - registers the saga group
+
+    db, far = _crashed(ctx, "after-run-ended-before-close", tmp_path_factory, tmp_path)
+    out = CliRunner().invoke(cli, ["saga", "recover", "--all", "--app", "tests.crash.app:agent",
+                                   "--db", db])
+    assert out.exit_code == 0, out.output
+    assert "COMPLETED" in out.output
+    assert _journal_phases(db)[-1] == "SAGA_CLOSED"
+    _check_far_side(far, EXPECTED["after-run-ended-before-close"])
