@@ -110,14 +110,6 @@ CHAIN = [edit_payload, edit_hash, delete_middle, insert, swap]
 CHECKPOINTED = [truncate, delete_close, delete_saga, resealed_tail]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def journal_db(request, tmp_path):
-    """Where the matrix's journal lives: a SQLite file, or this test's PostgreSQL schema."""
-    if request.param == "postgres":
-        return request.getfixturevalue("pg_uri")
-    return str(tmp_path / "j.db")
-
-
 @pytest.mark.parametrize("tamper", CHAIN + CHECKPOINTED, ids=lambda f: f.__name__)
 async def test_tamper_matrix_first_bad_seq_named(tmp_path, keys, tamper, journal_db):
     db = journal_db
