@@ -53,8 +53,9 @@ async def test_e01_edited_request_snapshot_and_entries_are_refused_at_resume(jou
     sql(db, "UPDATE sagacity_approval_requests SET args = ?, args_hash = ? WHERE request_id = ?",
         ('{"amount":5000,"currency":"USD","to":"acct-9"}', args_hash(new_args), request_id))
     (snapshot,) = sql(db, "SELECT snapshot FROM sagacity_snapshots WHERE saga_id = ?", (saga_id,))[0]
-    sql(db, "UPDATE sagacity_snapshots SET snapshot = ? WHERE saga_id = ?",
-        (snapshot.replace('\\"amount\\": 5', '\\"amount\\": 5000'), saga_id))
+    edited_snapshot = snapshot.replace('\\"amount\\": 5', '\\"amount\\": 5000')
+    assert edited_snapshot != snapshot  # the edit took: the refusal is not for want of it
+    sql(db, "UPDATE sagacity_snapshots SET snapshot = ? WHERE saga_id = ?", (edited_snapshot, saga_id))
 
     def edit(obj):
         changed = to_5000(obj)
