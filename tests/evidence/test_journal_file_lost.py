@@ -1,6 +1,11 @@
 """E-06: a SQLite journal (or approval store) whose file, ``-wal`` or ``-shm`` is deleted or
 replaced while it is open refuses to go on with :class:`JournalWriteError`, instead of writing
-into a file nobody will ever read again."""
+into a file nobody will ever read again.
+
+SQLite only, nothing to port: the case is a file deleted or replaced under an open connection,
+and a PostgreSQL client holds no file. Its counterpart there, rows deleted with SQL, is the tamper
+matrix's truncate and delete-saga cases, run on both backends and caught through signed
+checkpoints (test_tamper_matrix.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from sagacity_agents import DirectoryCheckpointStore, Keyring
 from sagacity_agents.core.checkpoints import sign_checkpoint
 from sagacity_agents.core.evidence import sign_decision
 from sagacity_agents.core.signing import generate_key
-from sagacity_agents.core.sqlite_journal import SqliteJournal
+from sagacity_agents.stores import open_journal
 
 from ..sdk import wire_app
 from ..sdk.helpers import agent, scripted
@@ -110,14 +110,6 @@ CHAIN = [edit_payload, edit_hash, delete_middle, insert, swap]
 CHECKPOINTED = [truncate, delete_close, delete_saga, resealed_tail]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def journal_db(request, tmp_path):
-    """Where the matrix's journal lives: a SQLite file, or this test's PostgreSQL schema."""
-    if request.param == "postgres":
-        return request.getfixturevalue("pg_uri")
-    return str(tmp_path / "j.db")
-
-
 @pytest.mark.parametrize("tamper", CHAIN + CHECKPOINTED, ids=lambda f: f.__name__)
 async def test_tamper_matrix_first_bad_seq_named(tmp_path, keys, tamper, journal_db):
     db = journal_db
@@ -141,17 +133,17 @@ async def test_tamper_matrix_first_bad_seq_named(tmp_path, keys, tamper, journal
         await s.aclose()
 
 
-async def test_e08_approval_appended_without_the_key_is_detected_and_refused(tmp_path, keys):
+async def test_e08_approval_appended_without_the_key_is_detected_and_refused(tmp_path, keys, journal_db):
     """E-08: someone with write access to the journal appends an APPROVED entry through the
     library (a valid chain extension, right request id and hash) without the decision key:
     verify names its seq (bad signature) and resume refuses; nothing is paid. The same decision
     made by a key holder resumes and pays once."""
-    db = str(tmp_path / "j.db")
+    db = journal_db
     s = signed(tmp_path, keys, db)
     result = await s.run(wire_app.paused_agent(WIRE), "go")
     (request,) = result.approvals
     await s.aclose()
-    forger = SqliteJournal(db)
+    forger = open_journal(db)
     forged = await forger.append(result.saga_id, Phase.APPROVED, write_key=f"decision:{request.request_id}",
                                  tool="transfer", call_id="w1",
                                  payload={"request_id": request.request_id, "args_hash": request.args_hash,

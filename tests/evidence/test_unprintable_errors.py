@@ -1,15 +1,28 @@
 """E-07: an exception whose ``str()`` / ``repr()`` raises is journaled FAILED with a safe
-description and the saga compensates, for async and sync bodies, through the SDK."""
+description and the saga compensates, for async and sync bodies, through the SDK, on each backend
+(memory, SQLite, PostgreSQL): the description is what every journal must store."""
 
 from __future__ import annotations
 
 import pytest
 from agents import function_tool
 
-from sagacity_agents import InMemoryJournal, Phase, Sagacity, SagaStatus, compensable, compensate
+from sagacity_agents import Phase, Sagacity, SagaStatus, compensable, compensate
 from sagacity_agents.errors import describe_error
+from sagacity_agents.stores import open_journal
 
 from ..sdk.helpers import agent, scripted
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def journal(request, tmp_path):
+    """A journal of each backend (PostgreSQL: this test's schema), closed after the test."""
+    location = {"memory": ":memory:", "sqlite": str(tmp_path / "j.db")}.get(request.param)
+    if request.param == "postgres":
+        location = request.getfixturevalue("pg_uri")
+    opened = open_journal(location)
+    yield opened
+    await opened.close()
 
 
 class Unprintable(Exception):
@@ -35,12 +48,11 @@ LONE_SURROGATE = b"card \xff declined".decode("utf-8", "surrogateescape")
     (lambda: ValueError(LONE_SURROGATE), "ValueError: card \\udcff declined"),
 ], ids=["str raises", "lone surrogate"])
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
-async def test_e07_unprintable_exception_is_journaled_failed_and_compensated(sync, error, described):
+async def test_e07_unprintable_exception_is_journaled_failed_and_compensated(journal, sync, error, described):
     """E-07: book a hotel (undoable), then a compensable body raises an exception whose str()
     raises, or whose message holds a lone surrogate (bytes decoded with surrogateescape): FAILED
     with a safe description, the hotel is cancelled, COMPENSATED at once (no in-flight wait:
     in_flight_timeout is 30 s by default and the run must not reach it), the chain verifies."""
-    journal = InMemoryJournal()
     world: list[str] = []
 
     @function_tool
@@ -70,11 +82,10 @@ async def test_e07_unprintable_exception_is_journaled_failed_and_compensated(syn
     assert (await Sagacity(journal).verify(result.saga_id))[0].ok
 
 
-async def test_e07_unprintable_exception_in_an_undo_is_journaled():
+async def test_e07_unprintable_exception_in_an_undo_is_journaled(journal):
     """An undo raising such an exception is journaled COMPENSATION_FAILED with the safe text."""
     from sagacity_agents import ToolDeclaration, Reversibility  # noqa: PLC0415
 
-    journal = InMemoryJournal()
 
     def undo(ctx):
         raise Unprintable()

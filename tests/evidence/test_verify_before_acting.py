@@ -1,7 +1,8 @@
 """Verify before acting (issue 8, item 1): every path that acts on a saga's past refuses,
 naming the first bad seq, when the saga's chain does not verify; nothing runs and nothing is
-undone. The journal is a SQLite file edited directly with sqlite3, as an attacker with write
-access to the database would."""
+undone. Each case runs on a SQLite file and on a PostgreSQL schema (the ``journal_db`` fixture),
+edited directly with SQL (tests/evidence/tamper.py: sqlite3, or psycopg), as an attacker with
+write access to the database would."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from sagacity_agents import EvidenceError, Phase, Sagacity, SagaStatus, compensa
 from sagacity_agents.cli import cli
 from sagacity_agents.cli_saga import load_app  # noqa: F401 - registers the saga group
 from sagacity_agents.core.approval import args_hash
-from sagacity_agents.core.sqlite_journal import SqliteJournal
 
 from ..sdk import wire_app
 from ..sdk.helpers import agent, scripted
@@ -40,11 +40,11 @@ def to_5000(obj):
     return None
 
 
-async def test_e01_edited_request_snapshot_and_entries_are_refused_at_resume(tmp_path):
+async def test_e01_edited_request_snapshot_and_entries_are_refused_at_resume(journal_db):
     """E-01: the approval request, the snapshot and the journal entries of a paused saga are
     edited from 5 to 5000 (hashes not re-sealed) after the human approved 5: resume is refused
     with the first edited seq named, and nothing is paid."""
-    db = str(tmp_path / "j.db")
+    db = journal_db
     saga_id, request_id = await paused_saga(db)
     s = Sagacity(db)
     await s.approve(request_id, approver="alice")
@@ -53,8 +53,9 @@ async def test_e01_edited_request_snapshot_and_entries_are_refused_at_resume(tmp
     sql(db, "UPDATE sagacity_approval_requests SET args = ?, args_hash = ? WHERE request_id = ?",
         ('{"amount":5000,"currency":"USD","to":"acct-9"}', args_hash(new_args), request_id))
     (snapshot,) = sql(db, "SELECT snapshot FROM sagacity_snapshots WHERE saga_id = ?", (saga_id,))[0]
-    sql(db, "UPDATE sagacity_snapshots SET snapshot = ? WHERE saga_id = ?",
-        (snapshot.replace('\\"amount\\": 5', '\\"amount\\": 5000'), saga_id))
+    edited_snapshot = snapshot.replace('\\"amount\\": 5', '\\"amount\\": 5000')
+    assert edited_snapshot != snapshot  # the edit took: the refusal is not for want of it
+    sql(db, "UPDATE sagacity_snapshots SET snapshot = ? WHERE saga_id = ?", (edited_snapshot, saga_id))
 
     def edit(obj):
         changed = to_5000(obj)
@@ -73,10 +74,10 @@ async def test_e01_edited_request_snapshot_and_entries_are_refused_at_resume(tmp
     assert wire_app.executions() == []
 
 
-async def test_e02_rejection_rewritten_as_approval_is_refused(tmp_path):
+async def test_e02_rejection_rewritten_as_approval_is_refused(journal_db):
     """E-02: a REJECTED decision rewritten as APPROVED in the stored entry (and in the store):
     resume is refused, the rejected call never runs."""
-    db = str(tmp_path / "j.db")
+    db = journal_db
     saga_id, request_id = await paused_saga(db)
     s = Sagacity(db)
     await s.reject(request_id, approver="alice", reason="unknown payee")
@@ -123,10 +124,10 @@ def other_customer(obj):
     return None
 
 
-async def test_e03_undo_data_aimed_at_another_customer_is_refused_by_recover(tmp_path):
+async def test_e03_undo_data_aimed_at_another_customer_is_refused_by_recover(journal_db):
     """E-03: an EXECUTED entry's undo data changed to another customer's booking: recover is
     refused (EvidenceError naming the seq), nobody's booking is cancelled."""
-    db = str(tmp_path / "j.db")
+    db = journal_db
     world = {"bob": ["202"]}
     saga_id = await executed_saga(db, world)
     (seq,) = edit_entries(db, saga_id, other_customer)
@@ -145,20 +146,20 @@ async def test_e03_undo_data_aimed_at_another_customer_is_refused_by_recover(tmp
 
 
 async def _entries(db, saga_id):
-    journal = SqliteJournal(db)
+    s = Sagacity(db)
     try:
-        return await journal.entries(saga_id)
+        return await s.journal.entries(saga_id)
     finally:
-        await journal.close()
+        await s.aclose()
 
 
-def test_e03_cli_recover_exits_non_zero(tmp_path, monkeypatch):
+def test_e03_cli_recover_exits_non_zero(journal_db, monkeypatch):
     """E-03 through `sagacity saga recover`: exit status non-zero, the seq named, nothing undone."""
     import asyncio
     import sys
     import types
 
-    db = str(tmp_path / "j.db")
+    db = journal_db
     world = {"bob": ["202"]}
     saga_id = asyncio.run(executed_saga(db, world))
     (seq,) = edit_entries(db, saga_id, other_customer)
@@ -171,9 +172,9 @@ def test_e03_cli_recover_exits_non_zero(tmp_path, monkeypatch):
     assert world == {"bob": ["202"], "ana": ["101"]}
 
 
-async def test_run_again_close_and_decide_refuse_an_edited_saga(tmp_path):
+async def test_run_again_close_and_decide_refuse_an_edited_saga(journal_db):
     """A further run on the saga id, close_saga and approve all verify first."""
-    db = str(tmp_path / "j.db")
+    db = journal_db
     world: dict[str, list[str]] = {}
     saga_id = await executed_saga(db, world)
     (seq,) = edit_entries(db, saga_id, other_customer)
@@ -185,9 +186,9 @@ async def test_run_again_close_and_decide_refuse_an_edited_saga(tmp_path):
             await s.close_saga(saga_id)
     finally:
         await s.aclose()
-    paused_id, request_id = await paused_saga(str(tmp_path / "p.db"))
-    (seq,) = edit_entries(str(tmp_path / "p.db"), paused_id, to_5000)
-    s = Sagacity(str(tmp_path / "p.db"))
+    paused_id, request_id = await paused_saga(db)
+    (seq,) = edit_entries(db, paused_id, to_5000)
+    s = Sagacity(db)
     try:
         with pytest.raises(EvidenceError, match=f"first bad seq {seq}"):
             await s.approve(request_id, approver="alice")

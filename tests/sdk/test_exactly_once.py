@@ -1,10 +1,11 @@
 """E-04: one APPROVED runs an irreversible call once, whatever the approval store says later
-(issue 8 item 2). The journal's CONSUMED entry and the call's INTENT decide, not the store."""
+(issue 8 item 2). The journal's CONSUMED entry and the call's INTENT decide, not the store. On
+memory, SQLite and PostgreSQL: the store is reset with SQL on the two databases
+(tests/evidence/tamper.py), as someone with write access to them would."""
 
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from typing import Any
 
 import pytest
@@ -13,15 +14,15 @@ from agents import function_tool
 from sagacity_agents import (
     ApprovalError,
     InMemoryApprovalStore,
-    InMemoryJournal,
     Phase,
     Sagacity,
     SagaStatus,
-    SqliteApprovalStore,
-    SqliteJournal,
     irreversible,
 )
 from sagacity_agents.core.chain import verify_entries
+from sagacity_agents.stores import approval_store_for, open_journal
+
+from ..evidence.tamper import sql
 
 from .helpers import agent, scripted
 
@@ -44,11 +45,14 @@ def finishing() -> Any:
     return agent(scripted("done", "done"), deposit)
 
 
-def open_backend(backend: str, tmp_path: Any) -> tuple[str | None, Any, Any, Sagacity]:
-    """(SQLite path or None, journal, approval store, facade) for ``backend``."""
-    path = str(tmp_path / "j.db") if backend == "sqlite" else None
-    journal = SqliteJournal(path) if path else InMemoryJournal()
-    store = SqliteApprovalStore(path) if path else InMemoryApprovalStore()
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def backend(request, tmp_path) -> tuple[str | None, Any, Any, Sagacity]:
+    """(SQLite path, PostgreSQL URI or None for memory; journal; approval store; facade)."""
+    path = {"memory": None, "sqlite": str(tmp_path / "j.db")}.get(request.param)
+    if request.param == "postgres":
+        path = request.getfixturevalue("pg_uri")
+    journal = open_journal(path or ":memory:")
+    store = approval_store_for(journal)
     return path, journal, store, Sagacity(journal, approvals=store)
 
 
@@ -58,21 +62,16 @@ async def reset_consumed(store: Any, path: str | None, request_id: str) -> None:
         stored = await store.get(request_id)
         store._requests[request_id] = dataclasses.replace(stored, consumed_at=None)  # noqa: SLF001
         return
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE sagacity_approval_requests SET consumed_at = NULL WHERE request_id = ?",
-                     (request_id,))
+    sql(path, "UPDATE sagacity_approval_requests SET consumed_at = NULL WHERE request_id = ?", (request_id,))
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
-async def test_e04_reset_consumed_flag_and_old_snapshot_cannot_run_an_approved_call_again(
-    tmp_path, backend
-):
+async def test_e04_reset_consumed_flag_and_old_snapshot_cannot_run_an_approved_call_again(backend):
     """E-04: an open saga (``close=False``) pays 5000 to acct-7 on one APPROVED; the store's
     ``consumed_at`` is then reset and the old snapshot re-inserted. A second resume is refused
     (CONSUMED in the journal), and the old state approved through the SDK and run on the saga
     fails closed (the INTENT already used the approval): the deposit ran exactly once."""
     DEPOSITS.clear()
-    path, journal, store, s = open_backend(backend, tmp_path)
+    path, journal, store, s = backend
     try:
         paused = await s.run(paying(), "pay", close=False)
         assert paused.status is SagaStatus.AWAITING_APPROVAL
@@ -115,14 +114,13 @@ async def test_e04_reset_consumed_flag_and_old_snapshot_cannot_run_an_approved_c
         await s.aclose()
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
-async def test_an_approved_call_killed_after_consumed_before_intent_is_named_by_recovery(tmp_path, backend):
+async def test_an_approved_call_killed_after_consumed_before_intent_is_named_by_recovery(backend):
     """A process that consumed the approval (CONSUMED journaled) and died before the INTENT: the
     deposit never ran; recovery names it ("approved, never ran"), runs nothing, and closes."""
     from sagacity_agents import Saga
 
     DEPOSITS.clear()
-    path, journal, store, s = open_backend(backend, tmp_path)
+    path, journal, store, s = backend
     try:
         paused = await s.run(paying(), "pay")
         (request,) = paused.approvals
