@@ -50,6 +50,15 @@ def pg_checkpoints_session_uri():
     yield from migrated_checkpoint_schema()
 
 
+@pytest.fixture
+def pg_checkpoints_uri(pg_checkpoints_session_uri):
+    """The session's PostgreSQL checkpoint schema, emptied for this test."""
+    from tests.pg import truncate_checkpoints
+
+    truncate_checkpoints(pg_checkpoints_session_uri)
+    return pg_checkpoints_session_uri
+
+
 @pytest.fixture(params=["directory", "postgres"])
 def checkpoints_at(request, tmp_path):
     """Where a test's signed checkpoints go, in turn: a directory, and the session's PostgreSQL
@@ -57,8 +66,4 @@ def checkpoints_at(request, tmp_path):
     conformance suite: every store must pass them."""
     if request.param == "directory":
         return str(tmp_path / "checkpoints")
-    from tests.pg import truncate_checkpoints
-
-    uri = request.getfixturevalue("pg_checkpoints_session_uri")
-    truncate_checkpoints(uri)
-    return uri
+    return request.getfixturevalue("pg_checkpoints_uri")

@@ -102,8 +102,9 @@ class PostgresCheckpointStore:
         not stored twice.
 
         Raises:
-            JournalWriteError: not stored (server unreachable, schema missing or old, no INSERT
-                right, pool exhausted).
+            JournalError: not stored: the server cannot be reached or the schema is missing or
+                old (:class:`JournalWriteError` once connected: no INSERT right, pool
+                exhausted, a statement failed).
         """
         c = checkpoint
 
