@@ -22,7 +22,7 @@ from sagacity_agents.core.checkpoints import sign_checkpoint
 from sagacity_agents.core.postgres_checkpoints import checkpoint_migrations, split_schema
 from sagacity_agents.core.postgres_setup import migrate
 from sagacity_agents.core.signing import generate_key
-from sagacity_agents.settings import checkpoint_store_at
+from sagacity_agents.settings import checkpoint_store_at, evidence_from
 from tests.pg import SERVER, admin_connect, checkpoint_uri, drop_schema, server_or_skip, with_search_path
 
 from .test_keys_and_checkpoints import closed
@@ -68,7 +68,7 @@ def test_a_postgresql_uri_selects_the_table_everywhere_a_directory_is_accepted(
     is reported truncated at the checkpointed seq."""
     uri, keys, db = pg_checkpoints_uri, tmp_path / "keys", str(tmp_path / "j.db")
     generate_key(keys, "k1")
-    assert isinstance(Sagacity(db, checkpoints=uri, keyring=keys).evidence.checkpoints, PostgresCheckpointStore)
+    assert isinstance(evidence_from(uri, keys).checkpoints, PostgresCheckpointStore)  # Sagacity(checkpoints=uri)
     monkeypatch.setenv("SAGACITY_CHECKPOINTS", uri)
 
     async def run() -> str:
