@@ -39,6 +39,7 @@ from .core.memory_journal import InMemoryJournal
 from .core.signing import Keyring
 from .core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, record_undo_data
 from .core.postgres_approvals import PostgresApprovalStore
+from .core.postgres_checkpoints import PostgresCheckpointStore
 from .core.postgres_journal import PostgresJournal
 from .core.postgres_setup import PostgresDatabase
 from .core.sqlite_approvals import SqliteApprovalStore
@@ -141,6 +142,7 @@ __all__ = [
     "Keyring",
     "Phase",
     "PostgresApprovalStore",
+    "PostgresCheckpointStore",
     "PostgresDatabase",
     "PostgresJournal",
     "Reversibility",

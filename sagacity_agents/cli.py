@@ -132,8 +132,9 @@ def open_journal(db: str) -> Journal:
         raise click.ClickException(str(exc)) from exc
 
 
-def with_journal(db: str, work: Callable[[Journal], Awaitable[T]]) -> T:
-    """Open the journal at ``db``, run ``work(journal)`` to completion, close the journal."""
+def with_journal(db: str, work: Callable[[Journal], Awaitable[T]], closing: Sequence[Any] = ()) -> T:
+    """Open the journal at ``db``, run ``work(journal)`` to completion, close the journal and
+    each of ``closing`` that has a ``close`` (a PostgreSQL checkpoint store's pool)."""
     journal = open_journal(db)
 
     async def run() -> T:
@@ -141,6 +142,10 @@ def with_journal(db: str, work: Callable[[Journal], Awaitable[T]]) -> T:
             return await work(journal)
         finally:
             await journal.close()
+            for other in closing:
+                close = getattr(other, "close", None)
+                if close is not None:
+                    await close()
 
     try:
         return asyncio.run(run())
@@ -326,9 +331,10 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
     "must still have an entry at that seq with exactly that hash (else truncated, head "
     "mismatch or missing saga).",
 )
-@click.option("--checkpoints", "checkpoints", envvar=CHECKPOINTS_ENVVAR, show_envvar=True, metavar="DIR",
-              type=click.Path(file_okay=False), default=None,
-              help="Also check each saga against its newest signed checkpoint in DIR (needs --keyring).")
+@click.option("--checkpoints", "checkpoints", envvar=CHECKPOINTS_ENVVAR, show_envvar=True, metavar="DIR|URI",
+              default=None,
+              help="Also check each saga against its newest signed checkpoint in DIR or the "
+              "postgresql:// URI's checkpoint table (needs --keyring).")
 @click.option("--keyring", "keyring", envvar=KEYRING_ENVVAR, show_envvar=True, metavar="DIR",
               type=click.Path(file_okay=False), default=None,
               help="Verify checkpoint and decision signatures with the KEY_ID.pub files in DIR; "
@@ -369,7 +375,7 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
             raise UsageFailure(f"{heads_file} lists no head for saga {printable(sid)}")
         return await verify_sagas(j, sid, heads=heads, evidence=evidence)
 
-    results = with_journal(db, check)
+    results = with_journal(db, check, closing=[evidence.checkpoints] if evidence else [])
     console = make_console(highlight=False)
     if not results:
         console.print(f"verify: no sagas in {db}")
@@ -437,28 +443,45 @@ def db() -> None:
 
 @db.command(short_help="Apply the schema migrations a PostgreSQL database is missing.")
 @db_option()
-def migrate(db: str) -> None:
-    """Apply the versioned schema migrations the PostgreSQL database at --db is missing.
+@click.option("--checkpoints", "checkpoints", envvar=CHECKPOINTS_ENVVAR, show_envvar=True,
+              metavar="URI", default=None,
+              help="Also migrate the signed-checkpoint schema at this postgresql:// URI "
+              "(its own schema, default sagacity_checkpoints; a directory needs nothing).")
+@click.option("--checkpoints-only", is_flag=True,
+              help="Migrate the checkpoint schema only (e.g. as its own owner), not the journal.")
+def migrate(db: str, checkpoints: str | None, checkpoints_only: bool) -> None:
+    """Apply the versioned schema migrations the PostgreSQL database at --db is missing, and
+    those of the signed-checkpoint schema at --checkpoints when it is a postgresql:// URI.
 
     Idempotent, and safe when several processes run it at once (an advisory lock serializes
     them). Run it with a role that may create tables; the application itself may then run with
-    a role that can only SELECT and INSERT journal rows (see docs/postgres.md).
+    a role that can only SELECT and INSERT journal rows and checkpoints (see docs/postgres.md).
     """
-    if not is_postgres_uri(db):
+    from .core.postgres_checkpoints import PostgresCheckpointStore
+    from .core.postgres_setup import migrate as apply_migrations
+
+    pg_checkpoints = checkpoints is not None and is_postgres_uri(checkpoints)
+    if checkpoints_only and not pg_checkpoints:
+        raise UsageFailure("--checkpoints-only needs --checkpoints postgresql://... (or $SAGACITY_CHECKPOINTS)")
+    journal = not checkpoints_only and (is_postgres_uri(db) or not pg_checkpoints)
+    if journal and not is_postgres_uri(db):
         raise UsageFailure(
             f"--db {db} is not a postgresql:// URI: SQLite files create their tables when opened"
         )
-    from .core.postgres_setup import migrate as apply_migrations
-
+    console = make_console(highlight=False)
     try:
-        applied = asyncio.run(apply_migrations(db))
+        if journal:
+            applied = asyncio.run(apply_migrations(db))
+            console.print(f"applied migration(s) {', '.join(map(str, applied))}: schema is current"
+                          if applied else "schema is current: nothing to apply")
+        if pg_checkpoints:
+            assert checkpoints is not None
+            store = PostgresCheckpointStore(checkpoints)
+            applied = asyncio.run(apply_migrations(store.database.conninfo, migration_set=store.migration_set))
+            done = f"applied migration(s) {', '.join(map(str, applied))}" if applied else "nothing to apply"
+            console.print(f"checkpoint schema {store.schema} is current: {done}")
     except (JournalError, ConfigurationError) as exc:
         raise click.ClickException(str(exc)) from exc
-    console = make_console(highlight=False)
-    if applied:
-        console.print(f"applied migration(s) {', '.join(map(str, applied))}: schema is current")
-    else:
-        console.print("schema is current: nothing to apply")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

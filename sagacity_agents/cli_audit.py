@@ -14,21 +14,28 @@ from rich.text import Text
 
 from .cli import CONTEXT_SETTINGS, UsageFailure, _resolve_saga, cli, db_option, with_journal
 from .core.audit import export_audit, verify_export
-from .core.checkpoints import DirectoryCheckpointStore
 from .core.journal import Journal
 from .core.signing import generate_key
 from .errors import ConfigurationError, SagacityError
 from .render import make_console, printable, verify_text
-from .settings import CHECKPOINTS_ENVVAR, DECISION_KEYS_ENVVAR, KEYRING_ENVVAR, SIGNING_KEY_ENVVAR, evidence_from
+from .settings import (
+    CHECKPOINTS_ENVVAR,
+    DECISION_KEYS_ENVVAR,
+    KEYRING_ENVVAR,
+    SIGNING_KEY_ENVVAR,
+    checkpoint_store_at,
+    evidence_from,
+)
 
 __all__ = ["audit", "checkpoints_option", "keyring_option"]
 
 
 def checkpoints_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--checkpoints DIR``: the signed-checkpoint directory (``$SAGACITY_CHECKPOINTS``)."""
+    """``--checkpoints DIR|URI``: the signed-checkpoint directory or ``postgresql://`` URI
+    (``$SAGACITY_CHECKPOINTS``)."""
     return click.option("--checkpoints", "checkpoints", envvar=CHECKPOINTS_ENVVAR, show_envvar=True,
-                        required=required, metavar="DIR",
-                        type=click.Path(file_okay=False), help="Signed-checkpoint directory.")
+                        required=required, metavar="DIR|URI",
+                        help="Signed-checkpoint directory, or postgresql:// URI of the checkpoint table.")
 
 
 def keyring_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -75,7 +82,10 @@ def audit() -> None:
 def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str | None) -> None:
     """Write SAGA_IDS (default: every saga) as JSON Lines: each entry's stored canonical bytes
     (base64) with its hash and link, each saga's head, and its signed checkpoints."""
-    store = DirectoryCheckpointStore(checkpoints) if checkpoints else None
+    try:
+        store = checkpoint_store_at(checkpoints) if checkpoints else None
+    except ConfigurationError as exc:
+        raise UsageFailure(str(exc)) from exc
 
     async def work(j: Journal) -> int:
         ids = [await _resolve_saga(j, s) for s in saga_ids] if saga_ids else None
@@ -87,7 +97,7 @@ def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str 
         except ValueError as exc:  # a damaged checkpoint file: say which, no traceback
             raise click.ClickException(f"cannot export the checkpoints in {checkpoints}: {exc}") from exc
 
-    count = with_journal(db, work)
+    count = with_journal(db, work, closing=[store])
     make_console(highlight=False).print(f"exported {count} entries to {out}")
 
 
@@ -143,7 +153,7 @@ def audit_checkpoint(saga_ids: tuple[str, ...], db: str, checkpoints: str, keyri
 
     console = make_console(highlight=False)
     failed = False
-    for line in with_journal(db, work):
+    for line in with_journal(db, work, closing=[evidence.checkpoints]):
         failed |= line.startswith("!")
         console.print(Text(line.lstrip("!"), style="bold red" if line.startswith("!") else ""))
     if failed:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .core.checkpoints import CheckpointStore
     from .core.evidence import Evidence
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "DEFAULT_JOURNAL_PATH",
     "KEYRING_ENVVAR",
     "SIGNING_KEY_ENVVAR",
+    "checkpoint_store_at",
     "evidence_from",
     "journal_path",
 ]
@@ -38,7 +40,8 @@ def journal_path(explicit: str | None = None) -> str:
 
 
 CHECKPOINTS_ENVVAR = "SAGACITY_CHECKPOINTS"
-"""Environment variable naming the signed-checkpoint directory (no checkpoints when unset)."""
+"""Environment variable naming the signed-checkpoint directory or ``postgresql://`` URI (no
+checkpoints when unset)."""
 
 KEYRING_ENVVAR = "SAGACITY_KEYRING"
 """Environment variable naming the keyring directory (``KEY_ID.pub`` / ``KEY_ID.key`` files)."""
@@ -50,6 +53,26 @@ DECISION_KEYS_ENVVAR = "SAGACITY_DECISION_KEYS"
 """Environment variable listing (comma-separated) the key ids allowed to sign decisions."""
 
 
+def checkpoint_store_at(location: str | Path) -> CheckpointStore:
+    """The checkpoint store ``location`` names: a ``postgresql://`` / ``postgres://`` URI is a
+    :class:`~sagacity_agents.core.postgres_checkpoints.PostgresCheckpointStore` (its
+    ``sagacity_schema`` query parameter names the schema, default ``sagacity_checkpoints``),
+    anything else a :class:`~sagacity_agents.core.checkpoints.DirectoryCheckpointStore`.
+
+    Raises:
+        ConfigurationError: a URI without the ``postgres`` extra, or a bad schema name.
+        OSError: the directory cannot be created.
+    """
+    from .core.checkpoints import DirectoryCheckpointStore  # noqa: PLC0415 - keeps settings light
+    from .core.postgres_setup import is_postgres_uri  # noqa: PLC0415
+
+    if is_postgres_uri(location):
+        from .core.postgres_checkpoints import PostgresCheckpointStore  # noqa: PLC0415
+
+        return PostgresCheckpointStore(str(location))
+    return DirectoryCheckpointStore(location)
+
+
 def evidence_from(
     checkpoints: Any = None, keyring: Any = None, signing_key_id: str | None = None,
     decision_keys: Any = None,
@@ -58,7 +81,8 @@ def evidence_from(
     ``$SAGACITY_CHECKPOINTS`` / ``$SAGACITY_KEYRING`` / ``$SAGACITY_SIGNING_KEY_ID``.
 
     Args:
-        checkpoints: a ``CheckpointStore``, a directory path, or ``None`` (environment, else none).
+        checkpoints: a ``CheckpointStore``, a directory path, a ``postgresql://`` URI
+            (:func:`checkpoint_store_at`), or ``None`` (environment, else none).
         keyring: a ``Keyring``, a keyring directory path, or ``None`` (environment, else none).
         signing_key_id: which private key of a keyring directory signs.
         decision_keys: key ids allowed to sign decisions (an iterable, or a comma-separated
@@ -67,14 +91,13 @@ def evidence_from(
     Raises:
         ConfigurationError: a keyring that cannot be loaded, or checkpoints without a keyring.
     """
-    from .core.checkpoints import DirectoryCheckpointStore  # noqa: PLC0415 - keeps settings light
-    from .core.evidence import Evidence  # noqa: PLC0415
+    from .core.evidence import Evidence  # noqa: PLC0415 - keeps settings light
     from .core.signing import Keyring  # noqa: PLC0415
 
     checkpoints = checkpoints or os.environ.get(CHECKPOINTS_ENVVAR) or None
     keyring = keyring or os.environ.get(KEYRING_ENVVAR) or None
     if isinstance(checkpoints, (str, Path)):
-        checkpoints = DirectoryCheckpointStore(checkpoints)
+        checkpoints = checkpoint_store_at(checkpoints)
     if isinstance(keyring, (str, Path)):
         keyring = Keyring.load(keyring, signing_key_id=signing_key_id or os.environ.get(SIGNING_KEY_ENVVAR) or None)
     decision_keys = decision_keys or os.environ.get(DECISION_KEYS_ENVVAR) or None

@@ -39,3 +39,31 @@ def pg_uri(pg_session_uri):
 
     truncate(pg_session_uri)
     return pg_session_uri
+
+
+@pytest.fixture(scope="session")
+def pg_checkpoints_session_uri():
+    """URI of this session's migrated PostgreSQL checkpoint schema (skipped without a server;
+    failed under CI)."""
+    from tests.pg import migrated_checkpoint_schema
+
+    yield from migrated_checkpoint_schema()
+
+
+@pytest.fixture
+def pg_checkpoints_uri(pg_checkpoints_session_uri):
+    """The session's PostgreSQL checkpoint schema, emptied for this test."""
+    from tests.pg import truncate_checkpoints
+
+    truncate_checkpoints(pg_checkpoints_session_uri)
+    return pg_checkpoints_session_uri
+
+
+@pytest.fixture(params=["directory", "postgres"])
+def checkpoints_at(request, tmp_path):
+    """Where a test's signed checkpoints go, in turn: a directory, and the session's PostgreSQL
+    checkpoint schema (emptied for the test). Tests that take it are the checkpoint store's
+    conformance suite: every store must pass them."""
+    if request.param == "directory":
+        return str(tmp_path / "checkpoints")
+    return request.getfixturevalue("pg_checkpoints_uri")

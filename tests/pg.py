@@ -93,3 +93,33 @@ def truncate(uri: str) -> None:
     with admin_connect(uri) as conn:
         for table in TABLES.split(", "):  # DELETE: much faster than TRUNCATE on tiny tables
             conn.execute(f"DELETE FROM {table}")
+
+
+def checkpoint_uri(schema: str) -> str:
+    """The server's URI naming ``schema`` as the signed-checkpoint schema."""
+    sep = "&" if "?" in SERVER else "?"
+    return f"{SERVER}{sep}sagacity_schema={schema}"
+
+
+def migrated_checkpoint_schema() -> Iterator[str]:
+    """A checkpoint schema of its own, migrated for the whole session (as `sagacity db migrate
+    --checkpoints` does); yields the checkpoint URI naming it."""
+    from sagacity_agents.core.postgres_checkpoints import checkpoint_migrations
+    from sagacity_agents.core.postgres_setup import migrate
+
+    server_or_skip()
+    schema = f"sagacity_cp_{os.getpid()}_{secrets.token_hex(4)}"
+    try:
+        run_in_thread(migrate(SERVER, migration_set=checkpoint_migrations(schema)))
+        yield checkpoint_uri(schema)
+    finally:
+        drop_schema(schema)
+
+
+def truncate_checkpoints(uri: str) -> None:
+    """Empty the checkpoint table of the schema ``uri`` names."""
+    from sagacity_agents.core.postgres_checkpoints import split_schema
+
+    conninfo, schema = split_schema(uri)
+    with admin_connect(conninfo) as conn:
+        conn.execute(f'DELETE FROM "{schema}".sagacity_checkpoints')

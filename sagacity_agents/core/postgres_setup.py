@@ -26,7 +26,9 @@ from ..errors import ConfigurationError, JournalError, JournalWriteError
 
 __all__ = [
     "INSTALL_HINT",
+    "JOURNAL_MIGRATIONS",
     "MIGRATE_COMMAND",
+    "MigrationSet",
     "PostgresDatabase",
     "is_postgres_uri",
     "migrations",
@@ -85,19 +87,55 @@ class Migration:
     """The statements."""
 
 
+@dataclass(frozen=True, slots=True)
+class MigrationSet:
+    """One set of versioned migrations: the journal's, or the signed checkpoints' (which live in
+    a schema of their own, ``core/postgres_checkpoints.py``)."""
+
+    folder: str
+    """Where its ``NNNN_name.sql`` files are, relative to ``sagacity_agents/core``."""
+    table: str
+    """The table recording which versions are applied."""
+    label: str
+    """What it is, for messages ("sagacity schema")."""
+    command: str
+    """The command that applies it, for messages."""
+    schema: str | None = None
+    """The PostgreSQL schema it lives in, created if missing and put first on ``search_path``
+    while migrating; ``None``: the connection's own ``search_path``. A plain lowercase
+    identifier (checked by whoever builds the set)."""
+
+    def migrations(self) -> list[Migration]:
+        """Every shipped migration of the set, oldest first."""
+        folder = resources.files("sagacity_agents.core").joinpath(self.folder)
+        found = []
+        for item in folder.iterdir():
+            if item.name.endswith(".sql") and item.name[:4].isdigit():
+                found.append(Migration(int(item.name[:4]), item.name, item.read_text("utf-8")))
+        return sorted(found, key=lambda m: m.version)
+
+    def version(self) -> int:
+        """The version this code needs: the highest shipped migration."""
+        return self.migrations()[-1].version
+
+    def qualified(self, name: str) -> str:
+        """``name`` qualified with the set's schema (unqualified without one)."""
+        return f'"{self.schema}".{name}' if self.schema else name
+
+
+JOURNAL_MIGRATIONS = MigrationSet("sql/postgres", "sagacity_schema_migrations", "sagacity schema",
+                                  MIGRATE_COMMAND)
+"""The journal's, the approval requests' and the snapshots' migrations."""
+
+
 def migrations() -> list[Migration]:
-    """Every shipped migration, oldest first."""
-    folder = resources.files("sagacity_agents.core").joinpath("sql/postgres")
-    found = []
-    for item in folder.iterdir():
-        if item.name.endswith(".sql") and item.name[:4].isdigit():
-            found.append(Migration(int(item.name[:4]), item.name, item.read_text("utf-8")))
-    return sorted(found, key=lambda m: m.version)
+    """Every shipped migration of the journal's schema, oldest first."""
+    return JOURNAL_MIGRATIONS.migrations()
 
 
 def schema_version() -> int:
-    """The schema version this code needs: the highest shipped migration."""
-    return migrations()[-1].version
+    """The journal schema version this code needs: the highest shipped migration."""
+    return JOURNAL_MIGRATIONS.version()
 
 
 def full_schema_sql() -> str:
@@ -108,8 +146,10 @@ def full_schema_sql() -> str:
     )
 
 
-async def migrate(conninfo: str, *, connect_timeout: float = 10.0) -> list[int]:
-    """Create or upgrade the schema at ``conninfo`` to :func:`schema_version`.
+async def migrate(conninfo: str, *, connect_timeout: float = 10.0,
+                  migration_set: MigrationSet = JOURNAL_MIGRATIONS) -> list[int]:
+    """Create or upgrade the schema at ``conninfo`` to the set's version (default: the
+    journal's, :func:`schema_version`).
 
     Idempotent; safe when several processes run it at once: the whole upgrade is one transaction
     holding a transaction-scoped advisory lock, so a second process waits, then finds nothing left
@@ -119,6 +159,7 @@ async def migrate(conninfo: str, *, connect_timeout: float = 10.0) -> list[int]:
         conninfo: ``postgresql://`` URI (libpq parameters such as ``options=-csearch_path=...``
             apply).
         connect_timeout: seconds to wait for the connection.
+        migration_set: which migrations (the checkpoint store passes its own).
 
     Returns:
         The versions applied by this call (empty when the schema was current).
@@ -128,26 +169,34 @@ async def migrate(conninfo: str, *, connect_timeout: float = 10.0) -> list[int]:
         JournalError: the database cannot be reached or a migration fails (nothing applied).
     """
     psycopg, _ = _drivers()
+    ms = migration_set
     try:
         async with await psycopg.AsyncConnection.connect(
             conninfo, connect_timeout=max(1, round(connect_timeout))
         ) as conn:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                if ms.schema is not None:
+                    # Created only when missing: CREATE SCHEMA IF NOT EXISTS needs CREATE on the
+                    # database even when the schema exists, which its owner may not hold.
+                    cur = await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (ms.schema,))
+                    if await cur.fetchone() is None:
+                        await conn.execute(f'CREATE SCHEMA "{ms.schema}"')
+                    await conn.execute(f'SET LOCAL search_path TO "{ms.schema}"')
                 await conn.execute(
-                    "CREATE TABLE IF NOT EXISTS sagacity_schema_migrations ("
+                    f"CREATE TABLE IF NOT EXISTS {ms.table} ("
                     " version integer PRIMARY KEY, name text NOT NULL,"
                     " applied_at timestamptz NOT NULL DEFAULT now())"
                 )
-                cur = await conn.execute("SELECT version FROM sagacity_schema_migrations")
+                cur = await conn.execute(f"SELECT version FROM {ms.table}")
                 done = {row[0] for row in await cur.fetchall()}
                 applied = []
-                for migration in migrations():
+                for migration in ms.migrations():
                     if migration.version in done:
                         continue
                     await conn.execute(migration.sql)
                     await conn.execute(
-                        "INSERT INTO sagacity_schema_migrations (version, name) VALUES (%s, %s)",
+                        f"INSERT INTO {ms.table} (version, name) VALUES (%s, %s)",
                         (migration.version, migration.name),
                     )
                     applied.append(migration.version)
@@ -156,20 +205,21 @@ async def migrate(conninfo: str, *, connect_timeout: float = 10.0) -> list[int]:
         raise JournalError(f"PostgreSQL migration failed: {exc}") from exc
 
 
-async def _check_schema(conn: Any, psycopg: Any) -> None:
+async def _check_schema(conn: Any, psycopg: Any, ms: MigrationSet = JOURNAL_MIGRATIONS) -> None:
     """Refuse to work on a database whose schema is missing or older than this code's."""
     found: int | None
     try:
-        cur = await conn.execute("SELECT max(version) FROM sagacity_schema_migrations")
+        cur = await conn.execute(f"SELECT max(version) FROM {ms.qualified(ms.table)}")
         row = await cur.fetchone()
         found = None if row is None or row[0] is None else int(row[0])
-    except psycopg.errors.UndefinedTable:
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
         found = None
-    if found is None or found < schema_version():
-        state = "has no sagacity schema" if found is None else f"has schema version {found}"
+    if found is None or found < ms.version():
+        where = f' in schema "{ms.schema}"' if ms.schema else ""
+        state = f"has no {ms.label}{where}" if found is None else f"has {ms.label} version {found}{where}"
         raise JournalError(
-            f"the PostgreSQL database {state}; this version needs {schema_version()}: run "
-            f"`{MIGRATE_COMMAND}` (with a role that may create tables)"
+            f"the PostgreSQL database {state}; this version needs {ms.version()}: run "
+            f"`{ms.command}` (with a role that may create tables)"
         )
 
 
@@ -191,6 +241,8 @@ class PostgresDatabase:
         statement_timeout: seconds any one statement may run, lock waits included (default
             30.0; 0 disables).
         check_schema: refuse to work unless the schema is current (default ``True``).
+        migration_set: whose schema version is checked (default: the journal's; the checkpoint
+            store passes its own).
 
     Raises:
         ConfigurationError: the ``postgres`` extra is not installed, or a size is invalid.
@@ -206,6 +258,7 @@ class PostgresDatabase:
         connect_timeout: float = 10.0,
         statement_timeout: float = 30.0,
         check_schema: bool = True,
+        migration_set: MigrationSet = JOURNAL_MIGRATIONS,
     ) -> None:
         self.psycopg, self._pool_module = _drivers()
         if not 0 <= min_size <= max_size or max_size < 1:
@@ -216,6 +269,7 @@ class PostgresDatabase:
         self.connect_timeout = connect_timeout
         self.statement_timeout = statement_timeout
         self.check_schema = check_schema
+        self.migration_set = migration_set
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
         )
@@ -286,7 +340,7 @@ class PostgresDatabase:
             await pool.open(wait=self.min_size > 0, timeout=self.connect_timeout)
             if self.check_schema:
                 async with pool.connection() as conn:
-                    await _check_schema(conn, psycopg)
+                    await _check_schema(conn, psycopg, self.migration_set)
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, (psycopg.Error, self._pool_module.PoolTimeout)):

@@ -150,7 +150,8 @@ class Sagacity:
         lease_seconds: the run lease's duration (``core.lease``): a saga whose running process
             died can be taken over (run, resumed, recovered) this many seconds after its last
             entry; a running process renews it by journaling.
-        checkpoints: signed checkpoints: a ``CheckpointStore`` or a directory; ``None`` reads
+        checkpoints: signed checkpoints: a ``CheckpointStore``, a directory, or a
+            ``postgresql://`` URI (a table in its own schema, docs/postgres.md); ``None`` reads
             ``$SAGACITY_CHECKPOINTS`` (unset: none). A saga's head is signed at close and at
             every pause, and every saga is verified against its newest checkpoint before it is
             resumed, recovered, decided on, closed or run again.
@@ -559,9 +560,13 @@ class Sagacity:
         return await self.evidence.checkpoint(self.journal, saga_id)
 
     async def aclose(self) -> None:
-        """Close the journal and the approval store (both idempotent)."""
+        """Close the journal, the approval store and a checkpoint store that has a ``close``
+        (all idempotent)."""
         await self.journal.close()
         await self.approvals.close()
+        close_checkpoints = getattr(self.evidence.checkpoints, "close", None)
+        if close_checkpoints is not None:
+            await close_checkpoints()
 
 
 class SagaStream:

@@ -17,9 +17,12 @@ from cryptography.exceptions import InvalidSignature
 from agents import function_tool
 from click.testing import CliRunner
 
-from sagacity_agents import DirectoryCheckpointStore, Sagacity, SagaStatus, compensable
+from sagacity_agents import (
+    Checkpoint, DirectoryCheckpointStore, PostgresCheckpointStore, Sagacity, SagaStatus, compensable,
+)
 from sagacity_agents.cli import cli
 from sagacity_agents.cli_audit import audit  # noqa: F401 - registers the audit group
+from sagacity_agents.settings import checkpoint_store_at
 
 from ..sdk import wire_app
 from ..sdk.helpers import agent, scripted
@@ -40,10 +43,11 @@ def test_the_stand_alone_verifier_is_at_most_30_lines_of_standard_library():
 
 
 @pytest.fixture
-def populated(tmp_path):
+def populated(tmp_path, checkpoints_at):
     """A journal with a completed saga (3 calls), a saga paused for approval (approved and
-    signed), checkpoints and a keyring; returns (db, checkpoints dir, keyring dir, saga ids)."""
-    db, cps, keys = str(tmp_path / "j.db"), str(tmp_path / "cps"), str(tmp_path / "keys")
+    signed), checkpoints (a directory, then a PostgreSQL table) and a keyring; returns (db,
+    checkpoints location, keyring dir, saga ids)."""
+    db, cps, keys = str(tmp_path / "j.db"), checkpoints_at, str(tmp_path / "keys")
     assert CliRunner().invoke(cli, ["audit", "keygen", "auditor-1", "--keyring", keys]).exit_code == 0
 
     @function_tool
@@ -100,6 +104,16 @@ def test_export_verifies_with_ours_and_with_the_documented_verifier(populated, t
         namespace["check_checkpoint"](forged, keys)
 
 
+async def stored_checkpoints(location: str, saga_id: str) -> list[Checkpoint]:
+    """The checkpoints of ``saga_id`` in the store at ``location``."""
+    store = checkpoint_store_at(location)
+    try:
+        return await store.list(saga_id)
+    finally:
+        if isinstance(store, PostgresCheckpointStore):
+            await store.close()
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text, "utf-8")
     return path
@@ -109,7 +123,7 @@ def test_a_tampered_journal_exports_as_broken_with_the_first_bad_seq(populated, 
     db, cps, keys, (done, paused) = populated
     edit_entries(db, done, lambda o: {**o, "payload": {**o["payload"], "result": "x"}} if o["seq"] == 5 else None)
     # The paused saga's tail from its checkpointed head (the pause) on is removed.
-    (n_paused,) = [c.seq for c in asyncio.run(DirectoryCheckpointStore(cps).list(paused))]
+    (n_paused,) = [c.seq for c in asyncio.run(stored_checkpoints(cps, paused))]
     sql(db, "DELETE FROM sagacity_journal WHERE saga_id = ? AND seq >= ?", (paused, n_paused))
     out = tmp_path / "audit.jsonl"
     export(db, cps, out)
@@ -150,6 +164,7 @@ def test_audit_verify_and_journal_verify_agree_on_who_may_sign_decisions(populat
     assert "1 of 2" in journal.output and "1 of 2" in exported.output
 
 
+@pytest.mark.parametrize("checkpoints_at", ["directory"], indirect=True)  # a file to damage
 def test_a_damaged_checkpoint_file_is_reported_by_verify_and_export_not_a_traceback(populated, tmp_path):
     """A line appended to one saga's checkpoint file that is not a checkpoint (damage, or a
     write cut short): `journal verify` reports that saga BROKEN, still verifies the other one,

@@ -48,11 +48,11 @@ def test_keyring_refuses_what_it_cannot_use(tmp_path):
         Sagacity(":memory:", checkpoints=tmp_path / "cps")
 
 
-async def test_keys_rotate_old_checkpoints_still_verify(tmp_path):
+async def test_keys_rotate_old_checkpoints_still_verify(tmp_path, checkpoints_at):
     """Rotation: `k1` signs, is retired (private key moved away, public key kept), `k2` signs
     from then on; both generations of checkpoints verify. Dropping `k1.pub` makes the old
     checkpoints unverifiable, which is refused (fail closed), never ignored."""
-    keys, cps, db = tmp_path / "keys", tmp_path / "cps", str(tmp_path / "j.db")
+    keys, cps, db = tmp_path / "keys", checkpoints_at, str(tmp_path / "j.db")
     generate_key(keys, "k1")
     s = Sagacity(db, checkpoints=cps, keyring=keys)
     first = await closed(s)
@@ -63,7 +63,7 @@ async def test_keys_rotate_old_checkpoints_still_verify(tmp_path):
     try:
         second = await closed(s)
         await s.checkpoint(first)  # re-signed with the new key
-        assert {c.key_id for c in await DirectoryCheckpointStore(cps).list(first)} == {"k1", "k2"}
+        assert {c.key_id for c in await s.evidence.checkpoints.list(first)} == {"k1", "k2"}
         assert all(r.ok for r in await s.verify())
     finally:
         await s.aclose()
@@ -77,10 +77,10 @@ async def test_keys_rotate_old_checkpoints_still_verify(tmp_path):
         await s.aclose()
 
 
-async def test_recover_and_reuse_of_a_deleted_checkpointed_saga_are_refused(tmp_path):
+async def test_recover_and_reuse_of_a_deleted_checkpointed_saga_are_refused(tmp_path, checkpoints_at):
     """A saga checkpointed on demand, then deleted from the journal: recover and a new run
     under its id are refused as "missing saga", not treated as a fresh, empty saga."""
-    keys, cps, db = tmp_path / "keys", tmp_path / "cps", str(tmp_path / "j.db")
+    keys, cps, db = tmp_path / "keys", checkpoints_at, str(tmp_path / "j.db")
     generate_key(keys, "k1")
     s = Sagacity(db, checkpoints=cps, keyring=keys)
     try:

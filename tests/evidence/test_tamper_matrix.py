@@ -9,15 +9,20 @@ from agents import function_tool
 
 from sagacity_agents import ApprovalError, ChainFault, EvidenceError, Phase, Sagacity, SagaStatus, compensable
 from sagacity_agents.core.canonical import canonical_bytes, sha256_hex
-from sagacity_agents import DirectoryCheckpointStore, Keyring
+from sagacity_agents import Keyring
 from sagacity_agents.core.checkpoints import sign_checkpoint
 from sagacity_agents.core.evidence import sign_decision
 from sagacity_agents.core.signing import generate_key
+from sagacity_agents.settings import checkpoint_store_at
 from sagacity_agents.stores import open_journal
 
 from ..sdk import wire_app
 from ..sdk.helpers import agent, scripted
 from .tamper import edit_entries, reseal_from, sql
+
+async def _no_close() -> None:
+    """A directory store holds nothing open."""
+
 
 WIRE = ("transfer", '{"amount": 5, "to": "acct-9"}', "w1")
 
@@ -28,8 +33,9 @@ def keys(tmp_path):
     return tmp_path / "keys"
 
 
-def signed(tmp_path, keys, db) -> Sagacity:
-    return Sagacity(db, checkpoints=tmp_path / "checkpoints", keyring=keys)
+def signed(checkpoints, keys, db) -> Sagacity:
+    """A host that signs checkpoints into ``checkpoints`` (a directory or a postgresql:// URI)."""
+    return Sagacity(db, checkpoints=checkpoints, keyring=keys)
 
 
 def tools():
@@ -111,14 +117,15 @@ CHECKPOINTED = [truncate, delete_close, delete_saga, resealed_tail]
 
 
 @pytest.mark.parametrize("tamper", CHAIN + CHECKPOINTED, ids=lambda f: f.__name__)
-async def test_tamper_matrix_first_bad_seq_named(tmp_path, keys, tamper, journal_db):
+async def test_tamper_matrix_first_bad_seq_named(checkpoints_at, keys, tamper, journal_db):
+    """Every journal backend with every checkpoint store (a directory, a PostgreSQL table)."""
     db = journal_db
-    s = signed(tmp_path, keys, db)
+    s = signed(checkpoints_at, keys, db)
     sid, n = await closed_saga(s)
     await s.aclose()
     bad_seq, fault = tamper(db, sid, n)
     plain = Sagacity(db)  # the chain alone
-    s = signed(tmp_path, keys, db)
+    s = signed(checkpoints_at, keys, db)
     try:
         (chain_only,) = [r for r in await plain.verify() if r.saga_id == sid] or [None]
         (result,) = [r for r in await s.verify() if r.saga_id == sid]
@@ -139,7 +146,7 @@ async def test_e08_approval_appended_without_the_key_is_detected_and_refused(tmp
     verify names its seq (bad signature) and resume refuses; nothing is paid. The same decision
     made by a key holder resumes and pays once."""
     db = journal_db
-    s = signed(tmp_path, keys, db)
+    s = signed(tmp_path / "checkpoints", keys, db)
     result = await s.run(wire_app.paused_agent(WIRE), "go")
     (request,) = result.approvals
     await s.aclose()
@@ -151,7 +158,7 @@ async def test_e08_approval_appended_without_the_key_is_detected_and_refused(tmp
     await forger.close()
     sql(db, "UPDATE sagacity_approval_requests SET decision = 'approved', approver = 'alice' WHERE request_id = ?",
         (request.request_id,))
-    s = signed(tmp_path, keys, db)
+    s = signed(tmp_path / "checkpoints", keys, db)
     try:
         (verdict,) = await s.verify(result.saga_id)
         assert (verdict.ok, verdict.bad_seq, verdict.fault) == (False, forged.seq, ChainFault.BAD_SIGNATURE)
@@ -162,9 +169,9 @@ async def test_e08_approval_appended_without_the_key_is_detected_and_refused(tmp
     assert wire_app.executions() == []
 
 
-async def test_signed_decision_resumes_and_checkpoints_are_written(tmp_path, keys):
+async def test_signed_decision_resumes_and_checkpoints_are_written(tmp_path, keys, checkpoints_at):
     db = str(tmp_path / "j.db")
-    s = signed(tmp_path, keys, db)
+    s = signed(checkpoints_at, keys, db)
     try:
         result = await s.run(wire_app.paused_agent(WIRE), "go")
         (request,) = result.approvals
@@ -182,16 +189,17 @@ async def test_signed_decision_resumes_and_checkpoints_are_written(tmp_path, key
         await s.aclose()
 
 
-async def test_a_checkpoint_signed_by_an_unknown_key_is_refused(tmp_path, keys):
+async def test_a_checkpoint_signed_by_an_unknown_key_is_refused(tmp_path, keys, checkpoints_at):
     db = str(tmp_path / "j.db")
-    s = signed(tmp_path, keys, db)
+    s = signed(checkpoints_at, keys, db)
     sid, n = await closed_saga(s)
     await s.aclose()
     # Another key signs a checkpoint for a rewritten chain; this keyring does not know it.
     generate_key(tmp_path / "other", "intruder")
-    store = DirectoryCheckpointStore(tmp_path / "checkpoints")
+    store = checkpoint_store_at(checkpoints_at)
     await store.put(sign_checkpoint(Keyring.load(tmp_path / "other"), sid, n, "ab" * 32, "2026-01-01T00:00:00.000000Z"))
-    s = signed(tmp_path, keys, db)
+    await getattr(store, "close", _no_close)()
+    s = signed(checkpoints_at, keys, db)
     try:
         (result,) = await s.verify(sid)
         assert result.fault is ChainFault.BAD_SIGNATURE and "unknown key 'intruder'" in result.detail
