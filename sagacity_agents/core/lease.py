@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import JournalConflictError, JournalError, SagaStateError
+from ..errors import JournalClosedError, JournalConflictError, JournalError, SagaStateError
 from .entries import JournalEntry, Phase
 from .journal import Journal, utc_now
 
@@ -194,6 +194,11 @@ async def acquire_lease(
                          "took_over": took_over},
                 expected_seq=entries[-1].seq if entries else 0,
             )
+        except JournalClosedError as exc:
+            # Closed between our read and our write (a concurrent run or recovery finished it).
+            raise SagaStateError(
+                f"saga {saga_id} is closed; a closed saga takes no more runs"
+            ) from exc
         except JournalConflictError:
             continue  # someone wrote in between: read again and decide again
     raise SagaStateError(f"saga {saga_id} is too busy to take its run lease; try again")

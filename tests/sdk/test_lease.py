@@ -262,3 +262,27 @@ async def test_completed_unclosed_reads_the_last_run_end_only():
     await journal.append("s", Phase.INTENT, write_key="i", tool="t", call_id="c", payload={"args": {}})
     assert not completed_unclosed(await journal.entries("s"))  # a later run did something
     assert not completed_unclosed(await add(Phase.SAGA_FAILED, reason="x"))
+
+
+async def test_a_saga_closed_between_the_read_and_the_run_started_is_refused_as_closed():
+    """Two recoveries at once: the loser read the saga open, the winner closed it, and the
+    loser's conditional RUN_STARTED meets the close. It is refused with SagaStateError (nothing
+    written), like any run on a closed saga, not a raw JournalClosedError."""
+    from sagacity_agents import InMemoryJournal, Phase
+    from sagacity_agents.core.lease import acquire_lease
+    from sagacity_agents.errors import SagaStateError
+
+    journal = InMemoryJournal()
+    await journal.append("s1", Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": {}})
+    before_close = await journal.entries("s1")
+    await journal.append("s1", Phase.SAGA_CLOSED, write_key="saga:closed", payload={"status": "COMPLETED"})
+    stale = journal.entries
+
+    async def entries_as_read_before_the_close(saga_id):
+        return list(before_close) if saga_id == "s1" else await stale(saga_id)
+
+    journal.entries = entries_as_read_before_the_close  # type: ignore[method-assign]
+    with pytest.raises(SagaStateError, match="is closed"):
+        await acquire_lease(journal, "s1", holder="h", seconds=5, agent="recover")
+    journal.entries = stale  # type: ignore[method-assign]
+    assert [e.phase for e in await journal.entries("s1")] == [Phase.SAGA_OPENED, Phase.SAGA_CLOSED]
