@@ -43,11 +43,11 @@ the tool body does not run.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from ..errors import JournalWriteError
-from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase
+from .canonical import sha256_hex
+from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry
 from .journal import AppendRequest, Clock, Tail, next_entry, replay_of, stamp_from, utc_now
 from .postgres_setup import PostgresDatabase
 
@@ -56,10 +56,20 @@ __all__ = ["PostgresJournal"]
 _COLUMNS = "saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical"
 _NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
 
-_APPEND = "CALL sagacity_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 TERMINAL_PHASES: tuple[str, ...] = (Phase.SAGA_CLOSED.value,)
 """Phases after which the shared append rule (``core.journal.next_entry``) refuses any append:
-the procedure refuses on them under the lock, ``next_entry`` then raises the rule's error."""
+the function refuses on them under the lock, ``next_entry`` then raises the rule's error."""
+
+# The genesis hash and the terminal phases are constants of the shared rule: written into the
+# statement (prepared once per connection) rather than sent with every append.
+_APPEND = (
+    "SELECT * FROM sagacity_append_entry(%s, %s, %s, %s, %s, %s, "
+    f"'{GENESIS_HASH}', %s, %s, %s, %s, %s, "
+    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[])"
+)
+# A transaction that writes WAL commits synchronously, waiting for the flush past everything
+# written before it (the appends that committed without waiting included).
+_FLUSH = "SELECT pg_logical_emit_message(true, 'sagacity', '')"
 
 
 def _tail(seq: int, hash_: str, phase: str | None) -> Tail | None:
@@ -83,31 +93,26 @@ def byte_pieces(request: AppendRequest, now: str) -> tuple[bytes, bytes, bytes]:
     Raises:
         EncodingError: the payload has no canonical encoding.
     """
-    unconditional = dataclasses.replace(request, expected_seq=None)  # the rule is checked later
-    first = next_entry(unconditional, None, now).canonical
-    second = next_entry(unconditional, (1, _DUMMY_HASH, Phase.INTENT.value), now).canonical
-    at = _common_prefix(first, second)
-    seq_at = len(first) - 1 - _common_prefix(first[::-1], second[::-1])
+    fields = {
+        "saga_id": request.saga_id, "phase": request.phase, "tool": request.tool,
+        "call_id": request.call_id, "write_key": request.write_key, "payload": request.payload,
+        "recorded_at": now, "converted": True, "stdlib_safe": request.stdlib_safe,
+    }
+    first = seal_entry(seq=1, prev_hash=GENESIS_HASH, **fields).canonical
+    second = seal_entry(seq=2, prev_hash=_DUMMY_HASH, **fields).canonical
+    # Where the two differ, in C: the first and the last differing byte of their XOR.
+    size = len(first)
+    diff = int.from_bytes(first, "big") ^ int.from_bytes(second, "big")
+    at = size - (diff.bit_length() + 7) // 8
+    seq_at = size - 1 - ((diff & -diff).bit_length() - 1) // 8
     if not (
-        len(first) == len(second)
+        size == len(second)
         and first[at:at + 64] == GENESIS_HASH.encode() and second[at:at + 64] == _DUMMY_HASH.encode()
         and first[at + 64:seq_at] == second[at + 64:seq_at]
         and first[seq_at:seq_at + 1] == b"1" and second[seq_at:seq_at + 1] == b"2"
     ):  # pragma: no cover - would mean the sealing rule changed shape
         raise JournalWriteError("cannot split the entry's bytes around prev_hash and seq")
     return first[:at], first[at + 64:seq_at], first[seq_at + 1:]
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    """Length of the longest common prefix (bisection over C-level slice compares)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
@@ -148,6 +153,9 @@ class PostgresJournal:
         )
         self._clock = clock
         self._fast_outcomes = fast_outcomes
+        self.writes_outcomes_behind = fast_outcomes
+        """Read by the saga: with fast outcomes, a successful call's outcome entry is written
+        behind the call (its result is not held back for it)."""
 
     def __repr__(self) -> str:
         return f"PostgresJournal({self.database!r})"
@@ -159,28 +167,40 @@ class PostgresJournal:
         cur = await conn.execute(
             _APPEND,
             (request.saga_id, request.phase.value, request.tool, request.call_id,
-             request.write_key, now, GENESIS_HASH, head, middle, tail, durable,
-             request.expected_seq, list(TERMINAL_PHASES)),
+             request.write_key, now, head, middle, tail, durable, request.expected_seq),
+            prepare=True,
         )
         row = await cur.fetchone()
-        if row is None:  # pragma: no cover - CALL always returns its INOUT row
+        if row is None:  # pragma: no cover - the function always returns one row
             raise JournalWriteError(f"append to saga {request.saga_id!r}: no answer")
-        status, seq, prev_hash, digest, canonical, tail_phase = row
+        status, seq, prev_hash, digest, tail_phase = row
+        if durable and status in ("unflushed", "exists"):
+            # Stored by a commit that did not wait for the flush (ours under contention, or an
+            # earlier try of this write): return only once the WAL is flushed past it.
+            await conn.execute(_FLUSH, prepare=True)
         if status == "exists":  # a retry of a stored write (or a key used twice: replay_of says)
             cur = await conn.execute(_BY_KEY, (request.saga_id, request.write_key))
             stored = await cur.fetchone()
             if stored is None:  # pragma: no cover - the application never deletes rows
                 raise JournalWriteError(f"append to saga {request.saga_id!r}: key row vanished")
             return replay_of(_row_to_entry(stored), request)
-        # The shared rule, applied to the tail the server read under the lock: it raises where
-        # the server refused, and seals exactly the bytes the server stored where it inserted.
-        entry = next_entry(request, _tail(seq - 1, prev_hash, tail_phase), now)
-        if status != "inserted" or entry.canonical != bytes(canonical) or entry.hash != digest:
+        if status == "refused":  # the shared rule, applied to the tail read under the lock, raises
+            next_entry(request, _tail(seq - 1, prev_hash, tail_phase), now)
             raise JournalWriteError(  # pragma: no cover - the server mirrors the shared rule
-                f"append to saga {request.saga_id!r}: the server's {status!r} disagrees with the "
-                "shared append rule; run `sagacity journal verify`"
+                f"append to saga {request.saga_id!r}: the server refused what the shared append "
+                "rule allows; run `sagacity journal verify`"
             )
-        return entry
+        canonical = b"".join((head, prev_hash.encode(), middle, str(seq).encode(), tail))
+        if sha256_hex(canonical) != digest:  # pragma: no cover - the server joins as we do
+            raise JournalWriteError(
+                f"append to saga {request.saga_id!r}: the server stored other bytes than the "
+                "shared append rule seals; run `sagacity journal verify`"
+            )
+        return JournalEntry(
+            saga_id=request.saga_id, seq=seq, phase=request.phase, tool=request.tool,
+            call_id=request.call_id, write_key=request.write_key, payload=request.payload,
+            recorded_at=now, prev_hash=prev_hash, hash=digest, canonical=canonical,
+        )
 
     async def append(
         self,

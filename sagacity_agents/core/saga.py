@@ -269,6 +269,11 @@ class Saga:
         self._lock = threading.Lock()
         self._active = 0  # calls between _begin and _end (any thread)
         self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
+        # Outcome entries written behind their calls (journals with ``writes_outcomes_behind``):
+        # pending writes, and the latest, which the next one waits for (outcomes keep call order).
+        self._outcomes_behind = bool(getattr(journal, "writes_outcomes_behind", False))
+        self._behind: set[asyncio.Future[None]] = set()
+        self._behind_last: asyncio.Future[None] | None = None
         self._claimed_requests: set[str] = set()  # approvals taken by calls of this object
         self.journal_errors: list[str] = []
         """Journal writes of the saga's own bookkeeping that failed (SAGA_FAILED, SAGA_CLOSED)."""
@@ -783,6 +788,9 @@ class Saga:
         if failure is not None:
             await self._finish_write(done, intent, phase, payload, failure)
             return result
+        if self._outcomes_behind:
+            self._write_behind(done, intent, phase, payload)
+            return result
         # The common case, written out; every kind of trouble goes where _write_outcome sends it.
         outcome: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
         try:
@@ -798,6 +806,35 @@ class Saga:
             self._keep_unwritten(phase, payload, outcome)
         self._end(done)
         return result
+
+    def _write_behind(
+        self, done: _InFlight, intent: JournalEntry, phase: Phase, payload: dict[str, Any]
+    ) -> None:
+        """Write a successful call's outcome behind it: the result goes back to the agent now,
+        the entry follows (after the previous outcome written behind, so outcomes keep the order
+        in which calls ended). The call counts as in flight until the entry is written or held
+        unwritten, so :meth:`settle` (before compensation, a verdict, the end of a run) waits
+        for it. Only for successful calls: a failure is noted before the call returns."""
+        previous = self._behind_last
+
+        async def write() -> None:
+            try:
+                if previous is not None and not previous.done():
+                    await asyncio.wait((previous,))
+                await self._write_outcome(intent, phase, payload, None)
+            finally:
+                self._end(done)
+
+        task = asyncio.ensure_future(write())
+        self._behind.add(task)
+        task.add_done_callback(self._behind.discard)
+        self._behind_last = task
+
+    async def outcomes_written(self) -> None:
+        """Wait until every outcome written behind its call is in the journal or held unwritten
+        (at most ``in_flight_timeout`` seconds); returns at once when none is pending."""
+        if self._behind:
+            await asyncio.wait(tuple(self._behind), timeout=self.in_flight_timeout)
 
     async def _finish_write(
         self, done: _InFlight, intent: JournalEntry, phase: Phase,
@@ -980,6 +1017,7 @@ class Saga:
         """
         # Calls end on worker threads too; a short poll only runs while calls are still in
         # flight, i.e. after a run ended badly, never on the hot path.
+        await self.outcomes_written()
         deadline = time.monotonic() + self.in_flight_timeout
         while self._active and time.monotonic() < deadline:
             await asyncio.sleep(0.005)

@@ -150,6 +150,7 @@ async def read_verdict(saga: Saga) -> SagaVerdict:
     Never raises for a journal that cannot be read: the verdict then carries
     :attr:`SagaVerdict.journal_error` and counts as failed (fail closed).
     """
+    await saga.outcomes_written()  # a call's outcome written behind it is part of the verdict
     status = saga.status.value
     failures = tuple(saga.failures)
     try:
