@@ -54,6 +54,7 @@ from .settings import (
     KEYRING_ENVVAR,
     evidence_from,
 )
+from .core.postgres_setup import redacted_uri
 from .stores import is_postgres_uri
 from .stores import open_journal as open_journal_at
 
@@ -276,9 +277,9 @@ def journal_list(db: str) -> None:
     sagas = with_journal(db, load)
     console = make_console()
     if not sagas:
-        console.print(f"no sagas in {db}")
+        console.print(f"no sagas in {redacted_uri(db)}")
         return
-    table = Table(title=f"{len(sagas)} saga(s) in {db}", title_justify="left", header_style="bold")
+    table = Table(title=f"{len(sagas)} saga(s) in {redacted_uri(db)}", title_justify="left", header_style="bold")
     table.add_column("saga id", no_wrap=True)
     table.add_column("entries", justify="right")
     table.add_column("first recorded (UTC)", no_wrap=True)
@@ -378,7 +379,7 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
     results = with_journal(db, check, closing=[evidence.checkpoints] if evidence else [])
     console = make_console(highlight=False)
     if not results:
-        console.print(f"verify: no sagas in {db}")
+        console.print(f"verify: no sagas in {redacted_uri(db)}")
         return
     for result in results:
         console.print(verify_text(result))

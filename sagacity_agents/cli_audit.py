@@ -15,6 +15,7 @@ from rich.text import Text
 from .cli import CONTEXT_SETTINGS, UsageFailure, _resolve_saga, cli, db_option, with_journal
 from .core.audit import export_audit, verify_export
 from .core.journal import Journal
+from .core.postgres_setup import redacted_uri
 from .core.signing import generate_key
 from .errors import ConfigurationError, SagacityError
 from .render import make_console, printable, verify_text
@@ -95,7 +96,7 @@ def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str 
         except OSError as exc:
             raise click.ClickException(f"cannot write {out}: {exc}") from exc
         except ValueError as exc:  # a damaged checkpoint file: say which, no traceback
-            raise click.ClickException(f"cannot export the checkpoints in {checkpoints}: {exc}") from exc
+            raise click.ClickException(f"cannot export the checkpoints in {redacted_uri(str(checkpoints))}: {exc}") from exc
 
     count = with_journal(db, work, closing=[store])
     make_console(highlight=False).print(f"exported {count} entries to {out}")

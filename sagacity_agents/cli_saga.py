@@ -27,6 +27,7 @@ from rich.text import Text
 from .cli import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
 from .core.approval import ApprovalRequest, ApprovalStore, args_hash
 from .core.entries import Phase
+from .core.postgres_setup import redacted_uri
 from .errors import ApprovalError, EncodingError, SagacityError, describe_error
 from .render import data_text, make_console, printable, status_text
 from .stores import open_approval_store, open_journal
@@ -213,7 +214,7 @@ def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str 
     console.print("resume the saga with your application's agent, passed as --app module:attr:",
                   soft_wrap=True)
     command = (f"sagacity saga resume {shlex.quote(printable(request.saga_id))} "
-               f"--app module:attr --db {shlex.quote(db)}")
+               f"--app module:attr --db {shlex.quote(redacted_uri(db))}")
     console.print(Text(command), soft_wrap=True)
 
 
@@ -407,4 +408,4 @@ def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason
         f" (RESOLVED seq {entry.seq})"), soft_wrap=True)
     console.print("recover the saga to act on it:", soft_wrap=True)
     console.print(Text(f"sagacity saga recover {shlex.quote(printable(saga_id))} --app module:attr "
-                       f"--db {shlex.quote(db)}"), soft_wrap=True)
+                       f"--db {shlex.quote(redacted_uri(db))}"), soft_wrap=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ __all__ = [
     "PostgresDatabase",
     "is_postgres_uri",
     "migrations",
+    "redacted_uri",
     "schema_version",
 ]
 
@@ -73,6 +75,25 @@ def _drivers() -> tuple[Any, Any]:
             f"the PostgreSQL backend requires the 'postgres' extra: {INSTALL_HINT}"
         ) from exc
     return psycopg, psycopg_pool
+
+
+def _check_conninfo(psycopg: Any, conninfo: str) -> None:
+    """Refuse a URI libpq cannot parse, at once (not after a pool's connect timeout).
+
+    Raises:
+        ConfigurationError: libpq's own reason (with any password removed), or a port that is
+            not a number from 1 to 65535.
+    """
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        reason = str(exc).strip().replace(conninfo, redacted_uri(conninfo))
+        raise ConfigurationError(f"not a valid PostgreSQL URI {redacted_uri(conninfo)!r}: {reason}") from exc
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ConfigurationError(
+                f"not a valid PostgreSQL URI {redacted_uri(conninfo)!r}: invalid port {port!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +186,11 @@ async def migrate(conninfo: str, *, connect_timeout: float = 10.0,
         The versions applied by this call (empty when the schema was current).
 
     Raises:
-        ConfigurationError: psycopg is not installed.
+        ConfigurationError: psycopg is not installed, or ``conninfo`` is not a valid URI.
         JournalError: the database cannot be reached or a migration fails (nothing applied).
     """
     psycopg, _ = _drivers()
+    _check_conninfo(psycopg, conninfo)
     ms = migration_set
     try:
         async with await psycopg.AsyncConnection.connect(
@@ -245,7 +267,8 @@ class PostgresDatabase:
             store passes its own).
 
     Raises:
-        ConfigurationError: the ``postgres`` extra is not installed, or a size is invalid.
+        ConfigurationError: the ``postgres`` extra is not installed, ``conninfo`` is not a URI
+            libpq accepts (checked at once, without connecting), or a size is invalid.
     """
 
     def __init__(
@@ -261,6 +284,7 @@ class PostgresDatabase:
         migration_set: MigrationSet = JOURNAL_MIGRATIONS,
     ) -> None:
         self.psycopg, self._pool_module = _drivers()
+        _check_conninfo(self.psycopg, conninfo)
         if not 0 <= min_size <= max_size or max_size < 1:
             raise ConfigurationError("need 0 <= min_size <= max_size and max_size >= 1")
         self.conninfo = conninfo
@@ -285,7 +309,7 @@ class PostgresDatabase:
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"PostgresDatabase({_redacted(self.conninfo)!r})"
+        return f"PostgresDatabase({redacted_uri(self.conninfo)!r})"
 
     # --- pools ------------------------------------------------------------------------------
 
@@ -343,13 +367,29 @@ class PostgresDatabase:
                     await _check_schema(conn, psycopg, self.migration_set)
         except BaseException as exc:
             await pool.close()
-            if isinstance(exc, (psycopg.Error, self._pool_module.PoolTimeout)):
+            if isinstance(exc, self._pool_module.PoolTimeout):
+                # The pool only logs why its connections failed: ask libpq once more, briefly.
+                raise JournalError(f"cannot open {self!r}: {exc}{await self._why_unreachable()}") from exc
+            if isinstance(exc, psycopg.Error):
                 raise JournalError(f"cannot open {self!r}: {exc}") from exc
             raise
         keeper = _close_with_loop(pool)
         await keeper.__anext__()  # started in this loop: its shutdown_asyncgens closes the pool
         self._keepers[loop] = keeper
         return pool
+
+    async def _why_unreachable(self) -> str:
+        """``"; last error: ..."`` from one direct connection attempt (at most 3 s), or ``""``
+        when it connects or gives no reason."""
+        try:
+            conn = await self.psycopg.AsyncConnection.connect(
+                self.conninfo, connect_timeout=max(1, min(3, round(self.connect_timeout))),
+            )
+        except Exception as exc:  # noqa: BLE001 - any reason is worth showing
+            reason = " ".join(str(exc).split()).replace(self.conninfo, redacted_uri(self.conninfo))
+            return f"; last error: {reason}" if reason else ""
+        await conn.close()
+        return ""
 
     @contextlib.asynccontextmanager
     async def connection(self, what: str, *, write: bool = False) -> AsyncIterator[Any]:
@@ -454,13 +494,22 @@ async def _close_with_loop(pool: Any) -> AsyncIterator[None]:
             await pool.close(timeout=1.0)
 
 
-def _redacted(conninfo: str) -> str:
-    """``conninfo`` without a password (for messages)."""
-    head, sep, tail = conninfo.partition("@")
-    if not sep or "://" not in head:
-        return conninfo
-    scheme, _, userinfo = head.partition("://")
-    return f"{scheme}://{userinfo.split(':', 1)[0]}@{tail}"
+def redacted_uri(location: str) -> str:
+    """``location`` as it may be shown or logged: a PostgreSQL URI without its password (in the
+    user info or a ``password=`` query parameter); anything else unchanged."""
+    if not is_postgres_uri(location):
+        return location
+    scheme, _, rest = location.partition("://")
+    end = len(rest)
+    for stop in "/?#":  # the authority ends at the first of these
+        if stop in rest:
+            end = min(end, rest.index(stop))
+    authority, tail = rest[:end], rest[end:]
+    userinfo, at, hosts = authority.rpartition("@")
+    if at:
+        authority = f"{userinfo.split(':', 1)[0]}@{hosts}"
+    tail = re.sub(r"([?&])password=[^&#]*", r"\1password=***", tail)
+    return f"{scheme}://{authority}{tail}"
 
 
 class _Listener:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import multiprocessing
@@ -123,6 +124,30 @@ async def race_two_processes(store: ApprovalStore, location: str) -> None:
     refusal = next(message for kind, message in outcomes if kind == "refused")
     assert "already consumed: 'req-1'" in refusal
     assert (await store.get("req-1")).consumed_at is not None
+
+
+def _local_tcp_ports() -> set[int]:
+    """Local ports of this process's TCP sockets (Linux /proc): which server connections are
+    ours, whatever other processes use the same server."""
+    import os
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs Linux /proc to tell this process's connections apart")
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii") as fh:
+            next(fh)
+            for line in fh:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 # --- the conformance suite -----------------------------------------------------------------
@@ -543,3 +568,68 @@ class TestPostgresApprovalStore(ApprovalStoreConformance):
     @pytest.mark.slow
     async def test_two_processes_racing_consume(self, store):
         await race_two_processes(store, self.uri)
+
+    async def test_one_listen_connection_serves_every_waiter(self, store):
+        """Six waiters on two stores sharing one database (as a journal and its store do) hold
+        one LISTEN connection between them, and a decision made through another database's
+        pool (no in-process wake-up) reaches each through it (polls 30 s apart)."""
+        from sagacity_agents.core.postgres_approvals import PostgresApprovalStore
+        from sagacity_agents.core.postgres_setup import LISTENER_NAME
+        from tests.pg import admin_connect
+
+        def listen_connections_of_this_process() -> int:
+            with admin_connect(self.uri) as conn:
+                (count,) = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE application_name = %s AND client_port = ANY(%s)",
+                    (LISTENER_NAME, sorted(_local_tcp_ports())),
+                ).fetchone()
+            return int(count)
+
+        sibling = PostgresApprovalStore(store.database)
+        for n in range(1, 7):
+            await store.create(make_request(n))
+        waiters = [
+            asyncio.create_task(wait_for_decision(
+                store if n % 2 else sibling, f"req-{n}", timeout=20, poll_interval=30,
+                max_interval=30,
+            ))
+            for n in range(1, 7)
+        ]
+        listener = store.database.listener()
+        for _ in range(200):  # until the waiters' LISTEN connection is up
+            if listener.backend_pid is not None:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
+        assert await asyncio.to_thread(listen_connections_of_this_process) == 1
+        elsewhere = PostgresApprovalStore(self.uri)  # its own pools, its own notifier
+        try:
+            for n in range(1, 7):
+                await elsewhere.decide(f"req-{n}", "approved", "other-host", None, T0)
+        finally:
+            await elsewhere.close()
+        results = await asyncio.wait_for(asyncio.gather(*waiters), 10)
+        assert {r.approver for r in results} == {"other-host"}
+        assert await asyncio.to_thread(listen_connections_of_this_process) == 1
+
+    async def test_notification_payload_is_the_request_id_only(self, store):
+        """What a decision announces on the channel is its request id, nothing of the request
+        (any role that may LISTEN hears it)."""
+        import secrets
+
+        from sagacity_agents.core.postgres_setup import NOTIFY_CHANNEL
+        from tests.pg import admin_connect
+
+        request = make_request(1)
+        request_id = f"req-{secrets.token_hex(8)}"
+        await store.create(ApprovalRequest.build(
+            saga_id=request.saga_id, tool=request.tool, args={"amount": "10.10"},
+            created_at=T0, call_id="call-1", raw_args=None, request_id=request_id,
+        ))
+        with admin_connect(self.uri) as conn:
+            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            await store.decide(request_id, "approved", "alice", "a reason", T0)
+            heard = [n.payload for n in conn.notifies(timeout=2)]
+        ours = [payload for payload in heard if request_id in payload]
+        assert ours == [request_id], heard
