@@ -183,6 +183,44 @@ class JournalEntry:
         )
 
 
+def entry_bytes(
+    *,
+    saga_id: str,
+    seq: int,
+    phase: Phase,
+    tool: str | None,
+    call_id: str | None,
+    write_key: str,
+    payload: Any,
+    recorded_at: str,
+    prev_hash: str,
+    stdlib_safe: bool | None = None,
+) -> bytes:
+    """The canonical bytes an entry is hashed and stored as: the RFC 8785 encoding of
+    :meth:`JournalEntry.hashed_object`'s fields (what :func:`seal_entry` seals).
+
+    Args:
+        payload: already converted by ``canonical.to_canonical_value``.
+        recorded_at: the fixed-width UTC text.
+        stdlib_safe: the conversion's finding (see ``canonical.encode_canonical``).
+
+    Raises:
+        EncodingError: a field has no canonical encoding.
+    """
+    obj = {
+        "saga_id": saga_id,
+        "seq": seq,
+        "phase": phase.value,
+        "tool": tool,
+        "call_id": call_id,
+        "write_key": write_key,
+        "payload": payload,
+        "recorded_at": recorded_at,
+        "prev_hash": prev_hash,
+    }
+    return encode_canonical(obj, stdlib_safe=stdlib_safe)
+
+
 def seal_entry(
     *,
     saga_id: str,
@@ -214,18 +252,9 @@ def seal_entry(
         flags = [False]
         payload = to_canonical_value(payload, flags=flags)
         stdlib_safe = not flags[0]
-    obj = {
-        "saga_id": saga_id,
-        "seq": seq,
-        "phase": phase.value,
-        "tool": tool,
-        "call_id": call_id,
-        "write_key": write_key,
-        "payload": payload,
-        "recorded_at": stamp,
-        "prev_hash": prev_hash,
-    }
-    data = encode_canonical(obj, stdlib_safe=stdlib_safe)
+    data = entry_bytes(saga_id=saga_id, seq=seq, phase=phase, tool=tool, call_id=call_id,
+                       write_key=write_key, payload=payload, recorded_at=stamp,
+                       prev_hash=prev_hash, stdlib_safe=stdlib_safe)
     return JournalEntry(
         saga_id=saga_id,
         seq=seq,

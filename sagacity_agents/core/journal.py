@@ -22,6 +22,15 @@ Two more rules every backend applies through :func:`next_entry`, atomically with
   Applied by :func:`replay_of`, which every backend calls when the write key exists.
 
 The interface is async; backends that block (SQLite) run their I/O off the event loop.
+
+Two optional members a backend may add (the saga looks for them, and does without):
+
+* ``append_many(saga_id, appends)``: several appends to one saga in one round trip, in order,
+  each under its own write key and the rule above, with :meth:`Journal.append`'s errors; an
+  append that raises leaves the earlier ones written and the later ones not. Reached through
+  :func:`append_each`.
+* ``writes_outcomes_behind``: true when a successful call's outcome entry may be written behind
+  the call, its result going back to the agent without waiting for it (``core.saga``).
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,7 +47,7 @@ from .canonical import canonical_bytes, format_timestamp, to_canonical_value
 from .entries import GENESIS_HASH, JournalEntry, Phase, seal_entry
 
 __all__ = [
-    "CLAIMANT_KEY", "CLAIM_PHASES", "AppendRequest", "Clock", "Journal", "Tail", "claimant_of",
+    "CLAIMANT_KEY", "CLAIM_PHASES", "AppendRequest", "Clock", "Journal", "Tail", "append_each", "claimant_of",
     "next_entry", "new_claimant", "replay_of", "stamp_from", "utc_now", "utc_stamp",
 ]
 
@@ -281,3 +290,28 @@ class Journal(Protocol):
     async def close(self) -> None:
         """Release connections and threads. Idempotent."""
         ...
+
+
+async def append_each(
+    journal: Journal, saga_id: str, appends: Sequence[Mapping[str, Any]]
+) -> list[JournalEntry]:
+    """Append ``appends`` to ``saga_id`` in order: in one round trip where the backend has
+    ``append_many`` (PostgreSQL), else one :meth:`Journal.append` after the other.
+
+    Args:
+        journal: the journal.
+        saga_id: the saga.
+        appends: keyword arguments of :meth:`Journal.append` (``phase``, ``write_key``, ...), one
+            mapping per entry.
+
+    Returns:
+        The stored entries, in order.
+
+    Raises:
+        The errors of :meth:`Journal.append`, for the first append that fails: the appends before
+        it are written, the ones after it are not.
+    """
+    many = getattr(journal, "append_many", None)
+    if many is not None:
+        return list(await many(saga_id, appends))
+    return [await journal.append(saga_id, **spec) for spec in appends]

@@ -34,13 +34,13 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import JournalClosedError, JournalConflictError, JournalError, SagaStateError
 from .entries import JournalEntry, Phase
-from .journal import Journal, utc_now
+from .journal import Journal, append_each, utc_now
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "completed_unclosed", "lease_of",
@@ -149,6 +149,8 @@ def completed_unclosed(entries: Sequence[JournalEntry]) -> bool:
 async def acquire_lease(
     journal: Journal, saga_id: str, *, holder: str, seconds: float, agent: str,
     check: Callable[[list[JournalEntry]], None] | None = None,
+    known: list[JournalEntry] | None = None,
+    opening: Mapping[str, Any] | None = None,
 ) -> JournalEntry:
     """Take ``saga_id``'s run lease for ``holder``: journal RUN_STARTED, conditionally.
 
@@ -160,6 +162,12 @@ async def acquire_lease(
         agent: name of the agent (or operation: ``"recover"``, ``"close"``) taking it, journaled.
         check: called with the saga's entries before each attempt; raises to refuse the run
             (e.g. the saga failed), and then nothing is written.
+        known: the saga's entries as the caller just wrote them (a saga it created), used for
+            the first attempt instead of a read; the append is conditional on their last seq,
+            so if anything was written since, the attempt fails and the next one reads.
+        opening: an append (keyword arguments of ``Journal.append``) written just before
+            RUN_STARTED in the first attempt, in one batch (``core.journal.append_each``): the
+            SAGA_OPENED of a new saga.
 
     Returns:
         The RUN_STARTED entry.
@@ -171,8 +179,8 @@ async def acquire_lease(
     """
     if seconds <= 0:
         raise ValueError("lease_seconds must be > 0")
-    for _ in range(_ACQUIRE_ATTEMPTS):
-        entries = await journal.entries(saga_id)
+    for attempt in range(_ACQUIRE_ATTEMPTS):
+        entries = known if attempt == 0 and known is not None else await journal.entries(saga_id)
         if any(e.phase is Phase.SAGA_CLOSED for e in entries):
             raise SagaStateError(f"saga {saga_id} is closed; a closed saga takes no more runs")
         if check is not None:
@@ -187,13 +195,19 @@ async def acquire_lease(
                     f"{lease.expires_at.isoformat()} at least; one run at a time per saga"
                 )
             took_over = lease.describe()  # its holder died or stalled: journaled takeover
+        tail = entries[-1].seq if entries else 0
+        batch = attempt == 0 and opening is not None
+        started: dict[str, Any] = {
+            "phase": Phase.RUN_STARTED, "write_key": f"run:{holder}:{uuid.uuid4().hex[:8]}",
+            "payload": {"agent": agent, "holder": holder, "lease_seconds": seconds,
+                        "took_over": took_over},
+            "expected_seq": tail + 1 if batch else tail,  # with the opening: right after it
+        }
         try:
-            return await journal.append(
-                saga_id, Phase.RUN_STARTED, write_key=f"run:{holder}:{uuid.uuid4().hex[:8]}",
-                payload={"agent": agent, "holder": holder, "lease_seconds": seconds,
-                         "took_over": took_over},
-                expected_seq=entries[-1].seq if entries else 0,
-            )
+            if batch:
+                assert opening is not None
+                return (await append_each(journal, saga_id, [opening, started]))[-1]
+            return await journal.append(saga_id, **started)
         except JournalClosedError as exc:
             # Closed between our read and our write (a concurrent run or recovery finished it).
             raise SagaStateError(

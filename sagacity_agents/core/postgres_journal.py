@@ -43,11 +43,14 @@ the tool body does not run.
 
 from __future__ import annotations
 
+import dataclasses
+import random
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import JournalWriteError
+from ..errors import JournalConflictError, JournalWriteError
 from .canonical import sha256_hex
-from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry
+from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, entry_bytes
 from .journal import AppendRequest, Clock, Tail, next_entry, replay_of, stamp_from, utc_now
 from .postgres_setup import PostgresDatabase
 
@@ -65,11 +68,23 @@ the function refuses on them under the lock, ``next_entry`` then raises the rule
 _APPEND = (
     "SELECT * FROM sagacity_append_entry(%s, %s, %s, %s, %s, %s, "
     f"'{GENESIS_HASH}', %s, %s, %s, %s, %s, "
-    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[])"
+    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s)"
 )
 # A transaction that writes WAL commits synchronously, waiting for the flush past everything
 # written before it (the appends that committed without waiting included).
 _FLUSH = "SELECT pg_logical_emit_message(true, 'sagacity', '')"
+
+
+_LAZY_PHASES = frozenset({Phase.SAGA_OPENED, Phase.RUN_STARTED})
+"""Committed without waiting for the WAL flush, always (visible to every other writer at once,
+the run lease included): nothing outside the journal follows from these entries alone. Before a
+tool body runs, an undo starts or a run reports its end, the saga appends a durable entry (the
+INTENT, the COMPENSATING claim, SAGA_CLOSED...), whose flush covers them: WAL is flushed in
+order. A server crash before that loses only a saga or a run that had done nothing yet."""
+_FAST_OUTCOME_PHASES = OUTCOME_PHASES | {Phase.RUN_ENDED}
+"""Also committed without waiting with ``fast_outcomes``: a call's outcome (the call is in doubt
+if a server crash loses it) and the end of a run (its lease then looks held until it expires);
+SAGA_CLOSED, an INTENT or any durable append after them flushes them."""
 
 
 def _tail(seq: int, hash_: str, phase: str | None) -> Tail | None:
@@ -79,27 +94,50 @@ def _tail(seq: int, hash_: str, phase: str | None) -> Tail | None:
 
 _BY_KEY = f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = %s AND write_key = %s"
 _DUMMY_HASH = "1" * 64
+_markers = random.Random()  # noqa: S311 - see byte_pieces: markers need not be unpredictable
 
 
 def byte_pieces(request: AppendRequest, now: str) -> tuple[bytes, bytes, bytes]:
     """Split the entry's canonical bytes around ``prev_hash`` and ``seq``.
 
-    Seals ``request`` after two dummy tails, (genesis, seq 1) and (``"1" * 64``, seq 2): the two
-    encodings have the same length and differ exactly in the 64 hash digits and the seq digit, so
-    ``head + prev_hash + middle + str(seq) + tail`` is the entry's encoding for any tail (RFC 8785
-    writes both as they are: hex digits, an integer). Derived from the shared sealing rule, never
-    re-implemented; :meth:`PostgresJournal.append` checks every stored entry against it.
+    Encodes ``request`` once with the shared sealing rule (``entries.entry_bytes``, never
+    re-implemented) after a tail made of fresh random markers: 64 random hex digits as
+    ``prev_hash`` and a random 15-digit ``seq``. RFC 8785 writes both as they are (hex digits in a
+    string, an integer's digits), so where each marker occurs exactly once, that occurrence is the
+    field, and ``head + prev_hash + middle + str(seq) + tail`` is the entry's encoding for any
+    tail. A marker found anywhere else (by chance, or a payload aimed at it) sends the split to
+    :func:`_byte_pieces_by_difference`, which needs no marker: right either way.
 
     Raises:
         EncodingError: the payload has no canonical encoding.
     """
-    fields = {
+    fields = _seal_fields(request, now)
+    # Not secrets: a marker found twice only sends the split to the fallback (the uniqueness
+    # check, not unpredictability, makes the split right), and os.urandom costs a system call.
+    hash_text = f"{_markers.getrandbits(256):064x}"
+    seq_marker = 10**14 + _markers.randrange(9 * 10**14)  # 15 digits: within JSON's safe integers
+    data = entry_bytes(seq=seq_marker, prev_hash=hash_text, **fields)
+    hash_marker, digits = hash_text.encode(), str(seq_marker).encode()
+    at, seq_at = data.find(hash_marker), data.find(digits)
+    if (0 <= at and at + 64 <= seq_at and data.find(hash_marker, at + 1) < 0
+            and data.find(digits, seq_at + 1) < 0):
+        return data[:at], data[at + 64:seq_at], data[seq_at + len(digits):]
+    return _byte_pieces_by_difference(fields)  # a marker also in the payload: a 2**-49 chance at worst
+
+
+def _seal_fields(request: AppendRequest, now: str) -> dict[str, Any]:
+    return {
         "saga_id": request.saga_id, "phase": request.phase, "tool": request.tool,
         "call_id": request.call_id, "write_key": request.write_key, "payload": request.payload,
-        "recorded_at": now, "converted": True, "stdlib_safe": request.stdlib_safe,
+        "recorded_at": now, "stdlib_safe": request.stdlib_safe,
     }
-    first = seal_entry(seq=1, prev_hash=GENESIS_HASH, **fields).canonical
-    second = seal_entry(seq=2, prev_hash=_DUMMY_HASH, **fields).canonical
+
+
+def _byte_pieces_by_difference(fields: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
+    """:func:`byte_pieces` without markers: seal after two dummy tails, (genesis, seq 1) and
+    (``"1" * 64``, seq 2), and split where the two encodings differ."""
+    first = entry_bytes(seq=1, prev_hash=GENESIS_HASH, **fields)
+    second = entry_bytes(seq=2, prev_hash=_DUMMY_HASH, **fields)
     # Where the two differ, in C: the first and the last differing byte of their XOR.
     size = len(first)
     diff = int.from_bytes(first, "big") ^ int.from_bytes(second, "big")
@@ -115,6 +153,31 @@ def byte_pieces(request: AppendRequest, now: str) -> tuple[bytes, bytes, bytes]:
     return first[:at], first[at + 64:seq_at], first[seq_at + 1:]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Sent:
+    """One append statement as sent: what its answer is checked against."""
+
+    request: AppendRequest
+    now: str
+    pieces: tuple[bytes, bytes, bytes]
+    durable: bool
+    after_key: str | None
+
+
+def _request(saga_id: str, phase: Phase, **fields: Any) -> AppendRequest:
+    """:meth:`AppendRequest.build`, plus PostgreSQL's own limit (nothing written when refused).
+
+    Raises:
+        EncodingError / ValueError: as ``AppendRequest.build``.
+        JournalWriteError: NUL in the saga id, write key, tool or call id.
+    """
+    request = AppendRequest.build(saga_id, phase, **fields)
+    if "\x00" in f"{saga_id}{request.write_key}{request.tool or ''}{request.call_id or ''}":
+        # PostgreSQL text cannot hold NUL; the payload can (it is escaped in the bytes).
+        raise JournalWriteError("saga id, write key, tool and call id may not contain NUL")
+    return request
+
+
 def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
     return JournalEntry.from_stored(**dict(zip(_NAMES, row, strict=True)))
 
@@ -127,11 +190,17 @@ class PostgresJournal:
             :class:`~sagacity_agents.core.postgres_approvals.PostgresApprovalStore`), or a
             ``postgresql://`` URI to open one with ``pool_options``.
         clock: source of ``recorded_at``; defaults to the system UTC time.
-        fast_outcomes: return from EXECUTED / REFUSED / FAILED appends without waiting for the
-            WAL flush (default ``False``: every append returns once durable). The next durable
-            commit on the server (the next INTENT's, at the latest) flushes it. A server crash in
-            between can lose the outcome, never an INTENT: the call is then in doubt, as if the
-            process had died after the body, and recovery treats it so.
+        fast_outcomes: don't wait for outcome entries (default ``False``: every append but
+            SAGA_OPENED and RUN_STARTED returns once durable, and a call returns once its
+            outcome is). With
+            ``True``: (1) EXECUTED / REFUSED / FAILED and RUN_ENDED commit without waiting for
+            the WAL flush; the next durable commit on the server (the next INTENT's, at the
+            latest) flushes them; (2) a successful call's EXECUTED entry is written behind the
+            call: its result goes back to the agent at once and the saga waits for the entry
+            before compensation, a verdict and the end of the run
+            (:attr:`writes_outcomes_behind`). An INTENT is durable before its body runs either
+            way. A server crash can then lose an outcome, never an INTENT: the call is in doubt,
+            as if the process had died after the body, and recovery treats it so.
         pool_options: keyword arguments of :class:`PostgresDatabase` (``max_size``,
             ``pool_timeout``, ``statement_timeout``...) when ``database`` is a URI.
 
@@ -153,28 +222,38 @@ class PostgresJournal:
         )
         self._clock = clock
         self._fast_outcomes = fast_outcomes
+        self._lazy_phases = _LAZY_PHASES | (_FAST_OUTCOME_PHASES if fast_outcomes else frozenset())
         self.writes_outcomes_behind = fast_outcomes
-        """Read by the saga: with fast outcomes, a successful call's outcome entry is written
-        behind the call (its result is not held back for it)."""
+        """Read by the saga (``core.saga``): a successful call's outcome entry is written behind
+        the call, its result not held back for it (``fast_outcomes``)."""
 
     def __repr__(self) -> str:
         return f"PostgresJournal({self.database!r})"
 
-    async def _append_once(self, conn: Any, request: AppendRequest) -> JournalEntry:
+    def _statement(
+        self, request: AppendRequest, after_key: str | None
+    ) -> tuple[tuple[Any, ...], _Sent]:
+        """The parameters of one append statement, and what its answer is checked against."""
         now = stamp_from(self._clock)
         head, middle, tail = byte_pieces(request, now)
-        durable = not (self._fast_outcomes and request.phase in OUTCOME_PHASES)
-        cur = await conn.execute(
-            _APPEND,
-            (request.saga_id, request.phase.value, request.tool, request.call_id,
-             request.write_key, now, head, middle, tail, durable, request.expected_seq),
-            prepare=True,
-        )
-        row = await cur.fetchone()
+        durable = request.phase not in self._lazy_phases
+        params = (request.saga_id, request.phase.value, request.tool, request.call_id,
+                  request.write_key, now, head, middle, tail, durable, request.expected_seq,
+                  after_key)
+        return params, _Sent(request, now, (head, middle, tail), durable, after_key)
+
+    async def _append_once(self, conn: Any, request: AppendRequest) -> JournalEntry:
+        params, sent = self._statement(request, None)
+        cur = await conn.execute(_APPEND, params, prepare=True)
+        return await self._finish(conn, sent, await cur.fetchone())
+
+    async def _finish(self, conn: Any, sent: _Sent, row: Any) -> JournalEntry:
+        """Turn the server's answer to one append into the stored entry, or the rule's error."""
+        request = sent.request
         if row is None:  # pragma: no cover - the function always returns one row
             raise JournalWriteError(f"append to saga {request.saga_id!r}: no answer")
         status, seq, prev_hash, digest, tail_phase = row
-        if durable and status in ("unflushed", "exists"):
+        if sent.durable and status in ("unflushed", "exists"):
             # Stored by a commit that did not wait for the flush (ours under contention, or an
             # earlier try of this write): return only once the WAL is flushed past it.
             await conn.execute(_FLUSH, prepare=True)
@@ -185,11 +264,17 @@ class PostgresJournal:
                 raise JournalWriteError(f"append to saga {request.saga_id!r}: key row vanished")
             return replay_of(_row_to_entry(stored), request)
         if status == "refused":  # the shared rule, applied to the tail read under the lock, raises
-            next_entry(request, _tail(seq - 1, prev_hash, tail_phase), now)
+            next_entry(request, _tail(seq - 1, prev_hash, tail_phase), now=sent.now)
+            if sent.after_key is not None:  # pragma: no cover - the append before it raised
+                raise JournalConflictError(
+                    f"saga {request.saga_id!r}: the append before {request.phase.value} in its "
+                    "batch is not stored; not written"
+                )
             raise JournalWriteError(  # pragma: no cover - the server mirrors the shared rule
                 f"append to saga {request.saga_id!r}: the server refused what the shared append "
                 "rule allows; run `sagacity journal verify`"
             )
+        head, middle, tail = sent.pieces
         canonical = b"".join((head, prev_hash.encode(), middle, str(seq).encode(), tail))
         if sha256_hex(canonical) != digest:  # pragma: no cover - the server joins as we do
             raise JournalWriteError(
@@ -199,7 +284,7 @@ class PostgresJournal:
         return JournalEntry(
             saga_id=request.saga_id, seq=seq, phase=request.phase, tool=request.tool,
             call_id=request.call_id, write_key=request.write_key, payload=request.payload,
-            recorded_at=now, prev_hash=prev_hash, hash=digest, canonical=canonical,
+            recorded_at=sent.now, prev_hash=prev_hash, hash=digest, canonical=canonical,
         )
 
     async def append(
@@ -213,8 +298,8 @@ class PostgresJournal:
         payload: Any = None,
         expected_seq: int | None = None,
     ) -> JournalEntry:
-        """See :meth:`Journal.append`. Returns after the commit (durable unless
-        ``fast_outcomes`` applies to this phase).
+        """See :meth:`Journal.append`. Returns after the commit (durable unless the phase is
+        one of those committed without waiting for the flush, see the class notes).
 
         Raises:
             EncodingError: the payload has no canonical encoding (nothing written).
@@ -223,16 +308,39 @@ class PostgresJournal:
             JournalWriteError: not stored (pool exhausted, statement timeout, connection broken
                 three times, schema missing), or the write key names a different entry.
         """
-        request = AppendRequest.build(
-            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
-            expected_seq=expected_seq,
-        )
-        if "\x00" in f"{saga_id}{write_key}{tool or ''}{call_id or ''}":
-            # PostgreSQL text cannot hold NUL; the payload can (it is escaped in the bytes).
-            raise JournalWriteError("saga id, write key, tool and call id may not contain NUL")
+        request = _request(saga_id, phase, write_key=write_key, tool=tool, call_id=call_id,
+                           payload=payload, expected_seq=expected_seq)
 
         async def work(conn: Any) -> JournalEntry:
             return await self._append_once(conn, request)
+
+        return await self.database.run(
+            f"append to saga {saga_id!r}", work, write=True, retry_broken=True
+        )
+
+    async def append_many(
+        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+    ) -> list[JournalEntry]:
+        """Several appends to ``saga_id`` in one round trip (psycopg pipeline mode), in order;
+        see ``core.journal.append_each``. Each is its own statement and commit, as with
+        :meth:`append`; every one after the first is written only if the one before it is
+        stored (its ``p_after_key``), so the batch stops at its first refused append.
+
+        Raises:
+            The errors of :meth:`append`, for the first append that fails (the ones before it
+            are written, the ones after it are not).
+        """
+        requests = [_request(saga_id, **spec) for spec in appends]
+
+        async def work(conn: Any) -> list[JournalEntry]:
+            sent, cursors = [], []
+            async with conn.pipeline():
+                for i, request in enumerate(requests):
+                    params, one = self._statement(request, requests[i - 1].write_key if i else None)
+                    cursors.append(await conn.execute(_APPEND, params, prepare=True))
+                    sent.append(one)
+            rows = [await cur.fetchone() for cur in cursors]
+            return [await self._finish(conn, one, row) for one, row in zip(sent, rows, strict=True)]
 
         return await self.database.run(
             f"append to saga {saga_id!r}", work, write=True, retry_broken=True

@@ -29,7 +29,7 @@ from .declarations import Reversibility, ToolDeclaration, Verdict
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .grants import grant_for_call
-from .journal import Journal
+from .journal import Journal, append_each
 from .lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, acquire_lease, new_holder_id
 from .verdict import changes_world, read_verdict
 
@@ -282,6 +282,7 @@ class Saga:
         """Parent call of a paused nested call, by call id, reloaded from the journal on resume
         (the SDK resumes a nested run without the guardrail that sets :data:`current_call`)."""
         self._opened = False
+        self._written: list[JournalEntry] | None = None  # set by open() for a new saga id
         self._recovering = False
         self._closed = False
         self.lease_seconds = lease_seconds
@@ -320,9 +321,10 @@ class Saga:
         if self._opened:
             return
         if self._fresh_id:
-            await self.journal.append(
+            opened = await self.journal.append(
                 self.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": self.metadata}
             )
+            self._written = [opened]  # the whole saga so far: the first run need not read it
             self._opened = True
             return
         existing = await verified_entries(self.journal, self.saga_id, self.evidence)
@@ -356,9 +358,30 @@ class Saga:
                 "recover it (Sagacity.recover or `sagacity saga recover`)"
             )
 
-    async def start_run(self, agent_name: str) -> None:
+    async def begin_run(self, agent_name: str, *, recovering: bool = False) -> None:
+        """:meth:`open` then :meth:`start_run`. For a saga this object created, SAGA_OPENED and
+        RUN_STARTED go to the journal together (one round trip where it batches appends,
+        ``core.journal.append_each``).
+
+        Raises:
+            As :meth:`open` and :meth:`start_run`.
+        """
+        if self._fresh_id and not self._opened:
+            self.loop = asyncio.get_running_loop()
+            await self.start_run(agent_name, opening={
+                "phase": Phase.SAGA_OPENED, "write_key": "saga:open",
+                "payload": {"metadata": self.metadata},
+            })
+            self._opened = True
+            return
+        await self.open(recovering=recovering)
+        await self.start_run(agent_name)
+
+    async def start_run(self, agent_name: str, *, opening: dict[str, Any] | None = None) -> None:
         """Take the saga's run lease: journal RUN_STARTED for one run (segment), resume,
         recovery or close of the saga, and keep the lease renewed until :meth:`end_run`.
+        ``opening``: the SAGA_OPENED append of a saga this object created, written in the same
+        batch (:meth:`begin_run`).
 
         Raises:
             SagaStateError: another run holds the saga's lease and it has not expired, or the
@@ -367,10 +390,12 @@ class Saga:
         """
         self.loop = asyncio.get_running_loop()
         recovering = self._recovering
+        known, self._written = self._written, None
         await acquire_lease(
             self.journal, self.saga_id, holder=self.holder, seconds=self.lease_seconds,
             agent=agent_name,
             check=None if self._fresh_id else (lambda entries: self._refuse_state(entries, recovering)),
+            known=[] if opening is not None else known, opening=opening,
         )
         self.last_journaled = time.monotonic()
         self._keeper = LeaseKeeper(
@@ -391,12 +416,14 @@ class Saga:
             return
         await keeper.stop()
         try:
-            await self.journal.append(
-                self.saga_id, Phase.RUN_ENDED, write_key=f"run-end:{self.holder}:{uuid.uuid4().hex[:8]}",
-                payload={"holder": self.holder, "status": status.value},
-            )
+            await self.journal.append(self.saga_id, **self._run_ended(status))
         except JournalError as exc:
             self.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
+
+    def _run_ended(self, status: SagaStatus) -> dict[str, Any]:
+        """The RUN_ENDED append that releases this object's lease."""
+        return {"phase": Phase.RUN_ENDED, "write_key": f"run-end:{self.holder}:{uuid.uuid4().hex[:8]}",
+                "payload": {"holder": self.holder, "status": status.value}}
 
     def register(self, tool: str, declaration: ToolDeclaration, **settings: Any) -> None:
         """Make ``declaration``'s undo available for entries of ``tool`` and note the tool's
@@ -1094,12 +1121,28 @@ class Saga:
         payload: dict[str, Any] = {"status": status.value, **extra}
         if self.report is not None:
             payload["report"] = self.report.to_dict()
-        await self.end_run(status)
+        closing: dict[str, Any] = {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed",
+                                   "payload": payload}
+        keeper, self._keeper = self._keeper, None
+        together = False
+        if keeper is not None:  # RUN_ENDED and SAGA_CLOSED in one batch where the journal can
+            await keeper.stop()
+            ended = self._run_ended(status)
+            try:
+                await append_each(self.journal, self.saga_id, [ended, closing])
+                together = True
+            except JournalError:  # one by one below, under the same write keys
+                try:
+                    await self.journal.append(self.saga_id, **ended)
+                except JournalError as exc:
+                    self.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
         self.status = status
         self._closed = True
         for attempt in (1, 2):
+            if together:
+                break
             try:
-                await self.journal.append(self.saga_id, Phase.SAGA_CLOSED, write_key="saga:closed", payload=payload)
+                await self.journal.append(self.saga_id, **closing)
                 break
             except JournalError as exc:
                 if attempt == 2:

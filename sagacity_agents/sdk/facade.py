@@ -380,8 +380,7 @@ class Sagacity:
         saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0,
                     evidence=self.evidence, lease_seconds=self.lease_seconds)
         bind_agent(saga, agent)
-        await saga.open(recovering=True)
-        await saga.start_run("recover")  # refused while another run holds the saga
+        await saga.begin_run("recover", recovering=True)  # refused while another run holds it
         if completed_unclosed(entries):
             # Its run completed (RUN_ENDED COMPLETED) and only SAGA_CLOSED was lost (killed
             # in between, or the write failed): finish the close; never undo a completed saga.
@@ -524,8 +523,7 @@ class Sagacity:
         await self._refuse_if_waiting(saga_id, "close it")
         saga = Saga(self.journal, saga_id, policy=self.policy, evidence=self.evidence,
                     lease_seconds=self.lease_seconds)
-        await saga.open()
-        await saga.start_run("close")  # refused while another run holds the saga
+        await saga.begin_run("close")  # refused while another run holds the saga
         return await saga.finish(error=None, close=True)
 
     async def _refuse_if_waiting(self, saga_id: str, what: str) -> None:

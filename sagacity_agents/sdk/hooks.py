@@ -234,8 +234,7 @@ class SagaRunHooks(RunHooks[Any]):
             raise SagaStateError("this SagaRunHooks is already entered")
         if self.agent is not None:
             bind_agent(self.saga, self.agent)
-        await self.saga.open()
-        await self.saga.start_run(self.agent.name if self.agent is not None else "")
+        await self.saga.begin_run(self.agent.name if self.agent is not None else "")
         self._token = current_saga.set(self.saga)
         self._entered = True
         return self

@@ -30,7 +30,7 @@ from sagacity_agents.core.chain import (
     verify_journal,
 )
 from sagacity_agents.core.entries import GENESIS_HASH, JournalEntry, Phase
-from sagacity_agents.core.journal import Journal
+from sagacity_agents.core.journal import Journal, append_each
 from sagacity_agents.errors import (
     ClaimTakenError,
     EncodingError,
@@ -217,6 +217,43 @@ class JournalContract:
         won = await asyncio.gather(*(take(i) for i in range(10)))
         assert sum(won) == 1
         assert_chain(await journal.entries(SAGA), 2)
+
+    # --- several appends at once (append_each: one round trip where the backend batches) ------
+    async def test_append_each_writes_in_order_and_equals_appends_one_by_one(self, journal):
+        opened, started = await append_each(journal, SAGA, [
+            {"phase": Phase.SAGA_OPENED, "write_key": "saga:open", "payload": {"metadata": {}}},
+            {"phase": Phase.RUN_STARTED, "write_key": "run:a", "payload": {"holder": "h"},
+             "expected_seq": 1},
+        ])
+        assert (opened.seq, started.seq, started.prev_hash) == (1, 2, opened.hash)
+        assert await journal.entries(SAGA) == [opened, started]
+        # A retry of the whole batch is the same two writes: both stored entries come back.
+        assert await append_each(journal, SAGA, [
+            {"phase": Phase.SAGA_OPENED, "write_key": "saga:open", "payload": {"metadata": {}}},
+            {"phase": Phase.RUN_STARTED, "write_key": "run:a", "payload": {"holder": "h"},
+             "expected_seq": 1},
+        ]) == [opened, started]
+        ended, closed = await append_each(journal, SAGA, [
+            {"phase": Phase.RUN_ENDED, "write_key": "run-end:a", "payload": {"status": "COMPLETED"}},
+            {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed", "payload": {"status": "COMPLETED"}},
+        ])
+        assert (ended.seq, closed.seq) == (3, 4)
+        assert (await verify_one(journal)).ok
+
+    async def test_append_each_stops_at_the_first_refused_append(self, journal):
+        await fill(journal, 2)
+        with pytest.raises(JournalConflictError, match="ends at seq 2, not 5"):
+            await append_each(journal, SAGA, [
+                {"phase": Phase.RUN_STARTED, "write_key": "run:x", "expected_seq": 5},
+                {"phase": Phase.INTENT, "write_key": "after", "payload": {}},
+            ])
+        await journal.append(SAGA, Phase.SAGA_CLOSED, write_key="saga:closed", payload={})
+        with pytest.raises(JournalClosedError):
+            await append_each(journal, SAGA, [
+                {"phase": Phase.RUN_ENDED, "write_key": "run-end:x", "payload": {}},
+                {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed-2", "payload": {}},
+            ])
+        assert [e.write_key for e in await journal.entries(SAGA)][2:] == ["saga:closed"]
 
     # --- claims (E-05): COMPENSATING and CONSUMED carry the writer's nonce -------------------
     @pytest.mark.parametrize("phase", [Phase.COMPENSATING, Phase.CONSUMED])

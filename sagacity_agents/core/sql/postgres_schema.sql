@@ -121,7 +121,7 @@ END $$;
 CREATE FUNCTION sagacity_append_entry(
     p_saga_id text, p_phase text, p_tool text, p_call_id text, p_write_key text,
     p_recorded_at text, p_genesis text, p_head bytea, p_middle bytea, p_tail bytea,
-    p_durable boolean, p_expected_seq bigint, p_terminal text[],
+    p_durable boolean, p_expected_seq bigint, p_terminal text[], p_after_key text,
     OUT o_status text, OUT o_seq bigint, OUT o_prev_hash text, OUT o_hash text,
     OUT o_tail_phase text
 )
@@ -148,6 +148,8 @@ BEGIN
               WHERE j.saga_id = p_saga_id ORDER BY j.seq DESC LIMIT 1) t ON true) n
     WHERE (n.phase IS NULL OR n.phase <> ALL (p_terminal))
       AND (p_expected_seq IS NULL OR p_expected_seq = n.seq - 1)
+      AND (p_after_key IS NULL OR EXISTS (SELECT 1 FROM sagacity_journal a
+                                          WHERE a.saga_id = p_saga_id AND a.write_key = p_after_key))
     ON CONFLICT ON CONSTRAINT sagacity_journal_saga_write_key DO NOTHING
     RETURNING seq, prev_hash, hash INTO o_seq, o_prev_hash, o_hash;
     IF FOUND THEN

@@ -18,8 +18,10 @@
 --   o_status 'refused'    the tail breaks a rule: nothing inserted, the tail returned (the client
 --                         applies the shared rule to it and raises its error)
 -- The common path is two statements: the lock, then one INSERT ... SELECT that reads the tail
--- (one index probe), joins the bytes, checks the rule in its WHERE clause and lets the write-key
--- constraint find a retry (ON CONFLICT DO NOTHING needs INSERT privilege only). Only when nothing
+-- (one index probe), joins the bytes, checks the rule in its WHERE clause (and p_after_key: set
+-- on every append of a batch sent in one round trip but the first, the write key of the append
+-- before it, which must be stored: the batch stops at its first refused append) and lets the
+-- write-key constraint find a retry (ON CONFLICT DO NOTHING needs INSERT privilege only). Only when nothing
 -- was inserted does it look further: the key first, so that a retry of an append that closed the
 -- saga (or moved the seq a conditional append expected) still gets its stored entry back, then
 -- the tail the rule refused.
@@ -28,7 +30,7 @@
 CREATE FUNCTION sagacity_append_entry(
     p_saga_id text, p_phase text, p_tool text, p_call_id text, p_write_key text,
     p_recorded_at text, p_genesis text, p_head bytea, p_middle bytea, p_tail bytea,
-    p_durable boolean, p_expected_seq bigint, p_terminal text[],
+    p_durable boolean, p_expected_seq bigint, p_terminal text[], p_after_key text,
     OUT o_status text, OUT o_seq bigint, OUT o_prev_hash text, OUT o_hash text,
     OUT o_tail_phase text
 )
@@ -55,6 +57,8 @@ BEGIN
               WHERE j.saga_id = p_saga_id ORDER BY j.seq DESC LIMIT 1) t ON true) n
     WHERE (n.phase IS NULL OR n.phase <> ALL (p_terminal))
       AND (p_expected_seq IS NULL OR p_expected_seq = n.seq - 1)
+      AND (p_after_key IS NULL OR EXISTS (SELECT 1 FROM sagacity_journal a
+                                          WHERE a.saga_id = p_saga_id AND a.write_key = p_after_key))
     ON CONFLICT ON CONSTRAINT sagacity_journal_saga_write_key DO NOTHING
     RETURNING seq, prev_hash, hash INTO o_seq, o_prev_hash, o_hash;
     IF FOUND THEN
