@@ -8,8 +8,8 @@ sized to the number of workers), in a schema of its own that is dropped at the e
               ``SELECT ... ORDER BY seq DESC LIMIT 1 FOR UPDATE``, insert seq + 1, commit; on a
               unique violation (23505) roll back and retry, 50 attempts, no backoff; an append
               whose 50 attempts all collide fails
-    ours      ``PostgresJournal.append`` (advisory lock on the saga, read tail + write key,
-              insert, commit; two round trips)
+    ours      ``PostgresJournal.append`` (one statement: advisory lock on the saga, then an
+              INSERT ... SELECT that reads the tail and joins the entry's bytes; commit)
 
 each at 1, 16 and 64 workers on one saga, and 16 workers over 16 sagas (one each), for
 ``--seconds`` per cell, the three designs taking turns (``--slices`` turns each) so that a change
@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overhead import _agent, _bare_tool, _wrapped_tool, machine_facts  # noqa: E402
 
 from sagacity_agents import Phase, PostgresJournal, Sagacity, SagaStatus, verify_journal  # noqa: E402
+from sagacity_agents.core.memory_journal import InMemoryJournal  # noqa: E402
 from sagacity_agents.core.journal import AppendRequest, next_entry, utc_stamp  # noqa: E402
 from sagacity_agents.core.postgres_setup import migrate  # noqa: E402
 
@@ -196,6 +197,8 @@ async def per_call_overhead(uri: str, calls: int, rounds: int) -> dict[str, Any]
     sagacities = {
         "postgres": Sagacity(PostgresJournal(uri)),
         "postgres-fast-outcomes": Sagacity(PostgresJournal(uri, fast_outcomes=True)),
+        # The saga's own machinery with no storage cost: what of the overhead is not PostgreSQL.
+        "in-memory (reference)": Sagacity(InMemoryJournal()),
     }
     times: dict[str, list[float]] = {"bare": [], **{k: [] for k in sagacities}}
     # One bare INSERT+COMMIT of the same run: timed inside a bare tool of the same script, one

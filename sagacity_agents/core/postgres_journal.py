@@ -13,25 +13,29 @@ rather than forks the chain.
 Nothing waits for the client, nor for the disk, while the lock is held (measured in
 bench/postgres_append.py: with a client round trip inside the lock one saga gets one append per
 round trip of its busiest client; with the WAL flush inside it, one append per flush). The whole
-append is one ``CALL sagacity_append(...)`` (a procedure of the schema, in autocommit):
+append is one statement, ``SELECT * FROM sagacity_append_entry(...)`` (a function of the schema,
+migration 0002, in autocommit):
 
-* **The client seals; the server only joins.** The entry's canonical bytes depend on the tail only
-  through ``seq`` and ``prev_hash``. The client seals the entry twice with two dummy tails
-  (``core.journal.next_entry``, the shared rule) and splits the bytes where they differ: a prefix,
-  the 64 hex digits of ``prev_hash``, a middle, the digits of ``seq``, a suffix
-  (:func:`byte_pieces`). The procedure takes the lock, reads the tail, joins the pieces around it
-  and inserts them with their ``sha256``. The client then seals the entry with the returned tail
-  and checks it gets exactly the stored bytes and hash.
+* **The client encodes; the server only joins.** The entry's canonical bytes depend on the tail
+  only through ``seq`` and ``prev_hash``. The client encodes the entry once, with the shared rule,
+  after a tail of random markers, and splits the bytes around them: a prefix, the 64 hex digits
+  of ``prev_hash``, a middle, the digits of ``seq``, a suffix (:func:`byte_pieces`). The function
+  takes the lock; one ``INSERT ... SELECT`` reads the tail, joins the pieces around it, checks the
+  shared rule's tail conditions and inserts the bytes with their ``sha256``. The client checks
+  that hash against the bytes it sent, joined around the returned tail.
 * **Under contention the lock is released before the flush.** When the lock was free
   (``pg_try_advisory_xact_lock``), the append commits synchronously: one commit. When others
-  queue for it, the appending transaction commits with ``synchronous_commit = off``, which hands
-  the lock on as soon as its commit record is in the WAL; the procedure then writes a WAL record
-  in a second transaction that commits synchronously, so the CALL still returns only once the WAL
-  is flushed past the append, and the queued appenders share flushes (group commit). WAL is
-  written in order: an entry someone chained onto is never lost while the later one survives.
-  With ``fast_outcomes`` outcome entries never wait for the flush.
-* **Retries.** When the write key is already stored the procedure inserts nothing (but still
-  flushes) and a second query returns the stored row: a retry of the same write gets it back.
+  queue for it, the append commits with ``synchronous_commit = off``, which hands the lock on as
+  soon as its commit record is in the WAL, and the client then commits a WAL record of its own
+  synchronously, so the append returns only once the WAL is flushed past it, and the queued
+  appenders share flushes (group commit). WAL is written in order: an entry someone chained onto
+  is never lost while the later one survives.
+* **Some appends never wait for the flush** (:data:`_LAZY_PHASES`; with ``fast_outcomes`` also
+  :data:`_FAST_OUTCOME_PHASES`): the saga's next durable append covers them.
+* **Batches.** :meth:`PostgresJournal.append_many` sends several appends to one saga in one round
+  trip (pipeline mode); each is written only if the one before it is stored.
+* **Retries.** When the write key is already stored the function inserts nothing and a second
+  query returns the stored row (after a flush): a retry of the same write gets it back.
 
 Failures: a connection that breaks anywhere in an append (even between INSERT and COMMIT, when
 the outcome is unknown) is replaced and the append retried under the same write key: the retry
@@ -192,11 +196,10 @@ class PostgresJournal:
         clock: source of ``recorded_at``; defaults to the system UTC time.
         fast_outcomes: don't wait for outcome entries (default ``False``: every append but
             SAGA_OPENED and RUN_STARTED returns once durable, and a call returns once its
-            outcome is). With
-            ``True``: (1) EXECUTED / REFUSED / FAILED and RUN_ENDED commit without waiting for
-            the WAL flush; the next durable commit on the server (the next INTENT's, at the
-            latest) flushes them; (2) a successful call's EXECUTED entry is written behind the
-            call: its result goes back to the agent at once and the saga waits for the entry
+            outcome is). With ``True``: (1) EXECUTED / REFUSED / FAILED and RUN_ENDED commit
+            without waiting for the WAL flush; the next durable commit on the server (the next INTENT's, at the
+            latest) flushes them; (2) a successful async call's EXECUTED entry is written behind
+            the call: its result goes back to the agent at once and the saga waits for the entry
             before compensation, a verdict and the end of the run
             (:attr:`writes_outcomes_behind`). An INTENT is durable before its body runs either
             way. A server crash can then lose an outcome, never an INTENT: the call is in doubt,
