@@ -77,6 +77,10 @@ _APPEND = (
 # A transaction that writes WAL commits synchronously, waiting for the flush past everything
 # written before it (the appends that committed without waiting included).
 _FLUSH = "SELECT pg_logical_emit_message(true, 'sagacity', '')"
+# A batch (append_many) is one transaction: the pipeline's statements run in the implicit
+# transaction that ends at its Sync, so a lazy append's transaction-local synchronous_commit = off
+# also covers the durable appends of the batch. Sent last in a batch mixing lazy and durable.
+_SYNCHRONOUS = "SELECT set_config('synchronous_commit', 'on', true)"
 
 
 _LAZY_PHASES = frozenset({Phase.SAGA_OPENED, Phase.RUN_STARTED})
@@ -325,9 +329,12 @@ class PostgresJournal:
         self, saga_id: str, appends: Sequence[Mapping[str, Any]]
     ) -> list[JournalEntry]:
         """Several appends to ``saga_id`` in one round trip (psycopg pipeline mode), in order;
-        see ``core.journal.append_each``. Each is its own statement and commit, as with
-        :meth:`append`; every one after the first is written only if the one before it is
-        stored (its ``p_after_key``), so the batch stops at its first refused append.
+        see ``core.journal.append_each``. Each is its own statement, as with :meth:`append`, and
+        the batch one transaction (the implicit one a pipeline runs up to its Sync: one commit,
+        which waits for the flush when the batch holds a durable append, and a connection that
+        breaks before it completes leaves every append of the batch stored or none); every
+        one after the first is written only if the one before it is stored (its
+        ``p_after_key``), so the batch stops at its first refused append.
 
         Raises:
             The errors of :meth:`append`, for the first append that fails (the ones before it
@@ -342,6 +349,10 @@ class PostgresJournal:
                     params, one = self._statement(request, requests[i - 1].write_key if i else None)
                     cursors.append(await conn.execute(_APPEND, params, prepare=True))
                     sent.append(one)
+                if len({one.durable for one in sent}) == 2:
+                    # One transaction, one commit: a lazy append turned its synchronous_commit
+                    # off, and a durable entry of the batch needs the commit to wait.
+                    await conn.execute(_SYNCHRONOUS, prepare=True)
             rows = [await cur.fetchone() for cur in cursors]
             return [await self._finish(conn, one, row) for one, row in zip(sent, rows, strict=True)]
 

@@ -154,3 +154,100 @@ async def test_fast_outcomes_on_postgres_write_every_outcome_behind_in_call_orde
         assert verified.ok
     finally:
         await s.aclose()
+
+
+async def test_parallel_calls_then_a_failing_one_compensate_every_executed_in_reverse_order():
+    """Two calls in one turn whose EXECUTED entries are still being written behind when a later
+    call fails (default STOP policy): compensation sees both EXECUTED and undoes them in reverse
+    order of their INTENTs; the journal verifies."""
+    journal = BehindJournal(delay=0.05)
+    undone: list[str] = []
+
+    @function_tool
+    @compensable(undo=lambda ctx: undone.append(ctx.args["item"]))
+    async def reserve(item: str) -> str:
+        """Reserve."""
+        return f"reserved {item}"
+
+    @function_tool
+    @compensable(undo=_undo)
+    async def pay(amount: int) -> str:
+        """Pay: fails."""
+        raise ValueError("card declined")
+
+    model = scripted([("reserve", {"item": "a"}, "c1"), ("reserve", {"item": "b"}, "c2")],
+                     [("pay", {"amount": 5}, "c3")], "done")
+    result = await Sagacity(journal).run(Agent(name="a", model=model, tools=[reserve, pay]), "go")
+    assert result.status is SagaStatus.COMPENSATED
+    entries = await journal.entries(result.saga_id)
+    intents = [e.payload["args"]["item"] for e in entries
+               if e.phase is Phase.INTENT and e.tool == "reserve"]
+    assert sum(e.phase is Phase.EXECUTED for e in entries) == 2
+    assert undone == list(reversed(intents))
+    assert result.in_doubt == ()
+    (verified,) = await verify_journal(journal, result.saga_id)
+    assert verified.ok
+
+
+async def test_streamed_run_waits_for_outcomes_written_behind_before_closing():
+    """Sagacity.run_streamed with outcomes written behind: every EXECUTED lands before
+    RUN_ENDED / SAGA_CLOSED, the saga completes, nothing in doubt."""
+    journal = BehindJournal(delay=0.05)
+
+    @function_tool
+    @compensable(undo=_undo)
+    async def book(room: str) -> str:
+        """Book."""
+        return f"booked {room}"
+
+    model = scripted([("book", {"room": "1"}, "c1"), ("book", {"room": "2"}, "c2")], "done")
+    async with Sagacity(journal).run_streamed(Agent(name="a", model=model, tools=[book]), "go") as s:
+        async for _ in s.stream_events():
+            pass
+    assert s.result.status is SagaStatus.COMPLETED
+    entries = await journal.entries(s.result.saga_id)
+    assert sorted(e.phase.value for e in entries if e.tool) == ["EXECUTED"] * 2 + ["INTENT"] * 2
+    assert [e.phase for e in entries][-2:] == [Phase.RUN_ENDED, Phase.SAGA_CLOSED]
+
+
+async def test_a_run_cancelled_while_an_outcome_is_written_behind_does_not_lose_it():
+    """The run's task is cancelled while a call's EXECUTED waits behind it: the entry is still
+    written (the write is not part of the cancelled task) and the chain verifies."""
+    journal = BehindJournal()
+
+    @function_tool
+    @compensable(undo=_undo)
+    async def book(room: str) -> str:
+        """Book."""
+        return f"booked {room}"
+
+    @function_tool
+    async def wait(x: int) -> str:
+        """Blocks until cancelled."""
+        await asyncio.sleep(30)
+        return "never"
+
+    model = scripted([("book", {"room": "1"}, "c1")], [("wait", {"x": 1}, "c2")], "done")
+    s = Sagacity(journal)
+    run = asyncio.ensure_future(s.run(Agent(name="a", model=model, tools=[book, wait]), "go",
+                                      saga_id="cancelled-1"))
+    for _ in range(200):
+        await asyncio.sleep(0.005)
+        if journal.waiting:
+            break
+    assert journal.waiting == 1
+    run.cancel()
+    journal.gate.set()
+    try:
+        await run
+    except asyncio.CancelledError:
+        pass
+    for _ in range(100):
+        entries = await journal.entries("cancelled-1")
+        if any(e.phase is Phase.EXECUTED for e in entries):
+            break
+        await asyncio.sleep(0.01)
+    assert [(e.phase, e.call_id) for e in entries if e.phase is Phase.EXECUTED] == [
+        (Phase.EXECUTED, "c1")]
+    (verified,) = await verify_journal(journal, "cancelled-1")
+    assert verified.ok

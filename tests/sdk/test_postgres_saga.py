@@ -22,6 +22,7 @@ from sagacity_agents import (
     compensable,
     verify_journal,
 )
+from sagacity_agents.core.journal import append_each
 from tests.pg import SERVER, admin_connect, with_search_path
 
 from . import wire_app
@@ -197,3 +198,34 @@ def test_run_sync_twice_uses_a_pool_per_event_loop(pg_uri):
     with admin_connect(pg_uri) as conn:
         count = conn.execute("SELECT count(DISTINCT saga_id) FROM sagacity_journal").fetchone()
     assert count == (2,)
+
+
+async def test_least_privilege_role_runs_a_batch_and_contended_appends(app_role_uri):
+    """The app role's GRANTs cover what 0002 adds: a batch mixing lazy and durable appends
+    (fast_outcomes: RUN_ENDED + SAGA_CLOSED), and appends queued on one saga's lock (the second,
+    flushing statement, pg_logical_emit_message, runs under the role); the chain verifies."""
+    journal = PostgresJournal(app_role_uri, fast_outcomes=True, min_size=8, max_size=8)
+    try:
+        await append_each(journal, "s", [
+            {"phase": Phase.SAGA_OPENED, "write_key": "saga:open", "payload": {}},
+            {"phase": Phase.RUN_STARTED, "write_key": "run:a", "expected_seq": 1},
+        ])
+        go = asyncio.Event()
+
+        async def one(i: int) -> None:
+            await go.wait()
+            await journal.append("s", Phase.INTENT, write_key=f"i{i}", tool="t", call_id=f"c{i}")
+
+        tasks = [asyncio.create_task(one(i)) for i in range(16)]
+        await asyncio.sleep(0.05)
+        go.set()
+        await asyncio.gather(*tasks)
+        await append_each(journal, "s", [
+            {"phase": Phase.RUN_ENDED, "write_key": "run-end:a", "payload": {}},
+            {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed", "payload": {}},
+        ])
+        entries = await journal.entries("s")
+        assert [e.seq for e in entries] == list(range(1, 21))
+        assert all(r.ok for r in await verify_journal(journal))
+    finally:
+        await journal.close()
