@@ -349,12 +349,23 @@ class PostgresJournal:
                     params, one = self._statement(request, requests[i - 1].write_key if i else None)
                     cursors.append(await conn.execute(_APPEND, params, prepare=True))
                     sent.append(one)
-                if len({one.durable for one in sent}) == 2:
-                    # One transaction, one commit: a lazy append turned its synchronous_commit
-                    # off, and a durable entry of the batch needs the commit to wait.
+                if any(one.durable for one in sent):
+                    # One transaction, one commit: a lazy append (or one that queued for the
+                    # lock) turned its synchronous_commit off; a durable entry needs the wait.
                     await conn.execute(_SYNCHRONOUS, prepare=True)
             rows = [await cur.fetchone() for cur in cursors]
-            return [await self._finish(conn, one, row) for one, row in zip(sent, rows, strict=True)]
+            entries: list[JournalEntry] = []
+            alone = False
+            for i, (one, row) in enumerate(zip(sent, rows, strict=True)):
+                if i and row is not None and row[0] == "refused" and (rows[i - 1][0] == "exists" or alone):
+                    # The append before it was not inserted by this batch (a retry of a stored
+                    # write, or sent again alone): this one is sent on its own too.
+                    entries.append(await self._append_once(conn, one.request))
+                    alone = True
+                    continue
+                alone = False
+                entries.append(await self._finish(conn, one, row))
+            return entries
 
         return await self.database.run(
             f"append to saga {saga_id!r}", work, write=True, retry_broken=True

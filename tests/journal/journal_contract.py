@@ -240,6 +240,31 @@ class JournalContract:
         assert (ended.seq, closed.seq) == (3, 4)
         assert (await verify_one(journal)).ok
 
+    async def test_append_each_after_a_retried_write_writes_the_rest_in_order(self, journal):
+        """The first append of a batch is a retry of a stored write (its ack was lost): the
+        stored entry comes back and the rest is written after the saga's tail, in order."""
+        stored = await journal.append(SAGA, Phase.RUN_ENDED, write_key="run-end:a",
+                                      payload={"status": "OPEN"})
+        other = await journal.append(SAGA, Phase.INTENT, write_key="other", payload={})
+        again, closed, after = await append_each(journal, SAGA, [
+            {"phase": Phase.RUN_ENDED, "write_key": "run-end:a", "payload": {"status": "OPEN"}},
+            {"phase": Phase.RUN_STARTED, "write_key": "run:b", "payload": {}},
+            {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed", "payload": {}},
+        ])
+        assert again == stored
+        assert (closed.seq, closed.prev_hash, after.seq) == (3, other.hash, 4)
+        assert await journal.entries(SAGA) == [stored, other, closed, after]
+
+    async def test_append_each_stops_at_an_append_that_reuses_a_write_key(self, journal):
+        """A write key already used for another entry raises, and nothing after it is written."""
+        await journal.append(SAGA, Phase.RUN_ENDED, write_key="run-end:a", payload={"status": "A"})
+        with pytest.raises(JournalWriteError, match="already used"):
+            await append_each(journal, SAGA, [
+                {"phase": Phase.RUN_ENDED, "write_key": "run-end:a", "payload": {"status": "B"}},
+                {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed", "payload": {}},
+            ])
+        assert [e.write_key for e in await journal.entries(SAGA)] == ["run-end:a"]
+
     async def test_append_each_stops_at_the_first_refused_append(self, journal):
         await fill(journal, 2)
         with pytest.raises(JournalConflictError, match="ends at seq 2, not 5"):

@@ -104,9 +104,6 @@ async def test_lazy_batch_commits_without_waiting_and_durable_batch_waits(pg_uri
         await journal.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open: 0002's p_after_key only checks that the key is stored, not that it is the same write; "
-    "the batch is committed before the client sees 'exists' (needs a migration, see report)"))
 async def test_append_each_that_raises_on_a_reused_write_key_writes_nothing_after_it(pg_uri):
     """journal.append_each: "an append that raises leaves the earlier ones written and the later
     ones not". The first append of the batch reuses a stored write key for a different entry

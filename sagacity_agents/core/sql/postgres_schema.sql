@@ -148,11 +148,11 @@ BEGIN
               WHERE j.saga_id = p_saga_id ORDER BY j.seq DESC LIMIT 1) t ON true) n
     WHERE (n.phase IS NULL OR n.phase <> ALL (p_terminal))
       AND (p_expected_seq IS NULL OR p_expected_seq = n.seq - 1)
-      AND (p_after_key IS NULL OR EXISTS (SELECT 1 FROM sagacity_journal a
-                                          WHERE a.saga_id = p_saga_id AND a.write_key = p_after_key))
+      AND (p_after_key IS NULL OR current_setting('sagacity.inserted', true) = p_after_key)
     ON CONFLICT ON CONSTRAINT sagacity_journal_saga_write_key DO NOTHING
     RETURNING seq, prev_hash, hash INTO o_seq, o_prev_hash, o_hash;
     IF FOUND THEN
+        PERFORM set_config('sagacity.inserted', p_write_key, true);  -- for the batch's next append
         o_status := CASE WHEN contended AND p_durable THEN 'unflushed' ELSE 'inserted' END;
         RETURN;
     END IF;

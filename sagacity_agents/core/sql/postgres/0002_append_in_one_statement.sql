@@ -19,9 +19,11 @@
 --                         applies the shared rule to it and raises its error)
 -- The common path is two statements: the lock, then one INSERT ... SELECT that reads the tail
 -- (one index probe), joins the bytes, checks the rule in its WHERE clause (and p_after_key: set
--- on every append of a batch sent in one round trip but the first, the write key of the append
--- before it, which must be stored: the batch stops at its first refused append) and lets the
--- write-key constraint find a retry (ON CONFLICT DO NOTHING needs INSERT privilege only). Only when nothing
+-- on every append of a batch sent in one round trip, which runs as one transaction, but the
+-- first: the write key of the append before it, which must have been inserted by this very
+-- transaction, so that the batch stops at its first append that inserts nothing; the client
+-- sends an append again on its own when the one before it was a retry of a stored write) and
+-- lets the write-key constraint find a retry (ON CONFLICT DO NOTHING needs INSERT privilege only). Only when nothing
 -- was inserted does it look further: the key first, so that a retry of an append that closed the
 -- saga (or moved the seq a conditional append expected) still gets its stored entry back, then
 -- the tail the rule refused.
@@ -57,11 +59,11 @@ BEGIN
               WHERE j.saga_id = p_saga_id ORDER BY j.seq DESC LIMIT 1) t ON true) n
     WHERE (n.phase IS NULL OR n.phase <> ALL (p_terminal))
       AND (p_expected_seq IS NULL OR p_expected_seq = n.seq - 1)
-      AND (p_after_key IS NULL OR EXISTS (SELECT 1 FROM sagacity_journal a
-                                          WHERE a.saga_id = p_saga_id AND a.write_key = p_after_key))
+      AND (p_after_key IS NULL OR current_setting('sagacity.inserted', true) = p_after_key)
     ON CONFLICT ON CONSTRAINT sagacity_journal_saga_write_key DO NOTHING
     RETURNING seq, prev_hash, hash INTO o_seq, o_prev_hash, o_hash;
     IF FOUND THEN
+        PERFORM set_config('sagacity.inserted', p_write_key, true);  -- for the batch's next append
         o_status := CASE WHEN contended AND p_durable THEN 'unflushed' ELSE 'inserted' END;
         RETURN;
     END IF;
