@@ -7,12 +7,13 @@ the batch's commit leaves it stored once or not at all."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from journal_contract import assert_chain, verify_one
 
 from sagacity_agents.core.entries import Phase
-from sagacity_agents.core.journal import append_each
-from sagacity_agents.core.postgres_journal import PostgresJournal
+from sagacity_agents.core.journal import AppendRequest, append_each, utc_stamp
+from sagacity_agents.core.postgres_journal import PostgresJournal, byte_pieces
 from sagacity_agents.errors import JournalWriteError
 from test_journal_postgres import kill_at_commit  # noqa: F401 - a fixture
 
@@ -134,6 +135,39 @@ async def test_c10a_connection_killed_in_a_batch_commit_stores_the_batch_once(pg
         intent, executed = await append_each(journal, "s", batch)
         assert (intent.seq, executed.seq, executed.prev_hash) == (2, 3, intent.hash)
         assert await journal.entries("s") == [(await journal.entries("s"))[0], intent, executed]
+        assert (await verify_one(journal, "s")).ok
+    finally:
+        await journal.close()
+
+
+async def test_a_worker_of_the_previous_release_appends_through_0001s_procedure_in_one_chain(pg_uri):
+    """Rolling upgrade: after `db migrate` to 0002, a worker still running the previous release
+    appends with 0001's `CALL sagacity_append(...)` while upgraded ones use the new function, on
+    one saga. Both take the same advisory lock: one chain, 1..N, that verifies."""
+    journal = PostgresJournal(pg_uri)
+
+    def old_worker_append(phase: Phase, key: str) -> None:
+        request = AppendRequest.build("s", phase, write_key=key, tool="t", call_id=key,
+                                      payload={"from": "0001"})
+        now = utc_stamp()
+        head, middle, tail = byte_pieces(request, now)
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            status = conn.execute(
+                "CALL sagacity_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                ("s", phase.value, "t", key, key, now, "0" * 64, head, middle, tail, True, None,
+                 ["SAGA_CLOSED"]),
+            ).fetchone()[0]
+        assert status == "inserted"
+
+    try:
+        await journal.append("s", Phase.SAGA_OPENED, write_key="open", payload={})
+        old_worker_append(Phase.INTENT, "old-1")
+        await journal.append("s", Phase.INTENT, write_key="new-1", tool="t", call_id="new-1")
+        old_worker_append(Phase.EXECUTED, "old-2")
+        await journal.append("s", Phase.EXECUTED, write_key="new-2", tool="t", call_id="new-2")
+        entries = await journal.entries("s")
+        assert [e.write_key for e in entries] == ["open", "old-1", "new-1", "old-2", "new-2"]
+        assert_chain(entries, 5)
         assert (await verify_one(journal, "s")).ok
     finally:
         await journal.close()
