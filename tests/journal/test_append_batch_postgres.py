@@ -3,14 +3,19 @@ pipelined batch promises beyond the journal contract. A batch is sent in one rou
 server runs it as one transaction (an implicit one, up to the pipeline's Sync): a durable append
 in it must still be durable when the batch returns, whatever the lazy appends before it set; a
 batch that raises leaves the appends after the failing one unwritten; a connection killed inside
-the batch's commit leaves it stored once or not at all."""
+the batch's commit leaves it stored once or not at all. Also: the synchronous_commit every entry
+of a whole saga run commits with, as docs/postgres.md states it, and a worker of the previous
+release appending through 0001's procedure in the same chain (rolling upgrade)."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
+from agents import Agent, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
 from journal_contract import assert_chain, verify_one
 
+from sagacity_agents import Sagacity, SagaStatus, compensable
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.journal import AppendRequest, append_each, utc_stamp
 from sagacity_agents.core.postgres_journal import PostgresJournal, byte_pieces
@@ -171,3 +176,35 @@ async def test_a_worker_of_the_previous_release_appends_through_0001s_procedure_
         assert (await verify_one(journal, "s")).ok
     finally:
         await journal.close()
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["durable", "fast_outcomes"])
+async def test_each_entry_of_a_saga_commits_as_the_docs_say(pg_uri, commit_settings, fast):
+    """docs/postgres.md, "Which appends wait for the flush": every INTENT and SAGA_CLOSED commits
+    synchronously; SAGA_OPENED and RUN_STARTED never wait; outcomes wait unless fast_outcomes.
+    Read from the synchronous_commit each row's COMMIT actually ran with, for a whole saga run."""
+    @function_tool
+    @compensable(undo=lambda ctx: None)
+    async def reserve(item: str) -> str:
+        """Reserve."""
+        return f"reserved {item}"
+
+    model = ScriptedModel()
+    model.enqueue([function_call("reserve", {"item": "a"}, call_id="c1")])
+    model.enqueue([function_call("reserve", {"item": "b"}, call_id="c2")])
+    model.enqueue([assistant_message("done")])
+    sagacity = Sagacity(PostgresJournal(pg_uri, fast_outcomes=fast))
+    try:
+        result = await sagacity.run(Agent(name="a", model=model, tools=[reserve]), "go")
+        assert result.status is SagaStatus.COMPLETED
+    finally:
+        await sagacity.aclose()
+    with admin_connect(pg_uri) as conn:
+        rows = conn.execute("SELECT phase, sync FROM sagacity_test_commits").fetchall()
+    outcome = "off" if fast else "on"
+    assert sorted(rows) == sorted([
+        ("SAGA_OPENED", "off"), ("RUN_STARTED", "off"),
+        ("INTENT", "on"), ("EXECUTED", outcome), ("INTENT", "on"), ("EXECUTED", outcome),
+        # RUN_ENDED and SAGA_CLOSED are one batch, one transaction: its commit waits.
+        ("RUN_ENDED", "on"), ("SAGA_CLOSED", "on"),
+    ])
