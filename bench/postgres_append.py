@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import secrets
 import statistics
 import sys
 import time
 import urllib.parse
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -261,17 +263,29 @@ async def per_call_overhead(uri: str, calls: int, rounds: int) -> dict[str, Any]
     }
 
 
-async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: int,
-                        rounds: int, slices: int = 3, progress: Any = None) -> dict[str, Any]:
-    """The whole benchmark in a fresh schema of the server at ``uri`` (dropped afterwards)."""
+@contextlib.asynccontextmanager
+async def scratch_schema(uri: str) -> AsyncIterator[str]:
+    """A fresh schema on the server at ``uri``, migrated; yields a URI that works in it, and drops
+    it (with everything in it) afterwards."""
     schema = f"sagacity_bench_{secrets.token_hex(4)}"
     sep = "&" if "?" in uri else "?"
     scoped = f"{uri}{sep}options={urllib.parse.quote(f'-csearch_path={schema}')}"
     async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as admin:
         await admin.execute(f'CREATE SCHEMA "{schema}"')
-        server_version = (await (await admin.execute("SHOW server_version")).fetchone())[0]
     try:
         await migrate(scoped)
+        yield scoped
+    finally:
+        async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as admin:
+            await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: int,
+                        rounds: int, slices: int = 3, progress: Any = None) -> dict[str, Any]:
+    """The whole benchmark in a fresh schema of the server at ``uri`` (dropped afterwards)."""
+    async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as admin:
+        server_version = (await (await admin.execute("SHOW server_version")).fetchone())[0]
+    async with scratch_schema(uri) as scoped:
         async with await psycopg.AsyncConnection.connect(scoped, autocommit=True) as conn:
             await conn.execute(_BENCH_TABLES)
         shapes = [(w, 1) for w in workers] + [(16, 16)]
@@ -301,9 +315,6 @@ async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: 
             except psycopg.errors.InsufficientPrivilege:
                 pass  # a role without pg_checkpoint: measured as it is
         overhead = await per_call_overhead(scoped, calls, rounds)
-    finally:
-        async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as admin:
-            await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
     bare_commit_ms = overhead["bare_commit_ms"]
     overhead["overhead_x_bare_commit"] = {
         k: round(v / bare_commit_ms, 2) for k, v in overhead["per_call_overhead_ms"].items()

@@ -16,24 +16,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import secrets
 import statistics
 import sys
 import time
-import urllib.parse
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from agents import Runner, set_tracing_disabled
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overhead import _agent, _bare_tool, _wrapped_tool  # noqa: E402
+from postgres_append import scratch_schema  # noqa: E402
 
 from sagacity_agents import PostgresJournal, Sagacity  # noqa: E402
 from sagacity_agents.core import saga as saga_module  # noqa: E402
-from sagacity_agents.core.postgres_setup import migrate  # noqa: E402
 
 TIMES: dict[str, list[float]] = defaultdict(list)
 
@@ -67,13 +64,7 @@ def _instrument() -> None:
 async def main(uri: str, rounds: int, fast: bool) -> None:
     set_tracing_disabled(True)
     _instrument()
-    schema = f"sagacity_bench_{secrets.token_hex(4)}"
-    sep = "&" if "?" in uri else "?"
-    scoped = f"{uri}{sep}options={urllib.parse.quote(f'-csearch_path={schema}')}"
-    async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as admin:
-        await admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        await migrate(scoped)
+    async with scratch_schema(uri) as scoped:
         sagacity = Sagacity(PostgresJournal(scoped, fast_outcomes=fast))
         pairs = []
         for round_no in range(rounds + 1):  # round 0 warms up
@@ -87,9 +78,6 @@ async def main(uri: str, rounds: int, fast: bool) -> None:
             if round_no:
                 pairs.append(time.perf_counter() - start - bare)
         await sagacity.aclose()
-    finally:
-        async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as admin:
-            await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
     overhead = statistics.median(pairs) / 20
     inside = statistics.median(TIMES["run_call, all"])
     print(f"fast_outcomes={fast}: overhead {overhead * 1e3:.3f} ms per call (median of {rounds})")

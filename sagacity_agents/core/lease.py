@@ -149,7 +149,6 @@ def completed_unclosed(entries: Sequence[JournalEntry]) -> bool:
 async def acquire_lease(
     journal: Journal, saga_id: str, *, holder: str, seconds: float, agent: str,
     check: Callable[[list[JournalEntry]], None] | None = None,
-    known: list[JournalEntry] | None = None,
     opening: Mapping[str, Any] | None = None,
 ) -> JournalEntry:
     """Take ``saga_id``'s run lease for ``holder``: journal RUN_STARTED, conditionally.
@@ -162,12 +161,10 @@ async def acquire_lease(
         agent: name of the agent (or operation: ``"recover"``, ``"close"``) taking it, journaled.
         check: called with the saga's entries before each attempt; raises to refuse the run
             (e.g. the saga failed), and then nothing is written.
-        known: the saga's entries as the caller just wrote them (a saga it created), used for
-            the first attempt instead of a read; the append is conditional on their last seq,
-            so if anything was written since, the attempt fails and the next one reads.
-        opening: an append (keyword arguments of ``Journal.append``) written just before
-            RUN_STARTED in the first attempt, in one batch (``core.journal.append_each``): the
-            SAGA_OPENED of a new saga.
+        opening: the SAGA_OPENED append (keyword arguments of ``Journal.append``) of a saga the
+            caller creates: the first attempt reads nothing and writes it just before
+            RUN_STARTED, in one batch (``core.journal.append_each``); RUN_STARTED is conditional
+            on following it, so if anything else was there the attempt fails and the next reads.
 
     Returns:
         The RUN_STARTED entry.
@@ -180,7 +177,8 @@ async def acquire_lease(
     if seconds <= 0:
         raise ValueError("lease_seconds must be > 0")
     for attempt in range(_ACQUIRE_ATTEMPTS):
-        entries = known if attempt == 0 and known is not None else await journal.entries(saga_id)
+        batch = attempt == 0 and opening is not None
+        entries = [] if batch else await journal.entries(saga_id)
         if any(e.phase is Phase.SAGA_CLOSED for e in entries):
             raise SagaStateError(f"saga {saga_id} is closed; a closed saga takes no more runs")
         if check is not None:
@@ -196,7 +194,6 @@ async def acquire_lease(
                 )
             took_over = lease.describe()  # its holder died or stalled: journaled takeover
         tail = entries[-1].seq if entries else 0
-        batch = attempt == 0 and opening is not None
         started: dict[str, Any] = {
             "phase": Phase.RUN_STARTED, "write_key": f"run:{holder}:{uuid.uuid4().hex[:8]}",
             "payload": {"agent": agent, "holder": holder, "lease_seconds": seconds,

@@ -228,7 +228,6 @@ class PostgresJournal:
             else PostgresDatabase(database, **pool_options)
         )
         self._clock = clock
-        self._fast_outcomes = fast_outcomes
         self._lazy_phases = _LAZY_PHASES | (_FAST_OUTCOME_PHASES if fast_outcomes else frozenset())
         self.writes_outcomes_behind = fast_outcomes
         """Read by the saga (``core.saga``): a successful call's outcome entry is written behind

@@ -282,7 +282,6 @@ class Saga:
         """Parent call of a paused nested call, by call id, reloaded from the journal on resume
         (the SDK resumes a nested run without the guardrail that sets :data:`current_call`)."""
         self._opened = False
-        self._written: list[JournalEntry] | None = None  # set by open() for a new saga id
         self._recovering = False
         self._closed = False
         self.lease_seconds = lease_seconds
@@ -321,10 +320,9 @@ class Saga:
         if self._opened:
             return
         if self._fresh_id:
-            opened = await self.journal.append(
+            await self.journal.append(
                 self.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": self.metadata}
             )
-            self._written = [opened]  # the whole saga so far: the first run need not read it
             self._opened = True
             return
         existing = await verified_entries(self.journal, self.saga_id, self.evidence)
@@ -390,12 +388,11 @@ class Saga:
         """
         self.loop = asyncio.get_running_loop()
         recovering = self._recovering
-        known, self._written = self._written, None
         await acquire_lease(
             self.journal, self.saga_id, holder=self.holder, seconds=self.lease_seconds,
             agent=agent_name,
             check=None if self._fresh_id else (lambda entries: self._refuse_state(entries, recovering)),
-            known=[] if opening is not None else known, opening=opening,
+            opening=opening,
         )
         self.last_journaled = time.monotonic()
         self._keeper = LeaseKeeper(
@@ -415,15 +412,20 @@ class Saga:
         if keeper is None:
             return
         await keeper.stop()
-        try:
-            await self.journal.append(self.saga_id, **self._run_ended(status))
-        except JournalError as exc:
-            self.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
+        await self._journal_run_ended(self._run_ended(status))
 
     def _run_ended(self, status: SagaStatus) -> dict[str, Any]:
         """The RUN_ENDED append that releases this object's lease."""
         return {"phase": Phase.RUN_ENDED, "write_key": f"run-end:{self.holder}:{uuid.uuid4().hex[:8]}",
                 "payload": {"holder": self.holder, "status": status.value}}
+
+    async def _journal_run_ended(self, ended: dict[str, Any]) -> None:
+        """Append ``ended`` (:meth:`_run_ended`); a failure goes to :attr:`journal_errors` (the
+        lease then simply expires)."""
+        try:
+            await self.journal.append(self.saga_id, **ended)
+        except JournalError as exc:
+            self.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
 
     def register(self, tool: str, declaration: ToolDeclaration, **settings: Any) -> None:
         """Make ``declaration``'s undo available for entries of ``tool`` and note the tool's
@@ -1132,13 +1134,10 @@ class Saga:
                 await append_each(self.journal, self.saga_id, [ended, closing])
                 together = True
             except JournalError:  # one by one below, under the same write keys
-                try:
-                    await self.journal.append(self.saga_id, **ended)
-                except JournalError as exc:
-                    self.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
+                await self._journal_run_ended(ended)
         self.status = status
         self._closed = True
-        for attempt in (1, 2):
+        for attempt in (1, 2):  # SAGA_CLOSED alone (retried once) when the batch did not store it
             if together:
                 break
             try:
