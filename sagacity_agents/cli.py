@@ -238,6 +238,11 @@ def demo(db: str, real_model: bool) -> None:
     flight, that the booking system ends with nothing booked and nothing charged, the journal
     itself, and its hash chain verified. Offline and deterministic unless --real-model.
     """
+    if is_postgres_uri(db):
+        raise UsageFailure(
+            "the demo runs on an embedded SQLite file (--db PATH); for PostgreSQL see "
+            "examples/multi_worker"
+        )
     from .demo import main as run_demo  # the demo imports the Agents SDK's testing helpers
 
     try:

@@ -154,3 +154,15 @@ def test_examples_entry_point_real_model_needs_a_key(tmp_path, monkeypatch, caps
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert run(["--db", str(tmp_path / "ex.db"), "--real-model"]) == 2
     assert "OPENAI_API_KEY" in capsys.readouterr().err
+
+
+def test_demo_refuses_a_postgresql_uri_clearly(tmp_path):
+    """The demo writes its own SQLite file; a PostgreSQL URI is a usage error naming where to go
+    (it used to fail with SQLite's "unable to open database file")."""
+    from click.testing import CliRunner
+
+    from sagacity_agents.cli import cli
+
+    result = CliRunner().invoke(cli, ["demo", "--db", "postgresql://postgres@127.0.0.1:5432/test"])
+    assert result.exit_code == 2
+    assert "embedded SQLite file" in result.output and "examples/multi_worker" in result.output

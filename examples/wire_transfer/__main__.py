@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 
 from sagacity_agents import Sagacity, SagaStatus
 
@@ -22,6 +23,7 @@ async def start(db: str) -> str:
     print(f"saga {result.saga_id} is waiting for approval")
     print(f"request {request.request_id}: {request.tool} {request.args} (sha256 {request.args_hash})")
     print("approve it from another shell, then resume:")
+    db = shlex.quote(db)  # a URI's "?" must reach the command as it is
     print(f"  sagacity approvals show {request.request_id} --db {db}")
     print(f"  sagacity approvals approve {request.request_id} --as alice --reason 'invoice checked' --db {db}")
     print(f"  sagacity saga resume {result.saga_id} --app examples.wire_transfer.app:agent --db {db}")
