@@ -193,22 +193,41 @@ async def run_cell(uri: str, design: str, workers: int, sagas: int, seconds: flo
             await conn.close()
 
 
+class _OneCommitJournal(InMemoryJournal):
+    """The floor of any journal that makes each call's INTENT durable: the in-memory journal plus
+    one bare INSERT+COMMIT (the baseline's own statement) before each INTENT, nothing else."""
+
+    def __init__(self, conn: Any) -> None:
+        super().__init__()
+        self._conn, self._insert = conn, _INSERT.format(table="bench_bare")
+
+    async def append(self, saga_id: str, phase: Phase, **fields: Any) -> Any:
+        if phase is Phase.INTENT:
+            entry = next_entry(_request("floor", f"{saga_id}-{time.time_ns()}"), None, utc_stamp())
+            await self._conn.execute(self._insert, _row(entry))
+        return await super().append(saga_id, phase, **fields)
+
+
 async def per_call_overhead(uri: str, calls: int, rounds: int) -> dict[str, Any]:
-    """Median run time bare and wrapped (durable and fast outcomes), interleaved."""
+    """Median run time bare and wrapped (durable and fast outcomes, and two references),
+    interleaved, in an order that rotates from round to round."""
     set_tracing_disabled(True)
     bare_tool, wrapped_tool = _bare_tool(), _wrapped_tool()
+    raw = await psycopg.AsyncConnection.connect(uri, autocommit=True)
+    floor_conn = await psycopg.AsyncConnection.connect(uri, autocommit=True)
     sagacities = {
         "postgres": Sagacity(PostgresJournal(uri)),
         "postgres-fast-outcomes": Sagacity(PostgresJournal(uri, fast_outcomes=True)),
         # The saga's own machinery with no storage cost: what of the overhead is not PostgreSQL.
         "in-memory (reference)": Sagacity(InMemoryJournal()),
+        # What one durable commit per call costs a run on this host (the floor of the design).
+        "in-memory + 1 bare commit/call (floor)": Sagacity(_OneCommitJournal(floor_conn)),
     }
     times: dict[str, list[float]] = {"bare": [], **{k: [] for k in sagacities}}
     # One bare INSERT+COMMIT of the same run: timed inside a bare tool of the same script, one
     # per call between model turns, as the journal's commits happen (back-to-back commits flush
     # faster on some disks and would flatter the baseline).
     commits: list[float] = []
-    raw = await psycopg.AsyncConnection.connect(uri, autocommit=True)
     insert = _INSERT.format(table="bench_bare")
     timing = [False]
 
@@ -222,29 +241,35 @@ async def per_call_overhead(uri: str, calls: int, rounds: int) -> dict[str, Any]
             commits.append(time.perf_counter() - start)
         return f"reserved {qty} x {item}"
 
+    async def one_run(name: str) -> float:
+        if name == "bare":
+            start = time.perf_counter()
+            await Runner.run(_agent(bare_tool, calls), "go", max_turns=calls + 5)
+            return time.perf_counter() - start
+        start = time.perf_counter()
+        saga = await sagacities[name].run(_agent(wrapped_tool, calls), "go", max_turns=calls + 5)
+        elapsed = time.perf_counter() - start
+        if saga.status is not SagaStatus.COMPLETED:
+            raise RuntimeError(f"{name}: {saga.status} {saga.exception!r}")
+        return elapsed
+
+    names = list(times)
     try:
         for round_no in range(rounds + 1):  # round 0 warms up
             timing[0] = bool(round_no)
             await Runner.run(_agent(reserve, calls), "go", max_turns=calls + 5)
-            agent = _agent(bare_tool, calls)
-            start = time.perf_counter()
-            await Runner.run(agent, "go", max_turns=calls + 5)
-            bare = time.perf_counter() - start
-            if round_no:
-                times["bare"].append(bare)
-            for name, sagacity in sagacities.items():
-                agent = _agent(wrapped_tool, calls)
-                start = time.perf_counter()
-                saga = await sagacity.run(agent, "go", max_turns=calls + 5)
-                elapsed = time.perf_counter() - start
-                if saga.status is not SagaStatus.COMPLETED:
-                    raise RuntimeError(f"{name}: {saga.status} {saga.exception!r}")
+            # A run's place in the round matters on a shared host (what ran just before it):
+            # every design takes every place in turn.
+            turn = round_no % len(names)
+            for name in names[turn:] + names[:turn]:
+                elapsed = await one_run(name)
                 if round_no:
                     times[name].append(elapsed)
     finally:
         for sagacity in sagacities.values():
             await sagacity.aclose()
         await raw.close()
+        await floor_conn.close()
     medians = {k: statistics.median(v) for k, v in times.items()}
     # Paired: the median over rounds of (wrapped run - bare run of the same round), robust to the
     # drift and bursts of load that move whole rounds (as bench/overhead.py does).

@@ -36,7 +36,8 @@ async def test_postgres_benchmark_runs(bench, pg_session_uri, capsys):
         if key.startswith("ours/"):
             assert cell["failed"] == 0 and cell["lost"] == 0, key
     assert set(result["overhead"]["overhead_x_bare_commit"]) == {
-        "postgres", "postgres-fast-outcomes", "in-memory (reference)"}
+        "postgres", "postgres-fast-outcomes", "in-memory (reference)",
+        "in-memory + 1 bare commit/call (floor)"}
     json.dumps(result)
     bench.print_report(result)
     assert "| ours |" in capsys.readouterr().out

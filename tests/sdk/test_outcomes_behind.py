@@ -8,9 +8,12 @@ written leaves the call in doubt, never hidden.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
+import pytest
 from agents import Agent, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
 
 from sagacity_agents import (
     JournalWriteError,
@@ -23,6 +26,7 @@ from sagacity_agents import (
     verify_journal,
 )
 from sagacity_agents.core.memory_journal import InMemoryJournal
+from tests.pg import admin_connect
 
 from .helpers import scripted
 
@@ -251,3 +255,142 @@ async def test_a_run_cancelled_while_an_outcome_is_written_behind_does_not_lose_
         (Phase.EXECUTED, "c1")]
     (verified,) = await verify_journal(journal, "cancelled-1")
     assert verified.ok
+
+
+# --- outcomes held for the next INTENT (PostgreSQL, fast_outcomes with an outcome_linger) -------
+
+class _SlowSecondTurn(ScriptedModel):
+    """A scripted model whose second turn takes ``delay`` seconds (a model thinking)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay, self.turns = delay, 0
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+        self.turns += 1
+        if self.turns == 2:
+            await asyncio.sleep(self.delay)
+        return await super().get_response(*args, **kwargs)
+
+
+def _xmins(uri: str, saga_id: str) -> dict[tuple[str, str | None], int]:
+    """The inserting transaction of each tool entry, by (phase, call id)."""
+    with admin_connect(uri) as conn:
+        rows = conn.execute(
+            "SELECT phase, call_id, xmin::text::bigint FROM sagacity_journal "
+            "WHERE saga_id = %s AND tool IS NOT NULL", (saga_id,)
+        ).fetchall()
+    return {(phase, call_id): xmin for phase, call_id, xmin in rows}
+
+
+def _two_reserves(model: ScriptedModel) -> Agent[Any]:
+    @function_tool
+    @compensable(undo=_undo)
+    async def reserve(item: str) -> str:
+        """Reserve."""
+        return f"reserved {item}"
+
+    model.enqueue([function_call("reserve", {"item": "a"}, call_id="c1")])
+    model.enqueue([function_call("reserve", {"item": "b"}, call_id="c2")])
+    model.enqueue([assistant_message("done")])
+    return Agent(name="a", model=model, tools=[reserve])
+
+
+async def test_a_held_outcome_rides_with_the_next_intent_and_the_last_one_with_the_run_end(pg_uri):
+    """The first call's EXECUTED is written by the second call's INTENT transaction (one round
+    trip, one commit); the last call's EXECUTED does not wait out the linger (60 s here): the end
+    of the run sends it."""
+    sagacity = Sagacity(PostgresJournal(pg_uri, fast_outcomes=True, outcome_linger=60.0))
+    try:
+        started = time.monotonic()
+        result = await sagacity.run(_two_reserves(ScriptedModel()), "go")
+        assert time.monotonic() - started < 30
+        assert result.status is SagaStatus.COMPLETED
+        entries = await sagacity.journal.entries(result.saga_id)
+    finally:
+        await sagacity.aclose()
+    assert [(e.phase.value, e.call_id) for e in entries if e.tool] == [
+        ("INTENT", "c1"), ("EXECUTED", "c1"), ("INTENT", "c2"), ("EXECUTED", "c2")]
+    xmin = _xmins(pg_uri, result.saga_id)
+    assert xmin[("EXECUTED", "c1")] == xmin[("INTENT", "c2")]
+    assert xmin[("EXECUTED", "c2")] not in (xmin[("INTENT", "c2")], xmin[("INTENT", "c1")])
+
+
+async def test_a_held_outcome_is_written_alone_once_the_linger_has_passed(pg_uri):
+    """No INTENT within the linger (the model takes 0.5 s over its next turn): the outcome is
+    written on its own, before the model answers, and the next INTENT is a transaction of its
+    own."""
+    journal = PostgresJournal(pg_uri, fast_outcomes=True, outcome_linger=0.05)
+    sagacity = Sagacity(journal)
+    seen: list[list[str]] = []
+
+    class Watching(_SlowSecondTurn):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            response = await super().get_response(*args, **kwargs)
+            if self.turns == 2:  # the model has thought for 0.5 s: the linger passed long ago
+                ids = await journal.saga_ids()
+                seen.append([f"{e.phase.value}:{e.call_id}"
+                             for e in await journal.entries(ids[-1]) if e.tool])
+            return response
+
+    try:
+        result = await sagacity.run(_two_reserves(Watching(0.5)), "go")
+        assert result.status is SagaStatus.COMPLETED
+    finally:
+        await sagacity.aclose()
+    assert seen == [["INTENT:c1", "EXECUTED:c1"]]
+    xmin = _xmins(pg_uri, result.saga_id)
+    assert len({xmin[("EXECUTED", "c1")], xmin[("INTENT", "c2")], xmin[("INTENT", "c1")]}) == 3
+
+
+class _BatchFails(PostgresJournal):
+    """PostgreSQL, whose first batch carrying an INTENT raises: before it is sent, or after it
+    was stored (its acknowledgement lost)."""
+
+    def __init__(self, uri: str, *, stored: bool) -> None:
+        super().__init__(uri, fast_outcomes=True, outcome_linger=60.0)
+        self.stored, self.failed = stored, 0
+
+    async def append_many(self, saga_id: str, appends: Any) -> Any:
+        if not self.failed and any(a["phase"] is Phase.INTENT for a in appends):
+            self.failed += 1
+            if self.stored:
+                await super().append_many(saga_id, appends)
+            raise JournalWriteError("connection lost")
+        return await super().append_many(saga_id, appends)
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["not-stored", "ack-lost"])
+async def test_a_batch_that_raises_is_redone_without_one_and_nothing_twice(pg_uri, stored):
+    """The held outcome and the INTENT are written again one by one under their write keys:
+    whatever the failed batch stored is found, not written twice; the second body runs once."""
+    journal = _BatchFails(pg_uri, stored=stored)
+    runs: list[str] = []
+
+    @function_tool
+    @compensable(undo=_undo)
+    async def reserve(item: str) -> str:
+        """Reserve."""
+        runs.append(item)
+        return f"reserved {item}"
+
+    model = scripted([("reserve", {"item": "a"}, "c1")], [("reserve", {"item": "b"}, "c2")], "done")
+    sagacity = Sagacity(journal)
+    try:
+        result = await sagacity.run(Agent(name="a", model=model, tools=[reserve]), "go")
+        assert journal.failed == 1
+        assert result.status is SagaStatus.COMPLETED
+        assert runs == ["a", "b"]
+        entries = await journal.entries(result.saga_id)
+        assert [(e.phase.value, e.call_id) for e in entries if e.tool] == [
+            ("INTENT", "c1"), ("EXECUTED", "c1"), ("INTENT", "c2"), ("EXECUTED", "c2")]
+        (verified,) = await verify_journal(journal, result.saga_id)
+        assert verified.ok
+    finally:
+        await sagacity.aclose()
+
+
+def test_a_negative_outcome_linger_is_refused():
+    with pytest.raises(ValueError, match="outcome_linger"):
+        PostgresJournal("postgresql://postgres@127.0.0.1:5432/test", fast_outcomes=True,
+                        outcome_linger=-0.5)
