@@ -23,12 +23,15 @@ overhead per call = the median over rounds of (wrapped - bare of the same round)
 own entries included, as a multiple of one bare INSERT+COMMIT of the same run (the median of one
 timed inside a plain tool at every call of a third run per round, so that it meets the disk as the
 journal's commits do: one per call between model turns). Measured with durable outcome commits (the default) and with
-``fast_outcomes=True``.
+``fast_outcomes=True``, beside two references: the in-memory journal (the saga's own machinery)
+and the floor of any design that makes one durable commit per call (the in-memory journal plus
+one bare INSERT+COMMIT before each INTENT). The runs of a round take turns in a rotating order:
+on a shared host, what ran just before a run changes its speed.
 
 Usage::
 
     python bench/postgres_append.py [--db postgresql://postgres@127.0.0.1:5432/test]
-        [--seconds 3] [--slices 3] [--workers 1,16,64] [--calls 20] [--rounds 30] [--json out.json]
+        [--seconds 3] [--slices 3] [--workers 1,16,64] [--calls 20] [--rounds 50] [--json out.json]
 """
 
 from __future__ import annotations
@@ -412,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slices", type=int, default=3,
                         help="turns the designs take in each cell, interleaved (default 3)")
     parser.add_argument("--calls", type=int, default=20, help="tool calls per overhead run")
-    parser.add_argument("--rounds", type=int, default=30, help="overhead rounds (default 30)")
+    parser.add_argument("--rounds", type=int, default=50, help="overhead rounds (default 50)")
     parser.add_argument("--json", dest="json_out", default=None, help="write the results here")
     args = parser.parse_args(argv)
     workers = [int(w) for w in args.workers.split(",")]
