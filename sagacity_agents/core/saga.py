@@ -506,6 +506,8 @@ class Saga:
         raw_args: str | None, invocation: str, request_id: str | None = None,
     ) -> JournalEntry:
         payload = self._intent_payload(decl, args, raw_args, request_id, call_id)
+        if self._held:  # a sync or fallback call carries them too: its outcome is written at once
+            return await self._intent_with_held(tool, call_id, payload, invocation)
         try:
             return await self.journal.append(
                 self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,

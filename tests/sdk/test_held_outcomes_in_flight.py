@@ -151,3 +151,20 @@ async def test_a_batch_waits_for_an_outcome_sent_while_it_waited_for_an_earlier_
         assert await _settle_and_undo(saga) == ["c4", "c3", "c2", "c1"]
     finally:
         await journal.close()
+
+
+async def test_a_sync_call_after_an_async_one_writes_its_outcome_after_the_held_one(pg_uri):
+    """An async call ends (its EXECUTED held), then a sync tool runs in a worker thread: its
+    INTENT must carry the held outcome, so its own EXECUTED (written at once) follows it and
+    compensation undoes the sync call first."""
+    journal = PostgresJournal(pg_uri, fast_outcomes=True, outcome_linger=60.0)
+    saga = Saga(journal, in_flight_timeout=10)
+    await saga.begin_run("a")
+    try:
+        await _call(saga, "c1")
+        await asyncio.to_thread(saga.run_call_sync, DECL, "reserve", "c2", {"item": "c2"},
+                                lambda: "reserved")
+        assert await _executed(journal, saga.saga_id) == ["c1", "c2"]
+        assert await _settle_and_undo(saga) == ["c2", "c1"]
+    finally:
+        await journal.close()
