@@ -67,6 +67,10 @@ async def _settle_and_undo(saga: Saga) -> list[str]:
     return list(UNDONE)
 
 
+_WAITING = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND (classid::bigint << 32 | objid::bigint) = hashtextextended(%s, 0)")
+
+
 async def test_a_verdict_waits_for_a_held_outcome_whose_batch_queues_on_the_saga_lock(pg_uri):
     """Another process holds the saga's advisory lock: the second call's INTENT, carrying the
     first call's held EXECUTED, queues for it. A verdict read meanwhile must wait for that
@@ -81,9 +85,10 @@ async def test_a_verdict_waits_for_a_held_outcome_whose_batch_queues_on_the_saga
             second = _call(saga, "c2")
             for _ in range(200):  # until the batch waits for the lock
                 await asyncio.sleep(0.01)
-                if other.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                                 "AND NOT granted").fetchone() == (1,):
+                if other.execute(_WAITING, (saga.saga_id,)).fetchone() == (1,):
                     break
+            else:
+                raise AssertionError("the batch never queued for the saga's lock")
             verdict = asyncio.create_task(read_verdict(saga))
             await asyncio.sleep(0.2)
             other.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (saga.saga_id,))
