@@ -242,12 +242,12 @@ class PostgresJournal:
         self._clock = clock
         self._lazy_phases = _LAZY_PHASES | (_FAST_OUTCOME_PHASES if fast_outcomes else frozenset())
         self.writes_outcomes_behind = fast_outcomes
+        """Read by the saga (``core.saga``): a successful call's outcome entry is written behind
+        the call, its result not held back for it (``fast_outcomes``)."""
         if not outcome_linger >= 0:
             raise ValueError("outcome_linger must be >= 0 seconds")
         self.outcome_linger = outcome_linger if fast_outcomes else 0.0
         """Read by the saga: how long an outcome written behind may wait for the next INTENT."""
-        """Read by the saga (``core.saga``): a successful call's outcome entry is written behind
-        the call, its result not held back for it (``fast_outcomes``)."""
 
     def __repr__(self) -> str:
         return f"PostgresJournal({self.database!r})"

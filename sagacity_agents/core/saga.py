@@ -506,6 +506,8 @@ class Saga:
         raw_args: str | None, invocation: str, request_id: str | None = None,
     ) -> JournalEntry:
         payload = self._intent_payload(decl, args, raw_args, request_id, call_id)
+        if self._held:  # a sync or fallback call carries them too: its outcome is written at once
+            return await self._intent_with_held(tool, call_id, payload, invocation)
         try:
             return await self.journal.append(
                 self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
@@ -886,10 +888,12 @@ class Saga:
         if held:
             self._send_behind(held)
 
-    def _send_behind(self, items: list[_Behind]) -> None:
+    def _send_behind(self, items: list[_Behind], carried: asyncio.Future[None] | None = None) -> None:
         """Write ``items`` in a task of their own, after the outcomes sent before them (outcomes
-        keep the order in which calls ended)."""
-        previous = self._behind_last
+        keep the order in which calls ended). ``carried``: the items were taken by a batch
+        (:meth:`_carry`), which hands them on: that future stands for them in the order and is
+        resolved once they are written."""
+        previous = None if carried is not None else self._behind_last
 
         async def write() -> None:
             try:
@@ -901,11 +905,25 @@ class Saga:
             finally:
                 for item in items:
                     self._end(item.done)
+                _resolve(carried)
 
         task = asyncio.ensure_future(write())
         self._behind.add(task)
         task.add_done_callback(self._behind.discard)
-        self._behind_last = task
+        if carried is None:
+            self._behind_last = task
+
+    def _carry(self, held: list[_Behind]) -> asyncio.Future[None] | None:
+        """Held outcomes taken into a batch are on their way, neither held nor in a task: a
+        future stands for them until the batch has written them (or handed them on), so
+        :meth:`outcomes_written` waits for them and outcomes sent later are written after."""
+        if not held:
+            return None
+        carried: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._behind.add(carried)
+        carried.add_done_callback(self._behind.discard)
+        self._behind_last = carried
+        return carried
 
     async def _intent_with_held(
         self, tool: str, call_id: str | None, payload: dict[str, Any], invocation: str
@@ -918,10 +936,13 @@ class Saga:
         Raises:
             JournalWriteError: the INTENT is not written; the body must not run.
         """
-        previous = self._behind_last
-        if previous is not None and not previous.done():
-            await asyncio.wait((previous,))  # outcomes keep the order in which calls ended
+        # Outcomes keep the order in which calls ended: wait for every outcome already sent
+        # (the linger or a verdict may send more while this waits), then take the held ones
+        # with no await in between.
+        while (previous := self._behind_last) is not None and not previous.done():
+            await asyncio.wait((previous,))
         held = self._take_held()  # taken now: until here, the linger may still send them
+        carried = self._carry(held)
         specs = [
             {"phase": item.phase, "write_key": f"{item.intent.write_key.rsplit(':', 1)[0]}:outcome",
              "tool": item.intent.tool, "call_id": item.intent.call_id, "payload": item.payload}
@@ -934,11 +955,12 @@ class Saga:
         except Exception:  # noqa: BLE001 - redone without a batch below
             pass
         except BaseException:
-            self._send_behind(held)  # cancelled: the outcomes are still written, in a task
+            self._send_behind(held, carried)  # cancelled: the outcomes are still written, in a task
             raise
         else:
             for item in held:
                 self._end(item.done)
+            _resolve(carried)
             return entries[-1]
         # The batch raised: what it stored is unknown. Write the outcomes, then the INTENT, as
         # without a batch; their write keys find whatever the batch did store.
@@ -946,9 +968,10 @@ class Saga:
             try:
                 await self._write_outcome(item.intent, item.phase, item.payload, None)
             except BaseException:
-                self._send_behind(held[i:])
+                self._send_behind(held[i:], carried)
                 raise
             self._end(item.done)
+        _resolve(carried)
         try:
             return await self.journal.append(
                 self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
@@ -1333,6 +1356,12 @@ class Saga:
                     items.append(CompensationItem(seq, kwargs.get("tool"), kwargs.get("call_id"),
                                                   f"{phase.value} outcome not journaled"))
         return tuple(sorted(items, key=lambda i: i.seq))
+
+
+def _resolve(carried: asyncio.Future[None] | None) -> None:
+    """Mark outcomes a batch carried as written (:meth:`Saga._carry`)."""
+    if carried is not None and not carried.done():
+        carried.set_result(None)
 
 
 def _merge(first: CompensationReport, second: CompensationReport) -> CompensationReport:

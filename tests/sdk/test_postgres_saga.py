@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+from pathlib import Path
 from importlib import resources
 
 import psycopg
@@ -229,3 +230,36 @@ async def test_least_privilege_role_runs_a_batch_and_contended_appends(app_role_
         assert all(r.ok for r in await verify_journal(journal))
     finally:
         await journal.close()
+
+
+def _functions_the_docs_name() -> list[str]:
+    """The schema's functions docs/postgres.md tells a database revoking EXECUTE from PUBLIC to
+    grant (its "Least privilege" section)."""
+    docs = (Path(__file__).parents[2] / "docs" / "postgres.md").read_text("utf-8")
+    section = docs.split("## Least privilege", 1)[1].split("\n## ", 1)[0]
+    return sorted(set(re.findall(r"`(sagacity_\w+)`", section)))
+
+
+async def test_least_privilege_role_without_public_execute_runs_with_the_functions_the_docs_name(
+    app_role_uri, pg_uri
+):
+    """A database that revokes EXECUTE from PUBLIC, where the role is granted the functions
+    docs/postgres.md names: single appends and a batch (sagacity_append_entries) still run."""
+    schema = schema_of(pg_uri)
+    role = re.search(r"//(\w+)@", app_role_uri).group(1)  # type: ignore[union-attr]
+    with admin_connect(pg_uri) as conn:
+        conn.execute(f"REVOKE EXECUTE ON ALL ROUTINES IN SCHEMA {schema} FROM PUBLIC")
+        for name in _functions_the_docs_name():
+            conn.execute(f"GRANT EXECUTE ON ROUTINE {schema}.{name} TO {role}")
+    journal = PostgresJournal(app_role_uri, fast_outcomes=True)
+    try:
+        await journal.append("s", Phase.SAGA_OPENED, write_key="saga:open", payload={})
+        await append_each(journal, "s", [
+            {"phase": Phase.EXECUTED, "write_key": "c0:outcome", "tool": "t", "call_id": "c0"},
+            {"phase": Phase.INTENT, "write_key": "c1:intent", "tool": "t", "call_id": "c1"},
+        ])
+        assert [e.seq for e in await journal.entries("s")] == [1, 2, 3]
+    finally:
+        await journal.close()
+        with admin_connect(pg_uri) as conn:
+            conn.execute(f"GRANT EXECUTE ON ALL ROUTINES IN SCHEMA {schema} TO PUBLIC")
