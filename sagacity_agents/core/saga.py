@@ -899,6 +899,12 @@ class Saga:
             try:
                 if previous is not None and not previous.done():
                     await asyncio.wait((previous,))
+                if len(items) > 1:  # several calls ended within the linger: one round trip
+                    try:
+                        await append_each(self.journal, self.saga_id, [_outcome_spec(i) for i in items])
+                        return
+                    except Exception:  # noqa: BLE001 - redone one by one, same write keys
+                        pass
                 for item in items:
                     await self._write_outcome(item.intent, item.phase, item.payload, None)
                     self._end(item.done)  # each call ends as soon as its entry is written
@@ -943,11 +949,7 @@ class Saga:
             await asyncio.wait((previous,))
         held = self._take_held()  # taken now: until here, the linger may still send them
         carried = self._carry(held)
-        specs = [
-            {"phase": item.phase, "write_key": f"{item.intent.write_key.rsplit(':', 1)[0]}:outcome",
-             "tool": item.intent.tool, "call_id": item.intent.call_id, "payload": item.payload}
-            for item in held
-        ]
+        specs = [_outcome_spec(item) for item in held]
         specs.append({"phase": Phase.INTENT, "write_key": f"{invocation}:intent", "tool": tool,
                       "call_id": call_id, "payload": payload})
         try:
@@ -1356,6 +1358,13 @@ class Saga:
                     items.append(CompensationItem(seq, kwargs.get("tool"), kwargs.get("call_id"),
                                                   f"{phase.value} outcome not journaled"))
         return tuple(sorted(items, key=lambda i: i.seq))
+
+
+def _outcome_spec(item: _Behind) -> dict[str, Any]:
+    """The append (``append_each``) of an outcome written behind its call, under the write key
+    :meth:`Saga._write_outcome` uses for it."""
+    return {"phase": item.phase, "write_key": f"{item.intent.write_key.rsplit(':', 1)[0]}:outcome",
+            "tool": item.intent.tool, "call_id": item.intent.call_id, "payload": item.payload}
 
 
 def _resolve(carried: asyncio.Future[None] | None) -> None:

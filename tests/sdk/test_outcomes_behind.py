@@ -394,3 +394,51 @@ def test_a_negative_outcome_linger_is_refused():
     with pytest.raises(ValueError, match="outcome_linger"):
         PostgresJournal("postgresql://postgres@127.0.0.1:5432/test", fast_outcomes=True,
                         outcome_linger=-0.5)
+
+
+class _OutcomeBatchFails(PostgresJournal):
+    """PostgreSQL whose first batch of outcomes alone raises after storing them (ack lost)."""
+
+    def __init__(self, uri: str, *, fail: bool) -> None:
+        super().__init__(uri, fast_outcomes=True, outcome_linger=60.0)
+        self.fail, self.batches = fail, 0
+
+    async def append_many(self, saga_id: str, appends: Any) -> Any:
+        if all(a["phase"] is Phase.EXECUTED for a in appends):
+            self.batches += 1
+            if self.fail and self.batches == 1:
+                await super().append_many(saga_id, appends)
+                raise JournalWriteError("connection lost")
+        return await super().append_many(saga_id, appends)
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["batch", "batch-ack-lost"])
+async def test_outcomes_held_together_are_sent_in_one_batch_in_end_order(pg_uri, fail):
+    """Three calls of one turn end within the linger: the end of the run sends their EXECUTED
+    entries as one batch (one transaction); a batch whose acknowledgement is lost is redone one
+    by one under the same write keys: each stored once."""
+    journal = _OutcomeBatchFails(pg_uri, fail=fail)
+
+    @function_tool
+    @compensable(undo=_undo)
+    async def reserve(item: str) -> str:
+        """Reserve."""
+        await asyncio.sleep({"a": 0.0, "b": 0.02, "c": 0.04}[item])  # ends in order a, b, c
+        return f"reserved {item}"
+
+    turn = [("reserve", {"item": i}, f"c-{i}") for i in "abc"]
+    sagacity = Sagacity(journal)
+    try:
+        result = await sagacity.run(Agent(name="a", model=scripted(turn, "done"), tools=[reserve]), "go")
+        assert result.status is SagaStatus.COMPLETED
+        entries = await journal.entries(result.saga_id)
+        (verified,) = await verify_journal(journal, result.saga_id)
+        assert verified.ok
+    finally:
+        await sagacity.aclose()
+    assert journal.batches == 1
+    executed = [e.call_id for e in entries if e.phase is Phase.EXECUTED]
+    assert executed == ["c-a", "c-b", "c-c"]
+    if not fail:
+        xmin = _xmins(pg_uri, result.saga_id)
+        assert len({xmin[("EXECUTED", c)] for c in executed}) == 1
