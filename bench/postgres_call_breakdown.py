@@ -5,8 +5,7 @@ Runs the 20-call scripted agent of ``bench/overhead.py`` bare and under
 ``Sagacity(PostgresJournal(uri, fast_outcomes=...))``, interleaved, and times every ``run_call``:
 before the body (INTENT), after it (outcome), and in all. The paired overhead per call minus the
 time in ``run_call`` is what the saga costs outside the call: the run's own entries and the
-agent's turn running beside the database. With ``fast_outcomes`` a call's EXECUTED is held and
-rides with the next call's INTENT, so "before the body" carries the previous outcome too.
+agent's turn running beside the database.
 
 Usage::
 

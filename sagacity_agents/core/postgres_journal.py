@@ -32,9 +32,8 @@ migration 0002, in autocommit):
   is never lost while the later one survives.
 * **Some appends never wait for the flush** (:data:`_LAZY_PHASES`; with ``fast_outcomes`` also
   :data:`_FAST_OUTCOME_PHASES`): the saga's next durable append covers them.
-* **Batches.** :meth:`PostgresJournal.append_many` sends several appends to one saga as one
-  statement (``sagacity_append_entries``, migration 0003: the same function once per append, one
-  transaction); each is written only if the one before it is stored.
+* **Batches.** :meth:`PostgresJournal.append_many` sends several appends to one saga in one round
+  trip (pipeline mode); each is written only if the one before it is stored.
 * **Retries.** When the write key is already stored the function inserts nothing and a second
   query returns the stored row (after a flush): a retry of the same write gets it back.
 
@@ -75,16 +74,13 @@ _APPEND = (
     f"'{GENESIS_HASH}', %s, %s, %s, %s, %s, "
     f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s)"
 )
-# A batch (append_many) in one statement (migration 0003): the same function once per append.
-_APPEND_MANY = (  # arrays sent in binary: no escaping of their elements on either side
-    "SELECT * FROM sagacity_append_entries(%s, %b, %b, %b, %b, %b, "
-    f"'{GENESIS_HASH}', %b, %b, %b, %s, %b, "
-    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[])"
-)
 # A transaction that writes WAL commits synchronously, waiting for the flush past everything
 # written before it (the appends that committed without waiting included).
 _FLUSH = "SELECT pg_logical_emit_message(true, 'sagacity', '')"
-
+# A batch (append_many) is one transaction: the pipeline's statements run in the implicit
+# transaction that ends at its Sync, so a lazy append's transaction-local synchronous_commit = off
+# also covers the durable appends of the batch. Sent last in a batch mixing lazy and durable.
+_SYNCHRONOUS = "SELECT set_config('synchronous_commit', 'on', true)"
 
 
 _LAZY_PHASES = frozenset({Phase.SAGA_OPENED, Phase.RUN_STARTED})
@@ -209,21 +205,14 @@ class PostgresJournal:
             latest) flushes them; (2) a successful async call's EXECUTED entry is written behind
             the call: its result goes back to the agent at once and the saga waits for the entry
             before compensation, a verdict and the end of the run
-            (:attr:`writes_outcomes_behind`), held for the saga's next INTENT and written in
-            its statement and commit, or alone after ``outcome_linger``. An INTENT is durable
-            before its body runs either way. A server crash, or the process dying while an
-            outcome is held or in flight, can then lose an outcome, never an INTENT: the call
-            is in doubt, as if the process had died after the body, and recovery treats it so.
-        outcome_linger: with ``fast_outcomes``, the longest a successful call's EXECUTED entry
-            waits in memory for the saga's next INTENT to carry it, in seconds (default 0.01;
-            ``0``: each is written at once, in a round trip of its own). The end of a run, a
-            verdict and compensation never wait for it: they send held outcomes at once.
+            (:attr:`writes_outcomes_behind`). An INTENT is durable before its body runs either
+            way. A server crash can then lose an outcome, never an INTENT: the call is in doubt,
+            as if the process had died after the body, and recovery treats it so.
         pool_options: keyword arguments of :class:`PostgresDatabase` (``max_size``,
             ``pool_timeout``, ``statement_timeout``...) when ``database`` is a URI.
 
     Raises:
         ConfigurationError: the ``postgres`` extra is not installed.
-        ValueError: ``outcome_linger`` is negative.
     """
 
     def __init__(
@@ -232,7 +221,6 @@ class PostgresJournal:
         *,
         clock: Clock = utc_now,
         fast_outcomes: bool = False,
-        outcome_linger: float = 0.01,
         **pool_options: Any,
     ) -> None:
         self.database = (
@@ -244,25 +232,24 @@ class PostgresJournal:
         self.writes_outcomes_behind = fast_outcomes
         """Read by the saga (``core.saga``): a successful call's outcome entry is written behind
         the call, its result not held back for it (``fast_outcomes``)."""
-        if not outcome_linger >= 0:
-            raise ValueError("outcome_linger must be >= 0 seconds")
-        self.outcome_linger = outcome_linger if fast_outcomes else 0.0
-        """Read by the saga: how long an outcome written behind may wait for the next INTENT."""
 
     def __repr__(self) -> str:
         return f"PostgresJournal({self.database!r})"
 
-    def _sent(self, request: AppendRequest, after_key: str | None, durable: bool) -> _Sent:
-        """One append as it will be sent: stamped and encoded."""
+    def _statement(
+        self, request: AppendRequest, after_key: str | None
+    ) -> tuple[tuple[Any, ...], _Sent]:
+        """The parameters of one append statement, and what its answer is checked against."""
         now = stamp_from(self._clock)
-        return _Sent(request, now, byte_pieces(request, now), durable, after_key)
+        head, middle, tail = byte_pieces(request, now)
+        durable = request.phase not in self._lazy_phases
+        params = (request.saga_id, request.phase.value, request.tool, request.call_id,
+                  request.write_key, now, head, middle, tail, durable, request.expected_seq,
+                  after_key)
+        return params, _Sent(request, now, (head, middle, tail), durable, after_key)
 
     async def _append_once(self, conn: Any, request: AppendRequest) -> JournalEntry:
-        sent = self._sent(request, None, request.phase not in self._lazy_phases)
-        head, middle, tail = sent.pieces
-        params = (request.saga_id, request.phase.value, request.tool, request.call_id,
-                  request.write_key, sent.now, head, middle, tail, sent.durable,
-                  request.expected_seq, None)
+        params, sent = self._statement(request, None)
         cur = await conn.execute(_APPEND, params, prepare=True)
         return await self._finish(conn, sent, await cur.fetchone())
 
@@ -340,36 +327,36 @@ class PostgresJournal:
     async def append_many(
         self, saga_id: str, appends: Sequence[Mapping[str, Any]]
     ) -> list[JournalEntry]:
-        """Several appends to ``saga_id`` in one statement, in order; see
-        ``core.journal.append_each``. ``sagacity_append_entries`` (migration 0003) runs the
-        function of :meth:`append` once per append in one transaction: one commit, which waits
-        for the flush when the batch holds a durable append, and a connection that breaks before
-        it completes leaves every append of the batch stored or none; every one after the first
-        is written only if the one before it is stored (its ``p_after_key``), so the batch stops
-        at its first refused append.
+        """Several appends to ``saga_id`` in one round trip (psycopg pipeline mode), in order;
+        see ``core.journal.append_each``. Each is its own statement, as with :meth:`append`, and
+        the batch one transaction (the implicit one a pipeline runs up to its Sync: one commit,
+        which waits for the flush when the batch holds a durable append, and a connection that
+        breaks before it completes leaves every append of the batch stored or none); every
+        one after the first is written only if the one before it is stored (its
+        ``p_after_key``), so the batch stops at its first refused append.
 
         Raises:
             The errors of :meth:`append`, for the first append that fails (the ones before it
             are written, the ones after it are not).
         """
         requests = [_request(saga_id, **spec) for spec in appends]
-        # One commit for the batch: it waits for the flush when any of its appends must.
-        durable = any(request.phase not in self._lazy_phases for request in requests)
-        sent = [self._sent(request, requests[i - 1].write_key if i else None, durable)
-                for i, request in enumerate(requests)]
-        params = (
-            saga_id, [one.request.phase.value for one in sent], [one.request.tool for one in sent],
-            [one.request.call_id for one in sent], [one.request.write_key for one in sent],
-            [one.now for one in sent], *([one.pieces[k] for one in sent] for k in range(3)),
-            durable, [one.request.expected_seq for one in sent],
-        )
 
         async def work(conn: Any) -> list[JournalEntry]:
-            rows = await (await conn.execute(_APPEND_MANY, params, prepare=True)).fetchall()
+            sent, cursors = [], []
+            async with conn.pipeline():
+                for i, request in enumerate(requests):
+                    params, one = self._statement(request, requests[i - 1].write_key if i else None)
+                    cursors.append(await conn.execute(_APPEND, params, prepare=True))
+                    sent.append(one)
+                if any(one.durable for one in sent):
+                    # One transaction, one commit: a lazy append (or one that queued for the
+                    # lock) turned its synchronous_commit off; a durable entry needs the wait.
+                    await conn.execute(_SYNCHRONOUS, prepare=True)
+            rows = [await cur.fetchone() for cur in cursors]
             entries: list[JournalEntry] = []
             alone = False
             for i, (one, row) in enumerate(zip(sent, rows, strict=True)):
-                if i and row[0] == "refused" and (rows[i - 1][0] == "exists" or alone):
+                if i and row is not None and row[0] == "refused" and (rows[i - 1][0] == "exists" or alone):
                     # The append before it was not inserted by this batch (a retry of a stored
                     # write, or sent again alone): this one is sent on its own too.
                     entries.append(await self._append_once(conn, one.request))

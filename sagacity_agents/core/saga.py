@@ -126,16 +126,6 @@ class _InFlight:
         self.ended = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Behind:
-    """A successful call's outcome entry still to be written behind it."""
-
-    done: _InFlight
-    intent: JournalEntry
-    phase: Phase
-    payload: dict[str, Any]
-
-
 @dataclass
 class CallFrame:
     """The call currently running in this context (set by the wrapper around the body)."""
@@ -284,11 +274,6 @@ class Saga:
         self._outcomes_behind = bool(getattr(journal, "writes_outcomes_behind", False))
         self._behind: set[asyncio.Future[None]] = set()
         self._behind_last: asyncio.Future[None] | None = None
-        # Outcomes held to ride with the saga's next INTENT (one round trip, one commit), sent
-        # on their own when none comes within ``outcome_linger`` seconds (``core.journal``).
-        self._linger = float(getattr(journal, "outcome_linger", 0.0)) if self._outcomes_behind else 0.0
-        self._held: list[_Behind] = []
-        self._held_timer: asyncio.TimerHandle | None = None
         self._claimed_requests: set[str] = set()  # approvals taken by calls of this object
         self.journal_errors: list[str] = []
         """Journal writes of the saga's own bookkeeping that failed (SAGA_FAILED, SAGA_CLOSED)."""
@@ -427,7 +412,6 @@ class Saga:
         if keeper is None:
             return
         await keeper.stop()
-        await self.outcomes_written()  # outcomes held for a next INTENT that will not come
         await self._journal_run_ended(self._run_ended(status))
 
     def _run_ended(self, status: SagaStatus) -> dict[str, Any]:
@@ -506,8 +490,6 @@ class Saga:
         raw_args: str | None, invocation: str, request_id: str | None = None,
     ) -> JournalEntry:
         payload = self._intent_payload(decl, args, raw_args, request_id, call_id)
-        if self._held:  # a sync or fallback call carries them too: its outcome is written at once
-            return await self._intent_with_held(tool, call_id, payload, invocation)
         try:
             return await self.journal.append(
                 self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
@@ -800,17 +782,14 @@ class Saga:
             else:
                 request_id = None
             payload = self._intent_payload(decl, args, raw_args, request_id, call_id)
-            if self._held:
-                intent = await self._intent_with_held(tool, call_id, payload, invocation)
-            else:
-                try:
-                    # The common case, written out: one journal call, no helper coroutine.
-                    intent = await self.journal.append(
-                        self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
-                        call_id=call_id, payload=payload,
-                    )
-                except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
-                    intent = await self._intent_after_failure(exc, tool, call_id, payload, invocation)
+            try:
+                # The common case, written out: one journal call, no helper coroutine.
+                intent = await self.journal.append(
+                    self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
+                    call_id=call_id, payload=payload,
+                )
+            except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
+                intent = await self._intent_after_failure(exc, tool, call_id, payload, invocation)
         except BaseException:
             self._end(done)
             raise
@@ -861,132 +840,28 @@ class Saga:
         self, done: _InFlight, intent: JournalEntry, phase: Phase, payload: dict[str, Any]
     ) -> None:
         """Write a successful call's outcome behind it: the result goes back to the agent now,
-        the entry follows. With an ``outcome_linger`` (see ``core.journal``) the entry is held
-        until the saga's next INTENT, which carries it in the same round trip and commit, or
-        until the linger has passed, whichever comes first. The call counts as in flight until
-        the entry is written or held unwritten, so :meth:`settle` (before compensation, a
-        verdict, the end of a run) waits for it. Only for successful calls: a failure is noted
-        before the call returns."""
-        item = _Behind(done, intent, phase, payload)
-        if self._linger <= 0:
-            self._send_behind([item])
-            return
-        self._held.append(item)
-        if self._held_timer is None:
-            self._held_timer = asyncio.get_running_loop().call_later(self._linger, self._send_held)
-
-    def _take_held(self) -> list[_Behind]:
-        held, self._held = self._held, []
-        if self._held_timer is not None:
-            self._held_timer.cancel()
-            self._held_timer = None
-        return held
-
-    def _send_held(self) -> None:
-        """The linger passed (or the saga needs its outcomes now): send the held ones alone."""
-        held = self._take_held()
-        if held:
-            self._send_behind(held)
-
-    def _send_behind(self, items: list[_Behind], carried: asyncio.Future[None] | None = None) -> None:
-        """Write ``items`` in a task of their own, after the outcomes sent before them (outcomes
-        keep the order in which calls ended). ``carried``: the items were taken by a batch
-        (:meth:`_carry`), which hands them on: that future stands for them in the order and is
-        resolved once they are written."""
-        previous = None if carried is not None else self._behind_last
+        the entry follows (after the previous outcome written behind, so outcomes keep the order
+        in which calls ended). The call counts as in flight until the entry is written or held
+        unwritten, so :meth:`settle` (before compensation, a verdict, the end of a run) waits
+        for it. Only for successful calls: a failure is noted before the call returns."""
+        previous = self._behind_last
 
         async def write() -> None:
             try:
                 if previous is not None and not previous.done():
                     await asyncio.wait((previous,))
-                if len(items) > 1:  # several calls ended within the linger: one round trip
-                    try:
-                        await append_each(self.journal, self.saga_id, [_outcome_spec(i) for i in items])
-                        return
-                    except Exception:  # noqa: BLE001 - redone one by one, same write keys
-                        pass
-                for item in items:
-                    await self._write_outcome(item.intent, item.phase, item.payload, None)
-                    self._end(item.done)  # each call ends as soon as its entry is written
+                await self._write_outcome(intent, phase, payload, None)
             finally:
-                for item in items:
-                    self._end(item.done)
-                _resolve(carried)
+                self._end(done)
 
         task = asyncio.ensure_future(write())
         self._behind.add(task)
         task.add_done_callback(self._behind.discard)
-        if carried is None:
-            self._behind_last = task
-
-    def _carry(self, held: list[_Behind]) -> asyncio.Future[None] | None:
-        """Held outcomes taken into a batch are on their way, neither held nor in a task: a
-        future stands for them until the batch has written them (or handed them on), so
-        :meth:`outcomes_written` waits for them and outcomes sent later are written after."""
-        if not held:
-            return None
-        carried: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._behind.add(carried)
-        carried.add_done_callback(self._behind.discard)
-        self._behind_last = carried
-        return carried
-
-    async def _intent_with_held(
-        self, tool: str, call_id: str | None, payload: dict[str, Any], invocation: str
-    ) -> JournalEntry:
-        """Write the held outcomes and this call's INTENT in one batch (``append_each``: one
-        round trip and one commit on PostgreSQL, durable for all of them). If the batch raises,
-        nothing is assumed stored: the outcomes are written as without a batch, then the INTENT
-        (same write keys, so whatever the batch did store is found, not written twice).
-
-        Raises:
-            JournalWriteError: the INTENT is not written; the body must not run.
-        """
-        # Outcomes keep the order in which calls ended: wait for every outcome already sent
-        # (the linger or a verdict may send more while this waits), then take the held ones
-        # with no await in between.
-        while (previous := self._behind_last) is not None and not previous.done():
-            await asyncio.wait((previous,))
-        held = self._take_held()  # taken now: until here, the linger may still send them
-        carried = self._carry(held)
-        specs = [_outcome_spec(item) for item in held]
-        specs.append({"phase": Phase.INTENT, "write_key": f"{invocation}:intent", "tool": tool,
-                      "call_id": call_id, "payload": payload})
-        try:
-            entries = await append_each(self.journal, self.saga_id, specs)
-        except Exception:  # noqa: BLE001 - redone without a batch below
-            pass
-        except BaseException:
-            self._send_behind(held, carried)  # cancelled: the outcomes are still written, in a task
-            raise
-        else:
-            for item in held:
-                self._end(item.done)
-            _resolve(carried)
-            return entries[-1]
-        # The batch raised: what it stored is unknown. Write the outcomes, then the INTENT, as
-        # without a batch; their write keys find whatever the batch did store.
-        for i, item in enumerate(held):
-            try:
-                await self._write_outcome(item.intent, item.phase, item.payload, None)
-            except BaseException:
-                self._send_behind(held[i:], carried)
-                raise
-            self._end(item.done)
-        _resolve(carried)
-        try:
-            return await self.journal.append(
-                self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
-                call_id=call_id, payload=payload,
-            )
-        except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
-            return await self._intent_after_failure(exc, tool, call_id, payload, invocation)
+        self._behind_last = task
 
     async def outcomes_written(self) -> None:
-        """Send the outcomes held for the next INTENT, then wait until every outcome written
-        behind its call is in the journal or held unwritten (at most ``in_flight_timeout``
-        seconds); returns at once when none is pending."""
-        self._send_held()
+        """Wait until every outcome written behind its call is in the journal or held unwritten
+        (at most ``in_flight_timeout`` seconds); returns at once when none is pending."""
         if self._behind:
             await asyncio.wait(tuple(self._behind), timeout=self.in_flight_timeout)
 
@@ -1358,19 +1233,6 @@ class Saga:
                     items.append(CompensationItem(seq, kwargs.get("tool"), kwargs.get("call_id"),
                                                   f"{phase.value} outcome not journaled"))
         return tuple(sorted(items, key=lambda i: i.seq))
-
-
-def _outcome_spec(item: _Behind) -> dict[str, Any]:
-    """The append (``append_each``) of an outcome written behind its call, under the write key
-    :meth:`Saga._write_outcome` uses for it."""
-    return {"phase": item.phase, "write_key": f"{item.intent.write_key.rsplit(':', 1)[0]}:outcome",
-            "tool": item.intent.tool, "call_id": item.intent.call_id, "payload": item.payload}
-
-
-def _resolve(carried: asyncio.Future[None] | None) -> None:
-    """Mark outcomes a batch carried as written (:meth:`Saga._carry`)."""
-    if carried is not None and not carried.done():
-        carried.set_result(None)
 
 
 def _merge(first: CompensationReport, second: CompensationReport) -> CompensationReport:

@@ -156,69 +156,6 @@ def agent(scenario: str = "none") -> Any:
     return Agent(name="trip", model=model, tools=list(TOOLS))
 
 
-# --- an outcome held for the next INTENT (PostgreSQL fast_outcomes) -------------------------
-
-HELD_SAGA_ID = "room-1"
-
-
-def _room_tool() -> Any:
-    from agents import function_tool
-
-    from sagacity_agents import compensable
-
-    @function_tool
-    @compensable(undo=_undo("room"))
-    async def book_room(city: str) -> str:
-        """Book a room (async: its EXECUTED is written behind the call)."""
-        apply("book-room", city)
-        return f"room in {city}"
-
-    return book_room
-
-
-ROOM_TOOL = _room_tool()
-
-
-def room_agent(kill_on_second_turn: bool = False) -> Any:
-    """Books a room, then answers; with ``kill_on_second_turn`` the process dies by SIGKILL
-    when the model is asked for its second turn: the room's result is back, its EXECUTED held."""
-    from agents import Agent
-    from agents.testing import ScriptedModel, assistant_message, function_call
-
-    class Model(ScriptedModel):
-        turns = 0
-
-        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
-            self.turns += 1
-            if kill_on_second_turn and self.turns == 2:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return await super().get_response(*args, **kwargs)
-
-    model = Model()
-    if kill_on_second_turn:
-        model.enqueue([function_call("book_room", {"city": "Lyon"}, call_id="r1")])
-    model.enqueue([assistant_message("done")])
-    return Agent(name="rooms", model=model, tools=[ROOM_TOOL])
-
-
-def crash_with_held_outcome(uri: str, far_db: str) -> None:
-    """Book the room with ``fast_outcomes`` and a long ``outcome_linger`` on the PostgreSQL
-    journal at ``uri``, and die while its EXECUTED is held for the next INTENT."""
-    from agents import set_tracing_disabled
-
-    from sagacity_agents import PostgresJournal, Sagacity
-
-    os.environ[_FAR_ENV] = far_db
-    set_tracing_disabled(True)
-
-    async def main() -> None:
-        journal = PostgresJournal(uri, fast_outcomes=True, outcome_linger=60.0)
-        sagacity = Sagacity(journal, lease_seconds=LEASE_SECONDS)
-        await sagacity.run(room_agent(kill_on_second_turn=True), "a room", saga_id=HELD_SAGA_ID)
-
-    asyncio.run(main())
-
-
 # --- the two process bodies -----------------------------------------------------------------
 
 def crash(boundary: str, journal_db: str, far_db: str) -> None:

@@ -103,12 +103,12 @@ def _crashed(ctx, boundary: str, factory: pytest.TempPathFactory, into: Path) ->
     return str(into / "journal.db"), str(into / "far.db")
 
 
-def _wait_for_expiry(db: str, saga_id: str = app.SAGA_ID) -> None:
+def _wait_for_expiry(db: str) -> None:
     """Sleep until the killed run's lease has expired (recovery may take it over)."""
     async def expiry() -> dt.datetime:
         journal = open_journal(db)
         try:
-            lease = lease_of(await journal.entries(saga_id))
+            lease = lease_of(await journal.entries(app.SAGA_ID))
         finally:
             await journal.close()
         assert lease is not None

@@ -244,7 +244,7 @@ async def test_least_privilege_role_without_public_execute_runs_with_the_functio
     app_role_uri, pg_uri
 ):
     """A database that revokes EXECUTE from PUBLIC, where the role is granted the functions
-    docs/postgres.md names: single appends and a batch (sagacity_append_entries) still run."""
+    docs/postgres.md names: single appends and a batch still run."""
     schema = schema_of(pg_uri)
     role = re.search(r"//(\w+)@", app_role_uri).group(1)  # type: ignore[union-attr]
     with admin_connect(pg_uri) as conn:
