@@ -4,6 +4,7 @@ documented full schema, safe when run twice at once, checked at start-up; the mi
 from __future__ import annotations
 
 import asyncio
+import secrets
 import subprocess
 import sys
 
@@ -88,7 +89,7 @@ async def test_missing_schema_is_a_clear_error_naming_the_command(fresh_schema):
     _, uri = fresh_schema
     journal = PostgresJournal(uri)
     try:
-        with pytest.raises(JournalError, match="no sagacity schema.*sagacity db migrate --db URI"):
+        with pytest.raises(JournalError, match="no sagacity tables.*sagacity db migrate --db URI"):
             await journal.append("s", Phase.INTENT, write_key="a")
     finally:
         await journal.close()
@@ -101,7 +102,7 @@ async def test_older_schema_is_a_clear_error_naming_the_command(fresh_schema):
         conn.execute("DELETE FROM sagacity_schema_migrations WHERE version = %s", (schema_version(),))
     journal = PostgresJournal(uri)
     try:
-        with pytest.raises(JournalError, match=f"schema version {schema_version() - 1}.*sagacity db migrate"):
+        with pytest.raises(JournalError, match=f"sagacity tables version {schema_version() - 1}.*sagacity db migrate"):
             await journal.entries("s")
     finally:
         await journal.close()
@@ -134,3 +135,29 @@ def test_without_the_extra_a_postgres_uri_names_the_install_command():
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert "pip install 'sagacity-agents[postgres]'" in out.stdout
+
+
+def test_a_search_path_schema_that_does_not_exist_is_named_with_what_to_do():
+    """From a fresh user's run of the README: `db migrate` with `options=-csearch_path%3Dname`
+    before `CREATE SCHEMA name` failed with PostgreSQL's "no schema has been selected to create
+    in", and the application's error sent them back to that same migrate. Both now say the
+    schema must be created first; nothing is created anywhere else."""
+    server_or_skip()
+    name = f"sagacity_absent_{secrets.token_hex(6)}"  # never created
+    uri = with_search_path(SERVER, name)
+    result = CliRunner().invoke(cli, ["db", "migrate", "--db", uri])
+    assert result.exit_code == 1
+    assert "no schema of the connection's search_path" in result.output
+    assert "create it first (CREATE SCHEMA" in result.output
+
+    async def use() -> None:
+        journal = PostgresJournal(uri)
+        try:
+            await journal.append("s", Phase.INTENT, write_key="a")
+        finally:
+            await journal.close()
+
+    with pytest.raises(JournalError, match=r"no schema of the connection's search_path .*CREATE SCHEMA"):
+        asyncio.run(use())
+    with admin_connect() as conn:
+        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (name,)).fetchone() is None

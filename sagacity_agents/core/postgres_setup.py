@@ -118,7 +118,7 @@ class MigrationSet:
     table: str
     """The table recording which versions are applied."""
     label: str
-    """What it is, for messages ("sagacity schema")."""
+    """What it is, for messages ("sagacity tables")."""
     command: str
     """The command that applies it, for messages."""
     schema: str | None = None
@@ -144,7 +144,7 @@ class MigrationSet:
         return f'"{self.schema}".{name}' if self.schema else name
 
 
-JOURNAL_MIGRATIONS = MigrationSet("sql/postgres", "sagacity_schema_migrations", "sagacity schema",
+JOURNAL_MIGRATIONS = MigrationSet("sql/postgres", "sagacity_schema_migrations", "sagacity tables",
                                   MIGRATE_COMMAND)
 """The journal's, the approval requests' and the snapshots' migrations."""
 
@@ -205,6 +205,8 @@ async def migrate(conninfo: str, *, connect_timeout: float = 10.0,
                     if await cur.fetchone() is None:
                         await conn.execute(f'CREATE SCHEMA "{ms.schema}"')
                     await conn.execute(f'SET LOCAL search_path TO "{ms.schema}"')
+                else:
+                    await _require_search_path_schema(conn, "migrate")
                 await conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {ms.table} ("
                     " version integer PRIMARY KEY, name text NOT NULL,"
@@ -227,6 +229,24 @@ async def migrate(conninfo: str, *, connect_timeout: float = 10.0,
         raise JournalError(f"PostgreSQL migration failed: {exc}") from exc
 
 
+async def _require_search_path_schema(conn: Any, doing: str) -> None:
+    """Raise a clear error when the connection's ``search_path`` names no schema that exists
+    (a URI's ``options=-csearch_path%3Dname`` before ``CREATE SCHEMA name``): PostgreSQL's own
+    message, "no schema has been selected to create in", does not say what to do.
+
+    Raises:
+        JournalError: no schema of the search path exists.
+    """
+    cur = await conn.execute("SELECT current_schema(), current_setting('search_path')")
+    current, path = await cur.fetchone()
+    if current is None:
+        raise JournalError(
+            f"cannot {doing} the sagacity tables: no schema of the connection's search_path "
+            f"({path}) exists; create it first (CREATE SCHEMA ..., as a role that may), or "
+            "drop the search_path option from the URI to use the default schema"
+        )
+
+
 async def _check_schema(conn: Any, psycopg: Any, ms: MigrationSet = JOURNAL_MIGRATIONS) -> None:
     """Refuse to work on a database whose schema is missing or older than this code's."""
     found: int | None
@@ -236,6 +256,8 @@ async def _check_schema(conn: Any, psycopg: Any, ms: MigrationSet = JOURNAL_MIGR
         found = None if row is None or row[0] is None else int(row[0])
     except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
         found = None
+    if found is None and ms.schema is None:
+        await _require_search_path_schema(conn, "use")
     if found is None or found < ms.version():
         where = f' in schema "{ms.schema}"' if ms.schema else ""
         state = f"has no {ms.label}{where}" if found is None else f"has {ms.label} version {found}{where}"
