@@ -124,18 +124,12 @@ class JournalEntry:
 
     def hashed_object(self) -> dict[str, Any]:
         """Return the object whose canonical encoding is hashed, built from the columns."""
-        phase = self.phase.value if isinstance(self.phase, Phase) else self.phase
-        return {
-            "saga_id": self.saga_id,
-            "seq": self.seq,
-            "phase": phase,
-            "tool": self.tool,
-            "call_id": self.call_id,
-            "write_key": self.write_key,
-            "payload": self.payload,
-            "recorded_at": self.recorded_at,
-            "prev_hash": self.prev_hash,
-        }
+        return _hashed_object(
+            saga_id=self.saga_id, seq=self.seq,
+            phase=self.phase.value if isinstance(self.phase, Phase) else self.phase,
+            tool=self.tool, call_id=self.call_id, write_key=self.write_key, payload=self.payload,
+            recorded_at=self.recorded_at, prev_hash=self.prev_hash,
+        )
 
     @classmethod
     def from_stored(
@@ -207,18 +201,19 @@ def entry_bytes(
     Raises:
         EncodingError: a field has no canonical encoding.
     """
-    obj = {
-        "saga_id": saga_id,
-        "seq": seq,
-        "phase": phase.value,
-        "tool": tool,
-        "call_id": call_id,
-        "write_key": write_key,
-        "payload": payload,
-        "recorded_at": recorded_at,
-        "prev_hash": prev_hash,
-    }
+    obj = _hashed_object(saga_id=saga_id, seq=seq, phase=phase.value, tool=tool, call_id=call_id,
+                         write_key=write_key, payload=payload, recorded_at=recorded_at,
+                         prev_hash=prev_hash)
     return encode_canonical(obj, stdlib_safe=stdlib_safe)
+
+
+def _hashed_object(**fields: Any) -> dict[str, Any]:
+    """The fields an entry's hash covers, in one place (the chain's definition)."""
+    return {name: fields[name] for name in _HASHED_FIELDS}
+
+
+_HASHED_FIELDS = ("saga_id", "seq", "phase", "tool", "call_id", "write_key", "payload",
+                  "recorded_at", "prev_hash")
 
 
 def seal_entry(

@@ -408,24 +408,37 @@ class Saga:
     async def end_run(self, status: SagaStatus) -> None:
         """Release the run lease: journal RUN_ENDED with the saga's status. Idempotent; a failed
         write is recorded in :attr:`journal_errors` (the lease then simply expires)."""
+        await self._release_lease(status)
+
+    async def _release_lease(self, status: SagaStatus, closing: dict[str, Any] | None = None) -> bool:
+        """Stop renewing the lease and journal RUN_ENDED; with ``closing`` (the SAGA_CLOSED
+        append), both in one batch where the journal batches (``core.journal.append_each``).
+
+        Returns:
+            Whether ``closing`` was stored here. ``False`` too when this object held no lease
+            (nothing written) or the batch raised (RUN_ENDED is then written alone, under the
+            same write key, and the caller writes ``closing``). A failed RUN_ENDED is recorded
+            in :attr:`journal_errors` (the lease then simply expires).
+        """
         keeper, self._keeper = self._keeper, None
         if keeper is None:
-            return
+            return False
         await keeper.stop()
-        await self._journal_run_ended(self._run_ended(status))
-
-    def _run_ended(self, status: SagaStatus) -> dict[str, Any]:
-        """The RUN_ENDED append that releases this object's lease."""
-        return {"phase": Phase.RUN_ENDED, "write_key": f"run-end:{self.holder}:{uuid.uuid4().hex[:8]}",
-                "payload": {"holder": self.holder, "status": status.value}}
-
-    async def _journal_run_ended(self, ended: dict[str, Any]) -> None:
-        """Append ``ended`` (:meth:`_run_ended`); a failure goes to :attr:`journal_errors` (the
-        lease then simply expires)."""
+        ended: dict[str, Any] = {
+            "phase": Phase.RUN_ENDED, "write_key": f"run-end:{self.holder}:{uuid.uuid4().hex[:8]}",
+            "payload": {"holder": self.holder, "status": status.value},
+        }
+        if closing is not None:
+            try:
+                await append_each(self.journal, self.saga_id, [ended, closing])
+                return True
+            except JournalError:
+                pass  # one by one: RUN_ENDED here, SAGA_CLOSED by the caller
         try:
             await self.journal.append(self.saga_id, **ended)
         except JournalError as exc:
             self.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
+        return False
 
     def register(self, tool: str, declaration: ToolDeclaration, **settings: Any) -> None:
         """Make ``declaration``'s undo available for entries of ``tool`` and note the tool's
@@ -1125,21 +1138,11 @@ class Saga:
             payload["report"] = self.report.to_dict()
         closing: dict[str, Any] = {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed",
                                    "payload": payload}
-        keeper, self._keeper = self._keeper, None
-        together = False
-        if keeper is not None:  # RUN_ENDED and SAGA_CLOSED in one batch where the journal can
-            await keeper.stop()
-            ended = self._run_ended(status)
-            try:
-                await append_each(self.journal, self.saga_id, [ended, closing])
-                together = True
-            except JournalError:  # one by one below, under the same write keys
-                await self._journal_run_ended(ended)
+        stored = await self._release_lease(status, closing)
         self.status = status
         self._closed = True
-        for attempt in (1, 2):  # SAGA_CLOSED alone (retried once) when the batch did not store it
-            if together:
-                break
+        # SAGA_CLOSED alone (retried once, same write key) when it did not go with RUN_ENDED.
+        for attempt in () if stored else (1, 2):
             try:
                 await self.journal.append(self.saga_id, **closing)
                 break
