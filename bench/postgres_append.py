@@ -8,8 +8,11 @@ sized to the number of workers), in a schema of its own that is dropped at the e
               ``SELECT ... ORDER BY seq DESC LIMIT 1 FOR UPDATE``, insert seq + 1, commit; on a
               unique violation (23505) roll back and retry, 50 attempts, no backoff; an append
               whose 50 attempts all collide fails
-    ours      ``PostgresJournal.append`` (one statement: advisory lock on the saga, then an
-              INSERT ... SELECT that reads the tail and joins the entry's bytes; commit)
+    ours      ``PostgresJournal.append``: with no other append of its own to the saga in flight,
+              a plain INSERT of the entry sealed on the tail it stored last (UNIQUE (saga, seq)
+              refuses it if another writer appended since); otherwise one statement: advisory
+              lock on the saga, then an INSERT ... SELECT that reads the tail and joins the
+              entry's bytes; commit. Workers share one journal here, as tasks of one process do
 
 each at 1, 16 and 64 workers on one saga, and 16 workers over 16 sagas (one each), for
 ``--seconds`` per cell, the three designs taking turns (``--slices`` turns each) so that a change

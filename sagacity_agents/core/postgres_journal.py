@@ -30,6 +30,13 @@ migration 0002, in autocommit):
   synchronously, so the append returns only once the WAL is flushed past it, and the queued
   appenders share flushes (group commit). WAL is written in order: an entry someone chained onto
   is never lost while the later one survives.
+* **A sole writer needs no lock.** A journal that wrote a saga's last entry itself and has no
+  other append to it in flight (:class:`_SoleWriter`; the common case: one process runs a saga
+  under its run lease) seals the next entry on the tail it remembers and sends a plain
+  ``INSERT``: no function, no lock, no tail read. UNIQUE (saga_id, seq) makes that safe: if
+  anyone appended since, the insert fails on the seq, nothing is stored, and the append goes the
+  locked way (as does every append to that saga for a while after); a locked append that loses
+  its seq to such an insert is sent again. Either way the chain has no fork and no gap.
 * **Some appends never wait for the flush** (:data:`_LAZY_PHASES`; with ``fast_outcomes`` also
   :data:`_FAST_OUTCOME_PHASES`): the saga's next durable append covers them.
 * **Batches.** :meth:`PostgresJournal.append_many` sends several appends to one saga in one round
@@ -49,16 +56,19 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Mapping, Sequence
-from typing import Any
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from ..errors import JournalConflictError, JournalWriteError
+from ..errors import JournalClosedError, JournalConflictError, JournalWriteError
 from .canonical import sha256_hex
 from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, entry_bytes
 from .journal import AppendRequest, Clock, Tail, next_entry, replay_of, stamp_from, utc_now
 from .postgres_setup import PostgresDatabase
 
 __all__ = ["PostgresJournal"]
+
+T = TypeVar("T")
 
 _COLUMNS = "saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical"
 _NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
@@ -101,6 +111,25 @@ def _tail(seq: int, hash_: str, phase: str | None) -> Tail | None:
 
 
 _BY_KEY = f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = %s AND write_key = %s"
+# The sole writer's append: the entry sealed on the remembered tail, inserted as it is. A lazy
+# one turns synchronous_commit off for its own transaction (set_config(..., true) lasts to the
+# commit; the CTE is evaluated because the insert reads it).
+_VALUES = ", ".join(["%s"] * len(_NAMES))
+_INSERT = f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES ({_VALUES})"
+_INSERT_LAZY = (
+    "WITH lazy AS (SELECT set_config('synchronous_commit', 'off', true)) "
+    f"INSERT INTO sagacity_journal ({_COLUMNS}) SELECT {_VALUES} FROM lazy"
+)
+_SEQ_CONSTRAINT = "sagacity_journal_saga_seq"
+_SEQ_TAKEN_ATTEMPTS = 5
+"""Tries of a locked append whose seq a sole writer's insert took meanwhile (each such insert
+needs its writer to have seen the tail before the locked append read it: a handful at most)."""
+_LOCKED_AFTER_A_LOST_RACE = 32
+"""Appends to a saga that go the locked way after a sole writer's insert found its seq taken
+(another writer is active on it)."""
+_TAILS_KEPT = 4096
+"""Sagas whose tail a journal remembers; past that it forgets them all (they then take the
+locked way once)."""
 _DUMMY_HASH = "1" * 64
 _markers = random.Random()  # noqa: S311 - see byte_pieces: markers need not be unpredictable
 
@@ -190,6 +219,53 @@ def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
     return JournalEntry.from_stored(**dict(zip(_NAMES, row, strict=True)))
 
 
+class _SoleWriter:
+    """Which sagas this journal may append to without the lock: per saga, the tail it stored
+    last (``(seq, hash, phase)``), its appends in flight, and how many appends still go the
+    locked way after a lost race. Thread-safe (sync tools append from their own threads); a
+    wrong answer only costs a round trip, never an entry (UNIQUE (saga_id, seq) decides)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tails: dict[str, Tail] = {}
+        self._in_flight: dict[str, int] = {}
+        self._locked_for: dict[str, int] = {}
+
+    def begin(self, saga_id: str, *, alone: bool = True) -> Tail | None:
+        """Count an append to ``saga_id`` in flight; return the tail to seal it on without the
+        lock (``alone``), or ``None``: take the lock (unknown tail, another append of ours in
+        flight, or a recent lost race)."""
+        with self._lock:
+            busy = self._in_flight.get(saga_id, 0)
+            self._in_flight[saga_id] = busy + 1
+            locked_for = self._locked_for.pop(saga_id, 0)
+            if locked_for > 1:
+                self._locked_for[saga_id] = locked_for - 1
+            if busy or locked_for or not alone:
+                return None
+            return self._tails.get(saga_id)
+
+    def end(self, saga_id: str, last: JournalEntry | None) -> None:
+        """The append is over; ``last``: the saga's entry it stored or found (``None``: it
+        raised)."""
+        with self._lock:
+            busy = self._in_flight.pop(saga_id) - 1
+            if busy:
+                self._in_flight[saga_id] = busy
+            known = self._tails.get(saga_id)
+            if last is not None and (known is None or last.seq > known[0]):
+                if known is None and len(self._tails) >= _TAILS_KEPT:
+                    self._tails.clear()
+                phase = last.phase.value if isinstance(last.phase, Phase) else last.phase
+                self._tails[saga_id] = (last.seq, last.hash, phase)
+
+    def lost_race(self, saga_id: str) -> None:
+        """Another writer appended to ``saga_id``: forget its tail, lock for a while."""
+        with self._lock:
+            self._tails.pop(saga_id, None)
+            self._locked_for[saga_id] = _LOCKED_AFTER_A_LOST_RACE
+
+
 class PostgresJournal:
     """A :class:`~sagacity_agents.core.journal.Journal` in a PostgreSQL database.
 
@@ -229,6 +305,7 @@ class PostgresJournal:
         )
         self._clock = clock
         self._lazy_phases = _LAZY_PHASES | (_FAST_OUTCOME_PHASES if fast_outcomes else frozenset())
+        self._sole = _SoleWriter()
         self.writes_outcomes_behind = fast_outcomes
         """Read by the saga (``core.saga``): a successful call's outcome entry is written behind
         the call, its result not held back for it (``fast_outcomes``)."""
@@ -316,13 +393,70 @@ class PostgresJournal:
         """
         request = _request(saga_id, phase, write_key=write_key, tool=tool, call_id=call_id,
                            payload=payload, expected_seq=expected_seq)
+        tail = self._sole.begin(saga_id)
+        entry = None
+        try:
+            if tail is not None:
+                entry = await self._append_alone(request, tail)
+            if entry is None:
 
-        async def work(conn: Any) -> JournalEntry:
-            return await self._append_once(conn, request)
+                async def work(conn: Any) -> JournalEntry:
+                    return await self._append_once(conn, request)
 
-        return await self.database.run(
-            f"append to saga {saga_id!r}", work, write=True, retry_broken=True
-        )
+                entry = await self._locked(saga_id, work)
+            return entry
+        finally:
+            self._sole.end(saga_id, entry)
+
+    async def _append_alone(self, request: AppendRequest, tail: Tail) -> JournalEntry | None:
+        """The sole writer's append (see the module notes): the entry sealed on ``tail``, the
+        saga's last entry as this journal stored it, and inserted as it is. ``None`` when the
+        locked way must decide: the seq (or the write key) is taken, or the shared rule refuses
+        on ``tail`` (the real tail may be later; the server reads it under the lock).
+
+        Raises:
+            JournalWriteError: as :meth:`append` (pool exhausted, timeout, broken connections).
+        """
+        try:
+            entry = next_entry(request, tail, stamp_from(self._clock))
+        except (JournalClosedError, JournalConflictError):
+            return None
+        statement = _INSERT_LAZY if request.phase in self._lazy_phases else _INSERT
+        row = (entry.saga_id, entry.seq, request.phase.value, entry.tool, entry.call_id,
+               entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical)
+        taken = self.database.psycopg.errors.UniqueViolation
+
+        async def work(conn: Any) -> bool:
+            try:
+                await conn.execute(statement, row, prepare=True)
+            except taken:  # nothing stored: the seq is someone else's, or this is a retry
+                return False
+            return True
+
+        if await self.database.run(
+            f"append to saga {request.saga_id!r}", work, write=True, retry_broken=True
+        ):
+            return entry
+        self._sole.lost_race(request.saga_id)
+        return None
+
+    async def _locked(self, saga_id: str, work: Callable[[Any], Awaitable[T]]) -> T:
+        """Run a locked append (or batch) to ``saga_id``; again when a sole writer's insert took
+        its seq between its tail read and its insert (UNIQUE (saga_id, seq) refused it, nothing
+        was stored), at most :data:`_SEQ_TAKEN_ATTEMPTS` times in all."""
+        for attempt in range(1, _SEQ_TAKEN_ATTEMPTS + 1):
+            try:
+                return await self.database.run(
+                    f"append to saga {saga_id!r}", work, write=True, retry_broken=True
+                )
+            except JournalWriteError as exc:
+                cause = exc.__cause__
+                if attempt == _SEQ_TAKEN_ATTEMPTS or not (
+                    isinstance(cause, self.database.psycopg.errors.UniqueViolation)
+                    and cause.diag.constraint_name == _SEQ_CONSTRAINT
+                ):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def append_many(
         self, saga_id: str, appends: Sequence[Mapping[str, Any]]
@@ -366,9 +500,13 @@ class PostgresJournal:
                 entries.append(await self._finish(conn, one, row))
             return entries
 
-        return await self.database.run(
-            f"append to saga {saga_id!r}", work, write=True, retry_broken=True
-        )
+        self._sole.begin(saga_id, alone=False)
+        stored: list[JournalEntry] = []
+        try:
+            stored = await self._locked(saga_id, work)
+            return stored
+        finally:
+            self._sole.end(saga_id, max(stored, key=lambda e: e.seq) if stored else None)
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""

@@ -1,0 +1,191 @@
+"""The sole writer's append on PostgreSQL (core/postgres_journal.py, "A sole writer needs no lock"):
+a journal that stored a saga's last entry itself, with no other append to it in flight, inserts
+the next entry sealed on the tail it remembers, without the function and its lock. What must hold
+whatever the other writers do: no fork, no gap, nothing lost, no append failed, the chain verifies.
+Which way each entry went is read on the server: the locked function marks its transaction
+(``sagacity.inserted``), the plain insert does not."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from journal_contract import assert_chain, verify_one
+
+from sagacity_agents.core.entries import Phase
+from sagacity_agents.core.postgres_journal import _LOCKED_AFTER_A_LOST_RACE, PostgresJournal, _SoleWriter
+from sagacity_agents.errors import JournalClosedError, JournalConflictError
+from tests.pg import admin_connect
+
+# A deferred trigger runs inside COMMIT: it sees the transaction's settings as the commit does.
+_WAYS = """
+CREATE TABLE sagacity_test_ways (write_key text, locked boolean);
+CREATE FUNCTION sagacity_test_way() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO sagacity_test_ways
+        VALUES (NEW.write_key, coalesce(current_setting('sagacity.inserted', true), '') <> '');
+    IF NEW.write_key = 'slow' THEN
+        PERFORM pg_sleep(0.6);  -- the row is in the index, not yet committed
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER sagacity_test_way AFTER INSERT ON sagacity_journal
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION sagacity_test_way();
+"""
+
+
+@pytest.fixture
+def ways(pg_uri):
+    """Record, per stored entry, whether it went the locked way; returns a reader
+    ``{write_key: locked}``. An entry written with the key ``slow`` sleeps 0.6 s in its COMMIT."""
+    with admin_connect(pg_uri) as conn:
+        conn.execute(_WAYS)
+
+    def read() -> dict[str, bool]:
+        with admin_connect(pg_uri) as conn:
+            return dict(conn.execute("SELECT write_key, locked FROM sagacity_test_ways").fetchall())
+
+    yield read
+    with admin_connect(pg_uri) as conn:
+        conn.execute("DROP TRIGGER IF EXISTS sagacity_test_way ON sagacity_journal")
+        conn.execute("DROP FUNCTION IF EXISTS sagacity_test_way()")
+        conn.execute("DROP TABLE IF EXISTS sagacity_test_ways")
+
+
+async def _journals(pg_uri: str, n: int) -> list[PostgresJournal]:
+    return [PostgresJournal(pg_uri) for _ in range(n)]
+
+
+async def test_a_sole_writer_takes_the_lock_only_for_a_tail_it_does_not_know(pg_uri, ways):
+    """The first append of a saga (tail unknown) is locked; every later one of the same journal,
+    lazy or durable, is a plain insert; the entries are those of the locked way (same chain)."""
+    journal = PostgresJournal(pg_uri, fast_outcomes=True)
+    try:
+        await journal.append("s", Phase.SAGA_OPENED, write_key="open", payload={})
+        await journal.append("s", Phase.INTENT, write_key="c1:intent", tool="t", call_id="c1")
+        await journal.append("s", Phase.EXECUTED, write_key="c1:outcome", tool="t", call_id="c1",
+                             payload={"result": "ok"})
+        assert ways() == {"open": True, "c1:intent": False, "c1:outcome": False}
+        assert_chain(await journal.entries("s"), 3)
+        assert (await verify_one(journal, "s")).ok
+    finally:
+        await journal.close()
+
+
+async def test_a_stale_tail_loses_to_the_seq_and_the_append_takes_the_lock(pg_uri, ways):
+    """Another writer (another process: another journal) appended since: the sole writer's
+    insert finds its seq taken, stores nothing, and the append goes the locked way on the real
+    tail; the saga's next appends stay locked for a while."""
+    a, b = await _journals(pg_uri, 2)
+    try:
+        await a.append("s", Phase.INTENT, write_key="a1")
+        await a.append("s", Phase.EXECUTED, write_key="a2")
+        await b.append("s", Phase.INTENT, write_key="b1")  # a's remembered tail is now stale
+        entry = await a.append("s", Phase.EXECUTED, write_key="a3")
+        assert entry.seq == 4
+        await a.append("s", Phase.INTENT, write_key="a4")
+        assert ways() == {"a1": True, "a2": False, "b1": True, "a3": True, "a4": True}
+        entries = await a.entries("s")
+        assert_chain(entries, 5)
+        assert [e.write_key for e in entries] == ["a1", "a2", "b1", "a3", "a4"]
+        assert (await verify_one(a, "s")).ok
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_locked_append_whose_seq_a_sole_writer_took_meanwhile_is_sent_again(pg_uri, ways):
+    """The race the UNIQUE (saga_id, seq) constraint settles: a sole writer's insert is in the
+    index but not committed (its COMMIT sleeps) when a locked append reads the tail; the locked
+    insert waits for it, is refused on the seq, nothing of it is stored, and it is sent again:
+    both stored, in one chain, nothing failed."""
+    a, b = await _journals(pg_uri, 2)
+    try:
+        await a.append("s", Phase.INTENT, write_key="a1")
+        slow = asyncio.create_task(a.append("s", Phase.EXECUTED, write_key="slow"))
+        await asyncio.sleep(0.2)
+        locked = await b.append("s", Phase.INTENT, write_key="b1")
+        assert (await slow).seq == 2 and locked.seq == 3
+        assert ways() == {"a1": True, "slow": False, "b1": True}
+        assert_chain(await b.entries("s"), 3)
+        assert (await verify_one(b, "s")).ok
+    finally:
+        await a.close()
+        await b.close()
+
+
+@pytest.mark.parametrize("writers", [2, 4])
+async def test_writers_that_each_think_they_are_alone_lose_nothing(pg_uri, writers):
+    """Several journals (as several processes would), each warmed up on the saga so that each
+    believes it is the sole writer, append to it at once, 40 appends each: seq exactly 1..N, no
+    append failed, every write key stored once, the chain verifies."""
+    journals = await _journals(pg_uri, writers)
+    try:
+        for i, journal in enumerate(journals):
+            await journal.append("s", Phase.INTENT, write_key=f"w{i}-warm")
+        go = asyncio.Event()
+
+        async def write(i: int, journal: PostgresJournal) -> None:
+            await go.wait()
+            for k in range(40):
+                await journal.append("s", Phase.EXECUTED if k % 2 else Phase.INTENT,
+                                     write_key=f"w{i}-{k}", payload={"k": k})
+
+        runs = [asyncio.create_task(write(i, j)) for i, j in enumerate(journals)]
+        go.set()
+        await asyncio.gather(*runs)
+        entries = await journals[0].entries("s")
+        assert_chain(entries, writers * 41)
+        assert len({e.write_key for e in entries}) == writers * 41
+        assert (await verify_one(journals[0], "s")).ok
+    finally:
+        for journal in journals:
+            await journal.close()
+
+
+async def test_the_rules_on_a_remembered_tail_are_decided_by_the_server(pg_uri):
+    """The shared rule refuses on the remembered tail only through the locked way, which reads
+    the real tail: a conditional append whose ``expected_seq`` is not the remembered seq, and any
+    append after SAGA_CLOSED, raise the rule's own errors; nothing is written."""
+    a, b = await _journals(pg_uri, 2)
+    try:
+        await a.append("s", Phase.INTENT, write_key="a1")
+        await b.append("s", Phase.EXECUTED, write_key="b1")
+        # a remembers seq 1; the real tail is 2: expecting 2 is right, and is stored.
+        assert (await a.append("s", Phase.INTENT, write_key="a2", expected_seq=2)).seq == 3
+        with pytest.raises(JournalConflictError):
+            await a.append("s", Phase.INTENT, write_key="a3", expected_seq=2)
+        await a.append("s", Phase.SAGA_CLOSED, write_key="close")
+        with pytest.raises(JournalClosedError):
+            await a.append("s", Phase.INTENT, write_key="a4")
+        assert [e.write_key for e in await a.entries("s")] == ["a1", "b1", "a2", "close"]
+    finally:
+        await a.close()
+        await b.close()
+
+
+def test_sole_writer_bookkeeping():
+    """Unit: the tail is offered only to an append that is alone; a later seq wins over an
+    earlier one ending late; a lost race locks the saga for a number of appends."""
+    sole = _SoleWriter()
+    assert sole.begin("s") is None  # tail unknown
+    sole.end("s", _entry(1))
+    assert sole.begin("s") == (1, "h1", "INTENT")
+    assert sole.begin("s") is None  # another append in flight
+    sole.end("s", _entry(3))
+    sole.end("s", _entry(2))  # ended late: the remembered tail stays seq 3
+    assert sole.begin("s", alone=False) is None
+    sole.end("s", None)
+    assert sole.begin("s") == (3, "h3", "INTENT")
+    sole.end("s", None)
+    sole.lost_race("s")
+    for _ in range(_LOCKED_AFTER_A_LOST_RACE):
+        assert sole.begin("s") is None
+        sole.end("s", _entry(4))
+    assert sole.begin("s") == (4, "h4", "INTENT")
+
+
+def _entry(seq: int):  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    return SimpleNamespace(seq=seq, hash=f"h{seq}", phase=Phase.INTENT)
