@@ -111,14 +111,20 @@ def _tail(seq: int, hash_: str, phase: str | None) -> Tail | None:
 
 
 _BY_KEY = f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = %s AND write_key = %s"
-# The sole writer's append: the entry sealed on the remembered tail, inserted as it is. A lazy
-# one turns synchronous_commit off for its own transaction (set_config(..., true) lasts to the
-# commit; the CTE is evaluated because the insert reads it).
+# The sole writer's append: the entry sealed on the remembered tail, inserted as it is, only
+# while that tail is stored (seq and hash: a commit lost in a server crash or a failover, or a
+# row deleted, must not be chained onto; the seq's index probe, which the insert's own unique
+# check reads anyway). A lazy one turns synchronous_commit off for its own transaction
+# (set_config(..., true) lasts to the commit; the CTE is evaluated because the insert reads it).
 _VALUES = ", ".join(["%s"] * len(_NAMES))
-_INSERT = f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES ({_VALUES})"
+_TAIL_STORED = (
+    "WHERE EXISTS (SELECT 1 FROM sagacity_journal p WHERE p.saga_id = %s AND p.seq = %s "
+    "AND p.hash = %s)"
+)
+_INSERT = f"INSERT INTO sagacity_journal ({_COLUMNS}) SELECT {_VALUES} {_TAIL_STORED}"
 _INSERT_LAZY = (
     "WITH lazy AS (SELECT set_config('synchronous_commit', 'off', true)) "
-    f"INSERT INTO sagacity_journal ({_COLUMNS}) SELECT {_VALUES} FROM lazy"
+    f"INSERT INTO sagacity_journal ({_COLUMNS}) SELECT {_VALUES} FROM lazy {_TAIL_STORED}"
 )
 _SEQ_CONSTRAINT = "sagacity_journal_saga_seq"
 _SEQ_TAKEN_ATTEMPTS = 5
@@ -411,8 +417,9 @@ class PostgresJournal:
     async def _append_alone(self, request: AppendRequest, tail: Tail) -> JournalEntry | None:
         """The sole writer's append (see the module notes): the entry sealed on ``tail``, the
         saga's last entry as this journal stored it, and inserted as it is. ``None`` when the
-        locked way must decide: the seq (or the write key) is taken, or the shared rule refuses
-        on ``tail`` (the real tail may be later; the server reads it under the lock).
+        locked way must decide: the seq (or the write key) is taken, ``tail`` is not stored
+        (lost in a crash or a failover, or deleted), or the shared rule refuses on ``tail`` (the
+        real tail may be later; the server reads it under the lock).
 
         Raises:
             JournalWriteError: as :meth:`append` (pool exhausted, timeout, broken connections).
@@ -423,15 +430,16 @@ class PostgresJournal:
             return None
         statement = _INSERT_LAZY if request.phase in self._lazy_phases else _INSERT
         row = (entry.saga_id, entry.seq, request.phase.value, entry.tool, entry.call_id,
-               entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical)
+               entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical,
+               entry.saga_id, tail[0], tail[1])
         taken = self.database.psycopg.errors.UniqueViolation
 
         async def work(conn: Any) -> bool:
             try:
-                await conn.execute(statement, row, prepare=True)
+                cur = await conn.execute(statement, row, prepare=True)
             except taken:  # nothing stored: the seq is someone else's, or this is a retry
                 return False
-            return True
+            return cur.rowcount == 1  # 0: the remembered tail is not stored (any more)
 
         if await self.database.run(
             f"append to saga {request.saga_id!r}", work, write=True, retry_broken=True

@@ -189,3 +189,79 @@ def _entry(seq: int):  # type: ignore[no-untyped-def]
     from types import SimpleNamespace
 
     return SimpleNamespace(seq=seq, hash=f"h{seq}", phase=Phase.INTENT)
+
+
+async def test_a_remembered_tail_the_server_no_longer_has_is_not_chained_onto(pg_uri, ways):
+    """The remembered tail can be gone: a lazy commit (SAGA_OPENED, RUN_STARTED, an outcome with
+    fast_outcomes) lost in a server crash, a failover to a replica that lagged, a restore; here
+    the row is deleted, which is what the server looks like afterwards. Chaining onto it would
+    store seq 4 after seq 2 (a gap: the saga then fails verification as if tampered with); the
+    locked way chains onto the real tail. Likewise when another writer has since stored another
+    entry at the lost seq (same seq, other hash)."""
+    a, b = await _journals(pg_uri, 2)
+    try:
+        await a.append("s", Phase.SAGA_OPENED, write_key="open", payload={})
+        await a.append("s", Phase.INTENT, write_key="i1", tool="t", call_id="c1")
+        await a.append("s", Phase.EXECUTED, write_key="o1", tool="t", call_id="c1")
+        with admin_connect(pg_uri) as conn:
+            conn.execute("DELETE FROM sagacity_journal WHERE seq = 3")
+        assert (await a.append("s", Phase.INTENT, write_key="i2", tool="t", call_id="c2")).seq == 3
+        assert ways()["i2"] is True
+        await a.append("s", Phase.EXECUTED, write_key="o2", tool="t", call_id="c2")  # a knows seq 4
+        with admin_connect(pg_uri) as conn:
+            conn.execute("DELETE FROM sagacity_journal WHERE seq = 4")
+        await b.append("s", Phase.EXECUTED, write_key="o2-other", tool="t", call_id="c2")  # seq 4
+        await a.append("s", Phase.INTENT, write_key="i3", tool="t", call_id="c3")
+        entries = await a.entries("s")
+        assert [e.write_key for e in entries] == ["open", "i1", "i2", "o2-other", "i3"]
+        assert_chain(entries, 5)
+        assert (await verify_one(a, "s")).ok
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_batch_that_loses_its_seq_to_a_sole_writer_is_sent_again(pg_uri, ways):
+    """append_many always takes the lock; a sole writer's insert (its COMMIT held open) takes
+    the seq the batch read: the batch's one transaction is refused whole and sent again, both
+    appends stored after the sole writer's, one chain."""
+    a, b = await _journals(pg_uri, 2)
+    try:
+        await a.append("s", Phase.INTENT, write_key="a1")
+        slow = asyncio.create_task(a.append("s", Phase.EXECUTED, write_key="slow"))
+        await asyncio.sleep(0.2)
+        batch = await b.append_many("s", [{"phase": Phase.INTENT, "write_key": "b1"},
+                                          {"phase": Phase.EXECUTED, "write_key": "b2"}])
+        assert (await slow).seq == 2 and [e.seq for e in batch] == [3, 4]
+        assert ways() == {"a1": True, "slow": False, "b1": True, "b2": True}
+        assert_chain(await b.entries("s"), 4)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_claims_and_retries_on_the_sole_path_follow_the_shared_rule(pg_uri):
+    """A write key already stored (at an earlier seq, so the sole writer's seq is free) makes the
+    plain insert fail on the key: the locked way applies replay_of. Another claimant's
+    COMPENSATING is ClaimTakenError, the same claimant's retry gets its entry back, a key reused
+    for another entry is JournalWriteError; nothing is written by any of them."""
+    from sagacity_agents.errors import ClaimTakenError, JournalWriteError
+
+    a, b = await _journals(pg_uri, 2)
+    try:
+        claim = await a.append("s", Phase.COMPENSATING, write_key="undo:c1", call_id="c1",
+                               payload={"claimant": "a"})
+        await b.append("s", Phase.INTENT, write_key="b1")  # b remembers the real tail: seq 2
+        with pytest.raises(ClaimTakenError):
+            await b.append("s", Phase.COMPENSATING, write_key="undo:c1", call_id="c1",
+                           payload={"claimant": "b"})
+        with pytest.raises(JournalWriteError, match="already used"):
+            await b.append("s", Phase.INTENT, write_key="undo:c1")
+        await b.append("s", Phase.EXECUTED, write_key="b2")
+        again = await b.append("s", Phase.COMPENSATING, write_key="undo:c1", call_id="c1",
+                               payload={"claimant": "a"})
+        assert again == claim
+        assert [e.write_key for e in await a.entries("s")] == ["undo:c1", "b1", "b2"]
+    finally:
+        await a.close()
+        await b.close()
