@@ -368,3 +368,39 @@ async def test_a_locked_append_is_not_starved_by_a_steady_sole_writer(pg_uri, sl
     finally:
         await a.close()
         await b.close()
+
+
+def test_one_journal_appending_from_threads_with_their_own_event_loops(pg_uri):
+    """Sync tools append from worker threads, run_sync from new event loops: one journal, one
+    sole-writer bookkeeping, a pool per loop. Three threads, each with its own loop, append to
+    one saga at once: seq 1..N, nothing failed, every key once."""
+    import threading
+
+    journal = PostgresJournal(pg_uri)
+    asyncio.run(journal.append("s", Phase.INTENT, write_key="warm"))
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        async def go() -> None:
+            for k in range(15):
+                await journal.append("s", Phase.INTENT, write_key=f"t{i}-{k}")
+
+        try:
+            asyncio.run(go())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+    async def check() -> None:
+        entries = await journal.entries("s")
+        assert_chain(entries, 46)
+        assert len({e.write_key for e in entries}) == 46
+        await journal.close()
+
+    asyncio.run(check())
