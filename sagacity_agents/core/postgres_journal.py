@@ -30,13 +30,15 @@ migration 0002, in autocommit):
   synchronously, so the append returns only once the WAL is flushed past it, and the queued
   appenders share flushes (group commit). WAL is written in order: an entry someone chained onto
   is never lost while the later one survives.
-* **A sole writer needs no lock.** A journal that wrote a saga's last entry itself and has no
-  other append to it in flight (:class:`_SoleWriter`; the common case: one process runs a saga
-  under its run lease) seals the next entry on the tail it remembers and sends a plain
-  ``INSERT``: no function, no lock, no tail read. UNIQUE (saga_id, seq) makes that safe: if
-  anyone appended since, the insert fails on the seq, nothing is stored, and the append goes the
-  locked way (as does every append to that saga for a while after); a locked append that loses
-  its seq to such an insert is sent again. Either way the chain has no fork and no gap.
+* **A sole writer does not wait for the lock.** A journal that wrote a saga's last entry
+  itself and has no other append to it in flight (:class:`_SoleWriter`; the common case: one
+  process runs a saga under its run lease) seals the next entry on the tail it remembers and
+  sends a plain ``INSERT``: no function, no tail read, no wait. It stores the row only while the
+  saga's lock is free (tried, not waited for: a locked appender is never overtaken) and the
+  remembered tail is stored (a lost commit is never chained onto); UNIQUE (saga_id, seq) refuses
+  it if anyone appended since. Otherwise nothing is stored and the append goes the locked way
+  (as does every append to that saga for a while after); a locked append that loses its seq to
+  a writer that took no lock is sent again. Either way the chain has no fork and no gap.
 * **Some appends never wait for the flush** (:data:`_LAZY_PHASES`; with ``fast_outcomes`` also
   :data:`_FAST_OUTCOME_PHASES`): the saga's next durable append covers them.
 * **Batches.** :meth:`PostgresJournal.append_many` sends several appends to one saga in one round
@@ -111,19 +113,30 @@ def _tail(seq: int, hash_: str, phase: str | None) -> Tail | None:
 
 
 _BY_KEY = f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = %s AND write_key = %s"
-# The sole writer's append: the entry sealed on the remembered tail, inserted as it is. A lazy
-# one turns synchronous_commit off for its own transaction (set_config(..., true) lasts to the
-# commit; the CTE is evaluated because the insert reads it).
+# The sole writer's append: the entry sealed on the remembered tail, inserted as it is, only
+# (1) while nobody holds the saga's lock, taken without waiting (pg_try_advisory_xact_lock, held
+# to the commit): a locked appender is then never overtaken between its tail read and its
+# insert (it would lose its seq, again each time a steady sole writer got in first, and 0001's
+# procedure of the previous release does not send it again), and one that queues behind the
+# insert reads it; (2) while the remembered tail is stored (seq and hash: a commit lost in a
+# server crash or a failover, or a row deleted, must not be chained onto; the seq's index probe,
+# which the insert's own unique check reads anyway). A lazy one turns synchronous_commit off for
+# its own transaction (set_config(..., true) lasts to the commit; the CTE is evaluated because
+# the insert reads it).
 _VALUES = ", ".join(["%s"] * len(_NAMES))
-_INSERT = f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES ({_VALUES})"
+_ALONE = (
+    "WHERE pg_try_advisory_xact_lock(hashtextextended(%s, 0)) AND EXISTS (SELECT 1 FROM "
+    "sagacity_journal p WHERE p.saga_id = %s AND p.seq = %s AND p.hash = %s)"
+)
+_INSERT = f"INSERT INTO sagacity_journal ({_COLUMNS}) SELECT {_VALUES} {_ALONE}"
 _INSERT_LAZY = (
     "WITH lazy AS (SELECT set_config('synchronous_commit', 'off', true)) "
-    f"INSERT INTO sagacity_journal ({_COLUMNS}) SELECT {_VALUES} FROM lazy"
+    f"INSERT INTO sagacity_journal ({_COLUMNS}) SELECT {_VALUES} FROM lazy {_ALONE}"
 )
 _SEQ_CONSTRAINT = "sagacity_journal_saga_seq"
 _SEQ_TAKEN_ATTEMPTS = 5
-"""Tries of a locked append whose seq a sole writer's insert took meanwhile (each such insert
-needs its writer to have seen the tail before the locked append read it: a handful at most)."""
+"""Tries of a locked append whose seq an insert that took no lock got meanwhile (a sole writer
+of 1c37e9e, during an upgrade; this release's sole writer tries the lock and is never one)."""
 _LOCKED_AFTER_A_LOST_RACE = 32
 """Appends to a saga that go the locked way after a sole writer's insert found its seq taken
 (another writer is active on it)."""
@@ -411,8 +424,10 @@ class PostgresJournal:
     async def _append_alone(self, request: AppendRequest, tail: Tail) -> JournalEntry | None:
         """The sole writer's append (see the module notes): the entry sealed on ``tail``, the
         saga's last entry as this journal stored it, and inserted as it is. ``None`` when the
-        locked way must decide: the seq (or the write key) is taken, or the shared rule refuses
-        on ``tail`` (the real tail may be later; the server reads it under the lock).
+        locked way must decide: the seq (or the write key) is taken, the saga's lock is held
+        (a locked append is under way), ``tail`` is not stored
+        (lost in a crash or a failover, or deleted), or the shared rule refuses on ``tail`` (the
+        real tail may be later; the server reads it under the lock).
 
         Raises:
             JournalWriteError: as :meth:`append` (pool exhausted, timeout, broken connections).
@@ -423,15 +438,16 @@ class PostgresJournal:
             return None
         statement = _INSERT_LAZY if request.phase in self._lazy_phases else _INSERT
         row = (entry.saga_id, entry.seq, request.phase.value, entry.tool, entry.call_id,
-               entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical)
+               entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical,
+               entry.saga_id, entry.saga_id, tail[0], tail[1])
         taken = self.database.psycopg.errors.UniqueViolation
 
         async def work(conn: Any) -> bool:
             try:
-                await conn.execute(statement, row, prepare=True)
+                cur = await conn.execute(statement, row, prepare=True)
             except taken:  # nothing stored: the seq is someone else's, or this is a retry
                 return False
-            return True
+            return cur.rowcount == 1  # 0: the lock is held, or the tail is not stored
 
         if await self.database.run(
             f"append to saga {request.saga_id!r}", work, write=True, retry_broken=True

@@ -433,8 +433,8 @@ class PostgresDatabase:
 
         Raises:
             JournalError / JournalWriteError: no connection within ``pool_timeout`` seconds (pool
-                exhausted), a statement failed (the psycopg error is the ``__cause__``), or the
-                last failure when every attempt broke.
+                exhausted), the pool closed meanwhile, a statement failed (the psycopg error
+                is the ``__cause__``), or the last failure when every attempt broke.
         """
         error = JournalWriteError if write else JournalError
         pool = self._pools.get(asyncio.get_running_loop())
@@ -451,6 +451,8 @@ class PostgresDatabase:
                     f"PostgreSQL {what}: no free connection within {self.pool_timeout} s "
                     f"(pool of {self.max_size} exhausted)"
                 ) from exc
+            except self.psycopg.Error as exc:  # the pool closed (the database closed meanwhile)
+                raise error(f"PostgreSQL {what} failed: {exc}") from exc
             try:
                 return await work(conn)
             except (self.psycopg.Error, JournalError) as exc:

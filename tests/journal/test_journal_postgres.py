@@ -258,6 +258,25 @@ async def test_pool_exhausted_append_raises_journal_write_error(pg_uri):
         await journal.close()
 
 
+async def test_an_append_waiting_for_a_connection_when_the_database_closes_raises_ours(pg_uri):
+    """An append waiting for a connection when its database is closed (``aclose`` while an
+    outcome written behind waits): psycopg_pool's PoolClosed becomes JournalWriteError naming the
+    append, with PoolClosed as its ``__cause__`` (the saga keeps and flags an outcome it cannot
+    write; a raw driver error would escape that handling)."""
+    import psycopg
+
+    journal = PostgresJournal(pg_uri, min_size=1, max_size=1, pool_timeout=5)
+    pool = await journal.database.pool()
+    held = await pool.getconn()  # the only connection, held elsewhere
+    waiting = asyncio.create_task(journal.append("s", Phase.INTENT, write_key="a"))
+    await asyncio.sleep(0.05)
+    await journal.close()
+    with pytest.raises(JournalWriteError, match="append to saga 's'") as caught:
+        await waiting
+    assert isinstance(caught.value.__cause__, psycopg.OperationalError)
+    await held.close()
+
+
 async def test_nul_in_a_text_column_is_refused_clearly(pg_uri):
     """C-12's other half: PostgreSQL text cannot hold NUL; ids with one are refused before any
     write (payloads are fine: escaped in the canonical bytes)."""

@@ -94,18 +94,41 @@ async def test_a_stale_tail_loses_to_the_seq_and_the_append_takes_the_lock(pg_ur
         await b.close()
 
 
-async def test_a_locked_append_whose_seq_a_sole_writer_took_meanwhile_is_sent_again(pg_uri, ways):
-    """The race the UNIQUE (saga_id, seq) constraint settles: a sole writer's insert is in the
-    index but not committed (its COMMIT sleeps) when a locked append reads the tail; the locked
-    insert waits for it, is refused on the seq, nothing of it is stored, and it is sent again:
-    both stored, in one chain, nothing failed."""
+def _insert_without_the_lock(pg_uri: str, tail, key: str) -> None:  # type: ignore[no-untyped-def]
+    """What a sole writer of 1c37e9e sent: the entry sealed on ``tail``, a plain INSERT that
+    neither tries the saga's lock nor checks the tail."""
+    from sagacity_agents.core.journal import AppendRequest, next_entry, utc_stamp
+
+    e = next_entry(AppendRequest.build("s", Phase.EXECUTED, write_key=key), tail, utc_stamp())
+    with admin_connect(pg_uri) as conn:
+        conn.execute(
+            "INSERT INTO sagacity_journal (saga_id, seq, phase, tool, call_id, write_key, "
+            "recorded_at, prev_hash, hash, canonical) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (e.saga_id, e.seq, "EXECUTED", None, None, key, e.recorded_at, e.prev_hash, e.hash,
+             e.canonical),
+        )
+
+
+@pytest.mark.parametrize("writer", ["sole writer", "no lock"])
+async def test_a_locked_append_and_an_insert_in_flight_both_get_stored(pg_uri, ways, writer):
+    """A sole writer's insert is in the index but not committed (its COMMIT sleeps) when a
+    locked append starts. It holds the saga's lock (taken without waiting), so the locked append
+    queues and reads its row. An insert that took no lock (a sole writer of 1c37e9e, during an
+    upgrade) is what UNIQUE (saga_id, seq) settles: the locked insert waits for it, is refused
+    on the seq, nothing of it is stored, and it is sent again. Either way both are stored, in one
+    chain, and nothing failed."""
     a, b = await _journals(pg_uri, 2)
     try:
-        await a.append("s", Phase.INTENT, write_key="a1")
-        slow = asyncio.create_task(a.append("s", Phase.EXECUTED, write_key="slow"))
+        first = await a.append("s", Phase.INTENT, write_key="a1")
+        if writer == "sole writer":
+            slow = asyncio.create_task(a.append("s", Phase.EXECUTED, write_key="slow"))
+        else:
+            slow = asyncio.create_task(asyncio.to_thread(
+                _insert_without_the_lock, pg_uri, (1, first.hash, "INTENT"), "slow"))
         await asyncio.sleep(0.2)
         locked = await b.append("s", Phase.INTENT, write_key="b1")
-        assert (await slow).seq == 2 and locked.seq == 3
+        await slow
+        assert locked.seq == 3
         assert ways() == {"a1": True, "slow": False, "b1": True}
         assert_chain(await b.entries("s"), 3)
         assert (await verify_one(b, "s")).ok
@@ -189,3 +212,195 @@ def _entry(seq: int):  # type: ignore[no-untyped-def]
     from types import SimpleNamespace
 
     return SimpleNamespace(seq=seq, hash=f"h{seq}", phase=Phase.INTENT)
+
+
+async def test_a_remembered_tail_the_server_no_longer_has_is_not_chained_onto(pg_uri, ways):
+    """The remembered tail can be gone: a lazy commit (SAGA_OPENED, RUN_STARTED, an outcome with
+    fast_outcomes) lost in a server crash, a failover to a replica that lagged, a restore; here
+    the row is deleted, which is what the server looks like afterwards. Chaining onto it would
+    store seq 4 after seq 2 (a gap: the saga then fails verification as if tampered with); the
+    locked way chains onto the real tail. Likewise when another writer has since stored another
+    entry at the lost seq (same seq, other hash)."""
+    a, b = await _journals(pg_uri, 2)
+    try:
+        await a.append("s", Phase.SAGA_OPENED, write_key="open", payload={})
+        await a.append("s", Phase.INTENT, write_key="i1", tool="t", call_id="c1")
+        await a.append("s", Phase.EXECUTED, write_key="o1", tool="t", call_id="c1")
+        with admin_connect(pg_uri) as conn:
+            conn.execute("DELETE FROM sagacity_journal WHERE seq = 3")
+        assert (await a.append("s", Phase.INTENT, write_key="i2", tool="t", call_id="c2")).seq == 3
+        assert ways()["i2"] is True
+        await a.append("s", Phase.EXECUTED, write_key="o2", tool="t", call_id="c2")  # a knows seq 4
+        with admin_connect(pg_uri) as conn:
+            conn.execute("DELETE FROM sagacity_journal WHERE seq = 4")
+        await b.append("s", Phase.EXECUTED, write_key="o2-other", tool="t", call_id="c2")  # seq 4
+        await a.append("s", Phase.INTENT, write_key="i3", tool="t", call_id="c3")
+        entries = await a.entries("s")
+        assert [e.write_key for e in entries] == ["open", "i1", "i2", "o2-other", "i3"]
+        assert_chain(entries, 5)
+        assert (await verify_one(a, "s")).ok
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_batch_queues_behind_a_sole_writers_insert_in_flight(pg_uri, ways):
+    """append_many always takes the lock; a sole writer's insert (its COMMIT held open) holds
+    it: the batch waits, then reads the sole writer's row; both appends stored after it, one
+    chain."""
+    a, b = await _journals(pg_uri, 2)
+    try:
+        await a.append("s", Phase.INTENT, write_key="a1")
+        slow = asyncio.create_task(a.append("s", Phase.EXECUTED, write_key="slow"))
+        await asyncio.sleep(0.2)
+        batch = await b.append_many("s", [{"phase": Phase.INTENT, "write_key": "b1"},
+                                          {"phase": Phase.EXECUTED, "write_key": "b2"}])
+        assert (await slow).seq == 2 and [e.seq for e in batch] == [3, 4]
+        assert ways() == {"a1": True, "slow": False, "b1": True, "b2": True}
+        assert_chain(await b.entries("s"), 4)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_claims_and_retries_on_the_sole_path_follow_the_shared_rule(pg_uri):
+    """A write key already stored (at an earlier seq, so the sole writer's seq is free) makes the
+    plain insert fail on the key: the locked way applies replay_of. Another claimant's
+    COMPENSATING is ClaimTakenError, the same claimant's retry gets its entry back, a key reused
+    for another entry is JournalWriteError; nothing is written by any of them."""
+    from sagacity_agents.errors import ClaimTakenError, JournalWriteError
+
+    a, b = await _journals(pg_uri, 2)
+    try:
+        claim = await a.append("s", Phase.COMPENSATING, write_key="undo:c1", call_id="c1",
+                               payload={"claimant": "a"})
+        await b.append("s", Phase.INTENT, write_key="b1")  # b remembers the real tail: seq 2
+        with pytest.raises(ClaimTakenError):
+            await b.append("s", Phase.COMPENSATING, write_key="undo:c1", call_id="c1",
+                           payload={"claimant": "b"})
+        with pytest.raises(JournalWriteError, match="already used"):
+            await b.append("s", Phase.INTENT, write_key="undo:c1")
+        await b.append("s", Phase.EXECUTED, write_key="b2")
+        again = await b.append("s", Phase.COMPENSATING, write_key="undo:c1", call_id="c1",
+                               payload={"claimant": "a"})
+        assert again == claim
+        assert [e.write_key for e in await a.entries("s")] == ["undo:c1", "b1", "b2"]
+    finally:
+        await a.close()
+        await b.close()
+
+
+# Between a locked append's tail read and its insert (a BEFORE INSERT trigger: the row's seq is
+# read, its index entry not yet made): 0.1 s, as a statement stalled on I/O or CPU would be.
+_SLOW_READER = """
+CREATE FUNCTION sagacity_test_slow_reader() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.write_key LIKE 'slow-%' THEN
+        PERFORM pg_sleep(0.1);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER sagacity_test_slow_reader BEFORE INSERT ON sagacity_journal
+    FOR EACH ROW EXECUTE FUNCTION sagacity_test_slow_reader();
+"""
+
+
+@pytest.fixture
+def slow_reader(pg_uri):
+    """Entries written with a key ``slow-...`` take 0.1 s between the tail read and the insert."""
+    with admin_connect(pg_uri) as conn:
+        conn.execute(_SLOW_READER)
+    yield
+    with admin_connect(pg_uri) as conn:
+        conn.execute("DROP TRIGGER IF EXISTS sagacity_test_slow_reader ON sagacity_journal")
+        conn.execute("DROP FUNCTION IF EXISTS sagacity_test_slow_reader()")
+
+
+def _old_worker_append(pg_uri: str, key: str) -> str:
+    """An append of the previous release: 0001's procedure (under the lock, no retry)."""
+    import psycopg
+
+    from sagacity_agents.core.journal import AppendRequest, utc_stamp
+    from sagacity_agents.core.postgres_journal import byte_pieces
+
+    request = AppendRequest.build("s", Phase.INTENT, write_key=key)
+    now = utc_stamp()
+    head, middle, tail = byte_pieces(request, now)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        return conn.execute(
+            "CALL sagacity_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            ("s", "INTENT", None, None, key, now, "0" * 64, head, middle, tail, True, None,
+             ["SAGA_CLOSED"]),
+        ).fetchone()[0]
+
+
+@pytest.mark.parametrize("writer", ["batch", "previous release"])
+async def test_a_locked_append_is_not_starved_by_a_steady_sole_writer(pg_uri, slow_reader, writer):
+    """A sole writer appends every 20 ms (a run with quick tools) while a locked append (a batch;
+    a worker of the previous release through 0001's procedure) takes 0.1 s from its tail read to
+    its insert. The sole writer must not take the seq the locked one read, again and again, until
+    it gives up: both writers' appends are stored, nothing fails, one chain."""
+    a = PostgresJournal(pg_uri)
+    b = PostgresJournal(pg_uri)
+    try:
+        await a.append("s", Phase.INTENT, write_key="a0")
+        stop = asyncio.Event()
+
+        async def steady() -> int:
+            k = 0
+            while not stop.is_set():
+                k += 1
+                await a.append("s", Phase.INTENT, write_key=f"a{k}")
+                await asyncio.sleep(0.02)
+            return k
+
+        task = asyncio.create_task(steady())
+        try:
+            if writer == "batch":
+                await b.append_many("s", [{"phase": Phase.INTENT, "write_key": "slow-b"}])
+            else:
+                assert await asyncio.to_thread(_old_worker_append, pg_uri, "slow-old") == "inserted"
+        finally:
+            stop.set()
+            steady_appends = await task
+        entries = await a.entries("s")
+        assert_chain(entries, steady_appends + 2)
+    finally:
+        await a.close()
+        await b.close()
+
+
+def test_one_journal_appending_from_threads_with_their_own_event_loops(pg_uri):
+    """Sync tools append from worker threads, run_sync from new event loops: one journal, one
+    sole-writer bookkeeping, a pool per loop. Three threads, each with its own loop, append to
+    one saga at once: seq 1..N, nothing failed, every key once."""
+    import threading
+
+    journal = PostgresJournal(pg_uri)
+    asyncio.run(journal.append("s", Phase.INTENT, write_key="warm"))
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        async def go() -> None:
+            for k in range(15):
+                await journal.append("s", Phase.INTENT, write_key=f"t{i}-{k}")
+
+        try:
+            asyncio.run(go())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+    async def check() -> None:
+        entries = await journal.entries("s")
+        assert_chain(entries, 46)
+        assert len({e.write_key for e in entries}) == 46
+        await journal.close()
+
+    asyncio.run(check())
