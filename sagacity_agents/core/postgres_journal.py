@@ -135,14 +135,14 @@ _INSERT_LAZY = (
 )
 _SEQ_CONSTRAINT = "sagacity_journal_saga_seq"
 _SEQ_TAKEN_ATTEMPTS = 5
-"""Tries of a locked append whose seq an insert that took no lock got meanwhile (a sole writer
-of 1c37e9e, during an upgrade; this release's sole writer tries the lock and is never one)."""
+"""Tries of a locked append whose seq an insert that took no lock got meanwhile (an INSERT
+written by hand; the sole writer tries the lock and is never one)."""
 _LOCKED_AFTER_A_LOST_RACE = 32
 """Appends to a saga that go the locked way after a sole writer's insert found its seq taken
 (another writer is active on it)."""
 _TAILS_KEPT = 4096
-"""Sagas whose tail a journal remembers; past that it forgets them all (they then take the
-locked way once)."""
+"""Sagas whose tail a journal remembers (and sagas it keeps on the locked way after a lost race);
+past that it forgets them all (they then take the locked way once, or try alone again)."""
 _DUMMY_HASH = "1" * 64
 _markers = random.Random()  # noqa: S311 - see byte_pieces: markers need not be unpredictable
 
@@ -276,6 +276,8 @@ class _SoleWriter:
         """Another writer appended to ``saga_id``: forget its tail, lock for a while."""
         with self._lock:
             self._tails.pop(saga_id, None)
+            if saga_id not in self._locked_for and len(self._locked_for) >= _TAILS_KEPT:
+                self._locked_for.clear()  # sagas that lost a race and were not appended to since
             self._locked_for[saga_id] = _LOCKED_AFTER_A_LOST_RACE
 
 

@@ -95,8 +95,8 @@ async def test_a_stale_tail_loses_to_the_seq_and_the_append_takes_the_lock(pg_ur
 
 
 def _insert_without_the_lock(pg_uri: str, tail, key: str) -> None:  # type: ignore[no-untyped-def]
-    """What a sole writer of 1c37e9e sent: the entry sealed on ``tail``, a plain INSERT that
-    neither tries the saga's lock nor checks the tail."""
+    """A writer that takes no lock (an INSERT written by hand): the entry sealed on ``tail``, a
+    plain INSERT that neither tries the saga's lock nor checks the tail."""
     from sagacity_agents.core.journal import AppendRequest, next_entry, utc_stamp
 
     e = next_entry(AppendRequest.build("s", Phase.EXECUTED, write_key=key), tail, utc_stamp())
@@ -113,8 +113,7 @@ def _insert_without_the_lock(pg_uri: str, tail, key: str) -> None:  # type: igno
 async def test_a_locked_append_and_an_insert_in_flight_both_get_stored(pg_uri, ways, writer):
     """A sole writer's insert is in the index but not committed (its COMMIT sleeps) when a
     locked append starts. It holds the saga's lock (taken without waiting), so the locked append
-    queues and reads its row. An insert that took no lock (a sole writer of 1c37e9e, during an
-    upgrade) is what UNIQUE (saga_id, seq) settles: the locked insert waits for it, is refused
+    queues and reads its row. An insert that took no lock (an INSERT written by hand) is what UNIQUE (saga_id, seq) settles: the locked insert waits for it, is refused
     on the seq, nothing of it is stored, and it is sent again. Either way both are stored, in one
     chain, and nothing failed."""
     a, b = await _journals(pg_uri, 2)
@@ -206,6 +205,23 @@ def test_sole_writer_bookkeeping():
         assert sole.begin("s") is None
         sole.end("s", _entry(4))
     assert sole.begin("s") == (4, "h4", "INTENT")
+
+
+
+def test_sole_writer_bookkeeping_stays_bounded(monkeypatch):
+    """A long-lived worker touches many sagas: the remembered tails and the sagas kept on the
+    locked way after a lost race are both bounded (past the bound they are forgotten, which only
+    costs a locked append)."""
+    from sagacity_agents.core import postgres_journal
+
+    monkeypatch.setattr(postgres_journal, "_TAILS_KEPT", 8)
+    sole = _SoleWriter()
+    for i in range(50):
+        sole.begin(f"s{i}")
+        sole.end(f"s{i}", _entry(1))
+        sole.lost_race(f"t{i}")
+    assert len(sole._tails) <= 8 and len(sole._locked_for) <= 8
+    assert sole.begin("s49") == (1, "h1", "INTENT")
 
 
 def _entry(seq: int):  # type: ignore[no-untyped-def]
