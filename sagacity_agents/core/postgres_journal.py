@@ -460,9 +460,13 @@ class PostgresJournal:
         return None
 
     async def _locked(self, saga_id: str, work: Callable[[Any], Awaitable[T]]) -> T:
-        """Run a locked append (or batch) to ``saga_id``; again when a sole writer's insert took
-        its seq between its tail read and its insert (UNIQUE (saga_id, seq) refused it, nothing
-        was stored), at most :data:`_SEQ_TAKEN_ATTEMPTS` times in all."""
+        """Run a locked append (or batch) to ``saga_id``; again when an insert that took no lock
+        got its seq between its tail read and its insert (UNIQUE (saga_id, seq) refused it,
+        nothing was stored), at most :data:`_SEQ_TAKEN_ATTEMPTS` times in all.
+
+        Raises:
+            JournalWriteError: as :meth:`append`; the seq refusal itself after the last try.
+        """
         for attempt in range(1, _SEQ_TAKEN_ATTEMPTS + 1):
             try:
                 return await self.database.run(
