@@ -10,11 +10,12 @@ a statement after the lock, sees every append committed before the lock was gran
 (saga_id, seq) and UNIQUE (saga_id, write_key) back the lock: a writer that bypasses it fails
 rather than forks the chain.
 
-Nothing waits for the client, nor for the disk, while the lock is held (measured in
-bench/postgres_append.py: with a client round trip inside the lock one saga gets one append per
-round trip of its busiest client; with the WAL flush inside it, one append per flush). The whole
-append is one statement, ``SELECT * FROM sagacity_append_entry(...)`` (a function of the schema,
-migration 0002, in autocommit):
+Nothing waits for the client while the lock is held, nor for the disk when others queue for
+it (measured in bench/postgres_append.py: with a client round trip inside the lock one saga gets
+one append per round trip of its busiest client; with the WAL flush inside it, one append per
+flush); only a sole writer's insert, below, keeps the lock it tried through its own commit. A
+locked append is one statement, ``SELECT * FROM sagacity_append_entry(...)`` (a function of the
+schema, migration 0002, in autocommit):
 
 * **The client encodes; the server only joins.** The entry's canonical bytes depend on the tail
   only through ``seq`` and ``prev_hash``. The client encodes the entry once, with the shared rule,
@@ -485,8 +486,8 @@ class PostgresJournal:
         self, saga_id: str, appends: Sequence[Mapping[str, Any]]
     ) -> list[JournalEntry]:
         """Several appends to ``saga_id`` in one round trip (psycopg pipeline mode), in order;
-        see ``core.journal.append_each``. Each is its own statement, as with :meth:`append`, and
-        the batch one transaction (the implicit one a pipeline runs up to its Sync: one commit,
+        see ``core.journal.append_each``. Each is its own locked statement (a batch never goes
+        the sole writer's way), and the batch one transaction (the implicit one a pipeline runs up to its Sync: one commit,
         which waits for the flush when the batch holds a durable append, and a connection that
         breaks before it completes leaves every append of the batch stored or none); every
         one after the first is written only if the one before it is stored (its
