@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -53,18 +54,32 @@ def test_cli_writes_json(overhead, tmp_path):
     assert "appends" not in data and "fixed_per_run" not in data
 
 
-def test_guardrail_benchmark_runs(tmp_path):
-    """bench/guardrails.py runs end to end (tiny parameters; no timing assertions)."""
-    path = BENCH.parent / "guardrails.py"
-    spec = importlib.util.spec_from_file_location("bench_guardrails", path)
+@contextlib.contextmanager
+def _bench_script(name: str):
+    """Load ``bench/<name>.py`` as a module for the duration of a test."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH.parent / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     try:
         spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def test_guardrail_benchmark_runs(tmp_path):
+    """bench/guardrails.py runs end to end (tiny parameters; no timing assertions)."""
+    with _bench_script("guardrails") as module:
         out = tmp_path / "g.json"
         assert module.main(["--calls", "2", "--rounds", "1", "--warmup", "0", "--json", str(out)]) == 0
         data = json.loads(out.read_text())
         assert set(data["journals"]) == {"memory", "sqlite-full"}
         assert set(data["journals"]["memory"]) == set(module.VARIANTS)
-    finally:
-        sys.modules.pop(spec.name, None)
+
+
+def test_idle_cost_benchmark_runs(capsys):
+    """bench/idle_cost.py runs end to end (tiny parameters; no timing assertions)."""
+    with _bench_script("idle_cost") as module:
+        assert module.main(["--rounds", "1", "--calls", "2", "--wait-ms", "0.1"]) == 0
+    out = capsys.readouterr().out
+    assert "asyncio.sleep: the wait took" in out and "busy wait: the wait took" in out
