@@ -1,7 +1,7 @@
 """What waiting costs an agent run on this host, with no database at all.
 
 Runs the 20-call scripted agent of ``bench/overhead.py`` (plain SDK, no saga) three ways,
-interleaved round by round in a rotating order: the tool returns at once; the tool waits
+interleaved round by round in an order drawn afresh each round (``--seed``): the tool returns at once; the tool waits
 ``--wait-ms`` with ``asyncio.sleep`` (the process idles, as it does while a commit is flushed);
 the tool busy-waits the same time (the process never idles). Reported per call: the median run
 time minus the no-wait run's, the process's CPU time likewise (``time.process_time``), and the
@@ -14,13 +14,15 @@ by what it adds to a run, as it measures the journals' overhead, not by its late
 
 Usage::
 
-    python bench/idle_cost.py [--rounds 40] [--calls 20] [--wait-ms 1.0]
+    python bench/idle_cost.py [--rounds 40] [--calls 20] [--wait-ms 1.0] [--seed 1] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import random
 import statistics
 import sys
 import time
@@ -52,15 +54,17 @@ def _tool(kind: str, wait_s: float, waited: list[float]) -> Any:
     return reserve
 
 
-async def measure(rounds: int, calls: int, wait_ms: float) -> dict[str, Any]:
-    """Per-call run time, CPU time and real wait of each kind (medians over ``rounds``)."""
+async def measure(rounds: int, calls: int, wait_ms: float, seed: int = 1) -> dict[str, Any]:
+    """Per-call run time, CPU time and real wait of each kind (medians over ``rounds``; ``seed``
+    draws each round's order)."""
     set_tracing_disabled(True)
     wall: dict[str, list[float]] = {k: [] for k in KINDS}
     cpu: dict[str, list[float]] = {k: [] for k in KINDS}
     waited: dict[str, list[float]] = {k: [] for k in KINDS}
+    shuffler = random.Random(seed)
     for round_no in range(rounds + 1):  # round 0 warms up
-        turn = round_no % len(KINDS)
-        for kind in KINDS[turn:] + KINDS[:turn]:
+        # A fresh order each round: no kind always follows the same one.
+        for kind in shuffler.sample(KINDS, len(KINDS)):
             tool = _tool(kind, wait_ms / 1000, waited[kind] if round_no else [])
             cpu0, wall0 = time.process_time(), time.perf_counter()
             await Runner.run(_agent(tool, calls), "go", max_turns=calls + 5)
@@ -74,6 +78,7 @@ async def measure(rounds: int, calls: int, wait_ms: float) -> dict[str, Any]:
 
     return {
         "machine": machine_facts(), "rounds": rounds, "calls": calls, "wait_ms": wait_ms,
+        "seed": seed,
         "per_call_ms": {
             kind: {
                 "run_time_added": round(per_call(wall, kind), 3),
@@ -91,8 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--wait-ms", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=1, help="seed of each round's run order")
+    parser.add_argument("--json", dest="json_out", default=None, help="write the results here")
     args = parser.parse_args(argv)
-    result = asyncio.run(measure(args.rounds, args.calls, args.wait_ms))
+    result = asyncio.run(measure(args.rounds, args.calls, args.wait_ms, args.seed))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n", "utf-8")
     m = result["machine"]
     print(f"machine: {m.get('cpu', '?')}, {m['cpu_count']} cores, load {m.get('loadavg', '?')}")
     print(f"no-wait run: {result['no_wait_run_ms_per_call']} ms per call")
