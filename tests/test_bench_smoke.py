@@ -83,3 +83,14 @@ def test_idle_cost_benchmark_runs(capsys):
         assert module.main(["--rounds", "1", "--calls", "2", "--wait-ms", "0.1"]) == 0
     out = capsys.readouterr().out
     assert "asyncio.sleep: the wait took" in out and "busy wait: the wait took" in out
+
+
+def test_postgres_runs_summary_pools_the_committed_runs(capsys):
+    """bench/postgres_runs_summary.py reads the runs the README quotes (their raw times) and
+    pools them (few resamples here; no timing assertions)."""
+    runs = sorted((BENCH.parent / "postgres_append_runs").glob("*.json"))
+    assert len(runs) >= 2
+    with _bench_script("postgres_runs_summary") as module:
+        assert module.main([*map(str, runs), "--bootstrap", "20"]) == 0
+    out = capsys.readouterr().out
+    assert f"pooled over {len(runs)} runs" in out and "postgres-fast-outcomes: " in out

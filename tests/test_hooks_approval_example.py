@@ -51,7 +51,8 @@ def test_f12_pause_approve_resume_in_three_processes(tmp_path):
     resumed = run("-m", "examples.hooks_approval", "resume", saga_id, "--db", db, env=env)
     assert f"saga {saga_id}: COMPLETED" in resumed.stdout
     again = run("-m", "examples.hooks_approval", "resume", saga_id, "--db", db, env=env, check=False)
-    assert again.returncode != 0 and "closed" in again.stderr
+    assert again.returncode == 1 and "closed" in again.stderr
+    assert again.stderr.startswith("Error: ") and "Traceback" not in again.stderr
     assert _wires(tmp_path) == [(2500, "DE89370400440532013000")]
     assert _wire_phases(db, saga_id) == ["AWAITING_APPROVAL", "APPROVED", "CONSUMED", "INTENT", "EXECUTED"]
     verified = run("-m", "sagacity_agents", "journal", "verify", "--db", db, env=env)

@@ -30,4 +30,5 @@ def test_workers_approve_from_another_process_resume_in_a_third(pg_uri, tmp_path
     assert "COMPLETED" in out  # the resumed saga
     lines = payouts.read_text().splitlines()
     assert len(lines) == 1 and lines[0].startswith("900 EUR -> acme")
+    assert "payouts sent by this run: 1" in out
     assert out.count("verify: ok") == 2 * 3 + 1 and "BROKEN" not in out, out

@@ -135,6 +135,7 @@ def test_without_the_extra_a_postgres_uri_names_the_install_command():
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert "pip install 'sagacity-agents[postgres]'" in out.stdout
+    assert "from a checkout: pip install '.[postgres]'" in out.stdout
 
 
 def test_a_search_path_schema_that_does_not_exist_is_named_with_what_to_do():

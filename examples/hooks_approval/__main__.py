@@ -18,7 +18,13 @@ import asyncio
 
 from agents import Runner
 
-from sagacity_agents import SagaRunHooks, SqliteApprovalStore, SqliteJournal, wait_for_decision
+from sagacity_agents import (
+    SagacityError,
+    SagaRunHooks,
+    SqliteApprovalStore,
+    SqliteJournal,
+    wait_for_decision,
+)
 
 from ..wire_transfer.app import agent
 
@@ -75,10 +81,13 @@ def main() -> None:
     resume_cmd.add_argument("saga_id")
     resume_cmd.add_argument("--db", default="hooks.db")
     args = parser.parse_args()
-    if args.command == "pay":
-        asyncio.run(pay(args.db, args.wait))
-    else:
-        asyncio.run(resume(args.db, args.saga_id))
+    try:
+        if args.command == "pay":
+            asyncio.run(pay(args.db, args.wait))
+        else:
+            asyncio.run(resume(args.db, args.saga_id))
+    except SagacityError as exc:  # refused (a closed saga, no decision...): say why, exit 1
+        raise SystemExit(f"Error: {exc}") from None
 
 
 if __name__ == "__main__":

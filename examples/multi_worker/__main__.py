@@ -15,6 +15,8 @@ import re
 import subprocess
 import sys
 
+from examples.multi_worker.app import PAYOUTS, payouts
+
 
 def _run(*args: str) -> str:
     done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300)
@@ -30,6 +32,7 @@ def main() -> int:
     parser.add_argument("--sagas", type=int, default=5, help="sagas per worker")
     args = parser.parse_args()
     cli = ("-m", "sagacity_agents")
+    paid_before = len(payouts())  # the file outlives a run: count this run's lines only
 
     print(_run(*cli, "db", "migrate", "--db", args.db).strip())
     workers = [
@@ -61,7 +64,9 @@ def main() -> int:
     print(resumed.strip())
     print("-- verifying every chain")
     print(_run(*cli, "journal", "verify", "--db", args.db).strip())
-    return 0
+    sent = len(payouts()) - paid_before
+    print(f"-- payouts sent by this run: {sent} (one line each in {PAYOUTS})")
+    return 0 if sent == 1 else 1
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import shlex
 
 from sagacity_agents import Sagacity, SagaStatus
 
-from .app import agent
+from .app import BANK_DB, agent
 
 
 async def start(db: str) -> str:
@@ -28,6 +28,8 @@ async def start(db: str) -> str:
     print(f"  sagacity approvals approve {request.request_id} --as alice --reason 'invoice checked' --db {db}")
     print(f"  sagacity saga resume {result.saga_id} --app examples.wire_transfer.app:agent --db {db}")
     print(f"  sagacity journal show {result.saga_id} --db {db}")
+    print(f"(the bank's executed wires go to {BANK_DB}, whatever --db says: the resuming process "
+          "loads the app, not this command line; WIRE_BANK_DB=path moves it)")
     return result.saga_id
 
 

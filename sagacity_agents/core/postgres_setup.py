@@ -39,7 +39,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-INSTALL_HINT = "pip install 'sagacity-agents[postgres]'"
+INSTALL_HINT = "pip install 'sagacity-agents[postgres]' (from a checkout: pip install '.[postgres]')"
 """The command that installs the PostgreSQL backend's dependencies (psycopg 3, psycopg_pool)."""
 
 MIGRATE_COMMAND = "sagacity db migrate --db URI"
@@ -174,7 +174,9 @@ async def migrate(conninfo: str, *, connect_timeout: float = 10.0,
 
     Idempotent; safe when several processes run it at once: the whole upgrade is one transaction
     holding a transaction-scoped advisory lock, so a second process waits, then finds nothing left
-    to apply. Run it with a role that may create tables (not the application's role).
+    to apply. Run it with a role that may create tables (not the application's role); on a
+    schema that is already current it only reads, so a deploy step that runs it as the
+    application's role (SELECT on the versions table) succeeds and applies nothing.
 
     Args:
         conninfo: ``postgresql://`` URI (libpq parameters such as ``options=-csearch_path=...``
@@ -196,6 +198,8 @@ async def migrate(conninfo: str, *, connect_timeout: float = 10.0,
         async with await psycopg.AsyncConnection.connect(
             conninfo, connect_timeout=max(1, round(connect_timeout))
         ) as conn:
+            if {m.version for m in ms.migrations()} <= await _applied_versions(conn, psycopg, ms):
+                return []  # current: nothing to lock or create (the application's role may not)
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 if ms.schema is not None:
@@ -227,6 +231,19 @@ async def migrate(conninfo: str, *, connect_timeout: float = 10.0,
             return applied
     except psycopg.Error as exc:
         raise JournalError(f"PostgreSQL migration failed: {exc}") from exc
+
+
+async def _applied_versions(conn: Any, psycopg: Any, ms: MigrationSet) -> set[int]:
+    """The set's versions recorded as applied, read without a lock or any DDL; empty when its
+    table (or schema) is missing or unreadable (:func:`migrate` then takes the locked way, which
+    decides, and reports what is wrong)."""
+    try:
+        async with conn.transaction():
+            cur = await conn.execute(f"SELECT version FROM {ms.qualified(ms.table)}")
+            return {row[0] for row in await cur.fetchall()}
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName,
+            psycopg.errors.InsufficientPrivilege):
+        return set()
 
 
 async def _require_search_path_schema(conn: Any, doing: str) -> None:

@@ -263,3 +263,22 @@ async def test_least_privilege_role_without_public_execute_runs_with_the_functio
         await journal.close()
         with admin_connect(pg_uri) as conn:
             conn.execute(f"GRANT EXECUTE ON ALL ROUTINES IN SCHEMA {schema} TO PUBLIC")
+
+
+def test_migrate_as_the_app_role_on_a_current_schema_applies_nothing(app_role_uri, monkeypatch):
+    """A deploy step that always runs `sagacity db migrate` as the application's role: on a
+    current schema it only reads (no lock, no CREATE), so it succeeds and applies nothing; the
+    role still cannot create anything there."""
+    from click.testing import CliRunner
+
+    from sagacity_agents.cli import cli
+    from sagacity_agents.core.postgres_setup import migrate
+
+    assert asyncio.run(migrate(app_role_uri)) == []
+    monkeypatch.delenv("SAGACITY_DB", raising=False)
+    done = CliRunner().invoke(cli, ["db", "migrate", "--db", app_role_uri])
+    assert done.exit_code == 0, done.output
+    assert "nothing to apply" in done.output
+    with psycopg.connect(app_role_uri, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE TABLE sagacity_intruder (x int)")
