@@ -14,7 +14,8 @@ by what it adds to a run, as it measures the journals' overhead, not by its late
 
 Usage::
 
-    python bench/idle_cost.py [--rounds 40] [--calls 20] [--wait-ms 1.0] [--seed 1] [--json out.json]
+    python bench/idle_cost.py [--rounds 40] [--calls 20] [--wait-ms 1.0] [--seed 1]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ async def measure(rounds: int, calls: int, wait_ms: float, seed: int = 1) -> dic
             for kind in KINDS[1:]
         },
         "no_wait_run_ms_per_call": round(statistics.median(wall["no wait"]) / calls * 1000, 3),
+        "raw": {  # per round, in round order (each round's kinds ran in a fresh order)
+            "run_ms": {k: [round(v * 1000, 3) for v in wall[k]] for k in KINDS},
+            "cpu_ms": {k: [round(v * 1000, 3) for v in cpu[k]] for k in KINDS},
+        },
     }
 
 

@@ -258,11 +258,11 @@ async def per_call_overhead(uri: str, calls: int, rounds: int, seed: int = 1) ->
 
     @function_tool
     async def reserve(item: str, qty: int) -> str:
-        """Reserve stock (and time one bare INSERT+COMMIT)."""
+        """Reserve ``qty`` units of ``item``."""  # as bench/overhead.py's bare tool, + the commit
         start = time.perf_counter()
         await raw.execute(insert, row)
         latencies[-1].append(time.perf_counter() - start)
-        return f"reserved {qty} x {item}"
+        return f"R-{item}-{qty}"
 
     async def one_run(name: str) -> float:
         if name in ("bare", COMMIT_RUN):
@@ -327,6 +327,7 @@ def overhead_figures(times: dict[str, list[float]], latencies: list[list[float]]
     every = range(n)
     cost = paired(COMMIT_RUN, every)
     latency = statistics.median(statistics.fmean(run) for run in latencies)
+    one_commit = statistics.median(v for run in latencies for v in run)
     medians = {k: statistics.median(v) for k, v in times.items()}
     per_call = {k: paired(k, every) for k in journals}
     interval: dict[str, list[float]] = {k: [] for k in journals}
@@ -341,14 +342,14 @@ def overhead_figures(times: dict[str, list[float]], latencies: list[list[float]]
 
     def bounds(values: list[float]) -> list[float]:
         ordered = sorted(values)
-        return [round(ordered[int(0.025 * len(ordered))], 2),
-                round(ordered[min(int(0.975 * len(ordered)), len(ordered) - 1)], 2)]
+        return [round(ordered[int(0.025 * len(ordered))], 4),
+                round(ordered[min(int(0.975 * len(ordered)), len(ordered) - 1)], 4)]
 
     return {
         "bare_commit_cost_ms": ms(cost),
         "bare_commit_cost_delta_medians_ms": ms((medians[COMMIT_RUN] - medians["bare"]) / calls),
         "bare_commit_ms": ms(latency),
-        "bare_commit_median_one_ms": ms(statistics.median(v for run in latencies for v in run)),
+        "bare_commit_median_one_ms": ms(one_commit),
         "median_run_ms": {k: ms(v) for k, v in medians.items()},
         "per_call_overhead_ms": {k: ms(v) for k, v in per_call.items()},
         "per_call_overhead_delta_medians_ms": {
@@ -358,18 +359,22 @@ def overhead_figures(times: dict[str, list[float]], latencies: list[list[float]]
         # A commit cannot cost a run less than its own latency: then the figure is not resolved.
         "cost_resolved": cost >= latency,
         "overhead_x_bare_commit_cost": {
-            k: round(v / cost, 2) if cost > 0 else math.inf for k, v in per_call.items()
+            k: round(v / cost, 4) if cost > 0 else math.inf for k, v in per_call.items()
         },
         "overhead_x_bare_commit_cost_95": {k: bounds(v) for k, v in interval.items()},
         "overhead_x_bare_commit_cost_delta_medians": {
-            k: round((medians[k] - medians["bare"]) / (medians[COMMIT_RUN] - medians["bare"]), 2)
+            k: round((medians[k] - medians["bare"]) / (medians[COMMIT_RUN] - medians["bare"]), 4)
             if medians[COMMIT_RUN] > medians["bare"] else math.inf
             for k in journals
         },
-        # Against the commit's latency alone (how the figure was first reported): on a host
-        # where a wait slows the run beyond its own length, this rates even the floor (one bare
-        # commit per call and nothing else) above 1x.
-        "overhead_x_bare_commit": {k: round(v / latency, 2) for k, v in per_call.items()},
+        # Against the commit's latency alone (the mean per call; the figure was first reported
+        # against the median single commit, kept below): on a host where a wait slows the run
+        # beyond its own length, this rates even the floor (one bare commit per call and nothing
+        # else) above 1x.
+        "overhead_x_bare_commit": {k: round(v / latency, 4) for k, v in per_call.items()},
+        "overhead_x_bare_commit_median_one": {
+            k: round(v / one_commit, 4) for k, v in per_call.items()
+        },
     }
 
 
@@ -441,7 +446,7 @@ def targets(cells: dict[str, Any], workers: list[int], overhead: dict[str, Any])
     ours, orig = cells[f"ours/{top}x1"], cells[f"original/{top}x1"]
     out[f"ours at {top} workers: nothing failed or lost"] = ours["failed"] == 0 and ours.get("lost") == 0
     out[f"ours >= 5x original at {top} workers"] = ours["per_s"] >= 5 * max(orig["per_s"], 1e-9)
-    out[f"ours 1 worker >= 70% of bare"] = (
+    out[f"ours {one} worker(s) >= 70% of bare"] = (
         cells[f"ours/{one}x1"]["per_s"] >= 0.7 * cells[f"bare/{one}x1"]["per_s"]
     )
     for journal, label in (("postgres", "durable"), ("postgres-fast-outcomes", "fast outcomes")):
@@ -452,8 +457,11 @@ def targets(cells: dict[str, Any], workers: list[int], overhead: dict[str, Any])
             overhead["cost_resolved"] and overhead["overhead_x_bare_commit_cost_95"][journal][1] <= 2.5
         )
     for journal, label in (("postgres", "durable"), ("postgres-fast-outcomes", "fast outcomes")):
-        out[f"(as first reported) <= 2.5x one bare commit's latency ({label})"] = (
+        out[f"(not the target's measure) <= 2.5x one bare commit's latency, mean per call ({label})"] = (
             overhead["overhead_x_bare_commit"][journal] <= 2.5
+        )
+        out[f"(the measure first reported) <= 2.5x the median single commit ({label})"] = (
+            overhead["overhead_x_bare_commit_median_one"][journal] <= 2.5
         )
     return out
 
@@ -484,14 +492,17 @@ def print_report(result: dict[str, Any]) -> None:
     print(f"\nper-call overhead ({o['calls']} calls/run, paired median of {o['rounds']} rounds); "
           f"one bare INSERT+COMMIT costs the run {o['bare_commit_cost_ms']} ms per call "
           f"({o['bare_commit_cost_delta_medians_ms']} ms as a difference of medians; its latency "
-          f"alone: {o['bare_commit_ms']} ms)")
+          f"alone: {o['bare_commit_ms']} ms mean per call, {o['bare_commit_median_one_ms']} ms "
+          "median single commit)")
     if not o["cost_resolved"]:
         print("  NOT RESOLVED: the commit cost the run less than its own latency (noise)")
     for k, v in o["per_call_overhead_ms"].items():
         low, high = o["overhead_x_bare_commit_cost_95"][k]
-        print(f"  {k}: {v} ms per call = {o['overhead_x_bare_commit_cost'][k]}x one bare commit's "
-              f"cost (95% {low}-{high}; {o['overhead_x_bare_commit_cost_delta_medians'][k]}x by "
-              f"differences of medians; {o['overhead_x_bare_commit'][k]}x its latency)")
+        print(f"  {k}: {v} ms per call = {o['overhead_x_bare_commit_cost'][k]:.2f}x one bare "
+              f"commit's cost (95% {low:.2f}-{high:.2f}; "
+              f"{o['overhead_x_bare_commit_cost_delta_medians'][k]:.2f}x by differences of "
+              f"medians; {o['overhead_x_bare_commit'][k]:.2f}x its mean latency, "
+              f"{o['overhead_x_bare_commit_median_one'][k]:.2f}x the median single commit)")
     print("\ntargets:")
     for k, v in result["targets"].items():
         print(f"  [{'met' if v else 'MISSED'}] {k}")

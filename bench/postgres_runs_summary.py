@@ -4,7 +4,9 @@ One run's 95 % interval of a per-call ratio is wide on a noisy host (50 rounds, 
 quotient of two noisy medians). Pooled here: the mean over runs of each run's ratio (a journal's
 paired overhead over one bare INSERT+COMMIT's cost to the run), with a 95 % interval from a
 bootstrap that resamples the rounds within each run (the host's speed differs from run to run,
-so rounds are never mixed across runs). Reads the raw run times each run stores in its JSON.
+so rounds are never mixed across runs). That interval covers the round-to-round noise of these
+runs, not the spread between hosts or days. Reads the raw run times each run stores in its JSON
+(``postgres_append.py --json``); only the standard library is needed.
 
 Usage::
 
@@ -15,16 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from postgres_append import COMMIT_RUN  # noqa: E402
-
+COMMIT_RUN = "bare + 1 bare INSERT+COMMIT/call"  # postgres_append.COMMIT_RUN (no import: no psycopg)
 JOURNALS = ("postgres", "postgres-fast-outcomes", "in-memory + 1 bare commit/call (floor)")
 
 
@@ -32,7 +32,7 @@ def _ratio(run_ms: dict[str, list[float]], journal: str, rounds: Sequence[int]) 
     bare = run_ms["bare"]
     overhead = statistics.median(run_ms[journal][i] - bare[i] for i in rounds)
     cost = statistics.median(run_ms[COMMIT_RUN][i] - bare[i] for i in rounds)
-    return overhead / cost
+    return overhead / cost if cost > 0 else math.inf  # a commit cannot cost nothing: unresolved
 
 
 def pooled(runs: list[dict[str, Any]], bootstrap: int, seed: int) -> dict[str, dict[str, float]]:
@@ -65,23 +65,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     runs = [json.loads(Path(p).read_text("utf-8")) for p in args.runs]
-    print("| run | 1 worker, % of bare | 64 workers, x original | durable | fast outcomes | floor "
-          "| durable / fast vs latency |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| run | fewest workers: ours, % of bare | most workers on 1 saga: ours / original "
+          "| durable | fast outcomes | floor | durable / fast vs mean latency "
+          "| durable / fast vs median single commit |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for path, run in zip(args.runs, runs, strict=True):
         cells, o = run["cells"], run["overhead"]
-        one = 100 * cells["ours/1x1"]["per_s"] / cells["bare/1x1"]["per_s"]
-        many = max((int(k.split("/")[1].split("x")[0]) for k in cells if k.endswith("x1")))
-        ratio = cells[f"ours/{many}x1"]["per_s"] / cells[f"original/{many}x1"]["per_s"]
+        fewest, most = min(run["workers"]), max(run["workers"])
+        one = 100 * cells[f"ours/{fewest}x1"]["per_s"] / cells[f"bare/{fewest}x1"]["per_s"]
+        ratio = cells[f"ours/{most}x1"]["per_s"] / max(cells[f"original/{most}x1"]["per_s"], 1e-9)
 
         def cost(journal: str) -> str:
             low, high = o["overhead_x_bare_commit_cost_95"][journal]
-            return f"{o['overhead_x_bare_commit_cost'][journal]}x ({low}-{high})"
+            return f"{o['overhead_x_bare_commit_cost'][journal]:.2f}x ({low:.2f}-{high:.2f})"
 
-        latency = o["overhead_x_bare_commit"]
-        print(f"| {Path(path).name} | {one:.0f} % | {ratio:.1f}x | {cost('postgres')} "
-              f"| {cost('postgres-fast-outcomes')} | {cost(JOURNALS[2])} "
-              f"| {latency['postgres']}x / {latency['postgres-fast-outcomes']}x |")
+        def pair(key: str) -> str:
+            figures = o.get(key)
+            if figures is None:
+                return "-"
+            return f"{figures['postgres']:.2f}x / {figures['postgres-fast-outcomes']:.2f}x"
+
+        print(f"| {Path(path).name} | {one:.0f} % ({fewest}) | {ratio:.1f}x ({most}) "
+              f"| {cost('postgres')} | {cost('postgres-fast-outcomes')} | {cost(JOURNALS[2])} "
+              f"| {pair('overhead_x_bare_commit')} | {pair('overhead_x_bare_commit_median_one')} |")
     print(f"\npooled over {len(runs)} runs (mean of the runs' ratios to one bare INSERT+COMMIT's "
           "cost to the run, 95 % interval):")
     for journal, figures in pooled(runs, args.bootstrap, args.seed).items():
