@@ -33,6 +33,22 @@ def with_options(uri: str, option: str) -> str:
     return f"{head}options={urllib.parse.quote(option + ' ')}{tail}"
 
 
+def at_commit_trigger(name: str, body: str) -> str:
+    """SQL creating a PL/pgSQL function ``name`` that runs ``body`` for every row inserted into
+    ``sagacity_journal``, fired from a deferred constraint trigger: inside the COMMIT, after the
+    INSERT succeeded, seeing the settings the commit itself runs with (``synchronous_commit``,
+    ``set_config(..., true)``). ``body`` sees ``NEW``; the function returns NULL after it."""
+    return f"""
+CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+{body}
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER {name} AFTER INSERT ON sagacity_journal
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {name}();
+"""
+
+
 def admin_connect(uri: str = SERVER):  # type: ignore[no-untyped-def]
     """A plain (sync, autocommit) psycopg connection for fixtures."""
     import psycopg

@@ -487,7 +487,8 @@ class PostgresJournal:
     ) -> list[JournalEntry]:
         """Several appends to ``saga_id`` in one round trip (psycopg pipeline mode), in order;
         see ``core.journal.append_each``. Each is its own locked statement (a batch never goes
-        the sole writer's way), and the batch one transaction (the implicit one a pipeline runs up to its Sync: one commit,
+        the sole writer's way), and the batch one transaction (the implicit one a pipeline runs
+        up to its Sync: one commit,
         which waits for the flush when the batch holds a durable append, and a connection that
         breaks before it completes leaves every append of the batch stored or none); every
         one after the first is written only if the one before it is stored (its

@@ -22,22 +22,17 @@ from sagacity_agents.core.postgres_journal import PostgresJournal, byte_pieces
 from sagacity_agents.errors import JournalWriteError
 from test_journal_postgres import kill_at_commit  # noqa: F401 - a fixture
 
-from tests.pg import admin_connect
+from tests.pg import admin_connect, at_commit_trigger
 
 # A deferred trigger runs inside COMMIT, before the commit record: it sees the
 # synchronous_commit the commit itself uses (set_config(..., true) lasts to the end of the
 # transaction).
-_COMMIT_SETTING = """
-CREATE TABLE sagacity_test_commits (phase text, txid bigint, sync text);
-CREATE FUNCTION sagacity_test_commit_setting() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
+_COMMIT_SETTING = (
+    "CREATE TABLE sagacity_test_commits (phase text, txid bigint, sync text);"
+    + at_commit_trigger("sagacity_test_commit_setting", """
     INSERT INTO sagacity_test_commits
-        VALUES (NEW.phase, txid_current(), current_setting('synchronous_commit'));
-    RETURN NULL;
-END $$;
-CREATE CONSTRAINT TRIGGER sagacity_test_commit_setting AFTER INSERT ON sagacity_journal
-    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION sagacity_test_commit_setting();
-"""
+        VALUES (NEW.phase, txid_current(), current_setting('synchronous_commit'));""")
+)
 
 
 @pytest.fixture

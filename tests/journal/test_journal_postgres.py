@@ -14,7 +14,7 @@ from journal_contract import SAGA, JournalContract, Tamper, assert_chain, fill, 
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.postgres_journal import PostgresJournal
 from sagacity_agents.errors import JournalWriteError
-from tests.pg import admin_connect
+from tests.pg import admin_connect, at_commit_trigger
 
 _COLUMNS = ("saga_id", "seq", "phase", "tool", "call_id", "write_key", "recorded_at", "prev_hash",
             "hash", "canonical")
@@ -129,19 +129,12 @@ async def test_c09_concurrent_first_appends_on_separate_connections(pg_uri, task
 
 # --- C-10 connection lost, pool exhausted, timeouts --------------------------------------------
 
-_KILL_AT_COMMIT = """
-CREATE SEQUENCE sagacity_test_kills;
-CREATE FUNCTION sagacity_test_kill() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
+_KILL_AT_COMMIT = "CREATE SEQUENCE sagacity_test_kills;" + at_commit_trigger(
+    "sagacity_test_kill", """
     IF NEW.phase = 'EXECUTED' AND nextval('sagacity_test_kills') <= %(times)s THEN
         PERFORM pg_terminate_backend(pg_backend_pid());
         PERFORM pg_sleep(5);  -- the termination lands here, inside COMMIT
-    END IF;
-    RETURN NULL;
-END $$;
-CREATE CONSTRAINT TRIGGER sagacity_test_kill AFTER INSERT ON sagacity_journal
-    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION sagacity_test_kill();
-"""
+    END IF;""")
 
 
 @pytest.fixture

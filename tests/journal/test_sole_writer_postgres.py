@@ -15,23 +15,16 @@ from journal_contract import assert_chain, verify_one
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.postgres_journal import _LOCKED_AFTER_A_LOST_RACE, PostgresJournal, _SoleWriter
 from sagacity_agents.errors import JournalClosedError, JournalConflictError
-from tests.pg import admin_connect
+from tests.pg import admin_connect, at_commit_trigger
 
 # A deferred trigger runs inside COMMIT: it sees the transaction's settings as the commit does.
-_WAYS = """
-CREATE TABLE sagacity_test_ways (write_key text, locked boolean);
-CREATE FUNCTION sagacity_test_way() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
+_WAYS = "CREATE TABLE sagacity_test_ways (write_key text, locked boolean);" + at_commit_trigger(
+    "sagacity_test_way", """
     INSERT INTO sagacity_test_ways
         VALUES (NEW.write_key, coalesce(current_setting('sagacity.inserted', true), '') <> '');
     IF NEW.write_key = 'slow' THEN
         PERFORM pg_sleep(0.6);  -- the row is in the index, not yet committed
-    END IF;
-    RETURN NULL;
-END $$;
-CREATE CONSTRAINT TRIGGER sagacity_test_way AFTER INSERT ON sagacity_journal
-    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION sagacity_test_way();
-"""
+    END IF;""")
 
 
 @pytest.fixture
