@@ -34,16 +34,16 @@ from .core.declarations import Reversibility, ToolDeclaration, Verdict
 from .core.entries import JournalEntry, Phase
 from .core.evidence import Evidence
 from .core.journal import Journal
-from .core.memory_approvals import InMemoryApprovalStore
-from .core.memory_journal import InMemoryJournal
+from .backends.memory.approvals import InMemoryApprovalStore
+from .backends.memory.journal import InMemoryJournal
 from .core.signing import Keyring
 from .core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, record_undo_data
-from .core.postgres_approvals import PostgresApprovalStore
-from .core.postgres_checkpoints import PostgresCheckpointStore
-from .core.postgres_journal import PostgresJournal
-from .core.postgres_setup import PostgresDatabase
-from .core.sqlite_approvals import SqliteApprovalStore
-from .core.sqlite_journal import SqliteJournal
+from .backends.postgres.approvals import PostgresApprovalStore
+from .backends.postgres.checkpoints import PostgresCheckpointStore
+from .backends.postgres.journal import PostgresJournal
+from .backends.postgres.setup import PostgresDatabase
+from .backends.sqlite.approvals import SqliteApprovalStore
+from .backends.sqlite.journal import SqliteJournal
 from .core.verdict import SagaVerdict
 from .errors import (
     ApprovalError,

@@ -54,7 +54,7 @@ from .settings import (
     KEYRING_ENVVAR,
     evidence_from,
 )
-from .core.postgres_setup import redacted_uri
+from .backends.postgres.setup import redacted_uri
 from .stores import is_postgres_uri
 from .stores import open_journal as open_journal_at
 
@@ -463,8 +463,8 @@ def migrate(db: str, checkpoints: str | None, checkpoints_only: bool) -> None:
     them). Run it with a role that may create tables; the application itself may then run with
     a role that can only SELECT and INSERT journal rows and checkpoints (see docs/postgres.md).
     """
-    from .core.postgres_checkpoints import PostgresCheckpointStore
-    from .core.postgres_setup import migrate as apply_migrations
+    from .backends.postgres.checkpoints import PostgresCheckpointStore
+    from .backends.postgres.setup import migrate as apply_migrations
 
     pg_checkpoints = checkpoints is not None and is_postgres_uri(checkpoints)
     if checkpoints_only and not pg_checkpoints:

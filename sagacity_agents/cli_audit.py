@@ -15,7 +15,7 @@ from rich.text import Text
 from .cli import CONTEXT_SETTINGS, UsageFailure, _resolve_saga, cli, db_option, with_journal
 from .core.audit import export_audit, verify_export
 from .core.journal import Journal
-from .core.postgres_setup import redacted_uri
+from .backends.postgres.setup import redacted_uri
 from .core.signing import generate_key
 from .errors import ConfigurationError, SagacityError
 from .render import make_console, printable, verify_text

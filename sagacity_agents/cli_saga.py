@@ -27,7 +27,7 @@ from rich.text import Text
 from .cli import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
 from .core.approval import ApprovalRequest, ApprovalStore, args_hash
 from .core.entries import Phase
-from .core.postgres_setup import redacted_uri
+from .backends.postgres.setup import redacted_uri
 from .errors import ApprovalError, EncodingError, SagacityError, describe_error
 from .render import data_text, make_console, printable, status_text
 from .stores import open_approval_store, open_journal

@@ -55,7 +55,7 @@ DECISION_KEYS_ENVVAR = "SAGACITY_DECISION_KEYS"
 
 def checkpoint_store_at(location: str | Path) -> CheckpointStore:
     """The checkpoint store ``location`` names: a ``postgresql://`` / ``postgres://`` URI is a
-    :class:`~sagacity_agents.core.postgres_checkpoints.PostgresCheckpointStore` (its
+    :class:`~sagacity_agents.backends.postgres.checkpoints.PostgresCheckpointStore` (its
     ``sagacity_schema`` query parameter names the schema, default ``sagacity_checkpoints``),
     anything else a :class:`~sagacity_agents.core.checkpoints.DirectoryCheckpointStore`.
 
@@ -63,14 +63,9 @@ def checkpoint_store_at(location: str | Path) -> CheckpointStore:
         ConfigurationError: a URI without the ``postgres`` extra, or a bad schema name.
         OSError: the directory cannot be created.
     """
-    from .core.checkpoints import DirectoryCheckpointStore  # noqa: PLC0415 - keeps settings light
-    from .core.postgres_setup import is_postgres_uri  # noqa: PLC0415
+    from .stores import open_checkpoint_store  # noqa: PLC0415 - keeps settings light
 
-    if is_postgres_uri(location):
-        from .core.postgres_checkpoints import PostgresCheckpointStore  # noqa: PLC0415
-
-        return PostgresCheckpointStore(str(location))
-    return DirectoryCheckpointStore(location)
+    return open_checkpoint_store(location)
 
 
 def evidence_from(

@@ -1,8 +1,9 @@
 """Opening the journal and the approval store a location names: the one place that maps a
-``--db`` / ``SAGACITY_DB`` / ``Sagacity(journal=...)`` value to a backend.
+``--db`` / ``SAGACITY_DB`` / ``Sagacity(journal=...)`` value (and a ``--checkpoints`` /
+``SAGACITY_CHECKPOINTS`` value) to a backend.
 
 * ``postgresql://...`` or ``postgres://...``: PostgreSQL (the ``postgres`` extra); the journal and
-  the approval store share one :class:`~sagacity_agents.core.postgres_setup.PostgresDatabase`.
+  the approval store share one :class:`~sagacity_agents.backends.postgres.setup.PostgresDatabase`.
 * ``":memory:"``: in-memory journal and store (this process only).
 * anything else: a SQLite file (created with its tables if missing); the store uses the same file.
 """
@@ -12,14 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from .core.approval import ApprovalStore
+from .core.checkpoints import CheckpointStore, DirectoryCheckpointStore
 from .core.journal import Journal
-from .core.memory_approvals import InMemoryApprovalStore
-from .core.memory_journal import InMemoryJournal
-from .core.postgres_setup import PostgresDatabase, is_postgres_uri
-from .core.sqlite_approvals import SqliteApprovalStore
-from .core.sqlite_journal import SqliteJournal
+from .backends.memory.approvals import InMemoryApprovalStore
+from .backends.memory.journal import InMemoryJournal
+from .backends.postgres.setup import PostgresDatabase, is_postgres_uri
+from .backends.sqlite.approvals import SqliteApprovalStore
+from .backends.sqlite.journal import SqliteJournal
 
-__all__ = ["approval_store_for", "is_postgres_uri", "open_approval_store", "open_journal"]
+__all__ = [
+    "approval_store_for", "is_postgres_uri", "open_approval_store", "open_checkpoint_store",
+    "open_journal",
+]
 
 
 def open_journal(location: str | Path) -> Journal:
@@ -31,7 +36,7 @@ def open_journal(location: str | Path) -> Journal:
             reports an unreachable server or an old schema then.)
     """
     if is_postgres_uri(location):
-        from .core.postgres_journal import PostgresJournal
+        from .backends.postgres.journal import PostgresJournal
 
         return PostgresJournal(str(location))
     if str(location) == ":memory:":
@@ -44,7 +49,7 @@ def approval_store_for(journal: Journal) -> ApprovalStore:
     the same SQLite file, or a new in-memory store for any other journal."""
     database = getattr(journal, "database", None)
     if isinstance(database, PostgresDatabase):
-        from .core.postgres_approvals import PostgresApprovalStore
+        from .backends.postgres.approvals import PostgresApprovalStore
 
         return PostgresApprovalStore(database)
     path = getattr(journal, "path", None)
@@ -60,9 +65,26 @@ def open_approval_store(location: str | Path) -> ApprovalStore:
         as :func:`open_journal`.
     """
     if is_postgres_uri(location):
-        from .core.postgres_approvals import PostgresApprovalStore
+        from .backends.postgres.approvals import PostgresApprovalStore
 
         return PostgresApprovalStore(str(location))
     if str(location) == ":memory:":
         return InMemoryApprovalStore()
     return SqliteApprovalStore(location)
+
+
+def open_checkpoint_store(location: str | Path) -> CheckpointStore:
+    """The checkpoint store ``location`` names: a ``postgresql://`` / ``postgres://`` URI is a
+    :class:`~sagacity_agents.backends.postgres.checkpoints.PostgresCheckpointStore` (its
+    ``sagacity_schema`` query parameter names the schema, default ``sagacity_checkpoints``),
+    anything else a :class:`~sagacity_agents.core.checkpoints.DirectoryCheckpointStore`.
+
+    Raises:
+        ConfigurationError: a URI without the ``postgres`` extra, or a bad schema name.
+        OSError: the directory cannot be created.
+    """
+    if is_postgres_uri(location):
+        from .backends.postgres.checkpoints import PostgresCheckpointStore
+
+        return PostgresCheckpointStore(str(location))
+    return DirectoryCheckpointStore(location)

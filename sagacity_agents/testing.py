@@ -36,7 +36,7 @@ from typing import Any
 
 from .core.entries import JournalEntry, Phase
 from .core.journal import Journal
-from .core.memory_journal import InMemoryJournal
+from .backends.memory.journal import InMemoryJournal
 from .errors import JournalWriteError
 
 __all__ = [
@@ -173,7 +173,7 @@ class FaultyJournal:
     inner journal stored it, like a commit whose acknowledgement was lost, which is how a
     harmless retry with the same write key is tested). Reads (``entries``, ``saga_ids``) and
     ``close`` go straight to the wrapped journal, as does any other attribute (e.g.
-    ``execute_sql`` on a :class:`~sagacity_agents.core.sqlite_journal.SqliteJournal`).
+    ``execute_sql`` on a :class:`~sagacity_agents.backends.sqlite.journal.SqliteJournal`).
 
     Args:
         inner: the journal that stores what does not fail.

@@ -42,7 +42,7 @@ def test_public_callables_have_docstrings():
 def test_core_does_not_import_the_agents_sdk():
     code = (
         "import sys, sagacity_agents, sagacity_agents.core.saga, sagacity_agents.core.approval, "
-        "sagacity_agents.core.memory_approvals, sagacity_agents.core.sqlite_approvals, "
+        "sagacity_agents.backends.memory.approvals, sagacity_agents.backends.sqlite.approvals, "
         "sagacity_agents.core.compensation, sagacity_agents.core.chain\n"
         "assert 'agents' not in sys.modules, 'core imported the SDK'\n"
     )

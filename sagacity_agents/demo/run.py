@@ -27,7 +27,7 @@ from rich.text import Text
 from ..core.chain import VerifyResult
 from ..core.entries import JournalEntry
 from ..core.saga import FailurePolicy
-from ..core.sqlite_journal import SqliteJournal
+from ..backends.sqlite.journal import SqliteJournal
 from ..errors import ConfigurationError, describe_error
 from ..render import journal_table, make_console, status_text, verify_text
 from ..sdk.facade import SagaResult, Sagacity

@@ -20,14 +20,14 @@ def _open_store(location: str) -> Any:
     """The approval store at ``location`` (a SQLite path or a postgresql:// URI), imported
     without the package's ``__init__``."""
     if location.startswith("postgresql://"):
-        module = _core_module("sagacity_agents.core.postgres_approvals")
+        module = _core_module("sagacity_agents.backends.postgres.approvals")
         return module.PostgresApprovalStore(location)
-    return _core_module("sagacity_agents.core.sqlite_approvals").SqliteApprovalStore(location)
+    return _core_module("sagacity_agents.backends.sqlite.approvals").SqliteApprovalStore(location)
 
 
 def _core_approval() -> types.ModuleType:
-    """Import ``sagacity_agents.core.sqlite_approvals`` without the package's ``__init__``."""
-    return _core_module("sagacity_agents.core.sqlite_approvals")
+    """Import ``sagacity_agents.backends.sqlite.approvals`` without the package's ``__init__``."""
+    return _core_module("sagacity_agents.backends.sqlite.approvals")
 
 
 def _core_module(name: str) -> types.ModuleType:

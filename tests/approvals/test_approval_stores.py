@@ -23,8 +23,8 @@ from sagacity_agents.core.approval import (
     args_hash,
     wait_for_decision,
 )
-from sagacity_agents.core.memory_approvals import InMemoryApprovalStore
-from sagacity_agents.core.sqlite_approvals import SqliteApprovalStore
+from sagacity_agents.backends.memory.approvals import InMemoryApprovalStore
+from sagacity_agents.backends.sqlite.approvals import SqliteApprovalStore
 from sagacity_agents.core.canonical import canonical_bytes, format_timestamp
 from sagacity_agents.errors import ApprovalError, EncodingError, JournalError
 
@@ -382,7 +382,7 @@ class TestSqliteApprovalStore(ApprovalStoreConformance):
 
     async def test_shares_the_journal_file(self, tmp_path):
         from sagacity_agents.core.entries import Phase
-        from sagacity_agents.core.sqlite_journal import SqliteJournal
+        from sagacity_agents.backends.sqlite.journal import SqliteJournal
 
         path = tmp_path / "shared.db"
         journal = SqliteJournal(path)
@@ -478,7 +478,7 @@ class TestPostgresApprovalStore(ApprovalStoreConformance):
     uri = ""
 
     def make_store(self, tmp_path) -> ApprovalStore:
-        from sagacity_agents.core.postgres_approvals import PostgresApprovalStore
+        from sagacity_agents.backends.postgres.approvals import PostgresApprovalStore
 
         return PostgresApprovalStore(self.uri)
 
@@ -534,7 +534,7 @@ class TestPostgresApprovalStore(ApprovalStoreConformance):
     async def test_lost_listen_connection_makes_waiters_reread(self, store):
         """The LISTEN connection is killed after a silent decision: the reconnect wakes every
         waiter, which re-reads and finds it (polls are 30 s apart, the timeout 20 s)."""
-        from sagacity_agents.core.postgres_setup import LISTENER_NAME
+        from sagacity_agents.backends.postgres.setup import LISTENER_NAME
         from tests.pg import admin_connect
 
         await store.create(make_request(1))
@@ -575,8 +575,8 @@ class TestPostgresApprovalStore(ApprovalStoreConformance):
         """Six waiters on two stores sharing one database (as a journal and its store do) hold
         one LISTEN connection between them, and a decision made through another database's
         pool (no in-process wake-up) reaches each through it (polls 30 s apart)."""
-        from sagacity_agents.core.postgres_approvals import PostgresApprovalStore
-        from sagacity_agents.core.postgres_setup import LISTENER_NAME
+        from sagacity_agents.backends.postgres.approvals import PostgresApprovalStore
+        from sagacity_agents.backends.postgres.setup import LISTENER_NAME
         from tests.pg import admin_connect
 
         def listen_connections_of_this_process() -> int:
@@ -620,7 +620,7 @@ class TestPostgresApprovalStore(ApprovalStoreConformance):
         (any role that may LISTEN hears it)."""
         import secrets
 
-        from sagacity_agents.core.postgres_setup import NOTIFY_CHANNEL
+        from sagacity_agents.backends.postgres.setup import NOTIFY_CHANNEL
         from tests.pg import admin_connect
 
         request = make_request(1)

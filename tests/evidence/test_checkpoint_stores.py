@@ -19,8 +19,8 @@ from sagacity_agents import (
 from sagacity_agents.cli import cli
 from sagacity_agents.cli_audit import audit  # noqa: F401 - registers the audit group
 from sagacity_agents.core.checkpoints import sign_checkpoint
-from sagacity_agents.core.postgres_checkpoints import checkpoint_migrations, split_schema
-from sagacity_agents.core.postgres_setup import migrate
+from sagacity_agents.backends.postgres.checkpoints import checkpoint_migrations, split_schema
+from sagacity_agents.backends.postgres.setup import migrate
 from sagacity_agents.core.signing import generate_key
 from sagacity_agents.settings import checkpoint_store_at, evidence_from
 from tests.pg import SERVER, admin_connect, checkpoint_uri, drop_schema, server_or_skip, with_search_path
@@ -175,10 +175,10 @@ def app_role(pg_uri, pg_checkpoints_uri):
     role = f"sagacity_app_{secrets.token_hex(4)}"
     journal_schema = re.search(r"search_path%3D(\w+)", pg_uri).group(1)
     _, cp_schema = split_schema(pg_checkpoints_uri)
-    core = resources.files("sagacity_agents.core")
-    journal_grants = core.joinpath("sql/postgres_app_role.sql").read_text("utf-8")
+    core = resources.files("sagacity_agents.backends.postgres")
+    journal_grants = core.joinpath("sql/app_role.sql").read_text("utf-8")
     journal_grants = re.sub(r"\bSCHEMA public\b", f"SCHEMA {journal_schema}", journal_grants)
-    cp_grants = core.joinpath("sql/postgres_checkpoint_role.sql").read_text("utf-8")
+    cp_grants = core.joinpath("sql/checkpoint_role.sql").read_text("utf-8")
     cp_grants = re.sub(r"\bsagacity_checkpoints\.", f"{cp_schema}.", cp_grants)
     cp_grants = re.sub(r"\bSCHEMA sagacity_checkpoints\b", f"SCHEMA {cp_schema}", cp_grants)
     with admin_connect(pg_uri) as conn:

@@ -21,7 +21,7 @@ def append_many(
     (without it, SQLite's backing-off busy handler lets one writer run all its appends while the
     other sleeps, so the two barely interleave)."""
     from sagacity_agents.core.entries import Phase
-    from sagacity_agents.core.sqlite_journal import SqliteJournal
+    from sagacity_agents.backends.sqlite.journal import SqliteJournal
 
     barrier.wait(timeout=60)
 

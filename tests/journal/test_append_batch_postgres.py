@@ -18,7 +18,7 @@ from journal_contract import assert_chain, verify_one
 from sagacity_agents import Sagacity, SagaStatus, compensable
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.journal import AppendRequest, append_each, utc_stamp
-from sagacity_agents.core.postgres_journal import PostgresJournal, byte_pieces
+from sagacity_agents.backends.postgres.journal import PostgresJournal, byte_pieces
 from sagacity_agents.errors import JournalWriteError
 from test_journal_postgres import kill_at_commit  # noqa: F401 - a fixture
 

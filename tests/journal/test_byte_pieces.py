@@ -1,5 +1,5 @@
 """The PostgreSQL append sends an entry's canonical bytes split around ``prev_hash`` and ``seq``
-(``core.postgres_journal.byte_pieces``); the server joins them around the real tail. Joined
+(``backends.postgres.journal.byte_pieces``); the server joins them around the real tail. Joined
 around any tail, the pieces must be exactly the bytes the shared append rule seals, whatever the
 payload: with the random markers, and by the fallback when a payload happens to hold a marker.
 No server needed.
@@ -10,11 +10,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagacity_agents.core import postgres_journal
+from sagacity_agents.backends.postgres import journal as postgres_journal
 from sagacity_agents.core.canonical import MAX_SAFE_INTEGER
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.journal import AppendRequest, next_entry
-from sagacity_agents.core.postgres_journal import byte_pieces
+from sagacity_agents.backends.postgres.journal import byte_pieces
 
 NOW = "2026-12-01T00:00:00.000000Z"
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)

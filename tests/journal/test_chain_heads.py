@@ -16,7 +16,7 @@ from sagacity_agents.core.chain import (
     verify_entries,
 )
 from sagacity_agents.core.entries import Phase
-from sagacity_agents.core.memory_journal import InMemoryJournal
+from sagacity_agents.backends.memory.journal import InMemoryJournal
 from sagacity_agents.testing import FrozenClock
 
 H1, H2 = "a" * 64, "b" * 64

@@ -18,8 +18,8 @@ from journal_contract import (
 
 from sagacity_agents.core.chain import ChainFault, verify_journal
 from sagacity_agents.core.entries import JournalEntry, Phase
-from sagacity_agents.core.memory_journal import InMemoryJournal
-from sagacity_agents.core.sqlite_journal import SqliteJournal
+from sagacity_agents.backends.memory.journal import InMemoryJournal
+from sagacity_agents.backends.sqlite.journal import SqliteJournal
 from sagacity_agents.errors import JournalError
 from sagacity_agents.testing import FrozenClock
 

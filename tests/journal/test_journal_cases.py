@@ -30,9 +30,9 @@ from sagacity_agents.core.canonical import (
 )
 from sagacity_agents.core.chain import verify_journal
 from sagacity_agents.core.entries import JournalEntry, Phase
-from sagacity_agents.core.memory_journal import InMemoryJournal
+from sagacity_agents.backends.memory.journal import InMemoryJournal
 from sagacity_agents.core.saga import ENCODING_ERROR_KEY, _encode_or_marker
-from sagacity_agents.core.sqlite_journal import SqliteJournal
+from sagacity_agents.backends.sqlite.journal import SqliteJournal
 from sagacity_agents.errors import EncodingError
 from sagacity_agents.testing import FrozenClock
 
@@ -91,7 +91,7 @@ async def backends(request, tmp_path):
     except pytest.skip.Exception:  # no server and not CI (under CI the fixture fails instead)
         pg_uri = None
     if pg_uri is not None:
-        from sagacity_agents.core.postgres_journal import PostgresJournal
+        from sagacity_agents.backends.postgres.journal import PostgresJournal
         from tests.pg import with_options
 
         journals["postgres"] = PostgresJournal(

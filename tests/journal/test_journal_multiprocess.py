@@ -9,7 +9,7 @@ from journal_contract import assert_chain
 from journal_mp_worker import append_many
 
 from sagacity_agents.core.chain import verify_journal
-from sagacity_agents.core.sqlite_journal import SqliteJournal
+from sagacity_agents.backends.sqlite.journal import SqliteJournal
 
 PER_PROCESS = 100
 

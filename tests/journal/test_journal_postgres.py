@@ -12,7 +12,7 @@ import pytest
 from journal_contract import SAGA, JournalContract, Tamper, assert_chain, fill, verify_one
 
 from sagacity_agents.core.entries import Phase
-from sagacity_agents.core.postgres_journal import PostgresJournal
+from sagacity_agents.backends.postgres.journal import PostgresJournal
 from sagacity_agents.errors import JournalWriteError
 from tests.pg import admin_connect, at_commit_trigger
 

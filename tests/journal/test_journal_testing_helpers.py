@@ -12,9 +12,9 @@ from sagacity_agents.core.chain import verify_journal
 from sagacity_agents.core.declarations import Reversibility, ToolDeclaration
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.journal import Journal
-from sagacity_agents.core.memory_journal import InMemoryJournal
+from sagacity_agents.backends.memory.journal import InMemoryJournal
 from sagacity_agents.core.saga import Saga
-from sagacity_agents.core.sqlite_journal import SqliteJournal
+from sagacity_agents.backends.sqlite.journal import SqliteJournal
 from sagacity_agents.errors import EncodingError, JournalWriteError
 from sagacity_agents.testing import (
     DEFAULT_START,

@@ -1,4 +1,4 @@
-"""The sole writer's append on PostgreSQL (core/postgres_journal.py, "A sole writer needs no lock"):
+"""The sole writer's append on PostgreSQL (backends/postgres/journal.py, "A sole writer needs no lock"):
 a journal that stored a saga's last entry itself, with no other append to it in flight, inserts
 the next entry sealed on the tail it remembers, without the function and its lock. What must hold
 whatever the other writers do: no fork, no gap, nothing lost, no append failed, the chain verifies.
@@ -13,7 +13,7 @@ import pytest
 from journal_contract import assert_chain, verify_one
 
 from sagacity_agents.core.entries import Phase
-from sagacity_agents.core.postgres_journal import _LOCKED_AFTER_A_LOST_RACE, PostgresJournal, _SoleWriter
+from sagacity_agents.backends.postgres.journal import _LOCKED_AFTER_A_LOST_RACE, PostgresJournal, _SoleWriter
 from sagacity_agents.errors import JournalClosedError, JournalConflictError
 from tests.pg import admin_connect, at_commit_trigger
 
@@ -205,7 +205,7 @@ def test_sole_writer_bookkeeping_stays_bounded(monkeypatch):
     """A long-lived worker touches many sagas: the remembered tails and the sagas kept on the
     locked way after a lost race are both bounded (past the bound they are forgotten, which only
     costs a locked append)."""
-    from sagacity_agents.core import postgres_journal
+    from sagacity_agents.backends.postgres import journal as postgres_journal
 
     monkeypatch.setattr(postgres_journal, "_TAILS_KEPT", 8)
     sole = _SoleWriter()
@@ -330,7 +330,7 @@ def _old_worker_append(pg_uri: str, key: str) -> str:
     import psycopg
 
     from sagacity_agents.core.journal import AppendRequest, utc_stamp
-    from sagacity_agents.core.postgres_journal import byte_pieces
+    from sagacity_agents.backends.postgres.journal import byte_pieces
 
     request = AppendRequest.build("s", Phase.INTENT, write_key=key)
     now = utc_stamp()

@@ -24,7 +24,7 @@ from sagacity_agents import (
     Sagacity,
     SagaStatus,
 )
-from sagacity_agents.core.memory_approvals import InMemoryApprovalStore
+from sagacity_agents.backends.memory.approvals import InMemoryApprovalStore
 from sagacity_agents.sdk.facade import Decision
 
 from . import wire_app

@@ -22,7 +22,7 @@ from sagacity_agents import (
     saga_output_guardrail,
     verify_journal,
 )
-from sagacity_agents.core.memory_journal import InMemoryJournal
+from sagacity_agents.backends.memory.journal import InMemoryJournal
 
 from .helpers import scripted
 

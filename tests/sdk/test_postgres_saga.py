@@ -50,7 +50,7 @@ def schema_of(uri: str) -> str:
 def app_role_uri(pg_uri):
     """A login role holding only the GRANTs docs/postgres.md shows; yields its URI."""
     role = f"sagacity_app_{secrets.token_hex(4)}"
-    grants = resources.files("sagacity_agents.core").joinpath("sql/postgres_app_role.sql")
+    grants = resources.files("sagacity_agents.backends.postgres").joinpath("sql/app_role.sql")
     script = grants.read_text("utf-8")
     script = re.sub(r"\bsagacity_app\b", role, script)
     script = re.sub(r"\bSCHEMA public\b", f"SCHEMA {schema_of(pg_uri)}", script)
@@ -272,7 +272,7 @@ def test_migrate_as_the_app_role_on_a_current_schema_applies_nothing(app_role_ur
     from click.testing import CliRunner
 
     from sagacity_agents.cli import cli
-    from sagacity_agents.core.postgres_setup import migrate
+    from sagacity_agents.backends.postgres.setup import migrate
 
     assert asyncio.run(migrate(app_role_uri)) == []
     monkeypatch.delenv("SAGACITY_DB", raising=False)

@@ -3,9 +3,9 @@
 A checkpoint is only worth something if the people who can rewrite the journal cannot remove it
 (``core/checkpoints.py``). So the table lives in its own schema (default ``sagacity_checkpoints``,
 or another database altogether), with its own versioned migrations
-(``core/sql/postgres_checkpoints/``, applied by ``sagacity db migrate --checkpoints URI``) and its
+(``backends/postgres/sql/checkpoints/``, applied by ``sagacity db migrate --checkpoints URI``) and its
 own versions table (``sagacity_checkpoint_migrations``), and the application's role gets SELECT
-and INSERT on it only (``core/sql/postgres_checkpoint_role.sql``): stored checkpoints are never
+and INSERT on it only (``backends/postgres/sql/checkpoint_role.sql``): stored checkpoints are never
 updated or deleted, by the library or by anyone holding its credentials.
 
 Select it with a ``postgresql://`` URI wherever a checkpoint directory is accepted
@@ -21,9 +21,9 @@ import re
 import urllib.parse
 from typing import Any
 
-from ..errors import ConfigurationError
-from .checkpoints import Checkpoint
-from .postgres_setup import MigrationSet, PostgresDatabase
+from ...errors import ConfigurationError
+from ...core.checkpoints import Checkpoint
+from .setup import MigrationSet, PostgresDatabase
 
 __all__ = ["DEFAULT_CHECKPOINT_SCHEMA", "SCHEMA_PARAMETER", "PostgresCheckpointStore", "checkpoint_migrations",
            "split_schema"]
@@ -53,7 +53,7 @@ def checkpoint_migrations(schema: str = DEFAULT_CHECKPOINT_SCHEMA) -> MigrationS
             f"checkpoint schema {schema!r} must be a lowercase identifier ([a-z_][a-z0-9_]*, "
             "at most 63 characters)"
         )
-    return MigrationSet("sql/postgres_checkpoints", "sagacity_checkpoint_migrations",
+    return MigrationSet("sql/checkpoints", "sagacity_checkpoint_migrations",
                         "sagacity checkpoint schema", MIGRATE_CHECKPOINTS_COMMAND, schema)
 
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import ApprovalError
-from .approval import (
+from ...errors import ApprovalError
+from ...core.approval import (
     REQUEST_COLUMNS,
     ApprovalRequest,
     Decision,
@@ -22,8 +22,8 @@ from .approval import (
     request_from_row,
     request_to_row,
 )
-from .canonical import format_timestamp
-from .sqlite_setup import SqliteWorker
+from ...core.canonical import format_timestamp
+from .setup import SqliteWorker
 
 __all__ = ["SqliteApprovalStore"]
 
@@ -61,7 +61,7 @@ class SqliteApprovalStore(SqliteWorker):
         self.notifier = DecisionNotifier()
         """Woken by :meth:`decide` in this process; used by :func:`wait_for_decision`."""
         super().__init__(
-            path, schema="sqlite_approvals.sql", what="SQLite approval store",
+            path, schema="approvals.sql", what="SQLite approval store",
             busy_timeout=busy_timeout, synchronous=synchronous,
         )
 

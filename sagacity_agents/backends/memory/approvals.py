@@ -7,8 +7,8 @@ import dataclasses
 import datetime as dt
 import threading
 
-from ..errors import ApprovalError
-from .approval import (
+from ...errors import ApprovalError
+from ...core.approval import (
     ApprovalRequest,
     Decision,
     DecisionNotifier,
@@ -17,7 +17,7 @@ from .approval import (
     _consume_refusal,
     _unique,
 )
-from .canonical import format_timestamp
+from ...core.canonical import format_timestamp
 
 __all__ = ["InMemoryApprovalStore"]
 

@@ -19,8 +19,8 @@ import datetime as dt
 import weakref
 from typing import Any
 
-from ..errors import ApprovalError
-from .approval import (
+from ...errors import ApprovalError
+from ...core.approval import (
     REQUEST_COLUMNS,
     ApprovalRequest,
     Decision,
@@ -32,8 +32,8 @@ from .approval import (
     request_from_row,
     request_to_row,
 )
-from .canonical import format_timestamp
-from .postgres_setup import NOTIFY_CHANNEL, PostgresDatabase
+from ...core.canonical import format_timestamp
+from .setup import NOTIFY_CHANNEL, PostgresDatabase
 
 __all__ = ["PostgresApprovalStore"]
 

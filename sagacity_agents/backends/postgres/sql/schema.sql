@@ -1,7 +1,12 @@
--- 0001: the journal, approval requests and run snapshots.
--- The canonical bytes are stored as they were hashed (bytea, never jsonb: jsonb reorders keys and
--- drops duplicates); recorded_at is the fixed-width UTC text that was hashed. Phases are text with
--- no CHECK: a new phase needs no migration, and verification checks every column against the bytes.
+-- The whole PostgreSQL schema at the latest migration, in one file. Never applied by the library
+-- (`sagacity db migrate` applies backends/postgres/sql/journal/NNNN_*.sql); a test checks that applying every
+-- migration gives exactly this schema, so a migration cannot drift from the documented design.
+CREATE TABLE sagacity_schema_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
 CREATE TABLE sagacity_journal (
     id          bigint  GENERATED ALWAYS AS IDENTITY,  -- storage order (sagas list oldest first); no index: one fewer per append
     saga_id     text    NOT NULL,
@@ -18,17 +23,16 @@ CREATE TABLE sagacity_journal (
     CONSTRAINT sagacity_journal_saga_write_key UNIQUE (saga_id, write_key)
 );
 
--- Working state of approvals (not evidence; the journal is). Same columns as the SQLite store.
 CREATE TABLE sagacity_approval_requests (
-    id          bigint  GENERATED ALWAYS AS IDENTITY UNIQUE,       -- ties on created_at: insertion order
+    id          bigint  GENERATED ALWAYS AS IDENTITY UNIQUE,
     request_id  text    PRIMARY KEY,
     saga_id     text    NOT NULL,
     call_id     text,
     tool        text    NOT NULL,
-    args        text    NOT NULL,     -- RFC 8785 text of the canonical validated arguments
+    args        text    NOT NULL,
     raw_args    text,
-    args_hash   text    NOT NULL,     -- SHA-256 hex of exactly the UTF-8 bytes of "args"
-    created_at  text    NOT NULL,     -- fixed-width UTC, so text order is time order
+    args_hash   text    NOT NULL,
+    created_at  text    NOT NULL,
     expires_at  text,
     decision    text    CHECK (decision IS NULL OR decision IN ('approved', 'rejected')),
     approver    text,
@@ -40,11 +44,11 @@ CREATE INDEX sagacity_approval_requests_saga ON sagacity_approval_requests (saga
 
 CREATE TABLE sagacity_snapshots (
     saga_id  text PRIMARY KEY,
-    snapshot text NOT NULL            -- serialized run state, application context stripped
+    snapshot text NOT NULL
 );
 
 -- One append, ordered and sealed under the saga's lock, the lock released before the WAL flush
--- (see core/postgres_journal.py). The client sends the entry's canonical bytes split around
+-- (see backends/postgres/journal.py). The client sends the entry's canonical bytes split around
 -- prev_hash and seq, and what the shared append rule (core/journal.py) refuses: p_terminal, the
 -- phases nothing may follow, and p_expected_seq, the seq the saga must end at (NULL: any). Under
 -- the saga's transaction-scoped advisory lock (in READ COMMITTED every statement takes a fresh
@@ -110,4 +114,58 @@ BEGIN
         -- A transaction that wrote WAL commits synchronously: it waits for the flush.
         PERFORM pg_logical_emit_message(true, 'sagacity', '');
     END IF;
+END $$;
+
+-- 0002: the append as one statement (see the migration for the contract); the procedure above
+-- stays for workers of the previous release during an upgrade.
+CREATE FUNCTION sagacity_append_entry(
+    p_saga_id text, p_phase text, p_tool text, p_call_id text, p_write_key text,
+    p_recorded_at text, p_genesis text, p_head bytea, p_middle bytea, p_tail bytea,
+    p_durable boolean, p_expected_seq bigint, p_terminal text[], p_after_key text,
+    OUT o_status text, OUT o_seq bigint, OUT o_prev_hash text, OUT o_hash text,
+    OUT o_tail_phase text
+)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    contended boolean;
+BEGIN
+    contended := NOT pg_try_advisory_xact_lock(hashtextextended(p_saga_id, 0));
+    IF contended THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended(p_saga_id, 0));
+    END IF;
+    IF contended OR NOT p_durable THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    INSERT INTO sagacity_journal
+        (saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical)
+    SELECT p_saga_id, n.seq, p_phase, p_tool, p_call_id, p_write_key, p_recorded_at, n.prev,
+           encode(sha256(n.bytes), 'hex'), n.bytes
+    FROM (SELECT coalesce(t.seq, 0) + 1 AS seq, coalesce(t.hash, p_genesis) AS prev, t.phase,
+                 p_head || convert_to(coalesce(t.hash, p_genesis), 'UTF8') || p_middle
+                 || convert_to((coalesce(t.seq, 0) + 1)::text, 'UTF8') || p_tail AS bytes
+          FROM (SELECT 1) one LEFT JOIN LATERAL (
+              SELECT j.seq, j.hash, j.phase FROM sagacity_journal j
+              WHERE j.saga_id = p_saga_id ORDER BY j.seq DESC LIMIT 1) t ON true) n
+    WHERE (n.phase IS NULL OR n.phase <> ALL (p_terminal))
+      AND (p_expected_seq IS NULL OR p_expected_seq = n.seq - 1)
+      AND (p_after_key IS NULL OR current_setting('sagacity.inserted', true) = p_after_key)
+    ON CONFLICT ON CONSTRAINT sagacity_journal_saga_write_key DO NOTHING
+    RETURNING seq, prev_hash, hash INTO o_seq, o_prev_hash, o_hash;
+    IF FOUND THEN
+        PERFORM set_config('sagacity.inserted', p_write_key, true);  -- for the batch's next append
+        o_status := CASE WHEN contended AND p_durable THEN 'unflushed' ELSE 'inserted' END;
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM sagacity_journal k
+               WHERE k.saga_id = p_saga_id AND k.write_key = p_write_key) THEN
+        o_status := 'exists';
+        RETURN;
+    END IF;
+    SELECT j.seq + 1, j.hash, j.phase INTO o_seq, o_prev_hash, o_tail_phase
+    FROM sagacity_journal j WHERE j.saga_id = p_saga_id ORDER BY j.seq DESC LIMIT 1;
+    IF NOT FOUND THEN
+        o_seq := 1;
+        o_prev_hash := p_genesis;
+    END IF;
+    o_status := 'refused';
 END $$;

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import JournalError, JournalWriteError
+from ...errors import JournalError, JournalWriteError
 
 __all__ = ["SqliteWorker", "open_sqlite"]
 
@@ -47,7 +47,7 @@ def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str
 
     Args:
         path: the database file.
-        schema: file name under ``sagacity_agents/core/sql/``.
+        schema: file name under ``sagacity_agents/backends/sqlite/sql/``.
         busy_timeout: seconds to wait for other writers (also set as SQLite's busy timeout).
         synchronous: the ``synchronous`` pragma value (already validated).
         what: what is being opened, for the error message.
@@ -55,7 +55,7 @@ def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str
     Raises:
         JournalError: the file cannot be opened or initialised in time.
     """
-    script = resources.files("sagacity_agents.core").joinpath(f"sql/{schema}").read_text("utf-8")
+    script = resources.files("sagacity_agents.backends.sqlite").joinpath(f"sql/{schema}").read_text("utf-8")
     deadline = time.monotonic() + busy_timeout
     delay = 0.01
     while True:
@@ -88,7 +88,7 @@ class SqliteWorker:
     Args:
         path: database file (created if missing, with the schema). ``":memory:"`` is private to
             this object.
-        schema: the package schema file to apply (``core/sql/NAME``).
+        schema: the package schema file to apply (``backends/sqlite/sql/NAME``).
         what: what this store is, for messages ("SQLite journal").
         busy_timeout: seconds to wait for another process's write lock before failing.
         synchronous: SQLite ``synchronous`` pragma: ``"FULL"``, ``"NORMAL"`` or ``"EXTRA"``.

@@ -15,10 +15,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ..errors import JournalWriteError
-from .entries import JournalEntry, Phase
-from .journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
-from .sqlite_setup import SqliteWorker
+from ...errors import JournalWriteError
+from ...core.entries import JournalEntry, Phase
+from ...core.journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
+from .setup import SqliteWorker
 
 __all__ = ["SqliteJournal"]
 
@@ -56,7 +56,7 @@ class SqliteJournal(SqliteWorker):
     ) -> None:
         self._clock = clock
         super().__init__(
-            path, schema="sqlite_journal.sql", what="SQLite journal",
+            path, schema="journal.sql", what="SQLite journal",
             busy_timeout=busy_timeout, synchronous=synchronous,
         )
 

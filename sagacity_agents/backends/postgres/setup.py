@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, TypeVar
 
-from ..errors import ConfigurationError, JournalError, JournalWriteError
+from ...errors import ConfigurationError, JournalError, JournalWriteError
 
 __all__ = [
     "INSTALL_HINT",
@@ -98,7 +98,7 @@ def _check_conninfo(psycopg: Any, conninfo: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One versioned schema change shipped in ``core/sql/postgres/NNNN_name.sql``."""
+    """One versioned schema change shipped in ``backends/postgres/sql/journal/NNNN_name.sql``."""
 
     version: int
     """Its number (the file name's prefix); applied in increasing order."""
@@ -111,10 +111,10 @@ class Migration:
 @dataclass(frozen=True, slots=True)
 class MigrationSet:
     """One set of versioned migrations: the journal's, or the signed checkpoints' (which live in
-    a schema of their own, ``core/postgres_checkpoints.py``)."""
+    a schema of their own, ``backends/postgres/checkpoints.py``)."""
 
     folder: str
-    """Where its ``NNNN_name.sql`` files are, relative to ``sagacity_agents/core``."""
+    """Where its ``NNNN_name.sql`` files are, relative to ``sagacity_agents/backends/postgres``."""
     table: str
     """The table recording which versions are applied."""
     label: str
@@ -128,7 +128,7 @@ class MigrationSet:
 
     def migrations(self) -> list[Migration]:
         """Every shipped migration of the set, oldest first."""
-        folder = resources.files("sagacity_agents.core").joinpath(self.folder)
+        folder = resources.files("sagacity_agents.backends.postgres").joinpath(self.folder)
         found = []
         for item in folder.iterdir():
             if item.name.endswith(".sql") and item.name[:4].isdigit():
@@ -144,7 +144,7 @@ class MigrationSet:
         return f'"{self.schema}".{name}' if self.schema else name
 
 
-JOURNAL_MIGRATIONS = MigrationSet("sql/postgres", "sagacity_schema_migrations", "sagacity tables",
+JOURNAL_MIGRATIONS = MigrationSet("sql/journal", "sagacity_schema_migrations", "sagacity tables",
                                   MIGRATE_COMMAND)
 """The journal's, the approval requests' and the snapshots' migrations."""
 
@@ -160,10 +160,10 @@ def schema_version() -> int:
 
 
 def full_schema_sql() -> str:
-    """The whole current schema in one file (``core/sql/postgres_schema.sql``); a test checks
+    """The whole current schema in one file (``backends/postgres/sql/schema.sql``); a test checks
     that applying every migration gives exactly this."""
     return (
-        resources.files("sagacity_agents.core").joinpath("sql/postgres_schema.sql").read_text("utf-8")
+        resources.files("sagacity_agents.backends.postgres").joinpath("sql/schema.sql").read_text("utf-8")
     )
 
 

@@ -63,11 +63,11 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..errors import JournalClosedError, JournalConflictError, JournalWriteError
-from .canonical import sha256_hex
-from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, entry_bytes
-from .journal import AppendRequest, Clock, Tail, next_entry, replay_of, stamp_from, utc_now
-from .postgres_setup import PostgresDatabase
+from ...errors import JournalClosedError, JournalConflictError, JournalWriteError
+from ...core.canonical import sha256_hex
+from ...core.entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, entry_bytes
+from ...core.journal import AppendRequest, Clock, Tail, next_entry, replay_of, stamp_from, utc_now
+from .setup import PostgresDatabase
 
 __all__ = ["PostgresJournal"]
 
@@ -288,7 +288,7 @@ class PostgresJournal:
 
     Args:
         database: a :class:`PostgresDatabase` (shared with a
-            :class:`~sagacity_agents.core.postgres_approvals.PostgresApprovalStore`), or a
+            :class:`~sagacity_agents.backends.postgres.approvals.PostgresApprovalStore`), or a
             ``postgresql://`` URI to open one with ``pool_options``.
         clock: source of ``recorded_at``; defaults to the system UTC time.
         fast_outcomes: don't wait for outcome entries (default ``False``: every append but

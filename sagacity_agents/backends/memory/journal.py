@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .entries import JournalEntry, Phase
-from .journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
+from ...core.entries import JournalEntry, Phase
+from ...core.journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
 
 __all__ = ["InMemoryJournal"]
 

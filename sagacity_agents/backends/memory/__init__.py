@@ -1,0 +1,2 @@
+"""The in-memory backend: a journal and an approval store for one process (tests, one-off
+runs). Nothing survives the process."""
