@@ -44,7 +44,7 @@ from sagacity_agents import (
     saga_output_guardrail,
     saga_tool_guardrail,
 )
-from sagacity_agents.core.verdict import read_verdict
+from sagacity_agents.core.saga.verdict import read_verdict
 
 VARIANTS = ("plain", "output", "tool", "refuse")
 

@@ -44,7 +44,7 @@ from .backends.postgres.journal import PostgresJournal
 from .backends.postgres.setup import PostgresDatabase
 from .backends.sqlite.approvals import SqliteApprovalStore
 from .backends.sqlite.journal import SqliteJournal
-from .core.verdict import SagaVerdict
+from .core.saga.verdict import SagaVerdict
 from .errors import (
     ApprovalError,
     ClaimTakenError,

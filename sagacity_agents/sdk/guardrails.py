@@ -15,7 +15,7 @@
   ``OutputGuardrailTripwireTriggered`` (``Runner.run`` + ``SagaRunHooks``), and the saga is
   compensated once on the way out; the facade returns a :class:`SagaResult` whose
   ``output_withheld`` / ``withheld_reason`` say so. Its ``output_info`` is a
-  :class:`~sagacity_agents.core.verdict.SagaVerdict`: the failed call and what will be undone.
+  :class:`~sagacity_agents.core.saga.verdict.SagaVerdict`: the failed call and what will be undone.
 * :func:`saga_tool_guardrail` refuses a call to a tool that changes the world once the saga has
   failed (``reject_content``: the model gets a message, the run goes on), journaling it REFUSED.
   Read-only tools still run.
@@ -49,7 +49,7 @@ from agents.tool_guardrails import (
 from ..core.compensation import CompensationReport
 from ..core.declarations import ToolDeclaration
 from ..core.saga import FailureRecord, Saga, current_saga
-from ..core.verdict import SagaVerdict, changes_world, read_verdict
+from ..core.saga.verdict import SagaVerdict, changes_world, read_verdict
 from .tools import declaration_of
 
 __all__ = [
@@ -85,7 +85,7 @@ def saga_output_guardrail(*, name: str = OUTPUT_GUARDRAIL_NAME) -> OutputGuardra
 
     Returns:
         An ``OutputGuardrail`` whose ``output_info`` is a
-        :class:`~sagacity_agents.core.verdict.SagaVerdict` inside a saga (``None`` outside one).
+        :class:`~sagacity_agents.core.saga.verdict.SagaVerdict` inside a saga (``None`` outside one).
         Compensation runs when the run ends, after the guardrail: ``verdict.to_undo`` lists what
         *will be* undone; the facade's ``SagaResult.withheld_reason`` says what *was*.
     """
@@ -136,7 +136,7 @@ def saga_tool_guardrail(*, name: str = TOOL_GUARDRAIL_NAME) -> ToolInputGuardrai
 
     Returns:
         A ``ToolInputGuardrail``. When it refuses, its ``output_info`` is the
-        :class:`~sagacity_agents.core.verdict.SagaVerdict`.
+        :class:`~sagacity_agents.core.saga.verdict.SagaVerdict`.
     """
 
     async def saga_effects(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:

@@ -19,18 +19,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
-from ..errors import (
+from ...errors import (
     ApprovalError, ConfigurationError, EncodingError, JournalError, JournalWriteError, SagaFailedError,
     SagaStateError, describe_error,
 )
-from .canonical import canonical_bytes, encode_canonical, parse_json, sha256_hex, to_canonical_value
-from .compensation import CompensationItem, CompensationReport, SagaLedger, compensate
-from .declarations import Reversibility, ToolDeclaration, Verdict
-from .entries import JournalEntry, Phase
-from .evidence import Evidence, verified_entries
-from .grants import grant_for_call
-from .journal import Journal, append_each
-from .lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, acquire_lease, new_holder_id
+from ..canonical import canonical_bytes, encode_canonical, parse_json, sha256_hex, to_canonical_value
+from ..compensation import CompensationItem, CompensationReport, SagaLedger, compensate
+from ..declarations import Reversibility, ToolDeclaration, Verdict
+from ..entries import JournalEntry, Phase
+from ..evidence import Evidence, verified_entries
+from ..grants import grant_for_call
+from ..journal import Journal, append_each
+from ..lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, acquire_lease, new_holder_id
 from .verdict import changes_world, read_verdict
 
 __all__ = [

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import describe_error
-from .compensation import CompensationItem, SagaLedger
-from .declarations import Reversibility, ToolDeclaration
-from .entries import Phase
+from ...errors import describe_error
+from ..compensation import CompensationItem, SagaLedger
+from ..declarations import Reversibility, ToolDeclaration
+from ..entries import Phase
 
 if TYPE_CHECKING:
     from .saga import FailureRecord, Saga
