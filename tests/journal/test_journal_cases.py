@@ -31,7 +31,7 @@ from sagacity_agents.core.canonical import (
 from sagacity_agents.core.chain import verify_journal
 from sagacity_agents.core.entries import JournalEntry, Phase
 from sagacity_agents.backends.memory.journal import InMemoryJournal
-from sagacity_agents.core.saga.saga import ENCODING_ERROR_KEY, _encode_or_marker
+from sagacity_agents.core.saga.payloads import ENCODING_ERROR_KEY, _encode_or_marker
 from sagacity_agents.backends.sqlite.journal import SqliteJournal
 from sagacity_agents.errors import EncodingError
 from sagacity_agents.testing import FrozenClock

@@ -1,5 +1,5 @@
 """The saga's verdict on a run still in progress: has it failed, what is to be undone, what is in
-doubt. Guardrails (``sdk/guardrails.py``) and the REFUSE_EFFECTS policy (``core/saga.py``) read
+doubt. Guardrails (``sdk/guardrails.py``) and the REFUSE_EFFECTS policy (``core/saga/refusals.py``) read
 it to withhold a run's final output and to refuse further effects, and to tell the model and the
 application why.
 
@@ -10,18 +10,42 @@ view of the run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...errors import describe_error
 from ..compensation import CompensationItem, SagaLedger
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import Phase
+from ..journal import Journal
+from .status import FailureRecord, SagaStatus
 
-if TYPE_CHECKING:
-    from .saga import FailureRecord, Saga
+__all__ = ["SagaVerdict", "VerdictSource", "changes_world", "read_verdict"]
 
-__all__ = ["SagaVerdict", "changes_world", "read_verdict"]
+
+class VerdictSource(Protocol):
+    """What :func:`read_verdict` reads from a live saga (a :class:`~.saga.Saga`); a protocol, so
+    that the verdict does not depend on the saga that asks for it (the REFUSE_EFFECTS policy)."""
+
+    @property
+    def saga_id(self) -> str:
+        """The saga."""
+
+    @property
+    def status(self) -> SagaStatus:
+        """Where the saga stands in this process."""
+
+    @property
+    def failures(self) -> Sequence[FailureRecord]:
+        """The failed calls, as the saga saw them."""
+
+    @property
+    def journal(self) -> Journal:
+        """The saga's journal."""
+
+    async def outcomes_written(self) -> None:
+        """Wait for outcomes still being written behind their calls."""
 
 _FAILED_STATUSES = frozenset({"FAILED", "COMPENSATED", "COMPENSATION_FAILED", "IN_DOUBT"})
 
@@ -144,7 +168,7 @@ class SagaVerdict:
         }
 
 
-async def read_verdict(saga: Saga) -> SagaVerdict:
+async def read_verdict(saga: VerdictSource) -> SagaVerdict:
     """Read ``saga``'s verdict from its failures and its journal.
 
     Never raises for a journal that cannot be read: the verdict then carries

@@ -1,0 +1,303 @@
+"""Recording one call whose body we wrap: the INTENT, durable before the body runs (a failed
+write means the body does not run), the body with its :class:`~.state.CallFrame` in the context,
+then its outcome. :meth:`CallRecording.run_call` for async bodies; :meth:`CallRecording.run_call_sync`
+for sync bodies in worker threads, whose journal writes hop to the saga's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ...errors import EncodingError, JournalWriteError, SagaStateError
+from ...errors import describe_error as _describe
+from ..canonical import encode_canonical, to_canonical_value
+from ..declarations import Reversibility, ToolDeclaration
+from ..entries import JournalEntry, Phase
+from .payloads import _REVERSIBILITY_TEXT
+from .refusals import Refusals
+from .state import CallFrame
+from .status import FailureRecord
+
+__all__ = ["CallRecording", "current_call", "record_undo_data"]
+
+T = TypeVar("T")
+
+current_call: contextvars.ContextVar[CallFrame | None] = contextvars.ContextVar(
+    "sagacity_current_call", default=None
+)
+"""The wrapped tool call running in this context (parent of nested runs)."""
+
+
+def record_undo_data(data: Any) -> None:
+    """Hand the undo what it will need, from inside a tool body (e.g. the state before the change).
+
+    The value is journaled with the call's EXECUTED entry, inside the hash chain, and given to the
+    undo as ``CompensationContext.undo_data``. Call it once per call (a later call replaces the
+    value). Outside a saga it does nothing, so tools stay usable without one.
+
+    Call it before the body changes the world (it records the state *before* the change).
+
+    Args:
+        data: any value with a canonical encoding (see ``core.canonical``).
+
+    Raises:
+        EncodingError: ``data`` has no canonical encoding (raised inside the body, which then
+            fails like any raising body).
+    """
+    frame = current_call.get()
+    if frame is not None:
+        # Checked now, in the body, where the developer can see it: undo data that cannot be
+        # journaled would leave the undo without what it needs, discovered only at refund time.
+        encode_canonical(to_canonical_value(data))
+        frame.undo_data = data
+        frame.has_undo_data = True
+
+
+class CallRecording(Refusals):
+    """Journaling one wrapped call around its body (a layer of :class:`~.saga.Saga`)."""
+
+    def _intent_payload(
+        self, decl: ToolDeclaration, args: dict[str, Any], raw_args: str | None,
+        request_id: str | None = None,
+        call_id: str | None = None,
+    ) -> dict[str, Any]:
+        frame = current_call.get() or self.resume_parents.pop(call_id, None)
+        payload: dict[str, Any] = {
+            "args": args,  # converted by the journal; unencodable -> INTENT fails, body not run
+            "reversibility": _REVERSIBILITY_TEXT[decl.reversibility],
+        }
+        if request_id is not None:
+            payload["request_id"] = request_id  # the approval this call uses up
+        if raw_args is not None:
+            payload["raw_args"] = raw_args
+        if decl.declaration_id is not None:
+            payload["declaration"] = decl.declaration_id
+        if frame is not None and frame.saga is self:
+            payload["parent_call_id"] = frame.call_id
+            payload["parent_intent_seq"] = frame.intent_seq
+        return payload
+
+    async def _write_intent(
+        self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
+        raw_args: str | None, invocation: str, request_id: str | None = None,
+    ) -> JournalEntry:
+        payload = self._intent_payload(decl, args, raw_args, request_id, call_id)
+        try:
+            return await self.journal.append(
+                self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
+                call_id=call_id, payload=payload,
+            )
+        except Exception as exc:  # noqa: BLE001 - retried or failed closed there
+            return await self._intent_after_failure(exc, tool, call_id, payload, invocation)
+
+    async def _intent_after_failure(
+        self, exc: Exception, tool: str, call_id: str | None, payload: dict[str, Any],
+        invocation: str,
+    ) -> JournalEntry:
+        """The first INTENT append raised ``exc``: retry a storage failure once, else fail closed.
+
+        Raises:
+            JournalWriteError: the INTENT is not written; the body must not run.
+        """
+        write_key = f"{invocation}:intent"
+        try:
+            if not isinstance(exc, JournalWriteError):
+                raise exc
+            # The write may have landed with its acknowledgement lost: a retry with the same
+            # write key returns the stored entry if so (and writes it if not).
+            return await self.journal.append(
+                self.saga_id, Phase.INTENT, write_key=write_key, tool=tool,
+                call_id=call_id, payload=payload,
+            )
+        except Exception as final:
+            # Fail closed: the body will not run. Journal why, if the journal is reachable; the
+            # entry names the INTENT's write key, so a reader can pair it with an INTENT that
+            # landed after all.
+            reason = _describe(final)
+            seq = None
+            try:
+                entry = await self.journal.append(
+                    self.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
+                    call_id=call_id,
+                    payload={"intent_seq": None, "intent_write_key": write_key, "not_run": True,
+                             "error": f"INTENT not written, body not run: {reason}"},
+                )
+                seq = entry.seq
+            except Exception:  # noqa: BLE001 - the journal is down; the raise below says so
+                pass
+            self._note_failure(FailureRecord(seq, tool, call_id, f"INTENT not written: {reason}", final))
+            raise JournalWriteError(
+                f"{tool}: INTENT could not be journaled ({reason}); the tool was not run"
+            ) from final
+
+    async def run_call(
+        self,
+        decl: ToolDeclaration,
+        tool: str,
+        call_id: str | None,
+        args: dict[str, Any],
+        body: Callable[[], Awaitable[T]],
+        *,
+        raw_args: str | None = None,
+    ) -> T:
+        """Journal one async call around ``body``: INTENT, then EXECUTED / REFUSED / FAILED.
+
+        Args:
+            decl: the tool's declaration.
+            tool: tool name as the model saw it.
+            call_id: the model's call id.
+            args: the validated arguments the body receives (journaled in INTENT).
+            body: runs the tool body.
+            raw_args: the raw argument text, journaled only for tools whose validated
+                arguments are not available (fallback wrapping).
+
+        Returns:
+            Whatever ``body`` returned, even when the outcome could not be journaled.
+
+        Raises:
+            JournalWriteError: the INTENT could not be written; ``body`` was not run.
+            BaseException: whatever ``body`` raised (including ``CancelledError``), re-raised
+                after the FAILED entry is written.
+        """
+        if self.failures and self.refuses_effects(decl):
+            return await self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[return-value]
+                                          refused_by="policy")
+        done = self._begin()
+        invocation = self._invocation_id()
+        try:
+            if self.declarations.setdefault(tool, decl) is not decl:
+                await self._refuse_other_declaration(decl, tool, call_id, invocation)
+            if decl.reversibility is Reversibility.IRREVERSIBLE:
+                request_id = await self._check_grant(tool, call_id, args, invocation)
+            else:
+                request_id = None
+            payload = self._intent_payload(decl, args, raw_args, request_id, call_id)
+            try:
+                # The common case, written out: one journal call, no helper coroutine.
+                intent = await self.journal.append(
+                    self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
+                    call_id=call_id, payload=payload,
+                )
+            except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
+                intent = await self._intent_after_failure(exc, tool, call_id, payload, invocation)
+        except BaseException:
+            self._end(done)
+            raise
+        if self.refuses_effects(decl):
+            # The saga failed while the INTENT was being written (a call of the same turn): the
+            # body must not run after the failure; the REFUSED entry is the call's outcome.
+            try:
+                return await self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[return-value]
+                                              refused_by="policy", intent=intent)
+            finally:
+                self._end(done)
+        frame = CallFrame(self, tool, call_id, intent.seq)
+        token = current_call.set(frame)
+        started = time.monotonic()
+        try:
+            result = await body()
+        except BaseException as exc:
+            phase, payload, failure = self._outcome(decl, intent, frame, exc=exc,
+                                                    elapsed=time.monotonic() - started)
+            await self._finish_write(done, intent, phase, payload, failure)
+            raise
+        finally:
+            current_call.reset(token)
+        phase, payload, failure = self._outcome(decl, intent, frame, result=result)
+        if failure is not None:
+            await self._finish_write(done, intent, phase, payload, failure)
+            return result
+        if self._outcomes_behind:
+            self._write_behind(done, intent, phase, payload)
+            return result
+        # The common case, written out; every kind of trouble goes where _write_outcome sends it.
+        outcome: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
+        try:
+            await self.journal.append(self.saga_id, phase, payload=payload, **outcome)
+        except EncodingError:
+            await self._finish_write(done, intent, phase, payload, failure)  # marks the value
+            return result
+        except asyncio.CancelledError:
+            task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, failure))
+            task.add_done_callback(lambda _t: self._end(done))
+            raise
+        except Exception:  # noqa: BLE001 - kept and retried by settle() with the same write key
+            self._keep_unwritten(phase, payload, outcome)
+        self._end(done)
+        return result
+
+    def run_call_sync(
+        self,
+        decl: ToolDeclaration,
+        tool: str,
+        call_id: str | None,
+        args: dict[str, Any],
+        body: Callable[[], T],
+        *,
+        raw_args: str | None = None,
+    ) -> T:
+        """Journal one sync call around ``body``, from a worker thread.
+
+        Journal writes are handed to the saga's event loop and awaited by this thread, so a sync
+        body the framework cannot stop still gets its real outcome journaled when it ends.
+
+        Raises:
+            SagaStateError: called on the event loop's own thread (it would deadlock).
+            JournalWriteError: the INTENT could not be written; ``body`` was not run.
+            BaseException: whatever ``body`` raised, re-raised after the FAILED entry is written.
+        """
+        loop = self.loop
+        if loop is None:
+            raise SagaStateError("saga is not open")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise SagaStateError("run_call_sync was called on the event loop thread")
+
+        def on_loop(coro: Awaitable[Any]) -> Any:
+            return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]
+
+        if self.failures and self.refuses_effects(decl):
+            return on_loop(self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[no-any-return]
+                                            refused_by="policy"))
+        done = self._begin()
+        try:
+            invocation = self._invocation_id()
+            if self.declarations.setdefault(tool, decl) is not decl:
+                on_loop(self._refuse_other_declaration(decl, tool, call_id, invocation))
+            request_id = None
+            if decl.reversibility is Reversibility.IRREVERSIBLE:
+                request_id = on_loop(self._check_grant(tool, call_id, args, invocation))
+            intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args, invocation,
+                                                request_id))
+        except BaseException:
+            self._end(done)
+            raise
+        if self.refuses_effects(decl):  # failed while the INTENT was written: see run_call
+            try:
+                return on_loop(self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[no-any-return]
+                                                refused_by="policy", intent=intent))
+            finally:
+                self._end(done)
+        frame = CallFrame(self, tool, call_id, intent.seq)
+        token = current_call.set(frame)
+        try:
+            try:
+                result = body()
+            except BaseException as exc:
+                phase, payload, failure = self._outcome(decl, intent, frame, exc=exc)
+                on_loop(self._write_outcome(intent, phase, payload, failure))
+                raise
+            finally:
+                current_call.reset(token)
+            phase, payload, failure = self._outcome(decl, intent, frame, result=result)
+            on_loop(self._write_outcome(intent, phase, payload, failure))
+            return result
+        finally:
+            self._end(done)

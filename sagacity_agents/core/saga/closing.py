@@ -1,0 +1,196 @@
+"""The end of a run: deciding how it ended, failing the saga (SAGA_FAILED), compensating (the
+reverse walk is ``core.compensation``), and closing it (SAGA_CLOSED, terminal) or leaving it
+open for more runs, approvals or recovery.
+
+Rules: design.md, "Runs, leases and the end of a saga".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import JournalError, JournalWriteError, SagaFailedError
+from ...errors import describe_error as _describe
+from ..compensation import CompensationItem, CompensationReport, SagaLedger, compensate
+from ..entries import Phase
+from .external import ExternalCalls
+from .status import FailureRecord, SagaStatus
+
+__all__ = ["SagaEnding"]
+
+
+class SagaEnding(ExternalCalls):
+    """Failing, compensating and closing a saga (the top layer of :class:`~.saga.Saga`)."""
+
+    def fail_now(self, tool: str, call_id: str | None, reason: str) -> None:
+        """Mark the saga failed without a failed call (e.g. a rejection under a policy that
+        fails the saga); with :attr:`FailurePolicy.STOP` the run stops at its next step."""
+        self._note_failure(FailureRecord(None, tool, call_id, reason))
+
+    async def fail(self, reason: str) -> None:
+        """Journal SAGA_FAILED with ``reason`` (once per saga: a saga already marked failed, e.g.
+        by a process that died while compensating, keeps its first reason).
+
+        Raises:
+            JournalError: the entry could not be written and the saga is not marked failed.
+        """
+        try:
+            await self.journal.append(
+                self.saga_id, Phase.SAGA_FAILED, write_key="saga:failed", payload={"reason": reason}
+            )
+        except JournalWriteError:
+            entries = await self.journal.entries(self.saga_id)
+            if not any(e.phase is Phase.SAGA_FAILED for e in entries):
+                raise
+
+    async def compensate(self) -> CompensationReport:
+        """Settle in-flight calls, then undo EXECUTED compensatable effects in reverse order.
+
+        Repeats while calls that were still running during a pass have since ended, so an
+        outcome that arrives late is still undone or reported.
+
+        Returns:
+            The compensation report (also kept on :attr:`report`).
+        """
+        still_running = await self.settle()
+        report = await compensate(self.journal, self.saga_id, self.declarations, evidence=self.evidence)
+        while still_running:
+            before = still_running
+            still_running = await self.settle()
+            if still_running >= before:
+                break
+            report = _merge(report, await compensate(self.journal, self.saga_id, self.declarations,
+                                                     evidence=self.evidence))
+        self.report = report
+        return report
+
+    async def close(self, status: SagaStatus, **extra: Any) -> None:
+        """End the run (RUN_ENDED) and journal SAGA_CLOSED with the final status and report.
+
+        Closed is terminal: nothing is appended after it. Only COMPLETED and COMPENSATED sagas
+        are closed; one that ended IN_DOUBT or COMPENSATION_FAILED stays open for recovery.
+        A failed write is retried once (same write key), then recorded in
+        :attr:`journal_errors`: the status stands, the journal shows the saga still open, and
+        ``Sagacity.close_saga`` / ``recover`` can close it later. When :attr:`evidence` signs
+        checkpoints, the saga's head is then signed and stored (a failure is recorded in
+        :attr:`journal_errors` too).
+
+        Raises:
+            ValueError: ``status`` is not a closing status.
+        """
+        if status not in (SagaStatus.COMPLETED, SagaStatus.COMPENSATED):
+            raise ValueError(f"a saga is closed COMPLETED or COMPENSATED, not {status.value}")
+        payload: dict[str, Any] = {"status": status.value, **extra}
+        if self.report is not None:
+            payload["report"] = self.report.to_dict()
+        closing: dict[str, Any] = {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed",
+                                   "payload": payload}
+        stored = await self._release_lease(status, closing)
+        self.status = status
+        self._closed = True
+        # SAGA_CLOSED alone (retried once, same write key) when it did not go with RUN_ENDED.
+        for attempt in () if stored else (1, 2):
+            try:
+                await self.journal.append(self.saga_id, **closing)
+                break
+            except JournalError as exc:
+                if attempt == 2:
+                    self.journal_errors.append(f"SAGA_CLOSED not journaled: {_describe(exc)}")
+                    return
+        if self.evidence is not None and self.evidence.signs_checkpoints:
+            try:
+                await self.evidence.checkpoint(self.journal, self.saga_id)
+            except Exception as exc:  # noqa: BLE001 - the saga's status stands; reported
+                self.journal_errors.append(f"checkpoint not written: {_describe(exc)}")
+
+    async def _end_open(self, status: SagaStatus) -> SagaStatus:
+        """End the run and leave the saga open with ``status`` (more runs, approvals, or
+        recovery to come)."""
+        await self.end_run(status)
+        self.status = status
+        return status
+
+    async def finish(self, *, error: BaseException | None, close: bool) -> SagaStatus:
+        """Decide how one run of the saga ended, compensating when it ended badly, and end the
+        run (its lease is released).
+
+        A run ended badly when it raised (``error``) or any call failed; then the saga is
+        compensated and, when every effect was undone or kept on purpose (COMPENSATED), closed.
+        A saga left COMPENSATION_FAILED or IN_DOUBT is *not* closed: it takes no more runs and
+        waits, open, for :meth:`~sagacity_agents.Sagacity.recover` (design.md, "Runs, leases and
+        the end of a saga"). A run that ended well closes the saga COMPLETED when ``close`` is
+        true (IN_DOUBT, open, if some call has no outcome), and leaves it OPEN otherwise.
+
+        Returns:
+            The saga's status after this run.
+        """
+        if error is not None or self.failed:
+            await self.settle()
+            if self.failures:
+                first = self.failures[0]
+                reason = f"{first.tool} (call {first.call_id}) failed: {first.error}"
+                if error is not None and not isinstance(error, SagaFailedError):
+                    reason += f"; run raised {_describe(error)}"
+            else:
+                reason = f"run raised {_describe(error)}" if error is not None else "failed"
+            try:
+                await self.fail(reason)
+            except JournalError as exc:  # compensation must not wait for the journal's health
+                self.journal_errors.append(f"SAGA_FAILED not journaled: {_describe(exc)}")
+            report = await self.compensate()
+            self.in_doubt = report.in_doubt
+            if report.failed:
+                status = SagaStatus.COMPENSATION_FAILED
+            elif report.in_doubt or self.unwritten_outcomes or self.journal_errors:
+                status = SagaStatus.IN_DOUBT
+            else:
+                status = SagaStatus.COMPENSATED
+            if status is SagaStatus.COMPENSATED:
+                await self.close(status)
+                return status
+            return await self._end_open(status)
+        await self.settle()
+        if close:
+            if self._fresh_id:
+                # Every entry of a saga this object created was written here: a call without
+                # outcome would still be in flight (settle() waited) or held unwritten.
+                in_doubt = bool(self._active) or bool(self.pending_external_calls())
+            else:
+                in_doubt = bool(SagaLedger(await self.journal.entries(self.saga_id)).in_doubt())
+            if in_doubt or self.unwritten_outcomes:  # name every call in doubt (never on the hot path)
+                self.in_doubt = await self._calls_in_doubt()
+                return await self._end_open(SagaStatus.IN_DOUBT)
+            await self.close(SagaStatus.COMPLETED)
+            return SagaStatus.COMPLETED
+        return await self._end_open(SagaStatus.OPEN)
+
+    async def _calls_in_doubt(self) -> tuple[CompensationItem, ...]:
+        """INTENTs without outcome, from the journal, and calls whose outcome is held unwritten
+        (from memory: the journal may be the reason they are)."""
+        items: list[CompensationItem] = []
+        try:
+            entries = await self.journal.entries(self.saga_id)
+            items = [CompensationItem(e.seq, e.tool, e.call_id, "INTENT without outcome")
+                     for e in SagaLedger(entries).in_doubt()]
+        except Exception:  # noqa: BLE001 - the journal is down; memory still names some calls
+            pass
+        seqs = {i.seq for i in items}
+        with self._lock:
+            for phase, kwargs in self._unwritten:
+                seq = (kwargs.get("payload") or {}).get("intent_seq")
+                if isinstance(seq, int) and seq not in seqs:
+                    items.append(CompensationItem(seq, kwargs.get("tool"), kwargs.get("call_id"),
+                                                  f"{phase.value} outcome not journaled"))
+        return tuple(sorted(items, key=lambda i: i.seq))
+
+
+def _merge(first: CompensationReport, second: CompensationReport) -> CompensationReport:
+    seen = {i.seq for i in first.undone + first.failed}
+    return CompensationReport(
+        undone=first.undone + tuple(i for i in second.undone if i.seq not in seen),
+        failed=first.failed + tuple(i for i in second.failed if i.seq not in seen),
+        kept_irreversible=second.kept_irreversible,
+        no_undo=second.no_undo,
+        in_doubt=second.in_doubt,
+        approved_not_run=second.approved_not_run,
+    )

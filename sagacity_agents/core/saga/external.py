@@ -1,0 +1,96 @@
+"""Calls journaled from outside their body: tools we cannot decorate (the fallback seams of the
+adapter) get their INTENT before the SDK runs them and their outcome when a later seam sees it.
+Their approval hash covers the canonical raw arguments."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from ..declarations import Reversibility, ToolDeclaration
+from ..entries import JournalEntry
+from .calls import CallRecording
+from .payloads import _raw_args_value
+from .state import CallFrame
+
+__all__ = ["ExternalCalls"]
+
+
+class ExternalCalls(CallRecording):
+    """INTENT and outcome of calls whose body we cannot wrap (a layer of :class:`~.saga.Saga`)."""
+
+    async def begin_external_call(
+        self, decl: ToolDeclaration, tool: str, call_id: str | None, raw_args: str
+    ) -> JournalEntry:
+        """Journal the INTENT of a call whose body we cannot wrap (raw arguments journaled).
+
+        The outcome comes later through :meth:`end_external_call`. The call is not counted in
+        flight meanwhile: the seams that bring its outcome run before the SDK moves on, so
+        waiting could never bring a late one (an INTENT left without outcome is in doubt).
+
+        Raises:
+            ApprovalError: an irreversible call without a consumed approval of these arguments
+                (journaled FAILED; the caller must not run the tool).
+            JournalWriteError: the INTENT could not be written (the caller must not run the tool).
+        """
+        invocation = self._invocation_id()
+        request_id = None
+        if decl.reversibility is Reversibility.IRREVERSIBLE:
+            # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
+            request_id = await self._check_grant(tool, call_id, _raw_args_value(raw_args), invocation)
+        intent = await self._write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id)
+        self.last_journaled = time.monotonic()
+        with self._lock:
+            self._external[call_id] = (decl, intent)
+        return intent
+
+    def adopt_external_call(self, intent: JournalEntry) -> None:
+        """Register a fallback call's INTENT read from the journal (a paused run resumed in this
+        process) as waiting for its outcome, so :meth:`end_external_call` journals it once."""
+        with self._lock:
+            self._external.setdefault(intent.call_id, (None, intent))
+
+    def has_external_call(self, call_id: str | None) -> bool:
+        """Whether a fallback call with this call id is waiting for its outcome."""
+        with self._lock:
+            return call_id in self._external
+
+    def end_external_call(
+        self, call_id: str | None, *, result: Any = None, exc: BaseException | None = None,
+        declaration: ToolDeclaration | None = None, not_run: bool = False,
+    ) -> asyncio.Future[None] | None:
+        """Journal the outcome of a fallback call (EXECUTED / REFUSED / FAILED), once.
+
+        Safe to call from sync code on the loop thread (a failure formatter): the write is
+        scheduled as a task, tracked as in flight. Returns that task, or ``None`` when no such
+        call is pending (its outcome was already recorded).
+
+        Args:
+            declaration: the tool's declaration (for its classifier), when the caller has it.
+            not_run: with ``exc``: the body never started (e.g. an ``on_tool_start`` raised).
+        """
+        with self._lock:
+            pending = self._external.pop(call_id, None)
+        if pending is None:
+            return None
+        stored, intent = pending
+        decl = declaration or stored or self.declarations.get(intent.tool or "")
+        if decl is None:  # a reloaded call whose tool this process never met: no classifier
+            decl = ToolDeclaration(name=intent.tool or "", reversibility=Reversibility.READ_ONLY)
+        frame = CallFrame(self, intent.tool or "", call_id, intent.seq)
+        phase, payload, failure = self._outcome(decl, intent, frame, result=result, exc=exc)
+        if not_run:
+            payload["not_run"] = True
+        if failure is not None:
+            # Mark the saga failed now (synchronously), not when the write lands.
+            self._note_failure(failure)
+        done = self._begin()
+        task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, None))
+        task.add_done_callback(lambda _t: self._end(done))
+        return task
+
+    def pending_external_calls(self) -> int:
+        """How many fallback calls have an INTENT and no outcome yet in this process."""
+        with self._lock:
+            return len(self._external)

@@ -1,0 +1,165 @@
+"""A saga's runs and its run lease: opening the saga (once per saga id), taking the lease for one
+run (RUN_STARTED, renewed while the run lasts), and releasing it (RUN_ENDED).
+
+Rules: design.md, "Runs, leases and the end of a saga"; the lease itself is ``core.lease``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from ...errors import JournalError, JournalWriteError, SagaStateError
+from ...errors import describe_error as _describe
+from ..entries import JournalEntry, Phase
+from ..evidence import verified_entries
+from ..journal import append_each
+from ..lease import LeaseKeeper, acquire_lease
+from .state import SagaState
+from .status import SagaStatus
+
+__all__ = ["RunLifecycle"]
+
+
+class RunLifecycle(SagaState):
+    """Opening a saga and holding its run lease (a layer of :class:`~.saga.Saga`)."""
+
+    async def open(self, *, recovering: bool = False) -> None:
+        """Journal SAGA_OPENED (once per saga id; a retry or a later process is harmless) and
+        bind the saga to the running event loop.
+
+        Args:
+            recovering: allow a saga that failed (it ended COMPENSATION_FAILED or IN_DOUBT, or
+                its process stopped while compensating): recovery finishes it.
+
+        Raises:
+            SagaStateError: the saga is closed in the journal (closed is terminal), or it failed
+                (a failed saga takes no more runs: recover it).
+            EvidenceError: the saga's journal does not verify (nothing is written).
+            JournalError: the journal cannot be written.
+        """
+        self.loop = asyncio.get_running_loop()
+        if self._opened:
+            return
+        if self._fresh_id:
+            await self.journal.append(
+                self.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": self.metadata}
+            )
+            self._opened = True
+            return
+        existing = await verified_entries(self.journal, self.saga_id, self.evidence)
+        self._refuse_state(existing, recovering)
+        self._recovering = recovering
+        if not existing:
+            try:
+                await self.journal.append(
+                    self.saga_id, Phase.SAGA_OPENED, write_key="saga:open",
+                    payload={"metadata": self.metadata}, expected_seq=0,
+                )
+            except JournalWriteError:
+                # Opened meanwhile by another writer (two first runs of one saga id at once):
+                # the lease decides which of them runs.
+                if not any(e.phase is Phase.SAGA_OPENED for e in await self.journal.entries(self.saga_id)):
+                    raise
+        self._opened = True
+
+    def _refuse_state(self, existing: list[JournalEntry], recovering: bool) -> None:
+        closes = [e for e in existing if e.phase is Phase.SAGA_CLOSED]
+        if closes:
+            last = closes[-1].payload if isinstance(closes[-1].payload, dict) else {}
+            raise SagaStateError(
+                f"saga {self.saga_id} is closed ({last.get('status')}); a closed saga is "
+                "terminal: open a new saga"
+            )
+        if not recovering and any(e.phase is Phase.SAGA_FAILED for e in existing):
+            raise SagaStateError(
+                f"saga {self.saga_id} failed and is not closed (it ended COMPENSATION_FAILED or "
+                "IN_DOUBT, or its process stopped while compensating); it takes no more runs: "
+                "recover it (Sagacity.recover or `sagacity saga recover`)"
+            )
+
+    async def begin_run(self, agent_name: str, *, recovering: bool = False) -> None:
+        """:meth:`open` then :meth:`start_run`. For a saga this object created, SAGA_OPENED and
+        RUN_STARTED go to the journal together (one round trip where it batches appends,
+        ``core.journal.append_each``).
+
+        Raises:
+            As :meth:`open` and :meth:`start_run`.
+        """
+        if self._fresh_id and not self._opened:
+            self.loop = asyncio.get_running_loop()
+            await self.start_run(agent_name, opening={
+                "phase": Phase.SAGA_OPENED, "write_key": "saga:open",
+                "payload": {"metadata": self.metadata},
+            })
+            self._opened = True
+            return
+        await self.open(recovering=recovering)
+        await self.start_run(agent_name)
+
+    async def start_run(self, agent_name: str, *, opening: dict[str, Any] | None = None) -> None:
+        """Take the saga's run lease: journal RUN_STARTED for one run (segment), resume,
+        recovery or close of the saga, and keep the lease renewed until :meth:`end_run`.
+        ``opening``: the SAGA_OPENED append of a saga this object created, written in the same
+        batch (:meth:`begin_run`).
+
+        Raises:
+            SagaStateError: another run holds the saga's lease and it has not expired, or the
+                saga is closed or failed (see :meth:`open`); nothing was written.
+            JournalError: the journal cannot be read or written.
+        """
+        self.loop = asyncio.get_running_loop()
+        recovering = self._recovering
+        await acquire_lease(
+            self.journal, self.saga_id, holder=self.holder, seconds=self.lease_seconds,
+            agent=agent_name,
+            check=None if self._fresh_id else (lambda entries: self._refuse_state(entries, recovering)),
+            opening=opening,
+        )
+        self.last_journaled = time.monotonic()
+        self._keeper = LeaseKeeper(
+            self.journal, self.saga_id, self.holder, self.lease_seconds, lambda: self.last_journaled
+        )
+        self._keeper.start()
+
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start_run` and :meth:`end_run` (this object holds the lease)."""
+        return self._keeper is not None
+
+    async def end_run(self, status: SagaStatus) -> None:
+        """Release the run lease: journal RUN_ENDED with the saga's status. Idempotent; a failed
+        write is recorded in :attr:`journal_errors` (the lease then simply expires)."""
+        await self._release_lease(status)
+
+    async def _release_lease(self, status: SagaStatus, closing: dict[str, Any] | None = None) -> bool:
+        """Stop renewing the lease and journal RUN_ENDED; with ``closing`` (the SAGA_CLOSED
+        append), both in one batch where the journal batches (``core.journal.append_each``).
+
+        Returns:
+            Whether ``closing`` was stored here. ``False`` too when this object held no lease
+            (nothing written) or the batch raised (RUN_ENDED is then written alone, under the
+            same write key, and the caller writes ``closing``). A failed RUN_ENDED is recorded
+            in :attr:`journal_errors` (the lease then simply expires).
+        """
+        keeper, self._keeper = self._keeper, None
+        if keeper is None:
+            return False
+        await keeper.stop()
+        ended: dict[str, Any] = {
+            "phase": Phase.RUN_ENDED, "write_key": f"run-end:{self.holder}:{uuid.uuid4().hex[:8]}",
+            "payload": {"holder": self.holder, "status": status.value},
+        }
+        if closing is not None:
+            try:
+                await append_each(self.journal, self.saga_id, [ended, closing])
+                return True
+            except JournalError:
+                pass  # one by one: RUN_ENDED here, SAGA_CLOSED by the caller
+        try:
+            await self.journal.append(self.saga_id, **ended)
+        except JournalError as exc:
+            self.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
+        return False

@@ -1,0 +1,50 @@
+"""How a call's values go into its journal entries' payloads: values with no canonical encoding
+are marked (never a ``repr``), bytes results are tagged, a fallback call's raw argument text is
+read as the canonical value an approval hash covers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import EncodingError
+from ..canonical import encode_canonical, parse_json, to_canonical_value
+from ..declarations import Reversibility
+
+_REVERSIBILITY_TEXT = {kind: kind.value for kind in Reversibility}  # Enum.value is slow per call
+
+ENCODING_ERROR_KEY = "$encoding_error"
+"""Marker key in a payload for a value that had no canonical encoding (never a ``repr``)."""
+
+
+def _encode_or_marker(value: Any) -> Any:
+    try:
+        converted = to_canonical_value(value)
+        encode_canonical(converted)  # e.g. a lone surrogate converts but does not encode
+        return converted
+    except EncodingError as exc:
+        return {ENCODING_ERROR_KEY: str(exc), "type": type(value).__qualname__}
+
+
+RESULT_TYPE_KEY = "result_type"
+"""Payload key beside ``result`` saying what the canonical value stands for: ``"bytes"`` when the
+body returned bytes (journaled, like all bytes, as a standard base64 string; the hashed bytes
+follow the unchanged canonical rule), so a reader and the undo get bytes back, not text."""
+
+
+def _with_result(base: dict[str, Any], result: Any) -> dict[str, Any]:
+    if isinstance(result, (bytes, bytearray, memoryview)):
+        return {**base, "result": result, RESULT_TYPE_KEY: "bytes"}
+    return {**base, "result": result}
+
+
+def _raw_args_value(raw_args: str) -> dict[str, Any]:
+    """The canonical value of a fallback call's raw argument text (``{"$unparsable": text}`` when
+    it is not a JSON object: no approval can match it)."""
+    try:
+        value = parse_json(raw_args or "{}")
+        if isinstance(value, dict):
+            converted: dict[str, Any] = to_canonical_value(value)
+            return converted
+    except EncodingError:
+        pass
+    return {"$unparsable": raw_args}

@@ -1,0 +1,147 @@
+"""Calls a saga refuses: a tool name bound to another declaration, an irreversible call without
+a consumed approval of its exact arguments (the grant is read from the journal, ``core.grants``),
+and, under the REFUSE_EFFECTS policy, any call that would change the world after the saga failed.
+A call refused before its INTENT is journaled FAILED (``not_run``); one refused by the policy is
+journaled REFUSED, and the model is told the saga's verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from ...errors import ApprovalError, ConfigurationError
+from ...errors import describe_error as _describe
+from ..canonical import canonical_bytes, sha256_hex
+from ..declarations import ToolDeclaration
+from ..entries import JournalEntry, Phase
+from ..evidence import verified_entries
+from ..grants import grant_for_call
+from .outcomes import CallOutcomes
+from .payloads import _REVERSIBILITY_TEXT, _encode_or_marker
+from .status import FailurePolicy, FailureRecord
+from .verdict import changes_world, read_verdict
+
+__all__ = ["Refusals"]
+
+
+class Refusals(CallOutcomes):
+    """Refusing calls, before their INTENT or by policy (a layer of :class:`~.saga.Saga`)."""
+
+    async def _refuse_other_declaration(
+        self, decl: ToolDeclaration, tool: str, call_id: str | None, invocation: str
+    ) -> None:
+        """A call under a tool name already bound to another declaration in this saga (an agent
+        run inside a tool body, which no walk of the agent graph sees in advance): its undo
+        could be mistaken for the other tool's, so it is journaled FAILED, fails the saga, and
+        raises before its body runs.
+
+        Raises:
+            ConfigurationError: always.
+        """
+        known = self.declarations[tool]
+        error = ConfigurationError(
+            f"{tool} (call {call_id}) refused: the name {tool!r} is already bound to "
+            f"{known.declaration_id or known.name} in saga {self.saga_id}, and this call is "
+            f"{decl.declaration_id or decl.name}; tool names must be unique across every agent "
+            "of a saga, nested runs included (use function_tool(name_override=...)); the tool "
+            "was not run"
+        )
+        await self._refused_before_intent(
+            error, tool, call_id, invocation, {"declaration": decl.declaration_id})
+
+    async def _refused_before_intent(
+        self, error: Exception, tool: str, call_id: str | None, invocation: str,
+        extra: dict[str, Any],
+    ) -> NoReturn:
+        """Journal FAILED (``not_run``) for a call refused before its INTENT, fail the saga,
+        and raise ``error``."""
+        seq = None
+        try:
+            entry = await self.journal.append(
+                self.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
+                call_id=call_id,
+                payload={"intent_seq": None, "not_run": True, "error": str(error), **extra},
+            )
+            seq = entry.seq
+        finally:
+            self._note_failure(FailureRecord(seq, tool, call_id, str(error), error))
+        raise error
+
+    async def _check_grant(
+        self, tool: str, call_id: str | None, args: dict[str, Any], invocation: str
+    ) -> str:
+        """Execution-time approval check of an irreversible call (fail closed).
+
+        The call runs only when the saga's journal holds APPROVED and CONSUMED for this call
+        and the SHA-256 of the canonical arguments the body is about to receive, not yet used by
+        an INTENT (``core.grants``). Grants come from the journal, never from memory, so a
+        ``RunState`` approved through the SDK's own API, a forged snapshot, or a decision never
+        consumed by a resume runs nothing. Anything else is journaled as FAILED, fails the saga,
+        and raises :class:`~sagacity_agents.errors.ApprovalError`.
+
+        Returns:
+            The request id the call uses up (journaled in its INTENT).
+        """
+        digest = sha256_hex(canonical_bytes(args))
+        try:
+            # Acted on only once it verifies (and, with a keyring, its decisions' signatures).
+            entries = await verified_entries(self.journal, self.saga_id, self.evidence)
+        except Exception as exc:  # noqa: BLE001 - fail closed: no evidence, no run
+            request_id, problem = None, f"the journal could not be read or verified ({_describe(exc)})"
+        else:
+            with self._lock:
+                request_id, problem = grant_for_call(
+                    entries, tool=tool, call_id=call_id, args_hash=digest,
+                    claimed=self._claimed_requests,
+                )
+                if request_id is not None:
+                    self._claimed_requests.add(request_id)
+                    return request_id
+        error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run")
+        await self._refused_before_intent(
+            error, tool, call_id, invocation, {"args": _encode_or_marker(args), "args_hash": digest})
+
+    def refuses_effects(self, decl: ToolDeclaration | None) -> bool:
+        """Whether the REFUSE_EFFECTS policy refuses a call of a tool declared ``decl`` now: the
+        saga has failed and the tool may change the world (``decl`` ``None``: undeclared)."""
+        return bool(self.failures) and self.policy is FailurePolicy.REFUSE_EFFECTS and changes_world(decl)
+
+    async def refuse_call(
+        self, decl: ToolDeclaration | None, tool: str, call_id: str | None,
+        args: dict[str, Any] | None, *, raw_args: str | None = None, refused_by: str,
+        intent: JournalEntry | None = None,
+    ) -> str:
+        """Refuse one call because the saga has failed: journal REFUSED (the body is not run, no
+        INTENT is written) and return the message for the model (:meth:`SagaVerdict.model_message`).
+
+        Args:
+            decl: the tool's declaration (``None``: undeclared).
+            tool, call_id: the call.
+            args: validated arguments when known (the wrapper), else ``None``.
+            raw_args: the raw argument text (guardrails see only that).
+            refused_by: who refused it (journaled): ``"policy"`` or a guardrail's name.
+            intent: the call's INTENT when it was written before the refusal (the saga failed
+                while it was being written): the REFUSED entry is then its one outcome.
+
+        Returns:
+            The message the model gets instead of the tool's output. It is returned even when the
+            REFUSED entry cannot be written (the entry is then held and retried like an outcome).
+        """
+        message = (await read_verdict(self)).model_message()
+        payload: dict[str, Any] = {
+            "intent_seq": intent.seq if intent else None, "not_run": True, "result": message,
+            "refused_by": refused_by,
+            "reason": "saga failed",
+            "reversibility": _REVERSIBILITY_TEXT[decl.reversibility] if decl else "undeclared",
+        }
+        if args is not None:
+            payload["args"] = _encode_or_marker(args)
+        if raw_args is not None:
+            payload["raw_args"] = raw_args
+        invocation = intent.write_key.rsplit(":", 1)[0] if intent else self._invocation_id()
+        keys: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
+        try:
+            await self.journal.append(self.saga_id, Phase.REFUSED, payload=payload, **keys)
+        except Exception:  # noqa: BLE001 - the call is refused anyway; the entry is retried by settle()
+            self._keep_unwritten(Phase.REFUSED, payload, keys)
+        return message

@@ -1,0 +1,173 @@
+"""The state of one live saga in this process, shared by every part of :class:`~.saga.Saga`:
+the journal it writes to, its declarations, failures and held outcomes, the calls in flight,
+and the frame of the call running in the current context.
+
+:class:`SagaState` is the base of the saga's layers (``lifecycle`` -> ``outcomes`` ->
+``refusals`` -> ``calls`` -> ``external`` -> ``closing``); each layer uses only the layers
+below it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import ConfigurationError
+from ..compensation import CompensationItem, CompensationReport
+from ..declarations import ToolDeclaration
+from ..entries import JournalEntry, Phase
+from ..evidence import Evidence
+from ..journal import Journal
+from ..lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, new_holder_id
+from .status import FailurePolicy, FailureRecord, SagaStatus
+
+__all__ = ["CallFrame", "SagaState"]
+
+
+class _InFlight:
+    """One call counted in flight; ended exactly once."""
+
+    __slots__ = ("ended",)
+
+    def __init__(self) -> None:
+        self.ended = False
+
+
+@dataclass
+class CallFrame:
+    """The call currently running in this context (set by the wrapper around the body)."""
+
+    saga: SagaState
+    """The saga the call belongs to."""
+    tool: str
+    """Tool name."""
+    call_id: str | None
+    """The model's call id."""
+    intent_seq: int
+    """Sequence number of the call's INTENT."""
+    undo_data: Any = None
+    """What the body handed to :func:`record_undo_data`."""
+    has_undo_data: bool = False
+
+
+class SagaState:
+    """The fields of a live saga and the bookkeeping every layer shares (see :class:`~.saga.Saga`
+    for the arguments)."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        saga_id: str | None = None,
+        *,
+        policy: FailurePolicy = FailurePolicy.STOP,
+        in_flight_timeout: float = 30.0,
+        metadata: dict[str, Any] | None = None,
+        evidence: Evidence | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    ) -> None:
+        if lease_seconds <= 0:
+            raise ValueError("lease_seconds must be > 0")
+        self.journal = journal
+        self.evidence = evidence
+        self._fresh_id = saga_id is None  # a new random id: nothing in the journal to read
+        # Invocation ids (write-key prefixes): random per Saga object, counted per call; unique
+        # across processes and retries of a saga without a uuid4 per call.
+        self._invocation_prefix = uuid.uuid4().hex[:16]
+        self._invocations = itertools.count(1)
+        self.saga_id = saga_id or uuid.uuid4().hex
+        self.policy = FailurePolicy(policy)
+        self.in_flight_timeout = in_flight_timeout
+        self.metadata = metadata or {}
+        self.declarations: dict[str, ToolDeclaration] = {}
+        self.tool_settings: dict[str, dict[str, Any]] = {}
+        self.failures: list[FailureRecord] = []
+        self.status = SagaStatus.OPEN
+        self.report: CompensationReport | None = None
+        self.in_doubt: tuple[CompensationItem, ...] = ()
+        """Every call whose outcome is unknown when the saga was last finished (its INTENT, or
+        its undo's COMPENSATING, has no outcome in the journal)."""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._active = 0  # calls between _begin and _end (any thread)
+        self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
+        # Outcome entries written behind their calls (journals with ``writes_outcomes_behind``):
+        # pending writes, and the latest, which the next one waits for (outcomes keep call order).
+        self._outcomes_behind = bool(getattr(journal, "writes_outcomes_behind", False))
+        self._behind: set[asyncio.Future[None]] = set()
+        self._behind_last: asyncio.Future[None] | None = None
+        self._claimed_requests: set[str] = set()  # approvals taken by calls of this object
+        self.journal_errors: list[str] = []
+        """Journal writes of the saga's own bookkeeping that failed (SAGA_FAILED, SAGA_CLOSED)."""
+        self._external: dict[str | None, tuple[ToolDeclaration | None, JournalEntry]] = {}
+        self.resume_parents: dict[str | None, CallFrame] = {}
+        """Parent call of a paused nested call, by call id, reloaded from the journal on resume
+        (the SDK resumes a nested run without the guardrail that sets :data:`current_call`)."""
+        self._opened = False
+        self._recovering = False
+        self._closed = False
+        self.lease_seconds = lease_seconds
+        self.holder = new_holder_id()
+        """This object's run-lease holder id (``host:pid:random``)."""
+        self._keeper: LeaseKeeper | None = None
+        self.last_journaled = time.monotonic()
+        """``time.monotonic()`` of the latest call start or end (the lease keeper reads it)."""
+
+    @property
+    def failed(self) -> bool:
+        """True once any call failed (raised, was cancelled, or was classified failed)."""
+        return bool(self.failures)
+
+    @property
+    def closed(self) -> bool:
+        """True once SAGA_CLOSED is journaled."""
+        return self._closed
+
+    def register(self, tool: str, declaration: ToolDeclaration, **settings: Any) -> None:
+        """Make ``declaration``'s undo available for entries of ``tool`` and note the tool's
+        framework settings (e.g. ``timeout`` seconds, used to say a cancellation was a timeout).
+
+        Raises:
+            ConfigurationError: another declaration is registered under the same tool name (two
+                agents of one saga with different tools named alike): the journal names calls by
+                tool name, so compensation would run the wrong undo.
+        """
+        known = self.declarations.get(tool)
+        if known is not None and known is not declaration:
+            raise ConfigurationError(
+                f"two different tools are named {tool!r} in saga {self.saga_id} "
+                f"({known.name} and {declaration.name}); tool names must be unique across the "
+                "agents of a saga (use function_tool(name_override=...))"
+            )
+        self.declarations[tool] = declaration
+        if settings:
+            self.tool_settings[tool] = settings
+
+    def _invocation_id(self) -> str:
+        return f"{self._invocation_prefix}-{next(self._invocations)}"
+
+    def _begin(self) -> _InFlight:
+        with self._lock:
+            self._active += 1
+        self.last_journaled = time.monotonic()  # the INTENT about to be written renews the lease
+        return _InFlight()
+
+    def _end(self, token: _InFlight) -> None:
+        self.last_journaled = time.monotonic()
+        with self._lock:
+            if not token.ended:
+                token.ended = True
+                self._active -= 1
+
+    def _keep_unwritten(self, phase: Phase, payload: dict[str, Any], keys: dict[str, Any]) -> None:
+        """Hold an outcome the journal refused; settle() retries it with the same write key."""
+        with self._lock:
+            self._unwritten.append((phase, {"payload": payload, **keys}))
+
+    def _note_failure(self, record: FailureRecord) -> None:
+        with self._lock:
+            self.failures.append(record)
