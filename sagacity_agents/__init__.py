@@ -23,14 +23,9 @@ from .core.chain import (
     verify_journal,
 )
 from .core.checkpoints import Checkpoint, CheckpointStore, DirectoryCheckpointStore
-from .core.compensation import (
-    CompensationContext,
-    CompensationItem,
-    CompensationReport,
-    compensate,
-    idempotency_key,
-)
+from .core.compensation import CompensationItem, CompensationReport, compensate
 from .core.declarations import Reversibility, ToolDeclaration, Verdict
+from .core.undo import CompensationContext, idempotency_key
 from .core.entries import JournalEntry, Phase
 from .core.evidence import Evidence
 from .core.journal import Journal

@@ -27,55 +27,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ClaimTakenError, JournalWriteError, describe_error
-from .canonical import sha256_hex
 from .declarations import Reversibility, ToolDeclaration, declaration_by_id, is_ambiguous
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .grants import consumed_decisions
 from .journal import CLAIMANT_KEY, Journal, new_claimant
+from .undo import CompensationContext, idempotency_key
 
 __all__ = [
-    "CompensationContext",
     "CompensationItem",
     "CompensationReport",
     "SagaLedger",
     "compensate",
-    "idempotency_key",
 ]
-
-
-def idempotency_key(saga_id: str, seq: int) -> str:
-    """The idempotency key of the undo of entry ``seq`` of ``saga_id``.
-
-    Stable across retries and processes: ``"sgc-"`` + the first 32 hex digits of
-    SHA-256(``saga_id`` NUL ``seq``). Pass it to the remote API's idempotency header.
-    """
-    return "sgc-" + sha256_hex(f"{saga_id}\x00{seq}".encode())[:32]
-
-
-@dataclass(frozen=True, slots=True)
-class CompensationContext:
-    """Everything an undo gets. Values are in their journaled (canonical JSON) form, because the
-    undo may run in another process than the tool did."""
-
-    saga_id: str
-    """The saga being compensated."""
-    seq: int
-    """Sequence number of the EXECUTED entry being undone."""
-    tool: str
-    """Tool name as the model saw it."""
-    call_id: str | None
-    """The model's call id of the original call."""
-    args: dict[str, Any]
-    """The validated arguments the body received (canonical form: Decimal as string, etc.)."""
-    result: Any
-    """What the body returned (canonical form; ``bytes`` when the body returned bytes)."""
-    undo_data: Any
-    """What the body passed to ``record_undo_data`` (``None`` if nothing)."""
-    idempotency_key: str
-    """Stable key for this undo; the same on every retry of it."""
-    raw_args: str | None = None
-    """The raw argument text, journaled only for fallback-protected tools (``args`` is then empty)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import DeclarationError
 
 if TYPE_CHECKING:
-    from .compensation import CompensationContext
+    from .undo import CompensationContext
 
 __all__ = [
     "Classifier",

@@ -16,7 +16,7 @@ from typing import Any
 from agents import Agent, FunctionTool, Tool, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from ..core.compensation import CompensationContext
+from ..core.undo import CompensationContext
 from ..core.saga import record_undo_data
 from ..sdk.guardrails import saga_output_guardrail
 from ..sdk.tools import compensable

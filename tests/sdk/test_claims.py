@@ -11,7 +11,7 @@ import pytest
 
 from sagacity_agents import InMemoryJournal, Phase, SqliteJournal
 from sagacity_agents.core.chain import verify_entries
-from sagacity_agents.core.compensation import idempotency_key
+from sagacity_agents.core.undo import idempotency_key
 
 from . import claims_worker
 from .claims_worker import CrashClock, crash_saga, far_side_applied, recover_once
