@@ -5,22 +5,24 @@ from __future__ import annotations
 import pytest
 from agents import set_tracing_disabled
 
+# The suites every backend runs live outside test modules: their asserts explain themselves too.
+pytest.register_assert_rewrite(
+    "tests.backends", "tests.journal.journal_contract", "tests.approvals.approval_contract"
+)
+
+from tests.backends import EMBEDDED  # noqa: E402 - after the assert rewriting is registered
+
 set_tracing_disabled(True)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def any_journal(request, tmp_path):
-    """Each embedded backend in turn."""
-    from sagacity_agents import InMemoryJournal, SqliteJournal
-
-    if request.param == "memory":
-        journal = InMemoryJournal()
-    else:
-        journal = SqliteJournal(tmp_path / "journal.db")
+@pytest.fixture(params=EMBEDDED, ids=str)
+def any_journal(request):
+    """A journal of each embedded backend (``tests/backends.py``) in turn."""
+    journal = request.param.journal(request.param.location(request))
     yield journal
     import asyncio
 
-    asyncio.run(journal.close()) if request.param == "sqlite" else None
+    asyncio.run(journal.close())
 
 
 @pytest.fixture(scope="session")

@@ -13,16 +13,16 @@ import psycopg
 import pytest
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
-from journal_contract import assert_chain, verify_one
 
 from sagacity_agents import Sagacity, SagaStatus, compensable
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.journal import AppendRequest, append_each, utc_stamp
 from sagacity_agents.backends.postgres.journal import PostgresJournal, byte_pieces
 from sagacity_agents.errors import JournalWriteError
-from test_journal_postgres import kill_at_commit  # noqa: F401 - a fixture
-
 from tests.pg import admin_connect, at_commit_trigger
+
+from .journal_contract import assert_chain, verify_one
+from .test_journal_postgres import kill_at_commit  # noqa: F401 - a fixture
 
 # A deferred trigger runs inside COMMIT, before the commit record: it sees the
 # synchronous_commit the commit itself uses (set_config(..., true) lasts to the end of the

@@ -1,65 +1,32 @@
-"""The journal contract run against every backend, plus what only one backend can show."""
+"""What only one embedded backend's journal can show: in memory, a reordered chain; SQLite, the
+stored BLOB, SQL edits of it, a reopened file, saga ids read from the entries, close. The journal
+contract itself (``journal_contract.py``) runs on every backend in
+``tests/test_backend_contracts.py``."""
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 import pytest
-from journal_contract import (
-    SAGA,
-    JournalContract,
-    Tamper,
-    assert_chain,
-    fill,
-    replace_entry,
-    verify_one,
-)
 
 from sagacity_agents.core.chain import ChainFault, verify_journal
-from sagacity_agents.core.entries import JournalEntry, Phase
+from sagacity_agents.core.entries import Phase
 from sagacity_agents.backends.memory.journal import InMemoryJournal
 from sagacity_agents.backends.sqlite.journal import SqliteJournal
 from sagacity_agents.errors import JournalError
 from sagacity_agents.testing import FrozenClock
 
+from .journal_contract import SAGA, assert_chain, fill, verify_one
+
 # --- in memory ------------------------------------------------------------------------------
 
 
-class MemoryTamper(Tamper):
-    def __init__(self, journal: InMemoryJournal) -> None:
-        self.journal = journal
-
-    def _get(self, saga_id: str, seq: int) -> JournalEntry:
-        return next(e for e in self.journal._chains[saga_id] if e.seq == seq)
-
-    def set_canonical(self, saga_id: str, seq: int, data: bytes) -> None:
-        self.journal._replace(saga_id, seq, replace_entry(self._get(saga_id, seq), canonical=data))
-
-    def set_column(self, saga_id: str, seq: int, column: str, value: Any) -> None:
-        if column == "phase":
-            value = Phase(value)
-        self.journal._replace(saga_id, seq, replace_entry(self._get(saga_id, seq), **{column: value}))
-
-    def delete(self, saga_id: str, seq: int) -> None:
-        self.journal._delete(saga_id, seq)
-
-    def swap(self, saga_id: str, a: int, b: int) -> None:
-        ea, eb = self._get(saga_id, a), self._get(saga_id, b)
-        self.journal._replace(saga_id, a, replace_entry(eb, seq=a))
-        self.journal._replace(saga_id, b, replace_entry(ea, seq=b))
-
-
-class TestInMemoryJournal(JournalContract):
+class TestInMemoryJournal:
     @pytest.fixture
-    async def journal(self, clock):
-        journal = InMemoryJournal(clock=clock)
+    async def journal(self):
+        journal = InMemoryJournal(clock=FrozenClock(tick=0.001))
         yield journal
         await journal.close()
-
-    @pytest.fixture
-    def tamper(self, journal):
-        return MemoryTamper(journal)
 
     async def test_tamper_entries_swapped_in_storage_order_is_reordered(self, journal):
         await fill(journal, 5)
@@ -71,61 +38,13 @@ class TestInMemoryJournal(JournalContract):
 
 # --- SQLite ---------------------------------------------------------------------------------
 
-_COLUMNS = ("saga_id", "seq", "phase", "tool", "call_id", "write_key", "recorded_at", "prev_hash",
-            "hash", "canonical")
-_EDITABLE = set(_COLUMNS) - {"saga_id", "seq"}
 
-
-class SqliteTamper(Tamper):
-    def __init__(self, journal: SqliteJournal) -> None:
-        self.journal = journal
-
-    def set_canonical(self, saga_id: str, seq: int, data: bytes) -> None:
-        self.set_column(saga_id, seq, "canonical", data)
-
-    def set_column(self, saga_id: str, seq: int, column: str, value: Any) -> None:
-        assert column in _EDITABLE, column
-        self.journal.execute_sql(
-            f"UPDATE sagacity_journal SET {column} = ? WHERE saga_id = ? AND seq = ?",
-            (value, saga_id, seq),
-        )
-        assert self.journal.execute_sql("SELECT changes()") == [(1,)]
-
-    def delete(self, saga_id: str, seq: int) -> None:
-        self.journal.execute_sql(
-            "DELETE FROM sagacity_journal WHERE saga_id = ? AND seq = ?", (saga_id, seq)
-        )
-        assert self.journal.execute_sql("SELECT changes()") == [(1,)]
-
-    def swap(self, saga_id: str, a: int, b: int) -> None:
-        rows = {
-            row[1]: row
-            for row in self.journal.execute_sql(
-                f"SELECT {', '.join(_COLUMNS)} FROM sagacity_journal "
-                "WHERE saga_id = ? AND seq IN (?, ?)",
-                (saga_id, a, b),
-            )
-        }
-        self.journal.execute_sql(
-            "DELETE FROM sagacity_journal WHERE saga_id = ? AND seq IN (?, ?)", (saga_id, a, b)
-        )
-        for seq, source in ((a, rows[b]), (b, rows[a])):
-            self.journal.execute_sql(
-                f"INSERT INTO sagacity_journal ({', '.join(_COLUMNS)}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (source[0], seq, *source[2:]),
-            )
-
-
-class TestSqliteJournal(JournalContract):
+class TestSqliteJournal:
     @pytest.fixture
-    async def journal(self, clock, tmp_path):
-        journal = SqliteJournal(tmp_path / "journal.db", clock=clock)
+    async def journal(self, tmp_path):
+        journal = SqliteJournal(tmp_path / "journal.db", clock=FrozenClock(tick=0.001))
         yield journal
         await journal.close()
-
-    @pytest.fixture
-    def tamper(self, journal):
-        return SqliteTamper(journal)
 
     async def test_stores_exactly_the_hashed_bytes_as_blob(self, journal):
         written = await fill(journal, 3)

@@ -1,10 +1,10 @@
 """Cases C-07, C-08, C-11 and C-12 (shared/cases/cases-1.md) on every backend.
 
-Each case appends the same writes (same saga id, write keys and frozen time) to the in-memory,
-the SQLite and the PostgreSQL journal (its sessions in ``TimeZone = 'Europe/Berlin'``) and checks
-the right value on each, that the chains verify, and that the stored bytes and hashes are
-identical across backends. Without a PostgreSQL server (and ``$CI`` unset) the cases run on the
-two embedded backends only.
+Each case appends the same writes (same saga id, write keys and frozen time) to a journal of
+every backend of ``tests/backends.py`` (in-memory, SQLite, PostgreSQL with its sessions in
+``TimeZone = 'Europe/Berlin'``) and checks the right value on each, that the chains verify, and
+that the stored bytes and hashes are identical across backends. Without a PostgreSQL server (and
+``$CI`` unset) the cases run on the two embedded backends only.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from sagacity_agents.core.canonical import (
 )
 from sagacity_agents.core.chain import verify_journal
 from sagacity_agents.core.entries import JournalEntry, Phase
-from sagacity_agents.backends.memory.journal import InMemoryJournal
 from sagacity_agents.core.saga.payloads import ENCODING_ERROR_KEY, _encode_or_marker
-from sagacity_agents.backends.sqlite.journal import SqliteJournal
 from sagacity_agents.errors import EncodingError
 from sagacity_agents.testing import FrozenClock
+from tests.backends import BACKENDS
+from tests.pg import with_options
 
 UTC = dt.UTC
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -80,23 +80,20 @@ class Backends:
 
 
 @pytest.fixture
-async def backends(request, tmp_path):
+async def backends(request):
+    """A journal of every backend of ``tests/backends.py``, all on one frozen clock."""
     clock = FrozenClock(dt.datetime(2026, 1, 1, tzinfo=UTC))
-    journals = {
-        "memory": InMemoryJournal(clock=clock),
-        "sqlite": SqliteJournal(tmp_path / "cases.db", clock=clock),
-    }
-    try:
-        pg_uri = request.getfixturevalue("pg_uri")
-    except pytest.skip.Exception:  # no server and not CI (under CI the fixture fails instead)
-        pg_uri = None
-    if pg_uri is not None:
-        from sagacity_agents.backends.postgres.journal import PostgresJournal
-        from tests.pg import with_options
-
-        journals["postgres"] = PostgresJournal(
-            with_options(pg_uri, "-cTimeZone=Europe/Berlin"), clock=clock
-        )
+    journals = {}
+    for backend in BACKENDS:
+        try:
+            location = backend.location(request)
+        except pytest.skip.Exception:  # no server and not CI (under CI the fixture fails instead)
+            continue
+        if backend.name == "postgres":  # its sessions in another time zone (C-08)
+            location = with_options(location, "-cTimeZone=Europe/Berlin")
+        journals[backend.name] = backend.journal(location, clock=clock)
+    assert {"memory", "sqlite"} <= journals.keys()  # stored_bytes reads the SQLite file
+    if "postgres" in journals:
         assert await journals["postgres"].database.execute("SHOW TimeZone") == [("Europe/Berlin",)]
     yield Backends(clock, journals)
     for journal in journals.values():

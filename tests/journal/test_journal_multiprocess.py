@@ -5,11 +5,12 @@ from __future__ import annotations
 import multiprocessing
 
 import pytest
-from journal_contract import assert_chain
-from journal_mp_worker import append_many
 
 from sagacity_agents.core.chain import verify_journal
 from sagacity_agents.backends.sqlite.journal import SqliteJournal
+
+from .journal_contract import assert_chain
+from .journal_mp_worker import append_many
 
 PER_PROCESS = 100
 

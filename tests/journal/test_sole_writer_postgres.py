@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from journal_contract import assert_chain, verify_one
 
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.backends.postgres.journal import _LOCKED_AFTER_A_LOST_RACE, PostgresJournal, _SoleWriter
 from sagacity_agents.errors import JournalClosedError, JournalConflictError
 from tests.pg import admin_connect, at_commit_trigger
+
+from .journal_contract import assert_chain, verify_one
 
 # A deferred trigger runs inside COMMIT: it sees the transaction's settings as the commit does.
 _WAYS = "CREATE TABLE sagacity_test_ways (write_key text, locked boolean);" + at_commit_trigger(
