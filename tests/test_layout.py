@@ -273,6 +273,9 @@ CORE_MAY_NOT_IMPORT = {
     "sagacity_agents.cli*": r"sagacity_agents\.cli\w*(\..+)?",
     "sagacity_agents.stores": r"sagacity_agents\.stores(\..+)?",
     "sagacity_agents.settings": r"sagacity_agents\.settings(\..+)?",
+    # Anything else of the package but the core and the errors: its __init__ (which loads the
+    # backends, and the SDK on first use), the demo, the rendering, the test helpers.
+    "sagacity_agents outside core/ and errors": r"sagacity_agents(?!\.core(\.|$)|\.errors$)(\..+)?",
 }
 BACKENDS_MAY_NOT_IMPORT = {
     "agents": CORE_MAY_NOT_IMPORT["agents"],
@@ -299,8 +302,11 @@ def test_the_rules_match_what_they_name():
                    "sagacity_agents.cli", "sagacity_agents.cli_saga", "sagacity_agents.stores",
                    "sagacity_agents.settings"):
         assert any(re.fullmatch(p, target) for p in core), target
-    for target in ("sagacity_agents.core.saga", "sagacity_agents.errors", "sagacity_agents.render",
-                   "sagacity_agents.sdkx", "magents", "typing"):
+    for target in ("sagacity_agents", "sagacity_agents.render", "sagacity_agents.demo.run",
+                   "sagacity_agents.testing", "sagacity_agents.sdkx"):
+        assert any(re.fullmatch(p, target) for p in core), target
+    for target in ("sagacity_agents.core", "sagacity_agents.core.saga", "sagacity_agents.core.saga.calls",
+                   "sagacity_agents.errors", "magents", "typing"):
         assert not any(re.fullmatch(p, target) for p in core), target
     assert [t for t in ("agents.run", "sagacity_agents.sdk", "sagacity_agents.core.journal",
                         "sagacity_agents.backends.sqlite.setup")
