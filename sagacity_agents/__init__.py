@@ -65,15 +65,15 @@ from .errors import (
 # The Agents SDK adapter is imported on first use, so core-only users (the CLI's journal
 # commands, an auditor verifying an export) do not pay for importing the SDK.
 _SDK_NAMES = {
-    "Decision": ".sdk.facade",
+    "Decision": ".sdk.results",
     "HooksNotEnteredError": ".sdk.hooks",
-    "SagaRecovered": ".sdk.facade",
-    "SagaResult": ".sdk.facade",
+    "SagaRecovered": ".sdk.results",
+    "SagaResult": ".sdk.results",
     "SagaRunHooks": ".sdk.hooks",
     "SagaStopped": ".sdk.hooks",
-    "SagaStream": ".sdk.facade",
+    "SagaStream": ".sdk.streaming",
     "Sagacity": ".sdk.facade",
-    "StreamAbandoned": ".sdk.facade",
+    "StreamAbandoned": ".sdk.results",
     "compensable": ".sdk.tools",
     "irreversible": ".sdk.tools",
     "nested_agent_tool": ".sdk.fallback",
@@ -85,17 +85,12 @@ _SDK_NAMES = {
 }
 
 if TYPE_CHECKING:
-    from .sdk.facade import (
-        Decision,
-        SagaRecovered,
-        SagaResult,
-        SagaStream,
-        Sagacity,
-        StreamAbandoned,
-    )
+    from .sdk.facade import Sagacity
     from .sdk.fallback import nested_agent_tool, protect_tool
     from .sdk.guardrails import saga_output_guardrail, saga_tool_guardrail
     from .sdk.hooks import HooksNotEnteredError, SagaRunHooks, SagaStopped
+    from .sdk.results import Decision, SagaRecovered, SagaResult, StreamAbandoned
+    from .sdk.streaming import SagaStream
     from .sdk.tools import compensable, irreversible, no_undo, read_only
 
 
