@@ -22,7 +22,7 @@ from .core.chain import (
     verify_entries,
     verify_journal,
 )
-from .core.checkpoints import Checkpoint, CheckpointStore, DirectoryCheckpointStore
+from .core.checkpoints import Checkpoint, CheckpointStore
 from .core.compensation import (
     CompensationContext,
     CompensationItem,
@@ -34,6 +34,7 @@ from .core.declarations import Reversibility, ToolDeclaration, Verdict
 from .core.entries import JournalEntry, Phase
 from .core.evidence import Evidence
 from .core.journal import Journal
+from .backends.directory.checkpoints import DirectoryCheckpointStore
 from .backends.memory.approvals import InMemoryApprovalStore
 from .backends.memory.journal import InMemoryJournal
 from .core.signing import Keyring
