@@ -69,7 +69,7 @@ from overhead import _agent, _bare_tool, _wrapped_tool, machine_facts  # noqa: E
 from sagacity_agents import Phase, PostgresJournal, Sagacity, SagaStatus, verify_journal  # noqa: E402
 from sagacity_agents.backends.memory.journal import InMemoryJournal  # noqa: E402
 from sagacity_agents.core.journal import AppendRequest, next_entry, utc_stamp  # noqa: E402
-from sagacity_agents.backends.postgres.setup import migrate  # noqa: E402
+from sagacity_agents.backends.postgres.migrations import migrate  # noqa: E402
 
 DESIGNS = ("bare", "original", "ours")
 ATTEMPTS = 50

@@ -22,13 +22,14 @@ from .core.chain import (
     verify_entries,
     verify_journal,
 )
-from .core.checkpoints import Checkpoint, CheckpointStore, DirectoryCheckpointStore
+from .core.checkpoints import Checkpoint, CheckpointStore
 from .core.compensation import CompensationItem, CompensationReport, compensate
 from .core.declarations import Reversibility, ToolDeclaration, Verdict
 from .core.undo import CompensationContext, idempotency_key
 from .core.entries import JournalEntry, Phase
 from .core.evidence import Evidence
 from .core.journal import Journal
+from .backends.directory.checkpoints import DirectoryCheckpointStore
 from .backends.memory.approvals import InMemoryApprovalStore
 from .backends.memory.journal import InMemoryJournal
 from .core.signing import Keyring
@@ -60,15 +61,15 @@ from .errors import (
 # The Agents SDK adapter is imported on first use, so core-only users (the CLI's journal
 # commands, an auditor verifying an export) do not pay for importing the SDK.
 _SDK_NAMES = {
-    "Decision": ".sdk.facade",
+    "Decision": ".sdk.results",
     "HooksNotEnteredError": ".sdk.hooks",
-    "SagaRecovered": ".sdk.facade",
-    "SagaResult": ".sdk.facade",
+    "SagaRecovered": ".sdk.results",
+    "SagaResult": ".sdk.results",
     "SagaRunHooks": ".sdk.hooks",
     "SagaStopped": ".sdk.hooks",
-    "SagaStream": ".sdk.facade",
+    "SagaStream": ".sdk.streaming",
     "Sagacity": ".sdk.facade",
-    "StreamAbandoned": ".sdk.facade",
+    "StreamAbandoned": ".sdk.results",
     "compensable": ".sdk.tools",
     "irreversible": ".sdk.tools",
     "nested_agent_tool": ".sdk.fallback",
@@ -80,17 +81,12 @@ _SDK_NAMES = {
 }
 
 if TYPE_CHECKING:
-    from .sdk.facade import (
-        Decision,
-        SagaRecovered,
-        SagaResult,
-        SagaStream,
-        Sagacity,
-        StreamAbandoned,
-    )
+    from .sdk.facade import Sagacity
     from .sdk.fallback import nested_agent_tool, protect_tool
     from .sdk.guardrails import saga_output_guardrail, saga_tool_guardrail
     from .sdk.hooks import HooksNotEnteredError, SagaRunHooks, SagaStopped
+    from .sdk.results import Decision, SagaRecovered, SagaResult, StreamAbandoned
+    from .sdk.streaming import SagaStream
     from .sdk.tools import compensable, irreversible, no_undo, read_only
 
 

@@ -464,7 +464,7 @@ def migrate(db: str, checkpoints: str | None, checkpoints_only: bool) -> None:
     a role that can only SELECT and INSERT journal rows and checkpoints (see docs/postgres.md).
     """
     from .backends.postgres.checkpoints import PostgresCheckpointStore
-    from .backends.postgres.setup import migrate as apply_migrations
+    from .backends.postgres.migrations import migrate as apply_migrations
 
     pg_checkpoints = checkpoints is not None and is_postgres_uri(checkpoints)
     if checkpoints_only and not pg_checkpoints:

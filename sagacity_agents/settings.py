@@ -57,7 +57,8 @@ def checkpoint_store_at(location: str | Path) -> CheckpointStore:
     """The checkpoint store ``location`` names: a ``postgresql://`` / ``postgres://`` URI is a
     :class:`~sagacity_agents.backends.postgres.checkpoints.PostgresCheckpointStore` (its
     ``sagacity_schema`` query parameter names the schema, default ``sagacity_checkpoints``),
-    anything else a :class:`~sagacity_agents.core.checkpoints.DirectoryCheckpointStore`.
+    anything else a
+    :class:`~sagacity_agents.backends.directory.checkpoints.DirectoryCheckpointStore`.
 
     Raises:
         ConfigurationError: a URI without the ``postgres`` extra, or a bad schema name.

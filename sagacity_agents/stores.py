@@ -13,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .core.approval import ApprovalStore
-from .core.checkpoints import CheckpointStore, DirectoryCheckpointStore
+from .core.checkpoints import CheckpointStore
 from .core.journal import Journal
+from .backends.directory.checkpoints import DirectoryCheckpointStore
 from .backends.memory.approvals import InMemoryApprovalStore
 from .backends.memory.journal import InMemoryJournal
 from .backends.postgres.setup import PostgresDatabase, is_postgres_uri
@@ -77,7 +78,8 @@ def open_checkpoint_store(location: str | Path) -> CheckpointStore:
     """The checkpoint store ``location`` names: a ``postgresql://`` / ``postgres://`` URI is a
     :class:`~sagacity_agents.backends.postgres.checkpoints.PostgresCheckpointStore` (its
     ``sagacity_schema`` query parameter names the schema, default ``sagacity_checkpoints``),
-    anything else a :class:`~sagacity_agents.core.checkpoints.DirectoryCheckpointStore`.
+    anything else a
+    :class:`~sagacity_agents.backends.directory.checkpoints.DirectoryCheckpointStore`.
 
     Raises:
         ConfigurationError: a URI without the ``postgres`` extra, or a bad schema name.

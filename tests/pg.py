@@ -83,7 +83,7 @@ def drop_schema(name: str) -> None:
 
 def migrated_schema() -> Iterator[str]:
     """A migrated schema for the whole session; yields the URI using it."""
-    from sagacity_agents.backends.postgres.setup import migrate
+    from sagacity_agents.backends.postgres.migrations import migrate
 
     server_or_skip()
     schema = new_schema()
@@ -121,7 +121,7 @@ def migrated_checkpoint_schema() -> Iterator[str]:
     """A checkpoint schema of its own, migrated for the whole session (as `sagacity db migrate
     --checkpoints` does); yields the checkpoint URI naming it."""
     from sagacity_agents.backends.postgres.checkpoints import checkpoint_migrations
-    from sagacity_agents.backends.postgres.setup import migrate
+    from sagacity_agents.backends.postgres.migrations import migrate
 
     server_or_skip()
     schema = f"sagacity_cp_{os.getpid()}_{secrets.token_hex(4)}"

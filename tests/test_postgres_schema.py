@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from sagacity_agents.cli import cli
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.backends.postgres.journal import PostgresJournal
-from sagacity_agents.backends.postgres.setup import full_schema_sql, migrate, schema_version
+from sagacity_agents.backends.postgres.migrations import full_schema_sql, migrate, schema_version
 from sagacity_agents.errors import JournalError
 from tests.pg import SERVER, admin_connect, drop_schema, new_schema, server_or_skip, with_search_path
 

@@ -22,7 +22,8 @@ from sagacity_agents import (
 )
 from sagacity_agents import cli_saga  # noqa: F401 - registers the approvals group
 from sagacity_agents.cli import cli
-from sagacity_agents.backends.postgres.setup import migrate, redacted_uri
+from sagacity_agents.backends.postgres.migrations import migrate
+from sagacity_agents.backends.postgres.setup import redacted_uri
 from tests.sdk.helpers import agent, scripted
 
 pytest.importorskip("psycopg")

@@ -30,7 +30,8 @@ from ..core.saga import FailurePolicy
 from ..backends.sqlite.journal import SqliteJournal
 from ..errors import ConfigurationError, describe_error
 from ..render import journal_table, make_console, status_text, verify_text
-from ..sdk.facade import SagaResult, Sagacity
+from ..sdk.facade import Sagacity
+from ..sdk.results import SagaResult
 from .booking import BookingCounts, BookingSystem
 from .trip import TRIP_REQUEST, build_agent
 

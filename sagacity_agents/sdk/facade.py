@@ -1,4 +1,5 @@
-"""``Sagacity``: protect an agent run with a saga in one call, and the ``SagaResult`` it returns.
+"""``Sagacity``: protect an agent run with a saga in one call, and the ``SagaResult`` it returns
+(``sdk.results``; a streamed run is a ``SagaStream``, ``sdk.streaming``).
 
 ::
 
@@ -11,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +20,13 @@ from agents import Agent, RunHooks, Runner
 
 from ..core.approval import ApprovalStore, wait_for_decision
 from ..core.chain import ChainHead, VerifyResult
-from ..core.compensation import CompensationItem, CompensationReport
 from ..core.evidence import verify_sagas
 from ..core.entries import JournalEntry
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS, completed_unclosed
 from ..core.recovery import recovery_reason
 from ..core.resolution import resolve_in_doubt
-from ..core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, current_saga
+from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
 from ..core.signing import Keyring
 from ..errors import ApprovalError, ConfigurationError, SagacityError, SagaStateError
@@ -35,8 +34,16 @@ from ..settings import DEFAULT_JOURNAL_PATH, evidence_from, journal_path
 from ..stores import approval_store_for, open_journal
 from .approvals import ApprovalDesk
 from .binding import bind_agent
-from .guardrails import withheld_reason
 from .hooks import SagaRunHooks
+from .results import (
+    Approver,
+    Decision,
+    SagaRecovered,
+    SagaResult,
+    StreamAbandoned,
+    saga_result,
+)
+from .streaming import SagaStream
 
 __all__ = [
     "DEFAULT_JOURNAL_PATH",
@@ -48,80 +55,6 @@ __all__ = [
     "Sagacity",
     "StreamAbandoned",
 ]
-
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What an inline approver returns for one request."""
-
-    approved: bool
-    """True to approve, False to reject."""
-    approver: str
-    """Who decided (journaled)."""
-    reason: str | None = None
-    """Why (journaled; a rejection's reason is shown to the model)."""
-
-
-Approver = Callable[[Any], Awaitable[Decision]]
-"""An inline approver: ``async (ApprovalRequest) -> Decision`` (a console prompt, a chat bot...)."""
-
-
-class SagaRecovered(SagacityError):
-    """Recorded as the reason when :meth:`Sagacity.recover` finishes a saga left behind."""
-
-
-class StreamAbandoned(SagacityError):
-    """The consumer of a streamed saga run left before the run completed; the run was cancelled
-    and the saga compensated."""
-
-
-@dataclass(frozen=True)
-class SagaResult:
-    """How one saga run ended."""
-
-    saga_id: str
-    """The saga's id (journal key; pass it to later runs or to ``sagacity journal show``)."""
-    status: SagaStatus
-    """COMPLETED, OPEN (kept open for another run), COMPENSATED, COMPENSATION_FAILED, IN_DOUBT or
-    AWAITING_APPROVAL."""
-    final_output: Any = None
-    """The run's final output (``None`` when it raised or paused)."""
-    exception: BaseException | None = None
-    """The exception the run raised, if any (a run that raised is never COMPLETED)."""
-    report: CompensationReport | None = None
-    """What compensation undid and what is still dirty; ``None`` when nothing was compensated."""
-    failures: tuple[FailureRecord, ...] = ()
-    """Failed calls, in the order the saga saw them; ``failures[0].exception`` is the raw one."""
-    run_result: Any = None
-    """The SDK's ``RunResult`` / ``RunResultStreaming`` when the run returned."""
-    approvals: tuple[Any, ...] = field(default=())
-    """Approval requests waiting for a human (AWAITING_APPROVAL)."""
-    in_doubt: tuple[CompensationItem, ...] = ()
-    """Every call whose outcome is unknown (IN_DOUBT): its journal seq, tool and call id; a
-    human must find out whether its effect exists. Also set when nothing was compensated."""
-    withheld_reason: str | None = None
-    """Why the run's final output was withheld (an output guardrail tripped, e.g.
-    ``saga_output_guardrail``: the failed call and what was undone); ``None`` otherwise."""
-
-    @property
-    def output_withheld(self) -> bool:
-        """True when an output guardrail withheld the run's final output (``final_output`` is
-        then ``None``; the model's text is ``exception.guardrail_result.agent_output``)."""
-        return self.withheld_reason is not None
-
-    @property
-    def ok(self) -> bool:
-        """True for COMPLETED and OPEN (no failure)."""
-        return self.status in (SagaStatus.COMPLETED, SagaStatus.OPEN)
-
-    @property
-    def root_cause(self) -> BaseException | None:
-        """The first failed call's raw exception, else the run's exception."""
-        for failure in self.failures:
-            if failure.exception is not None:
-                return failure.exception
-        return self.exception
 
 
 def _journal_from(journal: Journal | str | Path | None) -> Journal:
@@ -203,25 +136,6 @@ class Sagacity:
         return SagaRunHooks(saga, agent=agent, hooks=hooks, close=close, approvals=self.approvals,
                             approval_ttl=self.desk.ttl, fail_on_rejection=self.fail_on_rejection)
 
-    @staticmethod
-    def _result(
-        hooks: SagaRunHooks, run_result: Any, error: BaseException | None,
-        approvals: tuple[Any, ...] = (),
-    ) -> SagaResult:
-        status = hooks.status or SagaStatus.OPEN
-        return SagaResult(
-            saga_id=hooks.saga_id,
-            status=status,
-            final_output=(getattr(run_result, "final_output", None)
-                          if error is None and status is not SagaStatus.AWAITING_APPROVAL else None),
-            exception=error,
-            report=hooks.report,
-            failures=tuple(hooks.saga.failures),
-            run_result=run_result,
-            approvals=approvals if status is SagaStatus.AWAITING_APPROVAL else (),
-            in_doubt=hooks.saga.in_doubt,
-            withheld_reason=withheld_reason(error, hooks.saga.failures, hooks.report),
-        )
 
     async def _drive(
         self,
@@ -270,7 +184,7 @@ class Sagacity:
             if saga_hooks.status is None or refused:  # not started, or a refused resume
                 raise
             error = exc
-        return self._result(saga_hooks, run_result, error, pending)
+        return saga_result(saga_hooks, run_result, error, pending)
 
     async def run(
         self,
@@ -565,84 +479,3 @@ class Sagacity:
         close_checkpoints = getattr(self.evidence.checkpoints, "close", None)
         if close_checkpoints is not None:
             await close_checkpoints()
-
-
-class SagaStream:
-    """A streamed saga run; created by :meth:`Sagacity.run_streamed`. Use as an async context
-    manager; ``result`` is set when the block ends."""
-
-    def __init__(
-        self,
-        hooks: SagaRunHooks,
-        agent: Agent[Any],
-        input: Any,
-        runner_kwargs: dict[str, Any],
-        abandon: str = "finish",
-    ) -> None:
-        if abandon not in ("finish", "cancel"):
-            raise ValueError("abandon must be 'finish' or 'cancel'")
-        self._abandon = abandon
-        self._run_error: BaseException | None = None
-        self._hooks = hooks
-        self._agent = agent
-        self._input = input
-        self._kwargs = runner_kwargs
-        self.run: Any = None
-        """The SDK's ``RunResultStreaming``."""
-        self.result: SagaResult | None = None
-        """The :class:`SagaResult`, once the ``async with`` block has ended."""
-
-    @property
-    def saga_id(self) -> str:
-        """The saga's id."""
-        return self._hooks.saga_id
-
-    async def __aenter__(self) -> SagaStream:
-        await self._hooks.__aenter__()
-        # The scope must be set before run_streamed() is called: its task copies the context.
-        self.run = Runner.run_streamed(self._agent, self._input, hooks=self._hooks, **self._kwargs)
-        return self
-
-    async def stream_events(self) -> AsyncIterator[Any]:
-        """The SDK's stream events (``RunResultStreaming.stream_events()``). The run's own
-        exception is raised out of the iteration, as the SDK does, and kept for the result."""
-        try:
-            async for event in self.run.stream_events():
-                yield event
-        except Exception as exc:
-            self._run_error = exc
-            raise
-
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        run = self.run
-        error = exc
-        abandoned = False
-        if run is not None and not run.is_complete and (exc is not None or self._abandon == "cancel"):
-            abandoned = True
-            run.cancel()
-        if run is not None:
-            try:
-                async for _ in run.stream_events():
-                    pass
-            except Exception as late:  # noqa: BLE001 - the run's own failure
-                error = error or late
-            task = getattr(run, "run_loop_task", None)
-            if task is not None and not task.done():
-                await asyncio.wait([task])
-            error = error or run.run_loop_exception
-        if error is None and abandoned:
-            error = StreamAbandoned("the stream consumer left before the run completed; run cancelled")
-        requests: tuple[Any, ...] = ()
-        if error is None and run is not None and getattr(run, "interruptions", None):
-            if self._hooks.desk is not None:
-                # Same pause as Sagacity.run: requests, journaled hashes, the stored snapshot;
-                # resume with Sagacity.resume (not streamed).
-                requests = (await self._hooks.request_approvals(run)).requests
-            self._hooks.pending_approvals = bool(requests) or self._hooks.desk is None
-        elif error is None:
-            self._hooks.pending_approvals = False
-        await self._hooks.__aexit__(type(error) if error else None, error, None)
-        self.result = Sagacity._result(self._hooks, run, error, requests)
-        # The run's own exception is in the result; anything else (the consumer's own error, a
-        # cancellation) propagates after the saga was finalized.
-        return exc is not None and exc is self._run_error

@@ -20,7 +20,7 @@ from sagacity_agents.cli import cli
 from sagacity_agents.cli_audit import audit  # noqa: F401 - registers the audit group
 from sagacity_agents.core.checkpoints import sign_checkpoint
 from sagacity_agents.backends.postgres.checkpoints import checkpoint_migrations, split_schema
-from sagacity_agents.backends.postgres.setup import migrate
+from sagacity_agents.backends.postgres.migrations import migrate
 from sagacity_agents.core.signing import generate_key
 from sagacity_agents.settings import checkpoint_store_at, evidence_from
 from tests.pg import SERVER, admin_connect, checkpoint_uri, drop_schema, server_or_skip, with_search_path

@@ -25,7 +25,7 @@ from sagacity_agents import (
     SagaStatus,
 )
 from sagacity_agents.backends.memory.approvals import InMemoryApprovalStore
-from sagacity_agents.sdk.facade import Decision
+from sagacity_agents.sdk.results import Decision
 
 from . import wire_app
 from .helpers import tool_outputs

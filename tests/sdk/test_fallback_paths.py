@@ -616,7 +616,7 @@ async def test_streamed_run_protected_paths(desk):
 async def test_f10_inline_approver_same_process(desk):
     """F-10 decided inline (Sagacity.run(approver=...)): the same saga object resumes; both nested
     calls get one outcome each, COMPLETED."""
-    from sagacity_agents.sdk.facade import Decision
+    from sagacity_agents.sdk.results import Decision
 
     ran: list[int] = []
 

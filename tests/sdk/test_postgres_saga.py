@@ -272,7 +272,7 @@ def test_migrate_as_the_app_role_on_a_current_schema_applies_nothing(app_role_ur
     from click.testing import CliRunner
 
     from sagacity_agents.cli import cli
-    from sagacity_agents.backends.postgres.setup import migrate
+    from sagacity_agents.backends.postgres.migrations import migrate
 
     assert asyncio.run(migrate(app_role_uri)) == []
     monkeypatch.delenv("SAGACITY_DB", raising=False)

@@ -23,7 +23,8 @@ from typing import Any
 
 from ...errors import ConfigurationError
 from ...core.checkpoints import Checkpoint
-from .setup import MigrationSet, PostgresDatabase
+from .migrations import MigrationSet
+from .setup import PostgresDatabase
 
 __all__ = ["DEFAULT_CHECKPOINT_SCHEMA", "SCHEMA_PARAMETER", "PostgresCheckpointStore", "checkpoint_migrations",
            "split_schema"]

@@ -1,8 +1,10 @@
 """One PostgreSQL database shared by the journal and the approval store of a process: connection
-pools (one per event loop), schema migrations and the start-up schema check, driver errors turned
-into ours, and the one LISTEN connection that wakes every decision waiter.
+pools (one per event loop), the start-up schema check, driver errors turned into ours, and the one
+LISTEN connection that wakes every decision waiter. The versioned migrations and the schema check
+itself are in ``migrations``.
 
-psycopg 3 and psycopg_pool are the ``postgres`` extra: they are imported when a database is first
+psycopg 3 and psycopg_pool are the ``postgres`` extra: they are imported (by ``driver``, which also
+gives :func:`is_postgres_uri` and :func:`redacted_uri`, offered here) when a database is first
 used, never when this module is, and a missing install is a :class:`ConfigurationError` naming
 ``pip install 'sagacity-agents[postgres]'``.
 
@@ -16,34 +18,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from importlib import resources
 from typing import Any, TypeVar
 
 from ...errors import ConfigurationError, JournalError, JournalWriteError
+from .driver import INSTALL_HINT, check_conninfo, is_postgres_uri, load_drivers, redacted_uri
+from .migrations import JOURNAL_MIGRATIONS, MigrationSet, require_current_schema
 
 __all__ = [
     "INSTALL_HINT",
-    "JOURNAL_MIGRATIONS",
-    "MIGRATE_COMMAND",
-    "MigrationSet",
     "PostgresDatabase",
     "is_postgres_uri",
-    "migrations",
     "redacted_uri",
-    "schema_version",
 ]
 
 T = TypeVar("T")
-
-INSTALL_HINT = "pip install 'sagacity-agents[postgres]' (from a checkout: pip install '.[postgres]')"
-"""The command that installs the PostgreSQL backend's dependencies (psycopg 3, psycopg_pool)."""
-
-MIGRATE_COMMAND = "sagacity db migrate --db URI"
-"""The command that creates or upgrades the schema."""
 
 NOTIFY_CHANNEL = "sagacity_decisions"
 """Channel a decision is announced on; the payload is the request id only (a hint: waiters
@@ -51,237 +41,6 @@ always re-read the table)."""
 
 LISTENER_NAME = "sagacity-listener"
 """``application_name`` of the LISTEN connection (to tell it apart in ``pg_stat_activity``)."""
-
-_MIGRATION_LOCK = 0x5A6A_C17E_D0DB  # advisory lock key serializing concurrent `db migrate`
-
-
-def is_postgres_uri(location: object) -> bool:
-    """Return whether ``location`` (a journal argument) names a PostgreSQL database:
-    a string starting with ``postgresql://`` or ``postgres://``."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
-
-
-def _drivers() -> tuple[Any, Any]:
-    """Import psycopg and psycopg_pool.
-
-    Raises:
-        ConfigurationError: the ``postgres`` extra is not installed.
-    """
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"the PostgreSQL backend requires the 'postgres' extra: {INSTALL_HINT}"
-        ) from exc
-    return psycopg, psycopg_pool
-
-
-def _check_conninfo(psycopg: Any, conninfo: str) -> None:
-    """Refuse a URI libpq cannot parse, at once (not after a pool's connect timeout).
-
-    Raises:
-        ConfigurationError: libpq's own reason (with any password removed), or a port that is
-            not a number from 1 to 65535.
-    """
-    try:
-        params = psycopg.conninfo.conninfo_to_dict(conninfo)
-    except psycopg.Error as exc:
-        reason = str(exc).strip().replace(conninfo, redacted_uri(conninfo))
-        raise ConfigurationError(f"not a valid PostgreSQL URI {redacted_uri(conninfo)!r}: {reason}") from exc
-    for port in str(params.get("port") or "").split(","):
-        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
-            raise ConfigurationError(
-                f"not a valid PostgreSQL URI {redacted_uri(conninfo)!r}: invalid port {port!r}"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """One versioned schema change shipped in ``backends/postgres/sql/journal/NNNN_name.sql``."""
-
-    version: int
-    """Its number (the file name's prefix); applied in increasing order."""
-    name: str
-    """The file name."""
-    sql: str
-    """The statements."""
-
-
-@dataclass(frozen=True, slots=True)
-class MigrationSet:
-    """One set of versioned migrations: the journal's, or the signed checkpoints' (which live in
-    a schema of their own, ``backends/postgres/checkpoints.py``)."""
-
-    folder: str
-    """Where its ``NNNN_name.sql`` files are, relative to ``sagacity_agents/backends/postgres``."""
-    table: str
-    """The table recording which versions are applied."""
-    label: str
-    """What it is, for messages ("sagacity tables")."""
-    command: str
-    """The command that applies it, for messages."""
-    schema: str | None = None
-    """The PostgreSQL schema it lives in, created if missing and put first on ``search_path``
-    while migrating; ``None``: the connection's own ``search_path``. A plain lowercase
-    identifier (checked by whoever builds the set)."""
-
-    def migrations(self) -> list[Migration]:
-        """Every shipped migration of the set, oldest first."""
-        folder = resources.files("sagacity_agents.backends.postgres").joinpath(self.folder)
-        found = []
-        for item in folder.iterdir():
-            if item.name.endswith(".sql") and item.name[:4].isdigit():
-                found.append(Migration(int(item.name[:4]), item.name, item.read_text("utf-8")))
-        return sorted(found, key=lambda m: m.version)
-
-    def version(self) -> int:
-        """The version this code needs: the highest shipped migration."""
-        return self.migrations()[-1].version
-
-    def qualified(self, name: str) -> str:
-        """``name`` qualified with the set's schema (unqualified without one)."""
-        return f'"{self.schema}".{name}' if self.schema else name
-
-
-JOURNAL_MIGRATIONS = MigrationSet("sql/journal", "sagacity_schema_migrations", "sagacity tables",
-                                  MIGRATE_COMMAND)
-"""The journal's, the approval requests' and the snapshots' migrations."""
-
-
-def migrations() -> list[Migration]:
-    """Every shipped migration of the journal's schema, oldest first."""
-    return JOURNAL_MIGRATIONS.migrations()
-
-
-def schema_version() -> int:
-    """The journal schema version this code needs: the highest shipped migration."""
-    return JOURNAL_MIGRATIONS.version()
-
-
-def full_schema_sql() -> str:
-    """The whole current schema in one file (``backends/postgres/sql/schema.sql``); a test checks
-    that applying every migration gives exactly this."""
-    return (
-        resources.files("sagacity_agents.backends.postgres").joinpath("sql/schema.sql").read_text("utf-8")
-    )
-
-
-async def migrate(conninfo: str, *, connect_timeout: float = 10.0,
-                  migration_set: MigrationSet = JOURNAL_MIGRATIONS) -> list[int]:
-    """Create or upgrade the schema at ``conninfo`` to the set's version (default: the
-    journal's, :func:`schema_version`).
-
-    Idempotent; safe when several processes run it at once: the whole upgrade is one transaction
-    holding a transaction-scoped advisory lock, so a second process waits, then finds nothing left
-    to apply. Run it with a role that may create tables (not the application's role); on a
-    schema that is already current it only reads, so a deploy step that runs it as the
-    application's role (SELECT on the versions table) succeeds and applies nothing.
-
-    Args:
-        conninfo: ``postgresql://`` URI (libpq parameters such as ``options=-csearch_path=...``
-            apply).
-        connect_timeout: seconds to wait for the connection.
-        migration_set: which migrations (the checkpoint store passes its own).
-
-    Returns:
-        The versions applied by this call (empty when the schema was current).
-
-    Raises:
-        ConfigurationError: psycopg is not installed, or ``conninfo`` is not a valid URI.
-        JournalError: the database cannot be reached or a migration fails (nothing applied).
-    """
-    psycopg, _ = _drivers()
-    _check_conninfo(psycopg, conninfo)
-    ms = migration_set
-    try:
-        async with await psycopg.AsyncConnection.connect(
-            conninfo, connect_timeout=max(1, round(connect_timeout))
-        ) as conn:
-            if {m.version for m in ms.migrations()} <= await _applied_versions(conn, psycopg, ms):
-                return []  # current: nothing to lock or create (the application's role may not)
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                if ms.schema is not None:
-                    # Created only when missing: CREATE SCHEMA IF NOT EXISTS needs CREATE on the
-                    # database even when the schema exists, which its owner may not hold.
-                    cur = await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (ms.schema,))
-                    if await cur.fetchone() is None:
-                        await conn.execute(f'CREATE SCHEMA "{ms.schema}"')
-                    await conn.execute(f'SET LOCAL search_path TO "{ms.schema}"')
-                else:
-                    await _require_search_path_schema(conn, "migrate")
-                await conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {ms.table} ("
-                    " version integer PRIMARY KEY, name text NOT NULL,"
-                    " applied_at timestamptz NOT NULL DEFAULT now())"
-                )
-                cur = await conn.execute(f"SELECT version FROM {ms.table}")
-                done = {row[0] for row in await cur.fetchall()}
-                applied = []
-                for migration in ms.migrations():
-                    if migration.version in done:
-                        continue
-                    await conn.execute(migration.sql)
-                    await conn.execute(
-                        f"INSERT INTO {ms.table} (version, name) VALUES (%s, %s)",
-                        (migration.version, migration.name),
-                    )
-                    applied.append(migration.version)
-            return applied
-    except psycopg.Error as exc:
-        raise JournalError(f"PostgreSQL migration failed: {exc}") from exc
-
-
-async def _applied_versions(conn: Any, psycopg: Any, ms: MigrationSet) -> set[int]:
-    """The set's versions recorded as applied, read without a lock or any DDL; empty when its
-    table (or schema) is missing or unreadable (:func:`migrate` then takes the locked way, which
-    decides, and reports what is wrong)."""
-    try:
-        async with conn.transaction():
-            cur = await conn.execute(f"SELECT version FROM {ms.qualified(ms.table)}")
-            return {row[0] for row in await cur.fetchall()}
-    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName,
-            psycopg.errors.InsufficientPrivilege):
-        return set()
-
-
-async def _require_search_path_schema(conn: Any, doing: str) -> None:
-    """Raise a clear error when the connection's ``search_path`` names no schema that exists
-    (a URI's ``options=-csearch_path%3Dname`` before ``CREATE SCHEMA name``): PostgreSQL's own
-    message, "no schema has been selected to create in", does not say what to do.
-
-    Raises:
-        JournalError: no schema of the search path exists.
-    """
-    cur = await conn.execute("SELECT current_schema(), current_setting('search_path')")
-    current, path = await cur.fetchone()
-    if current is None:
-        raise JournalError(
-            f"cannot {doing} the sagacity tables: no schema of the connection's search_path "
-            f"({path}) exists; create it first (CREATE SCHEMA ..., as a role that may), or "
-            "drop the search_path option from the URI to use the default schema"
-        )
-
-
-async def _check_schema(conn: Any, psycopg: Any, ms: MigrationSet = JOURNAL_MIGRATIONS) -> None:
-    """Refuse to work on a database whose schema is missing or older than this code's."""
-    found: int | None
-    try:
-        cur = await conn.execute(f"SELECT max(version) FROM {ms.qualified(ms.table)}")
-        row = await cur.fetchone()
-        found = None if row is None or row[0] is None else int(row[0])
-    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
-        found = None
-    if found is None and ms.schema is None:
-        await _require_search_path_schema(conn, "use")
-    if found is None or found < ms.version():
-        where = f' in schema "{ms.schema}"' if ms.schema else ""
-        state = f"has no {ms.label}{where}" if found is None else f"has {ms.label} version {found}{where}"
-        raise JournalError(
-            f"the PostgreSQL database {state}; this version needs {ms.version()}: run "
-            f"`{ms.command}` (with a role that may create tables)"
-        )
 
 
 class PostgresDatabase:
@@ -322,8 +81,8 @@ class PostgresDatabase:
         check_schema: bool = True,
         migration_set: MigrationSet = JOURNAL_MIGRATIONS,
     ) -> None:
-        self.psycopg, self._pool_module = _drivers()
-        _check_conninfo(self.psycopg, conninfo)
+        self.psycopg, self._pool_module = load_drivers()
+        check_conninfo(self.psycopg, conninfo)
         if not 0 <= min_size <= max_size or max_size < 1:
             raise ConfigurationError("need 0 <= min_size <= max_size and max_size >= 1")
         self.conninfo = conninfo
@@ -403,7 +162,7 @@ class PostgresDatabase:
             await pool.open(wait=self.min_size > 0, timeout=self.connect_timeout)
             if self.check_schema:
                 async with pool.connection() as conn:
-                    await _check_schema(conn, psycopg, self.migration_set)
+                    await require_current_schema(conn, psycopg, self.migration_set)
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, self._pool_module.PoolTimeout):
@@ -534,24 +293,6 @@ async def _close_with_loop(pool: Any) -> AsyncIterator[None]:
     finally:
         with contextlib.suppress(Exception):
             await pool.close(timeout=1.0)
-
-
-def redacted_uri(location: str) -> str:
-    """``location`` as it may be shown or logged: a PostgreSQL URI without its password (in the
-    user info or a ``password=`` query parameter); anything else unchanged."""
-    if not is_postgres_uri(location):
-        return location
-    scheme, _, rest = location.partition("://")
-    end = len(rest)
-    for stop in "/?#":  # the authority ends at the first of these
-        if stop in rest:
-            end = min(end, rest.index(stop))
-    authority, tail = rest[:end], rest[end:]
-    userinfo, at, hosts = authority.rpartition("@")
-    if at:
-        authority = f"{userinfo.split(':', 1)[0]}@{hosts}"
-    tail = re.sub(r"([?&])password=[^&#]*", r"\1password=***", tail)
-    return f"{scheme}://{authority}{tail}"
 
 
 class _Listener:
