@@ -162,3 +162,21 @@ def test_a_search_path_schema_that_does_not_exist_is_named_with_what_to_do():
         asyncio.run(use())
     with admin_connect() as conn:
         assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (name,)).fetchone() is None
+
+
+# A migration, once shipped, is what databases in the field have applied: it never changes, not
+# even a comment (a path in one was nearly rewritten by a layout move). A new change is a new file.
+SHIPPED_MIGRATIONS = {
+    "journal/0001_journal_and_approvals.sql": "c32749ab50e81b1db6a38eabdb9d8a2423fbc720fad8d8447097fdc2d275d85b",
+    "journal/0002_append_in_one_statement.sql": "595f29f159c5458560397051980a82eef765aca8c55245b3428b619de19f716c",
+    "checkpoints/0001_checkpoints.sql": "573929619c4b234bd1a34a3310894e82b8a94d495bce476d7c36579df26c5c6b",
+}
+
+
+def test_shipped_migrations_are_never_edited():
+    import hashlib
+    from importlib import resources
+
+    sql = resources.files("sagacity_agents.backends.postgres").joinpath("sql")
+    for name, digest in SHIPPED_MIGRATIONS.items():
+        assert hashlib.sha256(sql.joinpath(name).read_bytes()).hexdigest() == digest, name

@@ -1,7 +1,7 @@
--- 0001: signed checkpoints (backends/postgres/checkpoints.py). Applied with search_path set to the
+-- 0001: signed checkpoints (core/postgres_checkpoints.py). Applied with search_path set to the
 -- checkpoint schema (default sagacity_checkpoints), never the journal's: the journal's writers
 -- need no right here, and the application role gets SELECT and INSERT only
--- (backends/postgres/sql/checkpoint_role.sql), so a stored checkpoint is never rewritten or removed.
+-- (core/sql/postgres_checkpoint_role.sql), so a stored checkpoint is never rewritten or removed.
 -- One row per signed statement; every field as signed (signed_at is the fixed-width UTC text).
 -- The UNIQUE constraint makes storing an identical checkpoint again (a retried put) a no-op.
 CREATE TABLE sagacity_checkpoints (

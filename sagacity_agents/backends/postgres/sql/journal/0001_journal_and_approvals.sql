@@ -44,7 +44,7 @@ CREATE TABLE sagacity_snapshots (
 );
 
 -- One append, ordered and sealed under the saga's lock, the lock released before the WAL flush
--- (see backends/postgres/journal.py). The client sends the entry's canonical bytes split around
+-- (see core/postgres_journal.py). The client sends the entry's canonical bytes split around
 -- prev_hash and seq, and what the shared append rule (core/journal.py) refuses: p_terminal, the
 -- phases nothing may follow, and p_expected_seq, the seq the saga must end at (NULL: any). Under
 -- the saga's transaction-scoped advisory lock (in READ COMMITTED every statement takes a fresh

@@ -1,5 +1,5 @@
 -- 0002: the append as one statement, `SELECT * FROM sagacity_append_entry(...)` (see
--- backends/postgres/journal.py). A function runs in the caller's transaction, so it costs less than
+-- core/postgres_journal.py). A function runs in the caller's transaction, so it costs less than
 -- 0001's procedure, whose COMMIT inside a CALL starts a second transaction on every append
 -- (measured in bench/postgres_append.py and docs/postgres.md). Same contract: the client sends the
 -- entry's canonical bytes split around prev_hash and seq, p_terminal (the phases nothing may
