@@ -1,7 +1,7 @@
 """The ``sagacity`` command line: run the demo, read and verify saga journals.
 
 Layout: one click group, :func:`cli`, with a subgroup per area (``journal`` here; ``approvals``
-and ``saga`` in :mod:`sagacity_agents.cli_saga`). To add an area, declare ``@cli.group()`` and
+and ``saga`` in :mod:`sagacity_agents.cli.saga`). To add an area, declare ``@cli.group()`` and
 hang commands under it; use :func:`db_option` for the journal location and :func:`with_journal`
 to run async journal code from a sync command (it opens the journal, runs the coroutine, and
 closes the journal). Strings read from a journal are untrusted: render them with
@@ -24,8 +24,8 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from . import __version__
-from .core.chain import (
+from .. import __version__
+from ..core.chain import (
     ChainHead,
     VerifyResult,
     heads_from_json,
@@ -33,11 +33,11 @@ from .core.chain import (
     heads_to_json,
     verify_journal,
 )
-from .core.entries import JournalEntry
-from .core.evidence import verify_sagas
-from .core.journal import Journal
-from .errors import ConfigurationError, JournalError
-from .render import (
+from ..core.entries import JournalEntry
+from ..core.evidence import verify_sagas
+from ..core.journal import Journal
+from ..errors import ConfigurationError, JournalError
+from ..render import (
     data_text,
     journal_table,
     make_console,
@@ -46,7 +46,7 @@ from .render import (
     status_text,
     verify_text,
 )
-from .settings import (
+from ..settings import (
     CHECKPOINTS_ENVVAR,
     DB_ENVVAR,
     DECISION_KEYS_ENVVAR,
@@ -54,9 +54,9 @@ from .settings import (
     KEYRING_ENVVAR,
     evidence_from,
 )
-from .backends.postgres.setup import redacted_uri
-from .stores import is_postgres_uri
-from .stores import open_journal as open_journal_at
+from ..backends.postgres.setup import redacted_uri
+from ..stores import is_postgres_uri
+from ..stores import open_journal as open_journal_at
 
 __all__ = ["DB_ENVVAR", "UsageFailure", "cli", "db_option", "main", "open_journal", "with_journal"]
 
@@ -243,7 +243,7 @@ def demo(db: str, real_model: bool) -> None:
             "the demo runs on an embedded SQLite file (--db PATH); for PostgreSQL see "
             "examples/multi_worker"
         )
-    from .demo import main as run_demo  # the demo imports the Agents SDK's testing helpers
+    from ..demo import main as run_demo  # the demo imports the Agents SDK's testing helpers
 
     try:
         run_demo(db, real_model, console=make_console())
@@ -463,8 +463,8 @@ def migrate(db: str, checkpoints: str | None, checkpoints_only: bool) -> None:
     them). Run it with a role that may create tables; the application itself may then run with
     a role that can only SELECT and INSERT journal rows and checkpoints (see docs/postgres.md).
     """
-    from .backends.postgres.checkpoints import PostgresCheckpointStore
-    from .backends.postgres.setup import migrate as apply_migrations
+    from ..backends.postgres.checkpoints import PostgresCheckpointStore
+    from ..backends.postgres.setup import migrate as apply_migrations
 
     pg_checkpoints = checkpoints is not None and is_postgres_uri(checkpoints)
     if checkpoints_only and not pg_checkpoints:
@@ -492,7 +492,8 @@ def migrate(db: str, checkpoints: str | None, checkpoints_only: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``sagacity`` script."""
-    from . import cli_audit, cli_saga  # noqa: F401 - register the audit, approvals and saga groups
+    # The audit, approvals and saga groups are registered by the package (cli/__init__.py),
+    # which Python imports before this module.
     cli.main(args=list(argv) if argv is not None else None, prog_name="sagacity")
 
 

@@ -24,13 +24,13 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from .cli import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
-from .core.approval import ApprovalRequest, ApprovalStore, args_hash
-from .core.entries import Phase
-from .backends.postgres.setup import redacted_uri
-from .errors import ApprovalError, EncodingError, SagacityError, describe_error
-from .render import data_text, make_console, printable, status_text
-from .stores import open_approval_store, open_journal
+from .base import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, cli, db_option
+from ..core.approval import ApprovalRequest, ApprovalStore, args_hash
+from ..core.entries import Phase
+from ..backends.postgres.setup import redacted_uri
+from ..errors import ApprovalError, EncodingError, SagacityError, describe_error
+from ..render import data_text, make_console, printable, status_text
+from ..stores import open_approval_store, open_journal
 
 __all__ = ["approvals", "load_app", "saga"]
 
@@ -40,7 +40,7 @@ T = TypeVar("T")
 def _with_sagacity(db: str, work: Callable[[Any], Awaitable[T]]) -> T:
     """Run ``work(Sagacity(db))`` (journal and approval store in the same file) and close it."""
     _check_journal_file(db)
-    from .sdk.facade import Sagacity  # imports the Agents SDK: only for commands that need it
+    from ..sdk.facade import Sagacity  # imports the Agents SDK: only for commands that need it
 
     async def run() -> T:
         sagacity = Sagacity(db)
