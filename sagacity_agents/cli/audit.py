@@ -1,7 +1,7 @@
 """``sagacity audit``: export a journal for auditors, verify an export, sign checkpoints, make keys.
 
-Registered on the ``sagacity`` group when :mod:`sagacity_agents.cli` is imported (as
-:mod:`sagacity_agents.cli.saga` is). Only the core is imported: no Agents SDK.
+Registered on the ``sagacity`` group when :mod:`sagacity_agents.cli` is imported (as every
+command module is). Only the core is imported: no Agents SDK.
 """
 
 from __future__ import annotations
