@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from sagacity_agents import Phase, SqliteJournal
 from sagacity_agents.cli import cli
-from sagacity_agents.cli_saga import load_app  # registers the approvals and saga groups
+from sagacity_agents.cli.saga import load_app
 
 
 async def _crash(db: str) -> str:

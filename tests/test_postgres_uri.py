@@ -20,7 +20,6 @@ from sagacity_agents import (
     SagaStatus,
     compensable,
 )
-from sagacity_agents import cli_saga  # noqa: F401 - registers the approvals group
 from sagacity_agents.cli import cli
 from sagacity_agents.backends.postgres.migrations import migrate
 from sagacity_agents.backends.postgres.setup import redacted_uri

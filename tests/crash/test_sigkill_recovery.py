@@ -272,7 +272,6 @@ def test_cli_recover_closes_a_completed_saga_killed_before_its_close(
     from click.testing import CliRunner
 
     from sagacity_agents.cli import cli
-    from sagacity_agents.cli_saga import saga  # noqa: F401 - registers the saga group
 
     db, far = _crashed(ctx, "after-run-ended-before-close", tmp_path_factory, tmp_path)
     out = CliRunner().invoke(cli, ["saga", "recover", app.SAGA_ID, "--app", "tests.crash.app:agent",
@@ -291,7 +290,6 @@ def test_cli_recover_all_closes_a_completed_saga_killed_before_its_close(
     from click.testing import CliRunner
 
     from sagacity_agents.cli import cli
-    from sagacity_agents.cli_saga import saga  # noqa: F401 - registers the saga group
 
     db, far = _crashed(ctx, "after-run-ended-before-close", tmp_path_factory, tmp_path)
     out = CliRunner().invoke(cli, ["saga", "recover", "--all", "--app", "tests.crash.app:agent",

@@ -21,7 +21,6 @@ from sagacity_agents import (
     Checkpoint, DirectoryCheckpointStore, PostgresCheckpointStore, Sagacity, SagaStatus, compensable,
 )
 from sagacity_agents.cli import cli
-from sagacity_agents.cli_audit import audit  # noqa: F401 - registers the audit group
 from sagacity_agents.settings import checkpoint_store_at
 
 from ..sdk import wire_app

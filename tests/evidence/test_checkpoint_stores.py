@@ -17,7 +17,6 @@ from sagacity_agents import (
     ConfigurationError, JournalError, Keyring, PostgresCheckpointStore, Sagacity,
 )
 from sagacity_agents.cli import cli
-from sagacity_agents.cli_audit import audit  # noqa: F401 - registers the audit group
 from sagacity_agents.core.checkpoints import sign_checkpoint
 from sagacity_agents.backends.postgres.checkpoints import checkpoint_migrations, split_schema
 from sagacity_agents.backends.postgres.migrations import migrate

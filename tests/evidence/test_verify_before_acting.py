@@ -12,7 +12,6 @@ from click.testing import CliRunner
 
 from sagacity_agents import EvidenceError, Phase, Sagacity, SagaStatus, compensable, compensate
 from sagacity_agents.cli import cli
-from sagacity_agents.cli_saga import load_app  # noqa: F401 - registers the saga group
 from sagacity_agents.core.approval import args_hash
 
 from ..sdk import wire_app

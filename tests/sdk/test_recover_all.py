@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 from sagacity_agents import Phase, SqliteJournal
 from sagacity_agents.cli import cli
-from sagacity_agents.cli_saga import saga as _saga_group  # noqa: F401 - registers `saga`
 from sagacity_agents.render import saga_status
 
 from .claims_worker import CrashClock, crash_saga, far_side_applied, step_agent

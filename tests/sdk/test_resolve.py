@@ -19,7 +19,6 @@ from sagacity_agents import (
     compensable,
 )
 from sagacity_agents.cli import cli
-from sagacity_agents.cli_saga import saga as _saga_group  # noqa: F401 - registers `saga`
 from sagacity_agents.core.chain import verify_entries
 
 from .helpers import agent, scripted

@@ -1,7 +1,7 @@
 """``sagacity audit``: export a journal for auditors, verify an export, sign checkpoints, make keys.
 
-Registered on the ``sagacity`` group when :func:`sagacity_agents.cli.main` runs (as
-``cli_saga`` is). Only the core is imported: no Agents SDK.
+Registered on the ``sagacity`` group when :mod:`sagacity_agents.cli` is imported (as every
+command module is). Only the core is imported: no Agents SDK.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from typing import Any
 import click
 from rich.text import Text
 
-from .cli import CONTEXT_SETTINGS, UsageFailure, _resolve_saga, cli, db_option, with_journal
-from .core.audit import export_audit, verify_export
-from .core.journal import Journal
-from .backends.postgres.setup import redacted_uri
-from .core.signing import generate_key
-from .errors import ConfigurationError, SagacityError
-from .render import make_console, printable, verify_text
-from .settings import (
+from .base import CONTEXT_SETTINGS, UsageFailure, _resolve_saga, cli, db_option, with_journal
+from ..core.audit import export_audit, verify_export
+from ..core.journal import Journal
+from ..backends.postgres.setup import redacted_uri
+from ..core.signing import generate_key
+from ..errors import ConfigurationError, SagacityError
+from ..render import make_console, printable, verify_text
+from ..settings import (
     CHECKPOINTS_ENVVAR,
     DECISION_KEYS_ENVVAR,
     KEYRING_ENVVAR,

@@ -1,0 +1,21 @@
+"""The ``sagacity`` command line: :func:`main` (the script's entry point) and :func:`cli`.
+
+The group and the options and helpers its commands share are in :mod:`.base`; each area's
+commands in a module of their own, imported here so that every group is registered on
+:func:`cli` once this package is imported: :mod:`.journal`, :mod:`.saga`, :mod:`.approvals`,
+:mod:`.audit`, :mod:`.db`, :mod:`.demo`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import approvals, audit, db, demo, journal, saga  # noqa: F401 - each registers its group on `cli`
+from .base import DB_ENVVAR, UsageFailure, cli, db_option, open_journal, with_journal
+
+__all__ = ["DB_ENVVAR", "UsageFailure", "cli", "db_option", "main", "open_journal", "with_journal"]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``sagacity`` script."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="sagacity")

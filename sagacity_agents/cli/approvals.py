@@ -1,0 +1,205 @@
+"""``sagacity approvals list|show|approve|reject``: decide the calls that paused a saga.
+
+Decisions made here are journaled in the saga's chain (APPROVED / REJECTED with the approver,
+the reason and the argument hash decided on); the approval store is working state only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import shlex
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from ..core.approval import ApprovalRequest, ApprovalStore, args_hash
+from ..core.entries import Phase
+from ..backends.postgres.setup import redacted_uri
+from ..errors import EncodingError, SagacityError
+from ..render import data_text, make_console, printable
+from ..stores import open_approval_store, open_journal
+from .base import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, _with_sagacity, cli, db_option
+
+__all__ = ["approvals"]
+
+T = TypeVar("T")
+
+
+def _with_store(db: str, work: Callable[[ApprovalStore], Awaitable[T]]) -> T:
+    _check_journal_file(db)
+
+    async def run() -> T:
+        store = open_approval_store(db)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(run())
+    except SagacityError as exc:  # unreachable server, old schema, missing extra...
+        raise click.ClickException(str(exc)) from exc
+
+
+def _age(created_at: str) -> str:
+    created = dt.datetime.strptime(created_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
+    seconds = int((dt.datetime.now(dt.timezone.utc) - created).total_seconds())
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
+def _state(request: ApprovalRequest) -> str:
+    if request.consumed_at:
+        return f"consumed ({request.decision})"
+    if request.expired(dt.datetime.now(dt.timezone.utc)):
+        return "expired"
+    return request.decision or "pending"
+
+
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="List, show, approve and reject paused calls.")
+def approvals() -> None:
+    """Human decisions on irreversible tool calls that paused a saga.
+
+    A request binds a decision to the SHA-256 of the call's canonical validated arguments. Approve
+    or reject it here (from any process), then resume the saga with `sagacity saga resume`: the
+    resume checks the journaled decision and the hash again and runs the call at most once.
+    """
+
+
+@approvals.command("list")
+@db_option()
+@click.option("--all", "show_all", is_flag=True, help="Include decided and consumed requests.")
+def approvals_list(db: str, show_all: bool) -> None:
+    """List approval requests (pending ones unless --all), oldest first."""
+
+    async def load(store: ApprovalStore) -> list[ApprovalRequest]:
+        return await store.list(None, pending_only=not show_all)
+
+    requests = _with_store(db, load)
+    console = make_console()
+    if not requests:
+        console.print("no pending approval requests" if not show_all else "no approval requests")
+        return
+    table = Table(title=f"{len(requests)} approval request(s)", title_justify="left", header_style="bold")
+    for column in ("request id", "saga", "tool", "call id", "age", "state", "args hash"):
+        table.add_column(column, no_wrap=column in ("request id", "args hash"))
+    for r in requests:
+        table.add_row(data_text(r.request_id), data_text(r.saga_id[:12]), data_text(r.tool),
+                      data_text(r.call_id), _age(r.created_at), data_text(_state(r)),
+                      data_text(r.args_hash[:16]))
+    console.print(table)
+
+
+@approvals.command("show")
+@click.argument("request_id")
+@db_option()
+def approvals_show(request_id: str, db: str) -> None:
+    """Show one request: the arguments the tool would receive, their hash, the saga, its age."""
+
+    async def load(store: ApprovalStore) -> tuple[ApprovalRequest | None, str | None]:
+        request = await store.get(request_id)
+        if request is None:
+            return None, None
+        # The tool's reversibility as journaled when the run paused (the journal, not the store).
+        journal = open_journal(db)
+        try:
+            paused = [e for e in await journal.entries(request.saga_id)
+                      if e.phase is Phase.AWAITING_APPROVAL and isinstance(e.payload, dict)
+                      and e.payload.get("request_id") == request_id]
+        finally:
+            await journal.close()
+        kind = paused[-1].payload.get("reversibility") if paused else None
+        return request, kind if isinstance(kind, str) else None
+
+    request, reversibility = _with_store(db, load)
+    if request is None:
+        raise UsageFailure(f"no approval request {request_id!r} (see: sagacity approvals list)")
+    try:
+        shown_hash = args_hash(request.args)
+    except EncodingError:
+        shown_hash = None
+    if shown_hash != request.args_hash:
+        # The store is working state: never show a human arguments other than the hashed ones.
+        raise click.ClickException(
+            f"request {printable(request_id)}: its arguments in the approval store do not hash to "
+            f"its recorded hash {printable(request.args_hash)}: the store was changed; do not "
+            "decide it (approve and reject refuse it)"
+        )
+    console = make_console()
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    # Everything below comes from the model or the store: escaped, never read as markup.
+    facts.add_row("request", data_text(request.request_id))
+    facts.add_row("saga", data_text(request.saga_id))
+    facts.add_row("tool", data_text(request.tool))
+    facts.add_row("reversibility", data_text(reversibility or "not journaled"))
+    facts.add_row("call id", data_text(request.call_id))
+    facts.add_row("asked", data_text(f"{request.created_at} ({_age(request.created_at)} ago)"))
+    facts.add_row("expires", data_text(request.expires_at or "never"))
+    facts.add_row("state", data_text(_state(request)))
+    if request.decision:
+        facts.add_row("decided by", data_text(f"{request.approver} ({request.reason or 'no reason given'})"))
+    facts.add_row("args sha256", data_text(request.args_hash))
+    console.print(facts)
+    # json.dumps escapes C0 characters but not DEL and C1; its own line breaks are kept.
+    args_json = "\n".join(
+        printable(line) for line in json.dumps(request.args, indent=2, ensure_ascii=False).split("\n")
+    )
+    console.print(Panel(Syntax(args_json, "json"),
+                        title="arguments the tool will receive", title_align="left"))
+    if request.raw_args is not None:
+        console.print(Panel(data_text(request.raw_args), title="raw arguments from the model",
+                            title_align="left"))
+
+
+def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str | None) -> None:
+    async def work(sagacity: Any) -> ApprovalRequest:
+        if approve:
+            return await sagacity.approve(request_id, approver=approver, reason=reason)  # type: ignore[no-any-return]
+        return await sagacity.reject(request_id, approver=approver, reason=reason or "")  # type: ignore[no-any-return]
+
+    request = _with_sagacity(db, work)
+    word = "approved" if approve else "rejected"
+    console = make_console(highlight=False)
+    # One line each, never wrapped by rich (the terminal folds them visually; a copy stays whole).
+    console.print(Text.assemble(
+        f"{word} ", data_text(request.request_id), " (", data_text(request.tool),
+        f", args sha256 {printable(request.args_hash)}) as ", data_text(approver),
+    ), soft_wrap=True)
+    # The command goes on a line of its own, so it can be copied as it is.
+    console.print("resume the saga with your application's agent, passed as --app module:attr:",
+                  soft_wrap=True)
+    command = (f"sagacity saga resume {shlex.quote(printable(request.saga_id))} "
+               f"--app module:attr --db {shlex.quote(redacted_uri(db))}")
+    console.print(Text(command), soft_wrap=True)
+
+
+@approvals.command("approve")
+@click.argument("request_id")
+@click.option("--as", "approver", required=True, help="Who approves (journaled).")
+@click.option("--reason", default=None, help="Why (journaled).")
+@db_option()
+def approvals_approve(request_id: str, approver: str, reason: str | None, db: str) -> None:
+    """Approve a request: journals APPROVED with the approver, reason and argument hash."""
+    _decide(request_id, db, True, approver, reason)
+
+
+@approvals.command("reject")
+@click.argument("request_id")
+@click.option("--as", "approver", required=True, help="Who rejects (journaled).")
+@click.option("--reason", required=True, help="Why (journaled, and shown to the model).")
+@db_option()
+def approvals_reject(request_id: str, approver: str, reason: str, db: str) -> None:
+    """Reject a request: journals REJECTED; on resume the body never runs."""
+    _decide(request_id, db, False, approver, reason)

@@ -1,0 +1,242 @@
+"""``sagacity journal list|show|verify|heads``: list, show, verify and anchor saga journals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ..core.chain import (
+    ChainHead,
+    VerifyResult,
+    heads_from_json,
+    heads_of,
+    heads_to_json,
+    verify_journal,
+)
+from ..core.entries import JournalEntry
+from ..core.evidence import verify_sagas
+from ..core.journal import Journal
+from ..errors import ConfigurationError
+from ..render import (
+    data_text,
+    journal_table,
+    make_console,
+    printable,
+    saga_status,
+    status_text,
+    verify_text,
+)
+from ..settings import (
+    CHECKPOINTS_ENVVAR,
+    DECISION_KEYS_ENVVAR,
+    KEYRING_ENVVAR,
+    evidence_from,
+)
+from ..backends.postgres.setup import redacted_uri
+from .base import CONTEXT_SETTINGS, UsageFailure, _resolve_saga, cli, db_option, with_journal
+
+__all__ = ["journal"]
+
+
+def _load_heads(path: str) -> dict[str, ChainHead]:
+    """The anchored heads in the JSON file at ``path``.
+
+    Raises:
+        UsageFailure: the file cannot be read or is not a heads file (exit status 2).
+    """
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+        return heads_from_json(data)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageFailure(f"{path} is not a heads file written by `sagacity journal heads`: {exc}") from exc
+
+
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="List, show, verify and anchor saga journals.")
+def journal() -> None:
+    """Read and verify saga journals (read-only; a missing file is an error, never created).
+
+    A journal holds one hash chain per saga: every entry's hash covers its content and the
+    previous entry's hash, so an edited, inserted or reordered entry, or one removed from the
+    middle, is detected by `verify`. Removing a saga's last entries, or rewriting its tail
+    consistently, is only detected against heads exported earlier (`heads`, then
+    `verify --heads`). SAGA_ID arguments accept any unique prefix of the id.
+    """
+
+
+@journal.command("list")
+@db_option()
+def journal_list(db: str) -> None:
+    """List the sagas in the journal, oldest first.
+
+    For each saga: its id, how many entries it has, when its first and last entries were
+    recorded (UTC), and its status: the final status from SAGA_CLOSED (COMPLETED, COMPENSATED,
+    COMPENSATION_FAILED, IN_DOUBT...), or OPEN with the last phase recorded.
+    """
+
+    async def load(j: Journal) -> list[tuple[str, list[JournalEntry]]]:
+        return [(sid, await j.entries(sid)) for sid in await j.saga_ids()]
+
+    sagas = with_journal(db, load)
+    console = make_console()
+    if not sagas:
+        console.print(f"no sagas in {redacted_uri(db)}")
+        return
+    table = Table(title=f"{len(sagas)} saga(s) in {redacted_uri(db)}", title_justify="left", header_style="bold")
+    table.add_column("saga id", no_wrap=True)
+    table.add_column("entries", justify="right")
+    table.add_column("first recorded (UTC)", no_wrap=True)
+    table.add_column("last recorded (UTC)", no_wrap=True)
+    table.add_column("status")
+    for sid, entries in sagas:
+        first = entries[0].recorded_at.replace("T", " ").rstrip("Z") if entries else ""
+        last = entries[-1].recorded_at.replace("T", " ").rstrip("Z") if entries else ""
+        table.add_row(data_text(sid), str(len(entries)), data_text(first), data_text(last),
+                      status_text(saga_status(entries)))
+    console.print(table)
+
+
+@journal.command("show")
+@click.argument("saga_id")
+@db_option()
+@click.option("--full", is_flag=True, help="Show whole payloads (as JSON) and whole hashes.")
+def journal_show(saga_id: str, db: str, full: bool) -> None:
+    """Show one saga's journal entries as a table.
+
+    Columns: sequence number, phase (INTENT yellow, EXECUTED green, FAILED red, REFUSED magenta,
+    COMPENSATING / COMPENSATED cyan / blue, COMPENSATION_FAILED bold red, saga-level entries
+    dim), tool, the model's call id, when it was recorded (UTC), a summary of its payload, and
+    the start of its hash. SAGA_ID may be any unique prefix of the id.
+    """
+
+    async def load(j: Journal) -> tuple[str, list[JournalEntry]]:
+        sid = await _resolve_saga(j, saga_id)
+        return sid, await j.entries(sid)
+
+    sid, entries = with_journal(db, load)
+    console = make_console()
+    title = Text.assemble(
+        ("saga ", "bold"), printable(sid), "  ", status_text(saga_status(entries)),
+        f"  ({len(entries)} entries)",
+    )
+    console.print(title)
+    console.print(journal_table(entries, full=full, width=console.width))
+
+
+@journal.command("verify", short_help="Re-verify hash chains; exit 1 if one is broken.")
+@click.argument("saga_id", required=False)
+@db_option()
+@click.option(
+    "--heads",
+    "heads_file",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help="Also check each saga against the head `sagacity journal heads` exported to FILE: it "
+    "must still have an entry at that seq with exactly that hash (else truncated, head "
+    "mismatch or missing saga).",
+)
+@click.option("--checkpoints", "checkpoints", envvar=CHECKPOINTS_ENVVAR, show_envvar=True, metavar="DIR|URI",
+              default=None,
+              help="Also check each saga against its newest signed checkpoint in DIR or the "
+              "postgresql:// URI's checkpoint table (needs --keyring).")
+@click.option("--keyring", "keyring", envvar=KEYRING_ENVVAR, show_envvar=True, metavar="DIR",
+              type=click.Path(file_okay=False), default=None,
+              help="Verify checkpoint and decision signatures with the KEY_ID.pub files in DIR; "
+              "every APPROVED entry must then carry a valid decision signature.")
+@click.option("--decision-keys", "decision_keys", envvar=DECISION_KEYS_ENVVAR, show_envvar=True,
+              metavar="ID,ID", default=None,
+              help="Only these key ids may sign decisions (with --keyring).")
+def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpoints: str | None,
+                   keyring: str | None, decision_keys: str | None) -> None:
+    """Re-verify the hash chain of one saga, or of every saga in the journal.
+
+    Re-hashes every entry's stored bytes, checks each link to the previous entry, the sequence
+    numbers, and that the indexed columns match the hashed content. Prints one `verify: ok` line
+    per intact saga; for a broken chain, prints the saga, the first bad sequence number, the
+    fault and its detail, and exits with status 1.
+
+    The chain alone cannot show that a saga's last entries (or all of them) were removed, or
+    that its tail was rewritten consistently. With --heads FILE, every saga listed in FILE must
+    still hold an entry at the listed seq with exactly the listed hash; a saga missing from the
+    journal, a missing seq (truncated) or another hash (rewritten) exits with status 1. Sagas
+    newer than FILE are verified without an anchor.
+
+    With --checkpoints and --keyring (docs/threat-model.md), each saga is also checked against
+    its newest signed checkpoint (a truncated tail, a deleted close, a re-sealed rewrite, a
+    deleted saga) and every APPROVED entry must carry a valid decision signature.
+    """
+    heads = _load_heads(heads_file) if heads_file is not None else None
+    evidence = None
+    if checkpoints or keyring:
+        try:
+            evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
+        except ConfigurationError as exc:
+            raise UsageFailure(str(exc)) from exc
+
+    async def check(j: Journal) -> list[VerifyResult]:
+        sid = await _resolve_saga(j, saga_id, also=list(heads or ())) if saga_id is not None else None
+        if sid is not None and heads is not None and sid not in heads:
+            raise UsageFailure(f"{heads_file} lists no head for saga {printable(sid)}")
+        return await verify_sagas(j, sid, heads=heads, evidence=evidence)
+
+    results = with_journal(db, check, closing=[evidence.checkpoints] if evidence else [])
+    console = make_console(highlight=False)
+    if not results:
+        console.print(f"verify: no sagas in {redacted_uri(db)}")
+        return
+    for result in results:
+        console.print(verify_text(result))
+    broken = [r for r in results if not r.ok]
+    if heads is not None:
+        anchored = sum(1 for r in results if r.anchor is not None)
+        console.print(f"checked {anchored} saga(s) against the heads in {heads_file}")
+    if broken:
+        console.print(Text(f"{len(broken)} of {len(results)} saga chain(s) BROKEN", style="bold red"))
+        raise SystemExit(1)
+
+
+@journal.command("heads", short_help="Export each chain's head (seq and hash) as JSON.")
+@click.argument("saga_id", required=False)
+@db_option()
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="Write the JSON to FILE instead of standard output.",
+)
+def journal_heads(saga_id: str | None, db: str, out: str | None) -> None:
+    """Export the head of each saga's chain (or of SAGA_ID's) as JSON: an anchor.
+
+    Output: {"SAGA_ID": {"seq": N, "hash": H}, ...}, the last entry of every chain. Keep it
+    where the journal's writers cannot change it (a WORM bucket, a ticket, a signed commit);
+    later, `sagacity journal verify --heads FILE` detects what the chain alone cannot: removed
+    last entries, a removed saga, a consistently rewritten tail. The chains are verified first;
+    if one is broken nothing is exported and the status is 1.
+    """
+
+    async def check(j: Journal) -> list[VerifyResult]:
+        sid = await _resolve_saga(j, saga_id) if saga_id is not None else None
+        return await verify_journal(j, sid)
+
+    results = with_journal(db, check)
+    broken = [r for r in results if not r.ok]
+    if broken:
+        console = make_console(highlight=False, stderr=True)
+        for result in broken:
+            console.print(verify_text(result))
+        console.print(Text(f"{len(broken)} saga chain(s) BROKEN: no heads exported", style="bold red"))
+        raise SystemExit(1)
+    heads = heads_of(results)
+    document = json.dumps(heads_to_json(heads), indent=2, ensure_ascii=True) + "\n"
+    if out is None:
+        click.echo(document, nl=False)
+        return
+    try:
+        Path(out).write_text(document, "utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {out}: {exc}") from exc
+    make_console(highlight=False).print(f"wrote the heads of {len(heads)} saga(s) to {out}")

@@ -1,0 +1,197 @@
+"""``sagacity saga resume|recover|resolve``: resume and recover sagas, answer in-doubt calls.
+
+``saga resume`` loads the application's agent with ``--app module:attr``, the one convention for
+commands that need the user's agents and undos: ``attr`` is an ``Agent``, or a callable taking no
+arguments that returns one (:func:`load_app`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shlex
+import sys
+from typing import Any
+
+import click
+from rich.text import Text
+
+from ..backends.postgres.setup import redacted_uri
+from ..errors import SagacityError, describe_error
+from ..render import data_text, make_console, printable, status_text
+from .base import CONTEXT_SETTINGS, _with_sagacity, cli, db_option
+
+__all__ = ["load_app", "saga"]
+
+
+def load_app(spec: str) -> Any:
+    """Load the application's agent from ``module:attr``.
+
+    ``attr`` (dotted attributes allowed) is an ``Agent``, or a callable with no arguments
+    returning one. The current directory is importable, as with ``python -m``.
+
+    Raises:
+        click.UsageError: the spec is malformed, or the module or attribute cannot be found.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise click.UsageError(f"--app takes MODULE:ATTR, got {spec!r}")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise click.UsageError(f"cannot load --app {spec!r}: {exc}") from exc
+    from agents import Agent
+
+    if not isinstance(obj, Agent) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, Agent):
+        raise click.UsageError(f"--app {spec!r} is not an Agent nor a callable returning one")
+    return obj
+
+
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="Resume or recover sagas.")
+def saga() -> None:
+    """Operate on sagas: resume one waiting for approval, recover one left behind by a crash."""
+
+
+@saga.command("resume")
+@click.argument("saga_id")
+@click.option("--app", "app", required=True, metavar="MODULE:ATTR",
+              help="The agent to resume with: an Agent or a no-argument callable returning one.")
+@click.option("--context-json", default=None, metavar="JSON",
+              help="Trusted application context (a JSON object); the stored snapshot has none.")
+@db_option()
+def saga_resume(saga_id: str, app: str, context_json: str | None, db: str) -> None:
+    """Resume a saga whose decisions are all made; exit 1 if any check refuses.
+
+    Checks, failing closed: every pending call has an unconsumed, unexpired request; its decision
+    is in the journal with the same argument hash; the call in the stored snapshot hashes to it.
+    The requests are consumed atomically, so a second resume (here or elsewhere) runs nothing.
+    """
+    agent = load_app(app)
+    context = json.loads(context_json) if context_json else None
+
+    async def work(sagacity: Any) -> Any:
+        return await sagacity.resume(saga_id, agent, context=context)
+
+    result = _with_sagacity(db, work)
+    console = make_console(highlight=False)
+    console.print(status_text(result.status.value), data_text(f"saga {result.saga_id}"))
+    if result.final_output is not None:  # model text: escaped, never markup
+        console.print(data_text(f"final output: {result.final_output}"))
+    if result.exception is not None:
+        console.print(data_text(f"run raised: {describe_error(result.exception)}"))
+    for request in result.approvals:
+        console.print(data_text(f"waiting again: {request.request_id} ({request.tool})"))
+    if not result.ok and result.status.value != "AWAITING_APPROVAL":
+        raise SystemExit(1)
+
+
+def _print_recovery(console: Any, result: Any) -> None:
+    """One saga's recovery: its status, then one line per report item."""
+    console.print(status_text(result.status.value), data_text(f"saga {result.saga_id}"))
+    report = result.report
+    if report is None:
+        return
+    for label, items in (("undone", report.undone), ("undo failed", report.failed),
+                         ("in doubt", report.in_doubt), ("no undo", report.no_undo),
+                         ("kept (irreversible)", report.kept_irreversible),
+                         ("approved, never ran", report.approved_not_run)):
+        for item in items:
+            console.print(data_text(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}"))
+    if report.in_doubt or report.failed:
+        console.print(data_text(
+            f"  a human must check the far side, then: sagacity saga resolve {result.saga_id} "
+            "SEQ --ran|--not-run --as NAME --reason TEXT (then recover again)"))
+
+
+@saga.command("recover")
+@click.argument("saga_id", required=False)
+@click.option("--all", "recover_all", is_flag=True,
+              help="Every saga whose run lease expired without RUN_ENDED, or left IN_DOUBT / "
+                   "COMPENSATION_FAILED (never one waiting for approval, idle or running).")
+@click.option("--app", "app", required=True, metavar="MODULE:ATTR",
+              help="The agent whose tool declarations hold the undos.")
+@db_option()
+def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> None:
+    """Finish a saga its process left behind: undo its executed effects from the journal.
+
+    Undos already COMPENSATED are not applied again; an INTENT or COMPENSATING without outcome
+    is reported in doubt (exit 1) for a human to check and answer (`saga resolve`); the saga then
+    stays open. It is closed once everything is undone (COMPENSATED). Refused while a run holds
+    the saga's lease. With --all, every saga that needs it is verified and recovered in turn;
+    exit 1 while any of them needs a human (or was refused).
+    """
+    if (saga_id is None) == (not recover_all):
+        raise click.UsageError("give a SAGA_ID or --all (not both)")
+    agent = load_app(app)
+    console = make_console(highlight=False)
+    if saga_id is not None:
+
+        async def work(sagacity: Any) -> Any:
+            return await sagacity.recover(saga_id, agent)
+
+        result = _with_sagacity(db, work)
+        _print_recovery(console, result)
+        if result.status.value not in ("COMPENSATED", "COMPLETED"):
+            raise SystemExit(1)
+        return
+
+    async def work_all(sagacity: Any) -> Any:
+        return await sagacity.recover_all(agent)
+
+    outcomes = _with_sagacity(db, work_all)
+    if not outcomes:
+        console.print("no saga needs recovery")
+        return
+    needs_human = 0
+    for sid, why, outcome in outcomes:
+        console.print(data_text(f"saga {sid}: {why}"))
+        if isinstance(outcome, SagacityError):
+            needs_human += 1
+            console.print(Text.assemble(status_text("REFUSED"), " ", data_text(describe_error(outcome))))
+            continue
+        _print_recovery(console, outcome)
+        needs_human += outcome.status.value not in ("COMPENSATED", "COMPLETED")
+    console.print(f"{len(outcomes)} saga(s) recovered, {needs_human} need a human", soft_wrap=True)
+    if needs_human:
+        raise SystemExit(1)
+
+
+@saga.command("resolve")
+@click.argument("saga_id")
+@click.argument("seq", type=int)
+@click.option("--ran/--not-run", "ran", default=None,
+              help="Whether the call's effect (or the undo) happened at the far side.")
+@click.option("--as", "resolver", required=True, help="Who answers (journaled).")
+@click.option("--reason", required=True, help="What was checked (journaled).")
+@db_option()
+def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason: str, db: str) -> None:
+    """Answer an in-doubt call or undo (SEQ as `saga recover` lists it): journals RESOLVED.
+
+    Then run `sagacity saga recover`: a call that ran is undone (when it has an undo), one that
+    did not is dropped, and the saga closes once nothing is in doubt. Refused (exit 1) on a saga
+    that does not verify, is closed or running, or when SEQ is not in doubt.
+    """
+    if ran is None:
+        raise click.UsageError("say what you found: --ran or --not-run")
+
+    async def work(sagacity: Any) -> Any:
+        return await sagacity.resolve(saga_id, seq, ran=ran, resolver=resolver, reason=reason)
+
+    try:
+        entry = _with_sagacity(db, work)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    console = make_console(highlight=False)
+    console.print(Text.assemble(
+        f"resolved seq {entry.payload['target_seq']} ({entry.payload['target']}) of saga ",
+        data_text(saga_id), f" as {entry.payload['answer']} by ", data_text(resolver),
+        f" (RESOLVED seq {entry.seq})"), soft_wrap=True)
+    console.print("recover the saga to act on it:", soft_wrap=True)
+    console.print(Text(f"sagacity saga recover {shlex.quote(printable(saga_id))} --app module:attr "
+                       f"--db {shlex.quote(redacted_uri(db))}"), soft_wrap=True)
