@@ -1,7 +1,9 @@
-"""Settings shared by the facade and the CLI: where the embedded journal lives by default.
+"""Settings shared by the facade and the CLI: the ``SAGACITY_*`` variables, where the embedded
+journal lives by default, and the evidence policy (checkpoints, keyring, decision keys) they
+describe (:func:`evidence_from`).
 
 Every setting comes from an argument first, then a ``SAGACITY_*`` environment variable, then the
-default here.
+default here. Which backend a location names is ``stores``' business.
 """
 
 from __future__ import annotations

@@ -18,13 +18,14 @@ from .core.journal import Journal
 from .backends.directory.checkpoints import DirectoryCheckpointStore
 from .backends.memory.approvals import InMemoryApprovalStore
 from .backends.memory.journal import InMemoryJournal
-from .backends.postgres.setup import PostgresDatabase, is_postgres_uri
+from .backends.postgres.driver import is_postgres_uri, redacted_uri
+from .backends.postgres.setup import PostgresDatabase
 from .backends.sqlite.approvals import SqliteApprovalStore
 from .backends.sqlite.journal import SqliteJournal
 
 __all__ = [
     "approval_store_for", "is_postgres_uri", "open_approval_store", "open_checkpoint_store",
-    "open_journal",
+    "open_journal", "redacted_uri",
 ]
 
 

@@ -21,11 +21,10 @@ from rich.text import Text
 
 from ..core.approval import ApprovalRequest, ApprovalStore, args_hash
 from ..core.entries import Phase
-from ..backends.postgres.setup import redacted_uri
 from ..errors import EncodingError, SagacityError
 from ..render import data_text, make_console, printable
-from ..stores import open_approval_store, open_journal
-from .base import CONTEXT_SETTINGS, UsageFailure, _check_journal_file, _with_sagacity, cli, db_option
+from ..stores import open_approval_store, open_journal, redacted_uri
+from .base import CONTEXT_SETTINGS, UsageFailure, check_journal_file, with_sagacity, cli, db_option
 
 __all__ = ["approvals"]
 
@@ -33,7 +32,7 @@ T = TypeVar("T")
 
 
 def _with_store(db: str, work: Callable[[ApprovalStore], Awaitable[T]]) -> T:
-    _check_journal_file(db)
+    check_journal_file(db)
 
     async def run() -> T:
         store = open_approval_store(db)
@@ -169,7 +168,7 @@ def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str 
             return await sagacity.approve(request_id, approver=approver, reason=reason)  # type: ignore[no-any-return]
         return await sagacity.reject(request_id, approver=approver, reason=reason or "")  # type: ignore[no-any-return]
 
-    request = _with_sagacity(db, work)
+    request = with_sagacity(db, work)
     word = "approved" if approve else "rejected"
     console = make_console(highlight=False)
     # One line each, never wrapped by rich (the terminal folds them visually; a copy stays whole).

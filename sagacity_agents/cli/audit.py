@@ -12,10 +12,9 @@ from typing import Any
 import click
 from rich.text import Text
 
-from .base import CONTEXT_SETTINGS, UsageFailure, _resolve_saga, cli, db_option, with_journal
+from .base import CONTEXT_SETTINGS, UsageFailure, resolve_saga, cli, db_option, with_journal
 from ..core.audit import export_audit, verify_export
 from ..core.journal import Journal
-from ..backends.postgres.setup import redacted_uri
 from ..core.signing import generate_key
 from ..errors import ConfigurationError, SagacityError
 from ..render import make_console, printable, verify_text
@@ -27,6 +26,7 @@ from ..settings import (
     checkpoint_store_at,
     evidence_from,
 )
+from ..stores import redacted_uri
 
 __all__ = ["audit", "checkpoints_option", "keyring_option"]
 
@@ -89,7 +89,7 @@ def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str 
         raise UsageFailure(str(exc)) from exc
 
     async def work(j: Journal) -> int:
-        ids = [await _resolve_saga(j, s) for s in saga_ids] if saga_ids else None
+        ids = [await resolve_saga(j, s) for s in saga_ids] if saga_ids else None
         try:
             with open(out, "w", encoding="utf-8") as fh:
                 return await export_audit(j, fh, ids, store)
@@ -141,7 +141,7 @@ def audit_checkpoint(saga_ids: tuple[str, ...], db: str, checkpoints: str, keyri
         raise UsageFailure(f"the keyring {keyring} holds no private key to sign with")
 
     async def work(j: Journal) -> list[str]:
-        ids = [await _resolve_saga(j, s) for s in saga_ids] if saga_ids else await j.saga_ids()
+        ids = [await resolve_saga(j, s) for s in saga_ids] if saga_ids else await j.saga_ids()
         lines = []
         for sid in ids:
             try:

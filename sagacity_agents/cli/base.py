@@ -66,7 +66,14 @@ def db_option(
     )
 
 
-def _check_journal_file(db: str) -> None:
+def check_journal_file(db: str) -> None:
+    """Refuse, as a usage error, a ``--db`` that names no journal: a missing file, a directory,
+    a file that is not SQLite or a SQLite file without the journal table (a PostgreSQL URI is
+    checked by the server when first used, naming ``sagacity db migrate``).
+
+    Raises:
+        UsageFailure: exit status 2, with the reason.
+    """
     if is_postgres_uri(db):
         return  # the server reports a missing schema itself, naming `sagacity db migrate`
     path = Path(db)
@@ -100,7 +107,7 @@ def open_journal(db: str) -> Journal:
     Raises:
         UsageFailure: the file does not exist or is not a sagacity journal (exit status 2).
     """
-    _check_journal_file(db)
+    check_journal_file(db)
     try:
         return open_journal_at(db)
     except (JournalError, ConfigurationError) as exc:
@@ -128,7 +135,7 @@ def with_journal(db: str, work: Callable[[Journal], Awaitable[T]], closing: Sequ
         raise click.ClickException(str(exc)) from exc
 
 
-async def _resolve_saga(journal: Journal, saga_id: str, also: Sequence[str] = ()) -> str:
+async def resolve_saga(journal: Journal, saga_id: str, also: Sequence[str] = ()) -> str:
     """``saga_id`` itself, or the one saga whose id starts with it (among the journal's sagas
     and ``also``, e.g. the sagas of a heads file)."""
     ids = list(dict.fromkeys([*await journal.saga_ids(), *also]))
@@ -144,9 +151,9 @@ async def _resolve_saga(journal: Journal, saga_id: str, also: Sequence[str] = ()
 
 
 # Here, not in .saga: `approvals approve|reject` decide through the facade as well.
-def _with_sagacity(db: str, work: Callable[[Any], Awaitable[T]]) -> T:
+def with_sagacity(db: str, work: Callable[[Any], Awaitable[T]]) -> T:
     """Run ``work(Sagacity(db))`` (journal and approval store in the same file) and close it."""
-    _check_journal_file(db)
+    check_journal_file(db)
     from ..sdk.facade import Sagacity  # imports the Agents SDK: only for commands that need it
 
     async def run() -> T:

@@ -36,8 +36,8 @@ from ..settings import (
     KEYRING_ENVVAR,
     evidence_from,
 )
-from ..backends.postgres.setup import redacted_uri
-from .base import CONTEXT_SETTINGS, UsageFailure, _resolve_saga, cli, db_option, with_journal
+from ..stores import redacted_uri
+from .base import CONTEXT_SETTINGS, UsageFailure, resolve_saga, cli, db_option, with_journal
 
 __all__ = ["journal"]
 
@@ -113,7 +113,7 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
     """
 
     async def load(j: Journal) -> tuple[str, list[JournalEntry]]:
-        sid = await _resolve_saga(j, saga_id)
+        sid = await resolve_saga(j, saga_id)
         return sid, await j.entries(sid)
 
     sid, entries = with_journal(db, load)
@@ -177,7 +177,7 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
             raise UsageFailure(str(exc)) from exc
 
     async def check(j: Journal) -> list[VerifyResult]:
-        sid = await _resolve_saga(j, saga_id, also=list(heads or ())) if saga_id is not None else None
+        sid = await resolve_saga(j, saga_id, also=list(heads or ())) if saga_id is not None else None
         if sid is not None and heads is not None and sid not in heads:
             raise UsageFailure(f"{heads_file} lists no head for saga {printable(sid)}")
         return await verify_sagas(j, sid, heads=heads, evidence=evidence)
@@ -219,7 +219,7 @@ def journal_heads(saga_id: str | None, db: str, out: str | None) -> None:
     """
 
     async def check(j: Journal) -> list[VerifyResult]:
-        sid = await _resolve_saga(j, saga_id) if saga_id is not None else None
+        sid = await resolve_saga(j, saga_id) if saga_id is not None else None
         return await verify_journal(j, sid)
 
     results = with_journal(db, check)

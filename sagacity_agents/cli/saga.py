@@ -16,10 +16,10 @@ from typing import Any
 import click
 from rich.text import Text
 
-from ..backends.postgres.setup import redacted_uri
 from ..errors import SagacityError, describe_error
 from ..render import data_text, make_console, printable, status_text
-from .base import CONTEXT_SETTINGS, _with_sagacity, cli, db_option
+from ..stores import redacted_uri
+from .base import CONTEXT_SETTINGS, with_sagacity, cli, db_option
 
 __all__ = ["load_app", "saga"]
 
@@ -78,7 +78,7 @@ def saga_resume(saga_id: str, app: str, context_json: str | None, db: str) -> No
     async def work(sagacity: Any) -> Any:
         return await sagacity.resume(saga_id, agent, context=context)
 
-    result = _with_sagacity(db, work)
+    result = with_sagacity(db, work)
     console = make_console(highlight=False)
     console.print(status_text(result.status.value), data_text(f"saga {result.saga_id}"))
     if result.final_output is not None:  # model text: escaped, never markup
@@ -135,7 +135,7 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
         async def work(sagacity: Any) -> Any:
             return await sagacity.recover(saga_id, agent)
 
-        result = _with_sagacity(db, work)
+        result = with_sagacity(db, work)
         _print_recovery(console, result)
         if result.status.value not in ("COMPENSATED", "COMPLETED"):
             raise SystemExit(1)
@@ -144,7 +144,7 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
     async def work_all(sagacity: Any) -> Any:
         return await sagacity.recover_all(agent)
 
-    outcomes = _with_sagacity(db, work_all)
+    outcomes = with_sagacity(db, work_all)
     if not outcomes:
         console.print("no saga needs recovery")
         return
@@ -184,7 +184,7 @@ def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason
         return await sagacity.resolve(saga_id, seq, ran=ran, resolver=resolver, reason=reason)
 
     try:
-        entry = _with_sagacity(db, work)
+        entry = with_sagacity(db, work)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     console = make_console(highlight=False)

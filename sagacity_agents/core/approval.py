@@ -12,11 +12,14 @@ the matching APPROVED entry in the journal. What the store does guarantee is :me
 all-or-nothing and atomic, even across processes sharing one database, so that two concurrent
 resumes of the same request execute the tool at most once.
 
-The backends live one per module, like the journal's: ``memory_approvals``
-(:class:`InMemoryApprovalStore`, one process) and ``sqlite_approvals``
-(:class:`SqliteApprovalStore`, one file, several processes; may be the journal's file). Both tell
-waiters in this process about a decision at once (:class:`DecisionNotifier`);
-:func:`wait_for_decision` also polls, which is how a decision made by another process is seen.
+The stores live in the backend folders, beside the journals: ``backends/memory/approvals.py``
+(:class:`InMemoryApprovalStore`, one process), ``backends/sqlite/approvals.py``
+(:class:`SqliteApprovalStore`, one file, several processes; may be the journal's file) and
+``backends/postgres/approvals.py`` (:class:`PostgresApprovalStore`, many hosts; LISTEN/NOTIFY
+hints). They share the rules below (:func:`check_decision`, :func:`apply_decision`,
+:func:`consume_refusal`) and tell waiters in this process about a decision at once
+(:class:`DecisionNotifier`); :func:`wait_for_decision` also polls, which is how a decision made by
+another process is seen where no notification reaches it.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import ApprovalError
-from .canonical import canonical_bytes, format_timestamp, parse_json, sha256_hex, to_canonical_value
+from .canonical import canonical_bytes, format_timestamp, sha256_hex, to_canonical_value
 
 __all__ = [
     "APPROVED",
@@ -410,12 +413,17 @@ class ApprovalStore(Protocol):
 # --- shared rules --------------------------------------------------------------------------
 
 
-def _check_decision(decision: str) -> None:
+def check_decision(decision: str) -> None:
+    """Check that ``decision`` is ``"approved"`` or ``"rejected"`` (every store, before storing).
+
+    Raises:
+        ValueError: anything else.
+    """
     if decision not in _DECISIONS:
         raise ValueError(f"decision must be 'approved' or 'rejected', not {decision!r}")
 
 
-def _apply_decision(
+def apply_decision(
     current: ApprovalRequest | None,
     request_id: str,
     decision: Decision,
@@ -448,7 +456,9 @@ def _apply_decision(
     return updated, True
 
 
-def _consume_refusal(unknown: Iterable[str], consumed: Iterable[str]) -> ApprovalError:
+def consume_refusal(unknown: Iterable[str], consumed: Iterable[str]) -> ApprovalError:
+    """The error every store raises when a consume names request ids it does not hold
+    (``unknown``) or already consumed ones (``consumed``): nothing is consumed then."""
     parts = []
     unknown, consumed = sorted(unknown), sorted(consumed)
     if unknown:
@@ -458,43 +468,9 @@ def _consume_refusal(unknown: Iterable[str], consumed: Iterable[str]) -> Approva
     return ApprovalError(f"cannot consume approval requests ({'; '.join(parts)}); nothing consumed")
 
 
-def _unique(ids: Iterable[str]) -> builtins.list[str]:
+def unique_ids(ids: Iterable[str]) -> builtins.list[str]:
+    """``ids`` without repeats, in first-seen order (a consume may name a request twice)."""
     return builtins.list(dict.fromkeys(ids))
-
-
-# --- rows of the SQL stores ----------------------------------------------------------------
-
-REQUEST_COLUMNS = (
-    "request_id",
-    "saga_id",
-    "call_id",
-    "tool",
-    "args",
-    "raw_args",
-    "args_hash",
-    "created_at",
-    "expires_at",
-    "decision",
-    "approver",
-    "reason",
-    "decided_at",
-    "consumed_at",
-)
-"""Columns of ``sagacity_approval_requests`` holding an :class:`ApprovalRequest`, in row order."""
-
-
-def request_from_row(row: tuple[Any, ...]) -> ApprovalRequest:
-    """Rebuild a request from a row of :data:`REQUEST_COLUMNS` (``args`` as canonical JSON text)."""
-    data = dict(zip(REQUEST_COLUMNS, row, strict=True))
-    data["args"] = parse_json(data["args"])
-    return ApprovalRequest(**data)
-
-
-def request_to_row(request: ApprovalRequest) -> tuple[Any, ...]:
-    """The row of :data:`REQUEST_COLUMNS` storing ``request`` (``args`` as RFC 8785 text)."""
-    data = request.to_dict()
-    data["args"] = canonical_bytes(request.args).decode("utf-8")
-    return tuple(data[c] for c in REQUEST_COLUMNS)
 
 
 # --- waiting -------------------------------------------------------------------------------

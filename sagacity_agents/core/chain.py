@@ -112,7 +112,7 @@ class VerifyResult:
         return f"{self.saga_id}: BROKEN at seq {self.bad_seq}: {self.fault.value if self.fault else ''}: {self.detail}"
 
 
-def _check_anchor(saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead) -> VerifyResult | None:
+def check_anchor(saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead) -> VerifyResult | None:
     """The fault of ``entries`` against ``anchor`` (``None`` if the anchored entry is there)."""
 
     def bad(seq: int, fault: ChainFault, detail: str) -> VerifyResult:
@@ -157,7 +157,7 @@ def verify_entries(
     result = _verify_chain(saga_id, entries)
     if anchor is None:
         return result
-    anchor_fault = _check_anchor(saga_id, entries, anchor)
+    anchor_fault = check_anchor(saga_id, entries, anchor)
     if not result.ok:
         detail = result.detail
         if anchor_fault is not None and anchor_fault.fault is not None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigurationError, EvidenceError, SignatureError
-from .chain import ChainFault, ChainHead, VerifyResult, _check_anchor, verify_entries, verify_journal
+from .chain import ChainFault, ChainHead, VerifyResult, check_anchor, verify_entries, verify_journal
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
 from .journal import Journal, utc_stamp
@@ -148,7 +148,7 @@ class Evidence:
         if not result.ok:
             return result
         for checkpoint in sorted(checkpoints, key=lambda c: c.seq):
-            fault = _check_anchor(saga_id, entries, ChainHead(checkpoint.seq, checkpoint.hash))
+            fault = check_anchor(saga_id, entries, ChainHead(checkpoint.seq, checkpoint.hash))
             if fault is not None:
                 return VerifyResult(saga_id, False, len(entries), None, fault.bad_seq, fault.fault,
                                     f"signed checkpoint ({checkpoint.time}, key {checkpoint.key_id}): "

@@ -30,7 +30,7 @@ Two optional members a backend may add (the saga looks for them, and does withou
   append that raises leaves the earlier ones written and the later ones not. Reached through
   :func:`append_each`.
 * ``writes_outcomes_behind``: true when a successful call's outcome entry may be written behind
-  the call, its result going back to the agent without waiting for it (``core.saga``).
+  the call, its result going back to the agent without waiting for it (``core.saga.outcomes``).
 """
 
 from __future__ import annotations

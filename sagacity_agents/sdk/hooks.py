@@ -324,6 +324,8 @@ class SagaRunHooks(RunHooks[Any]):
             raise stop from first.exception
 
     async def on_llm_start(self, context: Any, agent: Agent[Any], system_prompt: Any, input_items: Any) -> None:
+        """Stop the run if the saga failed (STOP policy); journal calls an input guardrail
+        rejected, seen as their outputs in this input; then the user's hook."""
         self._check()
         if self._unstarted:
             await self._journal_guardrail_refusals(input_items)
@@ -331,6 +333,8 @@ class SagaRunHooks(RunHooks[Any]):
             await self.user_hooks.on_llm_start(context, agent, system_prompt, input_items)
 
     async def on_llm_end(self, context: Any, agent: Agent[Any], response: Any) -> None:
+        """Stop the run if the saga failed; note the declared calls the model asked for (so a
+        guardrail's rejection of one is journaled); then the user's hook."""
         self._check()
         for item in getattr(response, "output", None) or ():
             if getattr(item, "type", None) == "function_call":
@@ -347,22 +351,28 @@ class SagaRunHooks(RunHooks[Any]):
             await self.user_hooks.on_llm_end(context, agent, response)
 
     async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
+        """Stop the run if the saga failed; bind the agent's tools to the saga (start-up checks,
+        ``sdk/binding.py``); then the user's hook."""
         self._check()
         bind_agent(self.saga, agent)
         if self.user_hooks is not None:
             await self.user_hooks.on_agent_start(context, agent)
 
     async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
+        """Stop the run if the saga failed; then the user's hook."""
         self._check()
         if self.user_hooks is not None:
             await self.user_hooks.on_agent_end(context, agent, output)
 
     async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
+        """Stop the run if the saga failed; then the user's hook."""
         self._check()
         if self.user_hooks is not None:
             await self.user_hooks.on_handoff(context, from_agent, to_agent)
 
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
+        """Stop the run if the saga failed; then the user's hook. If that raises, the body will
+        not run: a protected call's INTENT gets its FAILED (``not_run``) outcome first."""
         self._unstarted.pop(getattr(context, "tool_call_id", None) or "", None)
         self._check()
         if self.user_hooks is not None:
@@ -378,6 +388,8 @@ class SagaRunHooks(RunHooks[Any]):
                 raise
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: Any) -> None:
+        """Journal a protected call's outcome if no earlier seam did (last resort); the user's
+        hook; then stop the run if the saga failed."""
         call_id = getattr(context, "tool_call_id", None)
         if self._entered and self.saga.has_external_call(call_id):
             task = self.saga.end_external_call(call_id, result=result)

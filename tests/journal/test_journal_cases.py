@@ -30,7 +30,7 @@ from sagacity_agents.core.canonical import (
 )
 from sagacity_agents.core.chain import verify_journal
 from sagacity_agents.core.entries import JournalEntry, Phase
-from sagacity_agents.core.saga.payloads import ENCODING_ERROR_KEY, _encode_or_marker
+from sagacity_agents.core.saga.payloads import ENCODING_ERROR_KEY, encode_or_marker as _encode_or_marker
 from sagacity_agents.errors import EncodingError
 from sagacity_agents.testing import FrozenClock
 from tests.backends import BACKENDS

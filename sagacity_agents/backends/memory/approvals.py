@@ -12,10 +12,10 @@ from ...core.approval import (
     ApprovalRequest,
     Decision,
     DecisionNotifier,
-    _apply_decision,
-    _check_decision,
-    _consume_refusal,
-    _unique,
+    apply_decision,
+    check_decision,
+    consume_refusal,
+    unique_ids,
 )
 from ...core.canonical import format_timestamp
 
@@ -69,10 +69,10 @@ class InMemoryApprovalStore:
         at: dt.datetime,
     ) -> ApprovalRequest:
         """See :meth:`ApprovalStore.decide`."""
-        _check_decision(decision)
+        check_decision(decision)
         decided_at = format_timestamp(at)
         with self._lock:
-            updated, changed = _apply_decision(
+            updated, changed = apply_decision(
                 self._requests.get(request_id), request_id, decision, approver, reason, decided_at
             )
             if changed:
@@ -84,14 +84,14 @@ class InMemoryApprovalStore:
     async def consume(self, request_ids: builtins.list[str], at: dt.datetime) -> None:
         """See :meth:`ApprovalStore.consume`."""
         consumed_at = format_timestamp(at)
-        ids = _unique(request_ids)
+        ids = unique_ids(request_ids)
         with self._lock:
             unknown = [i for i in ids if i not in self._requests]
             consumed = [
                 i for i in ids if i in self._requests and self._requests[i].consumed_at is not None
             ]
             if unknown or consumed:
-                raise _consume_refusal(unknown, consumed)
+                raise consume_refusal(unknown, consumed)
             for i in ids:
                 self._requests[i] = dataclasses.replace(self._requests[i], consumed_at=consumed_at)
 

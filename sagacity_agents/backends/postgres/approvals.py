@@ -21,17 +21,15 @@ from typing import Any
 
 from ...errors import ApprovalError
 from ...core.approval import (
-    REQUEST_COLUMNS,
     ApprovalRequest,
     Decision,
     DecisionNotifier,
-    _apply_decision,
-    _check_decision,
-    _consume_refusal,
-    _unique,
-    request_from_row,
-    request_to_row,
+    apply_decision,
+    check_decision,
+    consume_refusal,
+    unique_ids,
 )
+from ..approval_rows import REQUEST_COLUMNS, request_from_row, request_to_row
 from ...core.canonical import format_timestamp
 from .setup import NOTIFY_CHANNEL, PostgresDatabase
 
@@ -140,7 +138,7 @@ class PostgresApprovalStore:
         at: dt.datetime,
     ) -> ApprovalRequest:
         """See :meth:`ApprovalStore.decide`. Safe to repeat, so a broken connection is retried."""
-        _check_decision(decision)
+        check_decision(decision)
         decided_at = format_timestamp(at)
 
         async def work(conn: Any) -> tuple[ApprovalRequest, bool]:
@@ -149,7 +147,7 @@ class PostgresApprovalStore:
                     f"{_SELECT} WHERE request_id = %s FOR UPDATE", (request_id,)
                 )
                 row = await cur.fetchone()
-                updated, changed = _apply_decision(
+                updated, changed = apply_decision(
                     None if row is None else request_from_row(row),
                     request_id, decision, approver, reason, decided_at,
                 )
@@ -174,7 +172,7 @@ class PostgresApprovalStore:
         """See :meth:`ApprovalStore.consume`. Never retried on a broken connection: when the
         commit's fate is unknown the caller gets :class:`JournalError` and nothing runs."""
         consumed_at = format_timestamp(at)
-        ids = sorted(_unique(request_ids))
+        ids = sorted(unique_ids(request_ids))
         if not ids:
             return
 
@@ -189,7 +187,7 @@ class PostgresApprovalStore:
                 unknown = [i for i in ids if i not in found]
                 consumed = [i for i, when in found.items() if when is not None]
                 if unknown or consumed:
-                    raise _consume_refusal(unknown, consumed)
+                    raise consume_refusal(unknown, consumed)
                 await conn.execute(
                     "UPDATE sagacity_approval_requests SET consumed_at = %s "
                     "WHERE request_id = ANY(%s)",

@@ -324,7 +324,7 @@ class PostgresJournal:
         self._lazy_phases = _LAZY_PHASES | (_FAST_OUTCOME_PHASES if fast_outcomes else frozenset())
         self._sole = _SoleWriter()
         self.writes_outcomes_behind = fast_outcomes
-        """Read by the saga (``core.saga``): a successful call's outcome entry is written behind
+        """Read by the saga (``core.saga.outcomes``): a successful call's outcome entry is written behind
         the call, its result not held back for it (``fast_outcomes``)."""
 
     def __repr__(self) -> str:

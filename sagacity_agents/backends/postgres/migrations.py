@@ -5,6 +5,12 @@ A :class:`MigrationSet` per schema: the journal's (:data:`JOURNAL_MIGRATIONS`, t
 ``sql/checkpoints/``). :func:`migrate` applies what a database is missing (``sagacity db
 migrate``); :func:`require_current_schema` is how ``setup.PostgresDatabase`` refuses a schema that
 is missing or older than this code's when a loop's pool opens.
+
+A shipped migration never changes, not even a comment (``tests/test_postgres_schema.py`` pins
+each file's SHA-256): the comments of 0001 and 0002 of the journal and 0001 of the checkpoints
+name the modules as they were then (``core/postgres_journal.py`` is now
+``backends/postgres/journal.py``, ``core/postgres_checkpoints.py`` ``backends/postgres/
+checkpoints.py``, ``core/sql/postgres_checkpoint_role.sql`` ``sql/checkpoint_role.sql``).
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ _MIGRATION_LOCK = 0x5A6A_C17E_D0DB  # advisory lock key serializing concurrent `
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One versioned schema change shipped in ``backends/postgres/sql/journal/NNNN_name.sql``."""
+    """One versioned schema change shipped as ``NNNN_name.sql`` in its set's folder
+    (``backends/postgres/sql/journal/`` or ``sql/checkpoints/``)."""
 
     version: int
     """Its number (the file name's prefix); applied in increasing order."""

@@ -11,17 +11,15 @@ from typing import Any, TypeVar
 
 from ...errors import ApprovalError
 from ...core.approval import (
-    REQUEST_COLUMNS,
     ApprovalRequest,
     Decision,
     DecisionNotifier,
-    _apply_decision,
-    _check_decision,
-    _consume_refusal,
-    _unique,
-    request_from_row,
-    request_to_row,
+    apply_decision,
+    check_decision,
+    consume_refusal,
+    unique_ids,
 )
+from ..approval_rows import REQUEST_COLUMNS, request_from_row, request_to_row
 from ...core.canonical import format_timestamp
 from .setup import SqliteWorker
 
@@ -115,7 +113,7 @@ class SqliteApprovalStore(SqliteWorker):
         def run(conn: sqlite3.Connection) -> tuple[ApprovalRequest, bool]:
             row = conn.execute(f"{_SELECT} WHERE request_id = ?", (request_id,)).fetchone()
             current = None if row is None else request_from_row(row)
-            updated, changed = _apply_decision(
+            updated, changed = apply_decision(
                 current, request_id, decision, approver, reason, decided_at
             )
             if changed:
@@ -147,7 +145,7 @@ class SqliteApprovalStore(SqliteWorker):
             unknown = [i for i in ids if i not in found]
             consumed = [i for i, at in found.items() if at is not None]
             if unknown or consumed:
-                raise _consume_refusal(unknown, consumed)
+                raise consume_refusal(unknown, consumed)
             updated = 0
             for request_id in ids:
                 updated += conn.execute(
@@ -203,7 +201,7 @@ class SqliteApprovalStore(SqliteWorker):
         at: dt.datetime,
     ) -> ApprovalRequest:
         """See :meth:`ApprovalStore.decide`."""
-        _check_decision(decision)
+        check_decision(decision)
         decided_at = format_timestamp(at)
         return await self._run(
             self._decide_sync, request_id, decision, approver, reason, decided_at
@@ -212,7 +210,7 @@ class SqliteApprovalStore(SqliteWorker):
     async def consume(self, request_ids: builtins.list[str], at: dt.datetime) -> None:
         """See :meth:`ApprovalStore.consume`."""
         consumed_at = format_timestamp(at)
-        await self._run(self._consume_sync, _unique(request_ids), consumed_at)
+        await self._run(self._consume_sync, unique_ids(request_ids), consumed_at)
 
     async def save_snapshot(self, saga_id: str, snapshot: str) -> None:
         """See :meth:`ApprovalStore.save_snapshot`."""

@@ -1,9 +1,6 @@
-"""A live saga: the scope tool wrappers journal into, and the end-of-run decision.
-
-The names an adapter uses are exported here: :class:`Saga`, its statuses and failure records,
-the context variables that carry the saga and the running call across tasks and threads, and
-:func:`record_undo_data`.
-"""
+"""The live saga package: what an adapter imports (:class:`Saga`, its statuses and failure
+records, the context variables that carry the saga and the running call across tasks and threads,
+:func:`record_undo_data`). How the saga is built, one module per concern: ``saga.py``."""
 
 from .saga import (
     CallFrame,

@@ -17,7 +17,7 @@ from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry, Phase
-from .payloads import _REVERSIBILITY_TEXT
+from .payloads import REVERSIBILITY_TEXT
 from .refusals import Refusals
 from .state import CallFrame
 from .status import FailureRecord
@@ -68,7 +68,7 @@ class CallRecording(Refusals):
         frame = current_call.get() or self.resume_parents.pop(call_id, None)
         payload: dict[str, Any] = {
             "args": args,  # converted by the journal; unencodable -> INTENT fails, body not run
-            "reversibility": _REVERSIBILITY_TEXT[decl.reversibility],
+            "reversibility": REVERSIBILITY_TEXT[decl.reversibility],
         }
         if request_id is not None:
             payload["request_id"] = request_id  # the approval this call uses up

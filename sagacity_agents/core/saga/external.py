@@ -11,7 +11,7 @@ from typing import Any
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry
 from .calls import CallRecording
-from .payloads import _raw_args_value
+from .payloads import raw_args_value
 from .state import CallFrame
 
 __all__ = ["ExternalCalls"]
@@ -38,7 +38,7 @@ class ExternalCalls(CallRecording):
         request_id = None
         if decl.reversibility is Reversibility.IRREVERSIBLE:
             # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
-            request_id = await self._check_grant(tool, call_id, _raw_args_value(raw_args), invocation)
+            request_id = await self._check_grant(tool, call_id, raw_args_value(raw_args), invocation)
         intent = await self._write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id)
         self.last_journaled = time.monotonic()
         with self._lock:

@@ -14,8 +14,8 @@ from ...errors import describe_error as _describe
 from ..declarations import ToolDeclaration, Verdict
 from ..entries import JournalEntry, Phase
 from .lifecycle import RunLifecycle
-from .payloads import _encode_or_marker, _with_result
-from .state import CallFrame, _InFlight
+from .payloads import encode_or_marker, with_result
+from .state import CallFrame, InFlight
 from .status import FailureRecord
 
 __all__ = ["CallOutcomes"]
@@ -52,7 +52,7 @@ class CallOutcomes(RunLifecycle):
             # The body returned, so its effect may exist: journal it as EXECUTED (undoable) and
             # fail the saga, rather than hide an effect behind FAILED.
             error = f"classifier raised {_describe(classify_exc)}"
-            payload = {**_with_result(base, result), "classifier_error": error}
+            payload = {**with_result(base, result), "classifier_error": error}
             if frame.has_undo_data:
                 payload["undo_data"] = frame.undo_data
             return Phase.EXECUTED, payload, FailureRecord(
@@ -60,7 +60,7 @@ class CallOutcomes(RunLifecycle):
             )
         # Converted once, by the journal; a value with no encoding is marked on the retry in
         # _write_outcome (never a repr).
-        payload = _with_result(base, result)
+        payload = with_result(base, result)
         if frame.has_undo_data:
             payload["undo_data"] = frame.undo_data
         if verdict is Verdict.REFUSED:
@@ -85,7 +85,7 @@ class CallOutcomes(RunLifecycle):
                 entry = await self.journal.append(self.saga_id, phase, payload=payload, **kwargs)
             except EncodingError:
                 payload = {
-                    key: (_encode_or_marker(value) if key in ("result", "undo_data") else value)
+                    key: (encode_or_marker(value) if key in ("result", "undo_data") else value)
                     for key, value in payload.items()
                 }
                 entry = await self.journal.append(self.saga_id, phase, payload=payload, **kwargs)
@@ -98,7 +98,7 @@ class CallOutcomes(RunLifecycle):
             )
 
     def _write_behind(
-        self, done: _InFlight, intent: JournalEntry, phase: Phase, payload: dict[str, Any]
+        self, done: InFlight, intent: JournalEntry, phase: Phase, payload: dict[str, Any]
     ) -> None:
         """Write a successful call's outcome behind it: the result goes back to the agent now,
         the entry follows (after the previous outcome written behind, so outcomes keep the order
@@ -127,7 +127,7 @@ class CallOutcomes(RunLifecycle):
             await asyncio.wait(tuple(self._behind), timeout=self.in_flight_timeout)
 
     async def _finish_write(
-        self, done: _InFlight, intent: JournalEntry, phase: Phase,
+        self, done: InFlight, intent: JournalEntry, phase: Phase,
         payload: dict[str, Any], failure: FailureRecord | None,
     ) -> None:
         try:

@@ -10,13 +10,21 @@ from ...errors import EncodingError
 from ..canonical import encode_canonical, parse_json, to_canonical_value
 from ..declarations import Reversibility
 
-_REVERSIBILITY_TEXT = {kind: kind.value for kind in Reversibility}  # Enum.value is slow per call
+__all__ = [
+    "ENCODING_ERROR_KEY", "RESULT_TYPE_KEY", "REVERSIBILITY_TEXT", "encode_or_marker",
+    "raw_args_value", "with_result",
+]
+
+REVERSIBILITY_TEXT = {kind: kind.value for kind in Reversibility}  # Enum.value is slow per call
 
 ENCODING_ERROR_KEY = "$encoding_error"
 """Marker key in a payload for a value that had no canonical encoding (never a ``repr``)."""
 
 
-def _encode_or_marker(value: Any) -> Any:
+def encode_or_marker(value: Any) -> Any:
+    """``value`` converted to its canonical form, or, when it has no canonical encoding, the
+    marker ``{"$encoding_error": why, "type": its type name}`` (never a ``repr``, which could
+    carry data nobody meant to journal). Never raises for a value that cannot be encoded."""
     try:
         converted = to_canonical_value(value)
         encode_canonical(converted)  # e.g. a lone surrogate converts but does not encode
@@ -31,13 +39,14 @@ body returned bytes (journaled, like all bytes, as a standard base64 string; the
 follow the unchanged canonical rule), so a reader and the undo get bytes back, not text."""
 
 
-def _with_result(base: dict[str, Any], result: Any) -> dict[str, Any]:
+def with_result(base: dict[str, Any], result: Any) -> dict[str, Any]:
+    """``base`` with ``result`` added, and :data:`RESULT_TYPE_KEY` when ``result`` is bytes."""
     if isinstance(result, (bytes, bytearray, memoryview)):
         return {**base, "result": result, RESULT_TYPE_KEY: "bytes"}
     return {**base, "result": result}
 
 
-def _raw_args_value(raw_args: str) -> dict[str, Any]:
+def raw_args_value(raw_args: str) -> dict[str, Any]:
     """The canonical value of a fallback call's raw argument text (``{"$unparsable": text}`` when
     it is not a JSON object: no approval can match it)."""
     try:

@@ -17,7 +17,7 @@ from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
 from ..grants import grant_for_call
 from .outcomes import CallOutcomes
-from .payloads import _REVERSIBILITY_TEXT, _encode_or_marker
+from .payloads import REVERSIBILITY_TEXT, encode_or_marker
 from .status import FailurePolicy, FailureRecord
 from .verdict import changes_world, read_verdict
 
@@ -99,7 +99,7 @@ class Refusals(CallOutcomes):
                     return request_id
         error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run")
         await self._refused_before_intent(
-            error, tool, call_id, invocation, {"args": _encode_or_marker(args), "args_hash": digest})
+            error, tool, call_id, invocation, {"args": encode_or_marker(args), "args_hash": digest})
 
     def refuses_effects(self, decl: ToolDeclaration | None) -> bool:
         """Whether the REFUSE_EFFECTS policy refuses a call of a tool declared ``decl`` now: the
@@ -132,10 +132,10 @@ class Refusals(CallOutcomes):
             "intent_seq": intent.seq if intent else None, "not_run": True, "result": message,
             "refused_by": refused_by,
             "reason": "saga failed",
-            "reversibility": _REVERSIBILITY_TEXT[decl.reversibility] if decl else "undeclared",
+            "reversibility": REVERSIBILITY_TEXT[decl.reversibility] if decl else "undeclared",
         }
         if args is not None:
-            payload["args"] = _encode_or_marker(args)
+            payload["args"] = encode_or_marker(args)
         if raw_args is not None:
             payload["raw_args"] = raw_args
         invocation = intent.write_key.rsplit(":", 1)[0] if intent else self._invocation_id()

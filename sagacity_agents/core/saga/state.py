@@ -29,7 +29,7 @@ from .status import FailurePolicy, FailureRecord, SagaStatus
 __all__ = ["CallFrame", "SagaState"]
 
 
-class _InFlight:
+class InFlight:
     """One call counted in flight; ended exactly once."""
 
     __slots__ = ("ended",)
@@ -150,13 +150,13 @@ class SagaState:
     def _invocation_id(self) -> str:
         return f"{self._invocation_prefix}-{next(self._invocations)}"
 
-    def _begin(self) -> _InFlight:
+    def _begin(self) -> InFlight:
         with self._lock:
             self._active += 1
         self.last_journaled = time.monotonic()  # the INTENT about to be written renews the lease
-        return _InFlight()
+        return InFlight()
 
-    def _end(self, token: _InFlight) -> None:
+    def _end(self, token: InFlight) -> None:
         self.last_journaled = time.monotonic()
         with self._lock:
             if not token.ended:
