@@ -22,7 +22,7 @@ from sagacity_agents import (
 )
 from sagacity_agents.cli import cli
 from sagacity_agents.backends.postgres.migrations import migrate
-from sagacity_agents.backends.postgres.setup import redacted_uri
+from sagacity_agents.backends.postgres.driver import redacted_uri
 from tests.sdk.helpers import agent, scripted
 
 pytest.importorskip("psycopg")

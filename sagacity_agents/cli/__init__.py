@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import approvals, audit, db, demo, journal, saga  # noqa: F401 - each registers its group on `cli`
-from .base import DB_ENVVAR, UsageFailure, cli, db_option, open_journal, with_journal
+from .base import cli
 
-__all__ = ["DB_ENVVAR", "UsageFailure", "cli", "db_option", "main", "open_journal", "with_journal"]
+__all__ = ["cli", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

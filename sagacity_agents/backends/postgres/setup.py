@@ -3,9 +3,9 @@ pools (one per event loop), the start-up schema check, driver errors turned into
 LISTEN connection that wakes every decision waiter. The versioned migrations and the schema check
 itself are in ``migrations``.
 
-psycopg 3 and psycopg_pool are the ``postgres`` extra: they are imported (by ``driver``, which also
-gives :func:`is_postgres_uri` and :func:`redacted_uri`, offered here) when a database is first
-used, never when this module is, and a missing install is a :class:`ConfigurationError` naming
+psycopg 3 and psycopg_pool are the ``postgres`` extra: they are imported (by ``driver``, with
+the URI helpers :func:`~.driver.is_postgres_uri` and :func:`~.driver.redacted_uri`) when a
+database is first used, never when this module is, and a missing install is a :class:`ConfigurationError` naming
 ``pip install 'sagacity-agents[postgres]'``.
 
 Why a pool per event loop: an asyncio connection belongs to the loop that opened it, and
@@ -23,15 +23,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from ...errors import ConfigurationError, JournalError, JournalWriteError
-from .driver import INSTALL_HINT, check_conninfo, is_postgres_uri, load_drivers, redacted_uri
+from .driver import check_conninfo, load_drivers, redacted_uri
 from .migrations import JOURNAL_MIGRATIONS, MigrationSet, require_current_schema
 
-__all__ = [
-    "INSTALL_HINT",
-    "PostgresDatabase",
-    "is_postgres_uri",
-    "redacted_uri",
-]
+__all__ = ["PostgresDatabase"]
 
 T = TypeVar("T")
 
