@@ -5,7 +5,8 @@ Framework-agnostic: an adapter calls :meth:`Saga.run_call` (async bodies) or
 :meth:`Saga.finish` when a run ends. The active saga and the current call live in
 ``contextvars`` so that async, threaded, parallel and nested calls all see them.
 
-:class:`Saga` is assembled from one layer per concern, each using only the layers below it:
+:class:`Saga` is assembled from one layer per concern, each built on the ones listed before it
+(``verdict.py``, beside them, reads a saga through a protocol):
 
 * ``state``     the fields, declarations, failures and calls in flight (:class:`SagaState`);
 * ``lifecycle`` opening the saga and holding its run lease;

@@ -3,8 +3,8 @@ the journal it writes to, its declarations, failures and held outcomes, the call
 and the frame of the call running in the current context.
 
 :class:`SagaState` is the base of the saga's layers (``lifecycle`` -> ``outcomes`` ->
-``refusals`` -> ``calls`` -> ``external`` -> ``closing``); each layer uses only the layers
-below it.
+``refusals`` -> ``calls`` -> ``external`` -> ``closing``, each the base class of the next); each
+layer uses only itself and the layers before it.
 """
 
 from __future__ import annotations
