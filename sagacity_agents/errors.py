@@ -17,6 +17,7 @@ __all__ = [
     "JournalConflictError",
     "JournalError",
     "JournalWriteError",
+    "LeaseLostError",
     "SagaFailedError",
     "SagaStateError",
     "SagacityError",
@@ -90,6 +91,28 @@ class ClaimTakenError(JournalConflictError):
 class SagaStateError(SagacityError):
     """An operation does not fit the saga's state: opening a saga inside an active one,
     appending to a closed saga, resuming a saga that is not waiting."""
+
+
+class LeaseLostError(JournalConflictError, SagaStateError):
+    """The run's lease is no longer the saga's: another run took it over (this holder stalled
+    past its expiry, or was presumed dead), or it was released. Raised by the journal when an
+    append carries a fence token (``fence``: the seq of the RUN_STARTED whose lease the writer
+    held) that is not the saga's newest RUN_STARTED, checked in the same transaction as the
+    insert (nothing was written); and by a run that finds it lost its lease: it starts no new
+    tool body, writes no compensation and never closes the saga (design.md, "Fencing").
+
+    Attributes:
+        saga_id: the saga.
+        fence: the lost lease's RUN_STARTED seq.
+        current: the saga's newest RUN_STARTED seq when the loss was seen (``None``: unknown).
+    """
+
+    def __init__(self, message: str, *, saga_id: str, fence: int | None,
+                 current: int | None = None) -> None:
+        super().__init__(message)
+        self.saga_id = saga_id
+        self.fence = fence
+        self.current = current
 
 
 class SagaFailedError(SagacityError):

@@ -257,6 +257,8 @@ class FaultyJournal:
         call_id: str | None = None,
         payload: Any = None,
         expected_seq: int | None = None,
+        fence: int | None = None,
+        late: bool = False,
     ) -> JournalEntry:
         """Append through the wrapped journal unless this attempt is chosen to fail.
 
@@ -271,7 +273,7 @@ class FaultyJournal:
             raise self._error(attempt)
         entry = await self.inner.append(
             saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
-            expected_seq=expected_seq,
+            expected_seq=expected_seq, fence=fence, late=late,
         )
         if fail:
             raise self._error(attempt)

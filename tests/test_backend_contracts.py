@@ -18,6 +18,7 @@ import pytest
 from sagacity_agents import stores
 from tests.approvals.approval_contract import ApprovalStoreConformance
 from tests.backends import BACKENDS, Backend
+from tests.journal.fence_contract import FenceContract
 from tests.journal.journal_contract import JournalContract
 
 
@@ -33,7 +34,7 @@ def location(backend, request) -> str:
     return backend.location(request)
 
 
-class TestJournalContract(JournalContract):
+class TestJournalContract(JournalContract, FenceContract):
     @pytest.fixture
     async def journal(self, backend, location, clock):
         journal = backend.journal(location, clock=clock)

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ClaimTakenError, JournalWriteError, describe_error
+from ..errors import ClaimTakenError, JournalWriteError, LeaseLostError, describe_error
 from .declarations import Reversibility, ToolDeclaration, declaration_by_id, is_ambiguous
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
@@ -270,6 +270,9 @@ async def compensate(
         JournalError: the journal could not be read. A COMPENSATING entry that cannot be written
             means that undo is not run (listed as failed); an undo whose outcome cannot be
             written is listed in doubt; the walk goes on in both cases.
+        LeaseLostError: ``journal`` is a saga's fenced view (``core.fence``) and another run took
+            the saga's lease over: the walk stops before the next undo (the undo that ran is
+            journaled late); the rest is the other run's.
     """
     # Undo only what verified evidence says happened: an edited EXECUTED entry could aim an
     # undo at someone else's booking.
@@ -324,6 +327,8 @@ async def compensate(
         try:
             start = await _claim_undo(journal, saga_id, f"undo:{call.outcome.seq}:{attempt}:start",
                                       call.intent, claim)
+        except LeaseLostError:
+            raise  # another run holds the saga now: the rest of the walk is theirs
         except ClaimTakenError as taken:
             # Another writer (a second recovery, another task) claimed this undo first: it is
             # theirs to run and to journal; running it here too would apply it twice.

@@ -21,6 +21,16 @@ Two more rules every backend applies through :func:`next_entry`, atomically with
   its own); the same writer's retry (same key, same payload, same nonce) returns the stored entry.
   Applied by :func:`replay_of`, which every backend calls when the write key exists.
 
+* Fencing (design.md, "Fencing"): an append with ``fence=n`` is written only while the saga's
+  newest RUN_STARTED is entry ``n``, the lease its writer holds; else
+  :class:`~sagacity_agents.errors.LeaseLostError` and nothing is written. The check is made
+  under the same lock, in the same transaction, as the insert. The token is stored in the entry
+  (:data:`FENCE_KEY` in its payload), inside the hash chain. An append with ``late=True`` is the
+  exception: the outcome of a call (or of an undo) whose writer lost its lease while the body
+  ran, written without the check and marked late (:data:`LATE_KEY`) so that recovery pairs it
+  with its INTENT (or its COMPENSATING) and a reader sees who wrote it. Only
+  :data:`LATE_PHASES` may be late.
+
 The interface is async; backends that block (SQLite) run their I/O off the event loop.
 
 Two optional members a backend may add (the saga looks for them, and does without):
@@ -42,12 +52,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ClaimTakenError, JournalClosedError, JournalConflictError, JournalWriteError
+from ..errors import (
+    ClaimTakenError, JournalClosedError, JournalConflictError, JournalWriteError, LeaseLostError,
+)
 from .canonical import canonical_bytes, format_timestamp, to_canonical_value
-from .entries import GENESIS_HASH, JournalEntry, Phase, seal_entry
+from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry
 
 __all__ = [
-    "CLAIMANT_KEY", "CLAIM_PHASES", "AppendRequest", "Clock", "Journal", "Tail", "append_each", "claimant_of",
+    "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "AppendRequest", "Clock", "Journal", "Tail", "append_each", "claimant_of",
     "next_entry", "new_claimant", "replay_of", "stamp_from", "utc_now", "utc_stamp",
 ]
 
@@ -57,6 +69,19 @@ two writers could both start. Their payload carries the writer's nonce (:data:`C
 
 CLAIMANT_KEY = "claimant"
 """Payload key of a claim's writer nonce (:func:`new_claimant`)."""
+
+
+FENCE_KEY = "fence"
+"""Payload key of an entry's fence token: the seq of the RUN_STARTED whose lease its writer held
+(set by the journal from ``append(..., fence=n)``; never written by a caller)."""
+
+LATE_KEY = "late"
+"""Payload key marking a late entry (``true``): an outcome written after its writer's lease was
+lost, under the lost lease's token (``append(..., late=True)``)."""
+
+LATE_PHASES = OUTCOME_PHASES | {Phase.COMPENSATED, Phase.COMPENSATION_FAILED}
+"""Phases an append may write late: the outcome of a call or of an undo that was running when
+its writer lost the lease. An effect that happened is a fact; it is journaled, never dropped."""
 
 
 def new_claimant() -> str:
@@ -123,6 +148,16 @@ class AppendRequest:
     """The converted payload holds no float and no key above U+FFFF (fast encoder applies)."""
     expected_seq: int | None = None
     """Append only while the saga's last entry has this ``seq`` (0: no entry); ``None``: always."""
+    fence: int | None = None
+    """Append only while the saga's newest RUN_STARTED has this ``seq``; ``None``: unfenced."""
+    late: bool = False
+    """A late outcome under ``fence``: recorded, not checked (see the module notes)."""
+
+    @property
+    def checks_fence(self) -> bool:
+        """Whether the backend must check the saga's lease before inserting (read the saga's
+        newest RUN_STARTED under its append lock and pass it to :func:`next_entry`)."""
+        return self.fence is not None and not self.late
 
     @classmethod
     def build(
@@ -135,13 +170,19 @@ class AppendRequest:
         call_id: str | None = None,
         payload: Any = None,
         expected_seq: int | None = None,
+        fence: int | None = None,
+        late: bool = False,
     ) -> AppendRequest:
-        """Validate and convert the arguments of :meth:`Journal.append`.
+        """Validate and convert the arguments of :meth:`Journal.append`; with ``fence``, the
+        token goes into the converted payload (:data:`FENCE_KEY`, and :data:`LATE_KEY` when
+        ``late``).
 
         Raises:
             EncodingError: the payload has no canonical encoding.
-            ValueError: an empty saga id or write key, a negative ``expected_seq``, or a claim
-                (:data:`CLAIM_PHASES`) whose payload has no claimant nonce.
+            ValueError: an empty saga id or write key, a negative ``expected_seq``, a claim
+                (:data:`CLAIM_PHASES`) whose payload has no claimant nonce, a fenced payload
+                that is not a mapping (or already holds the fence's keys), a fence below 1, or
+                ``late`` without a fence or on a phase not in :data:`LATE_PHASES`.
         """
         if not saga_id or not write_key:
             raise ValueError("saga_id and write_key must be non-empty strings")
@@ -155,27 +196,67 @@ class AppendRequest:
                 f"a {phase.value} entry is a claim: its payload must carry the writer's nonce "
                 f"under {CLAIMANT_KEY!r} (core.journal.new_claimant())"
             )
-        return cls(saga_id, phase, write_key, tool, call_id, converted, not flags[0], expected_seq)
+        if fence is not None or late:
+            converted = _fenced_payload(phase, converted, fence, late)
+        return cls(saga_id, phase, write_key, tool, call_id, converted, not flags[0], expected_seq,
+                   fence, late)
+
+
+def _fenced_payload(phase: Phase, converted: Any, fence: int | None, late: bool) -> dict[str, Any]:
+    """``converted`` with the fence token (and the late mark) added; see :meth:`AppendRequest.build`."""
+    if fence is None or isinstance(fence, bool) or not isinstance(fence, int) or fence < 1:
+        raise ValueError(f"fence must be the seq (>= 1) of a RUN_STARTED entry, not {fence!r}"
+                         + (" (a late entry needs its lost lease's fence)" if late else ""))
+    if late and phase not in LATE_PHASES:
+        raise ValueError(
+            f"only the outcome of a call or of an undo may be written late, not {phase.value}"
+        )
+    if converted is None:
+        converted = {}
+    if not isinstance(converted, dict) or FENCE_KEY in converted or LATE_KEY in converted:
+        raise ValueError(
+            f"a fenced entry's payload must be a mapping without {FENCE_KEY!r} or {LATE_KEY!r} "
+            "keys (the journal adds them)"
+        )
+    marked = {**converted, FENCE_KEY: fence}
+    if late:
+        marked[LATE_KEY] = True
+    return marked
 
 
 Tail = tuple[int, str, str]
 """The saga's last entry as a backend reads it under its append lock: (seq, hash, phase name)."""
 
 
-def next_entry(request: AppendRequest, tail: Tail | None, now: dt.datetime | str) -> JournalEntry:
+def next_entry(
+    request: AppendRequest, tail: Tail | None, now: dt.datetime | str, *, lease: int | None = None,
+) -> JournalEntry:
     """Seal ``request`` as the entry that follows ``tail`` (``None``: the saga's first entry).
 
     The shared append rule: backends call it with the tail read under their append lock, after
     the write-key check (so a retried write still returns its stored entry).
 
+    Args:
+        lease: the seq of the saga's newest RUN_STARTED, read under the same lock (``None``: it
+            has none). Read only when ``request.checks_fence``; ignored otherwise.
+
     Raises:
         JournalClosedError: the saga's last entry is SAGA_CLOSED (a closed saga is terminal).
         JournalConflictError: ``request.expected_seq`` is set and is not the tail's ``seq``.
+        LeaseLostError: ``request.fence`` is not ``lease`` (checked after the close rule).
     """
     if tail is not None and tail[2] == Phase.SAGA_CLOSED.value:
         raise JournalClosedError(
             f"saga {request.saga_id!r} is closed (SAGA_CLOSED at seq {tail[0]}); nothing is "
             f"appended after a close ({request.phase.value} refused)"
+        )
+    if request.checks_fence and request.fence != lease:
+        raise LeaseLostError(
+            f"saga {request.saga_id!r}: {request.phase.value} written under the run lease of "
+            f"RUN_STARTED seq {request.fence}, but the saga's lease is now "
+            + (f"RUN_STARTED seq {lease}" if lease is not None else "no run's")
+            + ": another run took it over (this one stalled past its expiry); not written",
+            saga_id=request.saga_id, fence=request.fence, current=lease,
         )
     if request.expected_seq is not None and request.expected_seq != (0 if tail is None else tail[0]):
         raise JournalConflictError(
@@ -245,6 +326,8 @@ class Journal(Protocol):
         call_id: str | None = None,
         payload: Any = None,
         expected_seq: int | None = None,
+        fence: int | None = None,
+        late: bool = False,
     ) -> JournalEntry:
         """Append one entry to ``saga_id``'s chain and return it once durably stored.
 
@@ -257,6 +340,12 @@ class Journal(Protocol):
             payload: JSON-able data, converted by the canonical rules.
             expected_seq: append only while the saga's last entry has this ``seq`` (0: the saga
                 has no entry yet); checked atomically with the append. ``None``: no condition.
+            fence: the seq of the RUN_STARTED whose lease the writer holds: written only while
+                it is the saga's newest RUN_STARTED, checked atomically with the append, and
+                stored in the payload (which must then be a mapping or ``None``). ``None``:
+                unfenced (a human's entry, a run's own RUN_STARTED).
+            late: with ``fence``, an outcome whose writer lost that lease while the body ran:
+                written without the check, marked late (:data:`LATE_PHASES` only).
 
         Returns:
             The stored entry (the earlier one when this is a retry of the same write).
@@ -265,6 +354,8 @@ class Journal(Protocol):
             EncodingError: the payload has no canonical encoding (nothing is written).
             JournalClosedError: the saga is closed (its last entry is SAGA_CLOSED).
             JournalConflictError: ``expected_seq`` is not the saga's last ``seq``.
+            LeaseLostError: (a ``JournalConflictError``) ``fence`` is not the saga's newest
+                RUN_STARTED; nothing written.
             ClaimTakenError: (a ``JournalConflictError``) a claim whose write key another writer
                 (another claimant nonce) already claimed.
             JournalWriteError: storage failed, or the write key names a different entry.

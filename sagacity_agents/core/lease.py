@@ -7,10 +7,12 @@ Rules (design.md, "Runs, leases and the end of a saga"):
   (``expected_seq``: the saga's tail as just read), so two writers cannot both take it: the one
   that loses re-reads the saga and finds the lease held.
 * The lease is held from that RUN_STARTED until a RUN_ENDED of the same holder (or the saga's
-  SAGA_CLOSED), and expires ``lease_seconds`` after the newest entry written since the
-  RUN_STARTED: every entry the running saga writes renews it. While the saga writes nothing (a long
-  tool body, a slow model) a :class:`LeaseKeeper` task of the saga's own journals LEASE_RENEWED
-  every third of the duration; no scheduler outside the process.
+  SAGA_CLOSED), and expires ``lease_seconds`` after the newest entry *the holder* wrote since the
+  RUN_STARTED: every entry the running saga writes carries the lease's fence token
+  (``core.fence``) and renews it; an entry of anyone else (a human's RESOLVED or decision, a late
+  entry of an earlier holder) does not. While the saga writes nothing (a long tool body, a slow
+  model) a :class:`LeaseKeeper` task of the saga's own journals LEASE_RENEWED every third of the
+  duration; no scheduler outside the process.
 * A held, unexpired lease of another holder refuses the new run with
   :class:`~sagacity_agents.errors.SagaStateError` before anything is written. An expired one (its
   holder died, or stalled longer than the duration) may be taken over; the new RUN_STARTED names
@@ -21,8 +23,10 @@ Rules (design.md, "Runs, leases and the end of a saga"):
 Expiry compares ``recorded_at`` (written by the journal's clock) with this process's UTC clock:
 hosts sharing a journal must keep their clocks roughly in sync (well within the duration). A
 holder that stalls past its expiry (a blocked event loop, a suspended VM) may find its lease
-taken; the lease bounds how long a dead holder blocks a saga, it cannot stop a live one that
-ignores it, so choose a duration longer than any stall you expect.
+taken over. The fence (``core.fence``) then stops it: the journal refuses every entry it writes
+under the lost lease (only the outcomes of calls it had started are written, marked late), so
+it starts no new tool body and never undoes or closes the saga. Choose a duration longer than
+the stalls you expect all the same: a takeover turns the stalled run's work into a recovery.
 """
 
 from __future__ import annotations
@@ -38,9 +42,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import JournalClosedError, JournalConflictError, JournalError, SagaStateError
+from ..errors import (
+    JournalClosedError, JournalConflictError, JournalError, LeaseLostError, SagaStateError,
+)
 from .entries import JournalEntry, Phase
-from .journal import Journal, append_each, utc_now
+from .journal import FENCE_KEY, LATE_KEY, Journal, append_each, utc_now
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "completed_unclosed", "lease_of",
@@ -110,14 +116,29 @@ def lease_of(entries: Sequence[JournalEntry]) -> Lease | None:
         return None
     seconds = float(payload.get("lease_seconds") or DEFAULT_LEASE_SECONDS)
     ended = False
+    newest = first
     for later in entries[start + 1:]:
         if later.phase is Phase.SAGA_CLOSED:
             ended = True
         elif later.phase is Phase.RUN_ENDED and isinstance(later.payload, dict) \
                 and later.payload.get("holder") == holder:
             ended = True
-    newest = _parse_stamp(entries[-1].recorded_at)
-    return Lease(holder, first.seq, seconds, newest + dt.timedelta(seconds=seconds), ended)
+        if _renews(later, first.seq, holder):
+            newest = later
+    expires = _parse_stamp(newest.recorded_at) + dt.timedelta(seconds=seconds)
+    return Lease(holder, first.seq, seconds, expires, ended)
+
+
+def _renews(entry: JournalEntry, run_seq: int, holder: str) -> bool:
+    """Whether ``entry`` renews the lease of the RUN_STARTED at ``run_seq``: the holder's own
+    entries only (issue 18, R-04b: a human's RESOLVED must not keep a dead holder's lease)."""
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    if payload.get(LATE_KEY):
+        return False
+    if payload.get(FENCE_KEY) == run_seq:
+        return True
+    # Entries of versions before the fence name their holder only in run bookkeeping.
+    return entry.phase in (Phase.LEASE_RENEWED, Phase.RUN_ENDED) and payload.get("holder") == holder
 
 
 _RUN_BOOKKEEPING = frozenset({Phase.RUN_STARTED, Phase.LEASE_RENEWED, Phase.RUN_ENDED})
@@ -220,8 +241,9 @@ class LeaseKeeper:
 
     Wakes every third of the duration; when nothing was journaled by the saga since the last
     wake-up (``touched()`` is older than that), it checks the lease is still this holder's and
-    journals LEASE_RENEWED. If the lease was lost (taken over after a stall), it stops renewing
-    and sets :attr:`lost`.
+    journals LEASE_RENEWED under the lease's fence. If the lease was lost (taken over after a
+    stall: the journal refuses the fenced renewal, or the saga shows another holder), it stops
+    renewing, sets :attr:`lost` and calls ``on_lost``: the run stops at its next step.
 
     Args:
         journal: the saga's journal.
@@ -229,17 +251,22 @@ class LeaseKeeper:
         holder: this run's holder id.
         seconds: the lease duration.
         touched: returns the ``time.monotonic()`` of the saga's latest journal write.
+        fence: the seq of the lease's RUN_STARTED (``None``: renewals unfenced).
+        on_lost: called once with a :class:`LeaseLostError` when the loss is seen.
     """
 
     def __init__(
         self, journal: Journal, saga_id: str, holder: str, seconds: float,
-        touched: Callable[[], float],
+        touched: Callable[[], float], *, fence: int | None = None,
+        on_lost: Callable[[LeaseLostError], None] | None = None,
     ) -> None:
         self.journal = journal
         self.saga_id = saga_id
         self.holder = holder
         self.interval = seconds / 3
         self.touched = touched
+        self.fence = fence
+        self.on_lost = on_lost
         self.lost = False
         self._renewals = itertools.count(1)
         self._last_renewal = time.monotonic()
@@ -257,6 +284,11 @@ class LeaseKeeper:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
+    def _lose(self, lost: LeaseLostError) -> None:
+        self.lost = True
+        if self.on_lost is not None:
+            self.on_lost(lost)
+
     async def _beat(self) -> None:
         while True:
             latest = max(self.touched(), self._last_renewal)
@@ -267,13 +299,22 @@ class LeaseKeeper:
                 entries = await self.journal.entries(self.saga_id)
                 lease = lease_of(entries)
                 if lease is None or lease.holder != self.holder or lease.ended:
-                    self.lost = True
+                    self._lose(LeaseLostError(
+                        f"saga {self.saga_id}: the run lease of {self.holder} is gone ("
+                        + ("released" if lease is not None and lease.ended and lease.holder == self.holder
+                           else f"held by {lease.holder if lease else 'nobody'}") + ")",
+                        saga_id=self.saga_id, fence=self.fence,
+                        current=lease.started_seq if lease is not None else None))
                     return
                 await self.journal.append(
                     self.saga_id, Phase.LEASE_RENEWED,
                     write_key=f"lease:{self.holder}:{next(self._renewals)}",
                     payload={"holder": self.holder}, expected_seq=entries[-1].seq,
+                    **({} if self.fence is None else {"fence": self.fence}),
                 )
+            except LeaseLostError as lost:
+                self._lose(lost)
+                return
             except JournalConflictError:
                 pass  # another entry landed: it renewed the lease (or the next beat sees a loss)
             except (JournalError, OSError):

@@ -42,7 +42,7 @@ from ..core.entries import Phase
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
-from ..errors import ApprovalError, ConfigurationError, SagaFailedError, SagaStateError
+from ..errors import ApprovalError, ConfigurationError, LeaseLostError, SagaFailedError, SagaStateError
 from ._sdk_internals import validate_run_hooks
 from .approvals import ApprovalDesk, PauseOutcome
 from .binding import bind_agent
@@ -60,6 +60,17 @@ class SagaStopped(AgentsException, SagaFailedError):
     def __init__(self, message: str, failure: Any = None) -> None:
         super().__init__(message)
         self.failure = failure
+
+
+class RunLeaseLostError(AgentsException, LeaseLostError):
+    """Raised from a hook to stop a run that lost the saga's lease to another run (it stalled
+    past the lease's expiry; ``core.fence``): a :class:`~sagacity_agents.errors.LeaseLostError`
+    that passes through the SDK unwrapped (``except LeaseLostError`` catches it)."""
+
+    def __init__(self, lost: LeaseLostError) -> None:
+        LeaseLostError.__init__(self, str(lost), saga_id=lost.saga_id, fence=lost.fence,
+                                current=lost.current)
+        self.run_data = None  # AgentsException's field (its __init__ is not reached)
 
 
 class HooksNotEnteredError(AgentsException, ConfigurationError):
@@ -261,6 +272,8 @@ class SagaRunHooks(RunHooks[Any]):
         return False
 
     async def _finalize(self, exc: BaseException | None) -> SagaStatus:
+        if self.saga.lease_lost is not None:  # another run holds the saga: write nothing more
+            return await self.saga.finish(error=exc, close=self.close)
         if exc is None and self.pending_approvals is None and self._asked_irreversible:
             settled = {
                 e.call_id
@@ -314,6 +327,11 @@ class SagaRunHooks(RunHooks[Any]):
         if not self._entered:
             raise HooksNotEnteredError(_ENTER_HINT)
         saga = self.saga
+        if saga.lease_lost is not None:
+            try:
+                saga.check_lease()
+            except LeaseLostError as lost:
+                raise RunLeaseLostError(lost) from lost.__cause__
         if saga.failed and saga.policy is FailurePolicy.STOP:
             first = saga.failures[0]
             stop = SagaStopped(

@@ -12,7 +12,9 @@ import asyncio
 import pytest
 
 from sagacity_agents.core.entries import Phase
-from sagacity_agents.backends.postgres.journal import _LOCKED_AFTER_A_LOST_RACE, PostgresJournal, _SoleWriter
+from sagacity_agents.backends.postgres import sole_writer
+from sagacity_agents.backends.postgres.journal import PostgresJournal
+from sagacity_agents.backends.postgres.sole_writer import LOCKED_AFTER_A_LOST_RACE, SoleWriter
 from sagacity_agents.errors import JournalClosedError, JournalConflictError
 from tests.pg import admin_connect, at_commit_trigger
 
@@ -183,7 +185,7 @@ async def test_the_rules_on_a_remembered_tail_are_decided_by_the_server(pg_uri):
 def test_sole_writer_bookkeeping():
     """Unit: the tail is offered only to an append that is alone; a later seq wins over an
     earlier one ending late; a lost race locks the saga for a number of appends."""
-    sole = _SoleWriter()
+    sole = SoleWriter()
     assert sole.begin("s") is None  # tail unknown
     sole.end("s", _entry(1))
     assert sole.begin("s") == (1, "h1", "INTENT")
@@ -195,7 +197,7 @@ def test_sole_writer_bookkeeping():
     assert sole.begin("s") == (3, "h3", "INTENT")
     sole.end("s", None)
     sole.lost_race("s")
-    for _ in range(_LOCKED_AFTER_A_LOST_RACE):
+    for _ in range(LOCKED_AFTER_A_LOST_RACE):
         assert sole.begin("s") is None
         sole.end("s", _entry(4))
     assert sole.begin("s") == (4, "h4", "INTENT")
@@ -206,10 +208,9 @@ def test_sole_writer_bookkeeping_stays_bounded(monkeypatch):
     """A long-lived worker touches many sagas: the remembered tails and the sagas kept on the
     locked way after a lost race are both bounded (past the bound they are forgotten, which only
     costs a locked append)."""
-    from sagacity_agents.backends.postgres import journal as postgres_journal
 
-    monkeypatch.setattr(postgres_journal, "_TAILS_KEPT", 8)
-    sole = _SoleWriter()
+    monkeypatch.setattr(sole_writer, "TAILS_KEPT", 8)
+    sole = SoleWriter()
     for i in range(50):
         sole.begin(f"s{i}")
         sole.end(f"s{i}", _entry(1))
@@ -414,3 +415,80 @@ def test_one_journal_appending_from_threads_with_their_own_event_loops(pg_uri):
         await journal.close()
 
     asyncio.run(check())
+
+
+# --- the fence (issue 18, R-01): the sole writer's plain INSERT is fenced too -----------------
+# Decision: UNIQUE (saga_id, seq) with the takeover's conditional RUN_STARTED fences the plain
+# INSERT across journals (it lands only on the tail its journal stored last, so a RUN_STARTED
+# after that tail refuses it; one before it makes the takeover re-read). Within one journal
+# object the remembered tail may be the taker's own RUN_STARTED: the INSERT then goes alone only
+# when the tail shows the fence's own lease (sole_writer.SoleWriter.begin).
+
+async def _start(journal: PostgresJournal, holder: str, saga: str = "f") -> int:
+    entries = await journal.entries(saga)
+    entry = await journal.append(saga, Phase.RUN_STARTED, write_key=f"run:{holder}",
+                                 payload={"holder": holder},
+                                 expected_seq=entries[-1].seq if entries else 0)
+    return entry.seq
+
+
+async def test_r01_takeover_before_the_sole_writers_insert_refuses_it(pg_uri, ways):
+    from sagacity_agents.errors import LeaseLostError
+
+    old, taker = await _journals(pg_uri, 2)
+    try:
+        fence = await _start(old, "a")
+        await old.append("f", Phase.INTENT, write_key="i1", payload={}, fence=fence)
+        await old.append("f", Phase.INTENT, write_key="i2", payload={}, fence=fence)
+        assert ways()["i2"] is False  # the old holder is a sole writer
+        await _start(taker, "b")
+        with pytest.raises(LeaseLostError):
+            await old.append("f", Phase.EXECUTED, write_key="o2", payload={}, fence=fence)
+        entries = await old.entries("f")
+        assert [e.write_key for e in entries] == ["run:a", "i1", "i2", "run:b"]
+        verify_one(entries)
+    finally:
+        for journal in (old, taker):
+            await journal.close()
+
+
+async def test_r01_sole_writers_insert_before_the_takeover_makes_it_read_again(pg_uri, ways):
+    old, taker = await _journals(pg_uri, 2)
+    try:
+        fence = await _start(old, "a")
+        await old.append("f", Phase.INTENT, write_key="i1", payload={}, fence=fence)
+        seen = await taker.entries("f")  # the taker decides on this tail...
+        await old.append("f", Phase.EXECUTED, write_key="o1", payload={}, fence=fence)  # ...stale now
+        assert ways()["o1"] is False
+        with pytest.raises(JournalConflictError):
+            await taker.append("f", Phase.RUN_STARTED, write_key="run:b", payload={"holder": "b"},
+                               expected_seq=seen[-1].seq)
+        assert [e.write_key for e in await old.entries("f")] == ["run:a", "i1", "o1"]
+    finally:
+        for journal in (old, taker):
+            await journal.close()
+
+
+async def test_r01_one_journal_object_shared_by_the_stale_and_the_new_holder(pg_uri, ways):
+    """Both holders in one process on one journal: its remembered tail is the new holder's
+    RUN_STARTED, so the stale holder's append must not go alone on it."""
+    from sagacity_agents.errors import LeaseLostError
+
+    (journal,) = await _journals(pg_uri, 1)
+    try:
+        fence = await _start(journal, "a")
+        await journal.append("f", Phase.INTENT, write_key="i1", payload={}, fence=fence)
+        second = await _start(journal, "b")
+        with pytest.raises(LeaseLostError):
+            await journal.append("f", Phase.EXECUTED, write_key="o1", payload={}, fence=fence)
+        await journal.append("f", Phase.INTENT, write_key="i2", payload={}, fence=second)
+        await journal.append("f", Phase.INTENT, write_key="i3", payload={}, fence=second)
+        assert ways()["i3"] is False  # the new holder is the sole writer now
+        await journal.append("f", Phase.RESOLVED, write_key="human", payload={})  # unfenced tail
+        with pytest.raises(LeaseLostError):
+            await journal.append("f", Phase.EXECUTED, write_key="o1", payload={}, fence=fence)
+        assert ways()["human"] is False
+        assert [e.write_key for e in await journal.entries("f")] == [
+            "run:a", "i1", "run:b", "i2", "i3", "human"]
+    finally:
+        await journal.close()

@@ -11,6 +11,14 @@ from ...core.journal import AppendRequest, Clock, next_entry, replay_of, stamp_f
 __all__ = ["InMemoryJournal"]
 
 
+def _newest_run(chain: list[JournalEntry]) -> int | None:
+    """The seq of the chain's newest RUN_STARTED (the saga's lease), or ``None``."""
+    for entry in reversed(chain):
+        if entry.phase is Phase.RUN_STARTED:
+            return entry.seq
+    return None
+
+
 class InMemoryJournal:
     """A :class:`~sagacity_agents.core.journal.Journal` held in this process's memory.
 
@@ -38,11 +46,13 @@ class InMemoryJournal:
         call_id: str | None = None,
         payload: Any = None,
         expected_seq: int | None = None,
+        fence: int | None = None,
+        late: bool = False,
     ) -> JournalEntry:
         """See :meth:`Journal.append`."""
         request = AppendRequest.build(
             saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
-            expected_seq=expected_seq,
+            expected_seq=expected_seq, fence=fence, late=late,
         )
         with self._lock:
             existing = self._keys.get((saga_id, write_key))
@@ -50,7 +60,8 @@ class InMemoryJournal:
                 return replay_of(existing, request)
             chain = self._chains.setdefault(saga_id, [])
             tail = (chain[-1].seq, chain[-1].hash, Phase(chain[-1].phase).value) if chain else None
-            entry = next_entry(request, tail, stamp_from(self._clock))
+            lease = _newest_run(chain) if request.checks_fence else None
+            entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
             chain.append(entry)
             self._keys[(saga_id, write_key)] = entry
             return entry

@@ -32,7 +32,7 @@ schema, migration 0002, in autocommit):
   appenders share flushes (group commit). WAL is written in order: an entry someone chained onto
   is never lost while the later one survives.
 * **A sole writer does not wait for the lock.** A journal that wrote a saga's last entry
-  itself and has no other append to it in flight (:class:`_SoleWriter`; the common case: one
+  itself and has no other append to it in flight (:class:`~.sole_writer.SoleWriter`; the common case: one
   process runs a saga under its run lease) seals the next entry on the tail it remembers and
   sends a plain ``INSERT``: no function, no tail read, no wait. It stores the row only while the
   saga's lock is free (tried, not waited for: a locked appender is never overtaken) and the
@@ -44,6 +44,11 @@ schema, migration 0002, in autocommit):
   :data:`_FAST_OUTCOME_PHASES`): the saga's next durable append covers them.
 * **Batches.** :meth:`PostgresJournal.append_many` sends several appends to one saga in one round
   trip (pipeline mode); each is written only if the one before it is stored.
+* **Fencing** (migration 0003, design.md "Fencing"). A fenced append (``fence=n``) is inserted
+  only while RUN_STARTED ``n`` is the saga's newest, read in the same statement as the insert;
+  the sole writer's INSERT goes alone only when its remembered tail shows that lease (a
+  RUN_STARTED, or an entry whose fence was checked), since UNIQUE (saga_id, seq) already
+  refuses it when anything, a takeover included, came after that tail.
 * **Retries.** When the write key is already stored the function inserts nothing and a second
   query returns the stored row (after a flush): a retry of the same write gets it back.
 
@@ -59,7 +64,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -68,6 +72,7 @@ from ...core.canonical import sha256_hex
 from ...core.entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, entry_bytes
 from ...core.journal import AppendRequest, Clock, Tail, next_entry, replay_of, stamp_from, utc_now
 from .setup import PostgresDatabase
+from .sole_writer import SoleWriter
 
 __all__ = ["PostgresJournal"]
 
@@ -85,7 +90,7 @@ the function refuses on them under the lock, ``next_entry`` then raises the rule
 _APPEND = (
     "SELECT * FROM sagacity_append_entry(%s, %s, %s, %s, %s, %s, "
     f"'{GENESIS_HASH}', %s, %s, %s, %s, %s, "
-    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s)"
+    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s, %s)"
 )
 # A transaction that writes WAL commits synchronously, waiting for the flush past everything
 # written before it (the appends that committed without waiting included).
@@ -139,12 +144,6 @@ _SEQ_CONSTRAINT = "sagacity_journal_saga_seq"
 _SEQ_TAKEN_ATTEMPTS = 5
 """Tries of a locked append whose seq an insert that took no lock got meanwhile (an INSERT
 written by hand; the sole writer tries the lock and is never one)."""
-_LOCKED_AFTER_A_LOST_RACE = 32
-"""Appends to a saga that go the locked way after a sole writer's insert found its seq taken
-(another writer is active on it)."""
-_TAILS_KEPT = 4096
-"""Sagas whose tail a journal remembers (and sagas it keeps on the locked way after a lost race);
-past that it forgets them all (they then take the locked way once, or try alone again)."""
 _DUMMY_HASH = "1" * 64
 _markers = random.Random()  # noqa: S311 - see byte_pieces: markers need not be unpredictable
 
@@ -234,55 +233,6 @@ def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
     return JournalEntry.from_stored(**dict(zip(_NAMES, row, strict=True)))
 
 
-class _SoleWriter:
-    """Which sagas this journal may append to without the lock: per saga, the tail it stored
-    last (``(seq, hash, phase)``), its appends in flight, and how many appends still go the
-    locked way after a lost race. Thread-safe (sync tools append from their own threads); a
-    wrong answer only costs a round trip, never an entry (UNIQUE (saga_id, seq) decides)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._tails: dict[str, Tail] = {}
-        self._in_flight: dict[str, int] = {}
-        self._locked_for: dict[str, int] = {}
-
-    def begin(self, saga_id: str, *, alone: bool = True) -> Tail | None:
-        """Count an append to ``saga_id`` in flight; return the tail to seal it on without the
-        lock (``alone``), or ``None``: take the lock (unknown tail, another append of ours in
-        flight, or a recent lost race)."""
-        with self._lock:
-            busy = self._in_flight.get(saga_id, 0)
-            self._in_flight[saga_id] = busy + 1
-            locked_for = self._locked_for.pop(saga_id, 0)
-            if locked_for > 1:
-                self._locked_for[saga_id] = locked_for - 1
-            if busy or locked_for or not alone:
-                return None
-            return self._tails.get(saga_id)
-
-    def end(self, saga_id: str, last: JournalEntry | None) -> None:
-        """The append is over; ``last``: the saga's entry it stored or found (``None``: it
-        raised)."""
-        with self._lock:
-            busy = self._in_flight.pop(saga_id) - 1
-            if busy:
-                self._in_flight[saga_id] = busy
-            known = self._tails.get(saga_id)
-            if last is not None and (known is None or last.seq > known[0]):
-                if known is None and len(self._tails) >= _TAILS_KEPT:
-                    self._tails.clear()
-                phase = last.phase.value if isinstance(last.phase, Phase) else last.phase
-                self._tails[saga_id] = (last.seq, last.hash, phase)
-
-    def lost_race(self, saga_id: str) -> None:
-        """Another writer appended to ``saga_id``: forget its tail, lock for a while."""
-        with self._lock:
-            self._tails.pop(saga_id, None)
-            if saga_id not in self._locked_for and len(self._locked_for) >= _TAILS_KEPT:
-                self._locked_for.clear()  # sagas that lost a race and were not appended to since
-            self._locked_for[saga_id] = _LOCKED_AFTER_A_LOST_RACE
-
-
 class PostgresJournal:
     """A :class:`~sagacity_agents.core.journal.Journal` in a PostgreSQL database.
 
@@ -322,7 +272,7 @@ class PostgresJournal:
         )
         self._clock = clock
         self._lazy_phases = _LAZY_PHASES | (_FAST_OUTCOME_PHASES if fast_outcomes else frozenset())
-        self._sole = _SoleWriter()
+        self._sole = SoleWriter()
         self.writes_outcomes_behind = fast_outcomes
         """Read by the saga (``core.saga.outcomes``): a successful call's outcome entry is written behind
         the call, its result not held back for it (``fast_outcomes``)."""
@@ -339,7 +289,7 @@ class PostgresJournal:
         durable = request.phase not in self._lazy_phases
         params = (request.saga_id, request.phase.value, request.tool, request.call_id,
                   request.write_key, now, head, middle, tail, durable, request.expected_seq,
-                  after_key)
+                  after_key, request.fence if request.checks_fence else None)
         return params, _Sent(request, now, (head, middle, tail), durable, after_key)
 
     async def _append_once(self, conn: Any, request: AppendRequest) -> JournalEntry:
@@ -352,7 +302,7 @@ class PostgresJournal:
         request = sent.request
         if row is None:  # pragma: no cover - the function always returns one row
             raise JournalWriteError(f"append to saga {request.saga_id!r}: no answer")
-        status, seq, prev_hash, digest, tail_phase = row
+        status, seq, prev_hash, digest, tail_phase, lease = row
         if sent.durable and status in ("unflushed", "exists"):
             # Stored by a commit that did not wait for the flush (ours under contention, or an
             # earlier try of this write): return only once the WAL is flushed past it.
@@ -364,7 +314,7 @@ class PostgresJournal:
                 raise JournalWriteError(f"append to saga {request.saga_id!r}: key row vanished")
             return replay_of(_row_to_entry(stored), request)
         if status == "refused":  # the shared rule, applied to the tail read under the lock, raises
-            next_entry(request, _tail(seq - 1, prev_hash, tail_phase), now=sent.now)
+            next_entry(request, _tail(seq - 1, prev_hash, tail_phase), now=sent.now, lease=lease)
             if sent.after_key is not None:  # pragma: no cover - the append before it raised
                 raise JournalConflictError(
                     f"saga {request.saga_id!r}: the append before {request.phase.value} in its "
@@ -397,6 +347,8 @@ class PostgresJournal:
         call_id: str | None = None,
         payload: Any = None,
         expected_seq: int | None = None,
+        fence: int | None = None,
+        late: bool = False,
     ) -> JournalEntry:
         """See :meth:`Journal.append`. Returns after the commit (durable unless the phase is
         one of those committed without waiting for the flush, see the class notes).
@@ -405,12 +357,13 @@ class PostgresJournal:
             EncodingError: the payload has no canonical encoding (nothing written).
             JournalClosedError: the saga's last entry is SAGA_CLOSED (nothing written).
             JournalConflictError: ``expected_seq`` is not the saga's last seq (nothing written).
+            LeaseLostError: ``fence`` is not the saga's newest RUN_STARTED (nothing written).
             JournalWriteError: not stored (pool exhausted, statement timeout, connection broken
                 three times, schema missing), or the write key names a different entry.
         """
         request = _request(saga_id, phase, write_key=write_key, tool=tool, call_id=call_id,
-                           payload=payload, expected_seq=expected_seq)
-        tail = self._sole.begin(saga_id)
+                           payload=payload, expected_seq=expected_seq, fence=fence, late=late)
+        tail = self._sole.begin(saga_id, fence=request.fence if request.checks_fence else None)
         entry = None
         try:
             if tail is not None:
@@ -437,7 +390,8 @@ class PostgresJournal:
             JournalWriteError: as :meth:`append` (pool exhausted, timeout, broken connections).
         """
         try:
-            entry = next_entry(request, tail, stamp_from(self._clock))
+            # begin() gave a tail only where the lease at it is known to be the fence
+            entry = next_entry(request, tail, stamp_from(self._clock), lease=request.fence)
         except (JournalClosedError, JournalConflictError):
             return None
         statement = _INSERT_LAZY if request.phase in self._lazy_phases else _INSERT

@@ -77,7 +77,16 @@ class SqliteJournal(SqliteWorker):
                     "ORDER BY seq DESC LIMIT 1",
                     (request.saga_id,),
                 ).fetchone()
-                entry = next_entry(request, tail, stamp_from(self._clock))
+                lease = None
+                if request.checks_fence:
+                    # The newest RUN_STARTED at or after the fence: the fence itself while its
+                    # run holds the lease (a range of the primary key: this run's entries only).
+                    lease = conn.execute(
+                        "SELECT max(seq) FROM sagacity_journal WHERE saga_id = ? AND seq >= ? "
+                        "AND phase = 'RUN_STARTED'",
+                        (request.saga_id, request.fence),
+                    ).fetchone()[0]
+                entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
                 conn.execute(
                     f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (
@@ -127,12 +136,15 @@ class SqliteJournal(SqliteWorker):
         call_id: str | None = None,
         payload: Any = None,
         expected_seq: int | None = None,
+        fence: int | None = None,
+        late: bool = False,
     ) -> JournalEntry:
         """See :meth:`Journal.append`. Returns after the commit (``synchronous`` decides how
-        durable that is)."""
+        durable that is); a fenced append reads the saga's lease inside the same
+        ``BEGIN IMMEDIATE`` transaction as its insert."""
         request = AppendRequest.build(
             saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
-            expected_seq=expected_seq,
+            expected_seq=expected_seq, fence=fence, late=late,
         )
         return await self._run(self._append_sync, request)
 

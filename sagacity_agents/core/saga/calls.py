@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ...errors import EncodingError, JournalWriteError, SagaStateError
+from ...errors import EncodingError, JournalWriteError, LeaseLostError, SagaStateError
 from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
 from ..declarations import Reversibility, ToolDeclaration
@@ -104,6 +104,11 @@ class CallRecording(Refusals):
             JournalWriteError: the INTENT is not written; the body must not run.
         """
         write_key = f"{invocation}:intent"
+        if isinstance(exc, LeaseLostError):
+            # Another run holds the saga: the body must not run, and nothing more is ours to
+            # journal (a FAILED would be refused by the same fence).
+            self.check_lease()
+            raise exc
         try:
             if not isinstance(exc, JournalWriteError):
                 raise exc
@@ -160,9 +165,11 @@ class CallRecording(Refusals):
 
         Raises:
             JournalWriteError: the INTENT could not be written; ``body`` was not run.
+            LeaseLostError: this run lost the saga's lease (``core.fence``); ``body`` was not run.
             BaseException: whatever ``body`` raised (including ``CancelledError``), re-raised
                 after the FAILED entry is written.
         """
+        self.check_lease()  # a run that lost its lease starts no new body
         if self.failures and self.refuses_effects(decl):
             return await self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[return-value]
                                           refused_by="policy")
@@ -248,6 +255,7 @@ class CallRecording(Refusals):
         Raises:
             SagaStateError: called on the event loop's own thread (it would deadlock).
             JournalWriteError: the INTENT could not be written; ``body`` was not run.
+            LeaseLostError: this run lost the saga's lease (``core.fence``); ``body`` was not run.
             BaseException: whatever ``body`` raised, re-raised after the FAILED entry is written.
         """
         loop = self.loop
@@ -263,6 +271,7 @@ class CallRecording(Refusals):
         def on_loop(coro: Awaitable[Any]) -> Any:
             return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]
 
+        self.check_lease()  # a run that lost its lease starts no new body
         if self.failures and self.refuses_effects(decl):
             return on_loop(self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[no-any-return]
                                             refused_by="policy"))

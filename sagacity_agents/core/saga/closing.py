@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import JournalError, JournalWriteError, SagaFailedError
+from ...errors import JournalError, JournalWriteError, LeaseLostError, SagaFailedError
 from ...errors import describe_error as _describe
 from ..compensation import CompensationItem, CompensationReport, SagaLedger, compensate
 from ..entries import Phase
@@ -86,6 +86,9 @@ class SagaEnding(ExternalCalls):
         closing: dict[str, Any] = {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed",
                                    "payload": payload}
         stored = await self._release_lease(status, closing)
+        if self.lease_lost is not None:
+            self.status = SagaStatus.LEASE_LOST  # another run holds the saga: it is theirs to close
+            return
         self.status = status
         self._closed = True
         # SAGA_CLOSED alone (retried once, same write key) when it did not go with RUN_ENDED.
@@ -121,9 +124,15 @@ class SagaEnding(ExternalCalls):
         the end of a saga"). A run that ended well closes the saga COMPLETED when ``close`` is
         true (IN_DOUBT, open, if some call has no outcome), and leaves it OPEN otherwise.
 
+        A run that lost its lease (:attr:`lease_lost`: another run took the saga over while this
+        one stalled) writes nothing more but the late outcomes of its calls still running: no
+        SAGA_FAILED, no undo, no RUN_ENDED, no SAGA_CLOSED; its status is LEASE_LOST.
+
         Returns:
             The saga's status after this run.
         """
+        if self.lease_lost is not None:
+            return await self._end_lost()
         if error is not None or self.failed:
             await self.settle()
             if self.failures:
@@ -135,9 +144,16 @@ class SagaEnding(ExternalCalls):
                 reason = f"run raised {_describe(error)}" if error is not None else "failed"
             try:
                 await self.fail(reason)
+            except LeaseLostError:
+                return await self._end_lost()
             except JournalError as exc:  # compensation must not wait for the journal's health
                 self.journal_errors.append(f"SAGA_FAILED not journaled: {_describe(exc)}")
-            report = await self.compensate()
+            if self.lease_lost is not None:
+                return await self._end_lost()
+            try:
+                report = await self.compensate()
+            except LeaseLostError:
+                return await self._end_lost()
             self.in_doubt = report.in_doubt
             if report.failed:
                 status = SagaStatus.COMPENSATION_FAILED
@@ -150,6 +166,8 @@ class SagaEnding(ExternalCalls):
                 return status
             return await self._end_open(status)
         await self.settle()
+        if self.lease_lost is not None:
+            return await self._end_lost()
         if close:
             if self._fresh_id:
                 # Every entry of a saga this object created was written here: a call without
@@ -163,6 +181,14 @@ class SagaEnding(ExternalCalls):
             await self.close(SagaStatus.COMPLETED)
             return SagaStatus.COMPLETED
         return await self._end_open(SagaStatus.OPEN)
+
+    async def _end_lost(self) -> SagaStatus:
+        """End a run that lost its lease: wait for its calls still running (their outcomes are
+        written late, ``core.fence``), stop renewing, write nothing else."""
+        await self.settle()
+        await self._release_lease(SagaStatus.LEASE_LOST)
+        self.status = SagaStatus.LEASE_LOST
+        return self.status
 
     async def _calls_in_doubt(self) -> tuple[CompensationItem, ...]:
         """INTENTs without outcome, from the journal, and calls whose outcome is held unwritten

@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any
 
-from ...errors import JournalError, JournalWriteError, SagaStateError
+from ...errors import JournalError, JournalWriteError, LeaseLostError, SagaStateError
 from ...errors import describe_error as _describe
 from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
@@ -112,15 +112,20 @@ class RunLifecycle(SagaState):
         """
         self.loop = asyncio.get_running_loop()
         recovering = self._recovering
-        await acquire_lease(
+        started = await acquire_lease(
             self.journal, self.saga_id, holder=self.holder, seconds=self.lease_seconds,
             agent=agent_name,
             check=None if self._fresh_id else (lambda entries: self._refuse_state(entries, recovering)),
             opening=opening,
         )
+        # Every entry of this run carries the lease's token from now on (core.fence); kept after
+        # RUN_ENDED, so that nothing this object writes later passes for another run's.
+        self.fence = started.seq
+        self.lease_lost = None
         self.last_journaled = time.monotonic()
         self._keeper = LeaseKeeper(
-            self.journal, self.saga_id, self.holder, self.lease_seconds, lambda: self.last_journaled
+            self.journal, self.saga_id, self.holder, self.lease_seconds, lambda: self.last_journaled,
+            fence=started.seq, on_lost=self._lose_lease,
         )
         self._keeper.start()
 
@@ -148,6 +153,8 @@ class RunLifecycle(SagaState):
         if keeper is None:
             return False
         await keeper.stop()
+        if self.lease_lost is not None:
+            return False  # another run holds the saga: nothing of ours to release or close
         ended: dict[str, Any] = {
             "phase": Phase.RUN_ENDED, "write_key": f"run-end:{self.holder}:{uuid.uuid4().hex[:8]}",
             "payload": {"holder": self.holder, "status": status.value},
@@ -156,10 +163,14 @@ class RunLifecycle(SagaState):
             try:
                 await append_each(self.journal, self.saga_id, [ended, closing])
                 return True
+            except LeaseLostError:
+                return False  # taken over meanwhile: lease_lost is set, the caller closes nothing
             except JournalError:
                 pass  # one by one: RUN_ENDED here, SAGA_CLOSED by the caller
         try:
             await self.journal.append(self.saga_id, **ended)
+        except LeaseLostError:
+            pass  # taken over meanwhile: lease_lost is set, the caller writes nothing more
         except JournalError as exc:
             self.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
         return False

@@ -17,11 +17,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, LeaseLostError
 from ..compensation import CompensationItem, CompensationReport
 from ..declarations import ToolDeclaration
 from ..entries import JournalEntry, Phase
 from ..evidence import Evidence
+from ..fence import FencedJournal
 from ..journal import Journal
 from ..lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, new_holder_id
 from .status import FailurePolicy, FailureRecord, SagaStatus
@@ -72,7 +73,6 @@ class SagaState:
     ) -> None:
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be > 0")
-        self.journal = journal
         self.evidence = evidence
         self._fresh_id = saga_id is None  # a new random id: nothing in the journal to read
         # Invocation ids (write-key prefixes): random per Saga object, counted per call; unique
@@ -80,6 +80,15 @@ class SagaState:
         self._invocation_prefix = uuid.uuid4().hex[:16]
         self._invocations = itertools.count(1)
         self.saga_id = saga_id or uuid.uuid4().hex
+        self.fence: int | None = None
+        """The seq of the RUN_STARTED whose lease this object holds (``None``: none); every
+        entry it writes carries it (``core.fence``)."""
+        self.lease_lost: LeaseLostError | None = None
+        """Set when this object's run lease was found taken over (by the journal's fence, or by
+        the lease keeper): the run starts no new tool body, compensates nothing and never
+        closes the saga; it ends with :class:`~sagacity_agents.errors.LeaseLostError`."""
+        self.journal: Journal = FencedJournal(journal, self.saga_id, lambda: self.fence, self._lose_lease)
+        """The saga's journal, fenced: every append carries :attr:`fence`."""
         self.policy = FailurePolicy(policy)
         self.in_flight_timeout = in_flight_timeout
         self.metadata = metadata or {}
@@ -146,6 +155,27 @@ class SagaState:
         self.declarations[tool] = declaration
         if settings:
             self.tool_settings[tool] = settings
+
+    def _lose_lease(self, lost: LeaseLostError) -> None:
+        """Note that this object's lease was taken over (the first notice is kept)."""
+        if self.lease_lost is None and (lost.fence is None or lost.fence == self.fence):
+            self.lease_lost = lost
+
+    def check_lease(self) -> None:
+        """Raise the lease loss noted, if any (before a tool body starts, at each run step).
+
+        Raises:
+            LeaseLostError: this object's run lease is another run's now.
+        """
+        if self.lease_lost is not None:
+            lost = self.lease_lost
+            raise LeaseLostError(
+                f"saga {self.saga_id}: this run lost its lease (RUN_STARTED seq {lost.fence}) to "
+                f"another run (RUN_STARTED seq {lost.current}); it stalled past the lease's "
+                "expiry. It stops here: no further tool body, no compensation, no close; the "
+                "saga is the other run's (read it with `sagacity saga show`)",
+                saga_id=self.saga_id, fence=lost.fence, current=lost.current,
+            ) from lost
 
     def _invocation_id(self) -> str:
         return f"{self._invocation_prefix}-{next(self._invocations)}"

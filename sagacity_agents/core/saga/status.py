@@ -37,6 +37,12 @@ class SagaStatus(str, enum.Enum):
     """Failed and compensated, but some call has no known outcome: a human must look."""
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
     """The run returned with calls paused for a human decision."""
+    LEASE_LOST = "LEASE_LOST"
+    """This run lost the saga's run lease to another run (it stalled past the lease's expiry and
+    a recovery took the saga over): it stopped at its next step without compensating or closing
+    and wrote nothing after the loss but the late outcomes of calls it had started. The saga's
+    state is the other run's: read the journal (``sagacity saga show``). Never journaled as a
+    saga's status by the run that lost."""
 
 
 @dataclass(frozen=True, slots=True)
