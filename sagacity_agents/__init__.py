@@ -67,6 +67,7 @@ _SDK_NAMES = {
     "SagaRecovered": ".sdk.results",
     "SagaResult": ".sdk.results",
     "SagaRunHooks": ".sdk.hooks",
+    "RunLeaseLostError": ".sdk.hooks",
     "SagaStopped": ".sdk.hooks",
     "SagaStream": ".sdk.streaming",
     "Sagacity": ".sdk.facade",
@@ -85,7 +86,7 @@ if TYPE_CHECKING:
     from .sdk.facade import Sagacity
     from .sdk.fallback import nested_agent_tool, protect_tool
     from .sdk.guardrails import saga_output_guardrail, saga_tool_guardrail
-    from .sdk.hooks import HooksNotEnteredError, SagaRunHooks, SagaStopped
+    from .sdk.hooks import HooksNotEnteredError, RunLeaseLostError, SagaRunHooks, SagaStopped
     from .sdk.results import Decision, SagaRecovered, SagaResult, StreamAbandoned
     from .sdk.streaming import SagaStream
     from .sdk.tools import compensable, irreversible, no_undo, read_only
@@ -139,6 +140,7 @@ __all__ = [
     "PostgresDatabase",
     "PostgresJournal",
     "Reversibility",
+    "RunLeaseLostError",
     "Saga",
     "SagaFailedError",
     "SagaRecovered",

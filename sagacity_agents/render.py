@@ -71,6 +71,7 @@ STATUS_STYLES: dict[str, str] = {
     "COMPENSATION_FAILED": "bold red",
     "IN_DOUBT": "bold red",
     "AWAITING_APPROVAL": "bold yellow",
+    "LEASE_LOST": "bold red",
 }
 
 

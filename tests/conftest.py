@@ -7,7 +7,8 @@ from agents import set_tracing_disabled
 
 # The suites every backend runs live outside test modules: their asserts explain themselves too.
 pytest.register_assert_rewrite(
-    "tests.backends", "tests.journal.journal_contract", "tests.approvals.approval_contract"
+    "tests.backends", "tests.journal.journal_contract", "tests.journal.fence_contract",
+    "tests.approvals.approval_contract"
 )
 
 from tests.backends import EMBEDDED  # noqa: E402 - after the assert rewriting is registered

@@ -309,8 +309,7 @@ class LeaseKeeper:
                 await self.journal.append(
                     self.saga_id, Phase.LEASE_RENEWED,
                     write_key=f"lease:{self.holder}:{next(self._renewals)}",
-                    payload={"holder": self.holder}, expected_seq=entries[-1].seq,
-                    **({} if self.fence is None else {"fence": self.fence}),
+                    payload={"holder": self.holder}, expected_seq=entries[-1].seq, fence=self.fence,
                 )
             except LeaseLostError as lost:
                 self._lose(lost)

@@ -47,7 +47,7 @@ from ._sdk_internals import validate_run_hooks
 from .approvals import ApprovalDesk, PauseOutcome
 from .binding import bind_agent
 
-__all__ = ["HooksNotEnteredError", "SagaRunHooks", "SagaStopped"]
+__all__ = ["HooksNotEnteredError", "RunLeaseLostError", "SagaRunHooks", "SagaStopped"]
 
 
 class SagaStopped(AgentsException, SagaFailedError):

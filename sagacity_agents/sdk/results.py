@@ -56,8 +56,10 @@ class SagaResult:
     saga_id: str
     """The saga's id (journal key; pass it to later runs or to ``sagacity journal show``)."""
     status: SagaStatus
-    """COMPLETED, OPEN (kept open for another run), COMPENSATED, COMPENSATION_FAILED, IN_DOUBT or
-    AWAITING_APPROVAL."""
+    """COMPLETED, OPEN (kept open for another run), COMPENSATED, COMPENSATION_FAILED, IN_DOUBT,
+    AWAITING_APPROVAL, or LEASE_LOST (another run took the saga over while this one stalled:
+    ``exception`` is the :class:`~sagacity_agents.errors.LeaseLostError`; the saga is the other
+    run's, read it from the journal)."""
     final_output: Any = None
     """The run's final output (``None`` when it raised or paused)."""
     exception: BaseException | None = None

@@ -91,5 +91,5 @@ async def test_bytes_results_keep_their_type_in_the_journal_and_reach_the_undo_a
                     if e.phase is Phase.EXECUTED and e.tool == "render")
     assert executed.payload == {"intent_seq": executed.seq - 1,
                                 "result": base64.b64encode(blob).decode("ascii"),
-                                "result_type": "bytes"}
+                                "result_type": "bytes", "fence": executed.payload["fence"]}
     assert seen == [blob]

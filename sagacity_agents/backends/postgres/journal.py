@@ -14,8 +14,8 @@ Nothing waits for the client while the lock is held, nor for the disk when other
 it (measured in bench/postgres_append.py: with a client round trip inside the lock one saga gets
 one append per round trip of its busiest client; with the WAL flush inside it, one append per
 flush); only a sole writer's insert, below, keeps the lock it tried through its own commit. A
-locked append is one statement, ``SELECT * FROM sagacity_append_entry(...)`` (a function of the
-schema, migration 0002, in autocommit):
+locked append is one statement, ``SELECT * FROM sagacity_append_fenced(...)`` (a function of the
+schema, migration 0003: 0002's ``sagacity_append_entry`` with the fence, in autocommit):
 
 * **The client encodes; the server only joins.** The entry's canonical bytes depend on the tail
   only through ``seq`` and ``prev_hash``. The client encodes the entry once, with the shared rule,
@@ -88,7 +88,7 @@ the function refuses on them under the lock, ``next_entry`` then raises the rule
 # The genesis hash and the terminal phases are constants of the shared rule: written into the
 # statement (prepared once per connection) rather than sent with every append.
 _APPEND = (
-    "SELECT * FROM sagacity_append_entry(%s, %s, %s, %s, %s, %s, "
+    "SELECT * FROM sagacity_append_fenced(%s, %s, %s, %s, %s, %s, "
     f"'{GENESIS_HASH}', %s, %s, %s, %s, %s, "
     f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s, %s)"
 )
@@ -286,7 +286,7 @@ class PostgresJournal:
         """The parameters of one append statement, and what its answer is checked against."""
         now = stamp_from(self._clock)
         head, middle, tail = byte_pieces(request, now)
-        durable = request.phase not in self._lazy_phases
+        durable = request.late or request.phase not in self._lazy_phases  # late: durable at once
         params = (request.saga_id, request.phase.value, request.tool, request.call_id,
                   request.write_key, now, head, middle, tail, durable, request.expected_seq,
                   after_key, request.fence if request.checks_fence else None)
@@ -394,7 +394,8 @@ class PostgresJournal:
             entry = next_entry(request, tail, stamp_from(self._clock), lease=request.fence)
         except (JournalClosedError, JournalConflictError):
             return None
-        statement = _INSERT_LAZY if request.phase in self._lazy_phases else _INSERT
+        lazy = request.phase in self._lazy_phases and not request.late
+        statement = _INSERT_LAZY if lazy else _INSERT
         row = (entry.saga_id, entry.seq, request.phase.value, entry.tool, entry.call_id,
                entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical,
                entry.saga_id, tail[0], tail[1])

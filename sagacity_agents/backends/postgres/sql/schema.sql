@@ -179,9 +179,9 @@ END $$;
 -- applies the shared rule (core.journal.next_entry), which raises LeaseLostError. The sole
 -- writer's plain INSERT needs no change: it lands only on the tail its journal stored last
 -- (UNIQUE (saga_id, seq)), so a takeover's RUN_STARTED after that tail refuses it, and the client
--- sends it alone only under the lease it last saw stored. 0002's function stays, an overload
--- with one argument fewer, for workers of the previous release during an upgrade.
-CREATE FUNCTION sagacity_append_entry(
+-- sends it alone only under the lease it last saw stored. 0002's function stays for workers of
+-- the previous release during an upgrade (their appends are unfenced).
+CREATE FUNCTION sagacity_append_fenced(
     p_saga_id text, p_phase text, p_tool text, p_call_id text, p_write_key text,
     p_recorded_at text, p_genesis text, p_head bytea, p_middle bytea, p_tail bytea,
     p_durable boolean, p_expected_seq bigint, p_terminal text[], p_after_key text,

@@ -1,5 +1,6 @@
 -- 0003: fencing tokens (design.md, "Fencing"; backends/postgres/journal.py). The append function
--- of 0002 with one more argument, p_fence: the seq of the RUN_STARTED whose run lease the writer
+-- of 0002 under a new name (not an overload: a GRANT names it without its argument types), with
+-- one more argument, p_fence: the seq of the RUN_STARTED whose run lease the writer
 -- holds (NULL: an unfenced append). The entry is inserted only while that RUN_STARTED is the
 -- saga's newest, read under the saga's advisory lock in the same statement as the insert, so a
 -- run that lost its lease (another run took the saga over while it stalled) writes nothing. On
@@ -7,9 +8,9 @@
 -- applies the shared rule (core.journal.next_entry), which raises LeaseLostError. The sole
 -- writer's plain INSERT needs no change: it lands only on the tail its journal stored last
 -- (UNIQUE (saga_id, seq)), so a takeover's RUN_STARTED after that tail refuses it, and the client
--- sends it alone only under the lease it last saw stored. 0002's function stays, an overload
--- with one argument fewer, for workers of the previous release during an upgrade.
-CREATE FUNCTION sagacity_append_entry(
+-- sends it alone only under the lease it last saw stored. 0002's function stays for workers of
+-- the previous release during an upgrade (their appends are unfenced).
+CREATE FUNCTION sagacity_append_fenced(
     p_saga_id text, p_phase text, p_tool text, p_call_id text, p_write_key text,
     p_recorded_at text, p_genesis text, p_head bytea, p_middle bytea, p_tail bytea,
     p_durable boolean, p_expected_seq bigint, p_terminal text[], p_after_key text,
