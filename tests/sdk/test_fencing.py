@@ -82,17 +82,23 @@ class Trip:
                               [("charge_card", {"amount": 900}, "c1")], "done"), *self.tools)
 
 
-@pytest.fixture(params=BACKENDS, ids=str)
+PLACES = [(b, {}) for b in BACKENDS] + [
+    (b, {"fast_outcomes": True}) for b in BACKENDS if b.name == "postgres"]
+"""Each backend, and PostgreSQL with outcomes written behind their calls (``fast_outcomes``)."""
+
+
+@pytest.fixture(params=PLACES, ids=lambda p: str(p[0]) + ("-fast-outcomes" if p[1] else ""))
 def place(request):
-    """``(backend, location)``: where both workers' journals live."""
-    return request.param, request.param.location(request)
+    """``(backend, location, journal options)``: where both workers' journals live."""
+    backend, options = request.param
+    return backend, backend.location(request), options
 
 
 @pytest.mark.parametrize("sync_hotel", [False, True], ids=["async", "sync"])
 async def test_r01_stalled_run_never_acts_after_a_takeover(place, sync_hotel):
-    backend, location = place
+    backend, location, options = place
     trip = Trip(sync_hotel)
-    stalled_journal = backend.journal(location, clock=behind)
+    stalled_journal = backend.journal(location, clock=behind, **options)
     shared = backend.name == "memory"  # one process's memory: both workers share the object
     recovered: dict[str, Any] = {}
 
