@@ -154,6 +154,8 @@ class SagaEnding(ExternalCalls):
                 report = await self.compensate()
             except LeaseLostError:
                 return await self._end_lost()
+            if self.lease_lost is not None:  # lost while an undo ran (its outcome went late)
+                return await self._end_lost()
             self.in_doubt = report.in_doubt
             if report.failed:
                 status = SagaStatus.COMPENSATION_FAILED
