@@ -179,7 +179,7 @@ def demo_process(tmp_path, **env: str):
     child.update(OPENAI_AGENTS_DISABLE_TRACING="1", **env)
     return subprocess.run(
         [sys.executable, "-m", "sagacity_agents", "demo", "--real-model", "--db", str(tmp_path / "d.db")],
-        capture_output=True, text=True, timeout=120, env=child, cwd=tmp_path,
+        capture_output=True, text=True, timeout=120, env=child, cwd=tmp_path, check=False,
     )
 
 

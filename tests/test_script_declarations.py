@@ -87,7 +87,7 @@ def run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     child = {k: v for k, v in os.environ.items() if k not in ("UNDO_DOWN", "SAGACITY_DB")}
     child.update(env)
     return subprocess.run([sys.executable, *args], cwd=cwd, env=child, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, check=False)
 
 
 def entries(tmp_path: Path, saga_id: str) -> list:

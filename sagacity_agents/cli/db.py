@@ -123,9 +123,9 @@ async def _apply(uri: str, statements: list[str]) -> None:
     psycopg, _ = load_drivers()
     check_conninfo(psycopg, uri)
     try:
-        async with await psycopg.AsyncConnection.connect(uri, connect_timeout=10) as conn:
-            async with conn.transaction():
-                for statement in statements:
-                    await conn.execute(statement)
+        async with await psycopg.AsyncConnection.connect(uri, connect_timeout=10) as conn, \
+                conn.transaction():
+            for statement in statements:
+                await conn.execute(statement)
     except psycopg.Error as exc:
         raise JournalError(f"GRANTs not applied (nothing was granted): {exc}") from exc

@@ -13,7 +13,6 @@ import pytest
 from agents import function_tool
 
 from sagacity_agents import (
-    EncodingError,
     FailurePolicy,
     InMemoryJournal,
     Phase,

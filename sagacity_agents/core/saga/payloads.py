@@ -7,7 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import EncodingError
-from ..canonical import ENCODING_ERROR_KEY, encode_canonical, parse_json, to_canonical_value
+from ..canonical import (
+    ENCODING_ERROR_KEY,
+    encode_canonical,
+    parse_json,
+    to_canonical_value,
+)
 from ..declarations import Reversibility
 
 __all__ = [
