@@ -32,7 +32,7 @@ from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .grants import consumed_decisions
 from .journal import CLAIMANT_KEY, Journal, new_claimant
-from .undo import CompensationContext, idempotency_key
+from .undo import CompensationContext, idempotency_key, lost_undo_data
 
 __all__ = [
     "CompensationItem",
@@ -67,7 +67,8 @@ class CompensationReport:
     kept_irreversible: tuple[CompensationItem, ...] = ()
     """Executed irreversible calls: approved, kept on purpose."""
     no_undo: tuple[CompensationItem, ...] = ()
-    """Executed calls of tools declared without an undo: still in the world."""
+    """Executed calls of tools declared without an undo, or whose undo data could not be
+    journaled (``core.undo.lost_undo_data``; never undone blind): still in the world."""
     in_doubt: tuple[CompensationItem, ...] = ()
     """INTENTs (or COMPENSATINGs) with no outcome: an effect may exist; needs a human."""
     approved_not_run: tuple[CompensationItem, ...] = ()
@@ -309,6 +310,11 @@ async def compensate(
             continue
         if kind != Reversibility.COMPENSATABLE.value:
             continue  # read-only
+        lost = lost_undo_data(call.outcome.payload)
+        if lost is not None:  # never run an undo without its data: still dirty, said why
+            no_undo.append(CompensationItem(item.seq, item.tool, item.call_id,
+                                            f"undo not run: {lost}; the effect may exist"))
+            continue
         if any(o.phase is Phase.COMPENSATED or (o.phase is Phase.RESOLVED and resolved_ran(o))
                for o in call.attempt_outcomes):
             undone.append(item)

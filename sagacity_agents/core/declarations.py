@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import enum
 import inspect
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DeclarationError
@@ -26,6 +28,7 @@ __all__ = [
     "check_undo",
     "declaration_by_id",
     "is_ambiguous",
+    "stable_module_name",
 ]
 
 
@@ -121,8 +124,10 @@ class ToolDeclaration:
     """Facts about the SDK tool this function was bound to (e.g. its timeout), filled at start-up."""
     declaration_id: str | None = None
     """A stable id of the declaration, the same in every process: ``module:qualname`` of the
-    user's function (or callable's class). Journaled with each INTENT, so compensation and
-    recovery find *this* declaration's undo even when another tool has the same name."""
+    user's function (or callable's class), the module named as an import names it, however it
+    was started (:func:`stable_module_name`: a script run as ``python app.py`` is ``app``, not
+    ``__main__``). Journaled with each INTENT, so compensation and recovery find *this*
+    declaration's undo even when another tool has the same name."""
 
     def __post_init__(self) -> None:
         if self.reversibility is Reversibility.COMPENSATABLE:
@@ -149,6 +154,40 @@ class ToolDeclaration:
             return Verdict.OK
         answer = self.classify(result)
         return Verdict.OK if answer is None else Verdict(answer)
+
+
+def stable_module_name(name: str) -> str:
+    """The name under which another process imports the module called ``name`` here.
+
+    Only ``__main__`` changes: the module started as a program is named after what was started,
+    so that a tool declared in a script has the same declaration id when the script runs
+    (``python app.py``) and when recovery imports it (``--app app:agent``):
+
+    * ``python -m pkg.app``: ``pkg.app`` (its import spec's name);
+    * ``python path/app.py``: ``app``, preceded by the names of the folders above it that are
+      packages (hold an ``__init__.py``): ``pkg.app`` for ``pkg/app.py`` in a package ``pkg``;
+    * no file (an interactive session, ``python -c``): ``__main__`` (nothing names it; give such
+      tools an explicit ``declaration_id``).
+
+    Args:
+        name: a module's ``__name__``.
+    """
+    if name != "__main__":
+        return name
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return str(spec.name)
+    file = getattr(main, "__file__", None)
+    if not file:
+        return name
+    path = Path(file).resolve()
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return ".".join(parts)
 
 
 _BY_ID: dict[str, ToolDeclaration] = {}

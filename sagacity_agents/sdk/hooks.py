@@ -3,9 +3,13 @@
 No RunHooks callback fires when a run raises or is interrupted (sdk-notes.md, "Hooks"), so the
 hooks object is used *around* the run as an async context manager::
 
-    async with SagaRunHooks(journal, agent=agent) as hooks:
-        result = await Runner.run(agent, "book a trip", hooks=hooks)
-    print(hooks.status, hooks.report)
+    hooks = SagaRunHooks("journal.db", agent=agent)      # a path, a URI or a Journal
+    try:
+        async with hooks:
+            result = await Runner.run(agent, "book a trip", hooks=hooks)
+    except SagaStopped as stopped:                        # STOP: the run stopped after a failure
+        print(stopped.failure)
+    print(hooks.status, hooks.report)                     # compensated before the raise went on
 
 Entering opens the saga, takes its run lease (one run at a time per saga) and sets the
 ``contextvars`` scope the tool wrappers read; leaving sees the exception or the failed scope and
@@ -32,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import uuid
+from pathlib import Path
 from typing import Any
 
 from agents import Agent, AgentsException, RunContextWrapper, RunHooks, Tool
@@ -43,6 +48,7 @@ from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..errors import ApprovalError, ConfigurationError, LeaseLostError, SagaFailedError, SagaStateError
+from ..stores import open_journal
 from ._sdk_internals import validate_run_hooks
 from .approvals import ApprovalDesk, PauseOutcome
 from .binding import bind_agent
@@ -93,7 +99,12 @@ class SagaRunHooks(RunHooks[Any]):
     """Run hooks that open a saga on enter and finish it (compensating if needed) on exit.
 
     Args:
-        journal: where the saga is journaled; or an already built :class:`Saga`.
+        journal: where the saga is journaled, as ``Sagacity`` takes it: a :class:`Journal`, a
+            SQLite file path (``str`` or ``Path``; created if missing), a ``postgresql://`` URI
+            (the ``postgres`` extra; migrated first) or ``":memory:"``; or an already built
+            :class:`Saga`. A path or URI is opened here and closed when the ``async with`` block
+            is left (after compensation); such hooks serve one block: make new ones for the next
+            run (pass ``saga_id=hooks.saga_id`` to continue the saga).
         agent: the agent about to run; its declared tools are checked and bound on enter
             (an irreversible tool without ``needs_approval`` raises ``ConfigurationError`` then).
         saga_id: continue an existing saga (a later run of it); a new id if ``None``.
@@ -112,11 +123,20 @@ class SagaRunHooks(RunHooks[Any]):
     Attributes:
         saga: the :class:`Saga`. status: its status after exit. report: the compensation report
         (``None`` when nothing was compensated). error: the exception the run raised, if any.
+
+    Raises:
+        TypeError: ``hooks`` is an ``AgentHooks`` (the SDK's own check).
+        ConfigurationError: ``journal`` is a PostgreSQL URI without the ``postgres`` extra.
+        JournalError: a SQLite file that cannot be opened.
+
+    Under ``FailurePolicy.STOP`` (the default) ``Runner.run`` raises :class:`SagaStopped` at the
+    next step after the first failed call; the ``async with`` block compensates before the
+    exception leaves it, so :attr:`status` and :attr:`report` are set in the ``except`` clause.
     """
 
     def __init__(
         self,
-        journal: Journal | Saga,
+        journal: Journal | Saga | str | Path,
         *,
         agent: Agent[Any] | None = None,
         saga_id: str | None = None,
@@ -130,6 +150,11 @@ class SagaRunHooks(RunHooks[Any]):
     ) -> None:
         if hooks is not None:
             validate_run_hooks(hooks)  # the SDK's own TypeError for AgentHooks, before anything runs
+        self._own_journal: Journal | None = None
+        """The journal these hooks opened from a path or URI (closed when the block is left)."""
+        self._journal_released = False
+        if isinstance(journal, (str, Path)):
+            journal = self._own_journal = open_journal(journal)
         self.saga = journal if isinstance(journal, Saga) else Saga(
             journal, saga_id, policy=policy, lease_seconds=lease_seconds
         )
@@ -243,9 +268,16 @@ class SagaRunHooks(RunHooks[Any]):
             )
         if self._entered:
             raise SagaStateError("this SagaRunHooks is already entered")
-        if self.agent is not None:
-            bind_agent(self.saga, self.agent)
-        await self.saga.begin_run(self.agent.name if self.agent is not None else "")
+        if self._journal_released:
+            raise SagaStateError("these SagaRunHooks opened their journal from a path and closed it "
+                                 "when their block was left: make new ones for the next run")
+        try:
+            if self.agent is not None:
+                bind_agent(self.saga, self.agent)
+            await self.saga.begin_run(self.agent.name if self.agent is not None else "")
+        except BaseException:
+            await self._release_journal()
+            raise
         self._token = current_saga.set(self.saga)
         self._entered = True
         return self
@@ -259,17 +291,33 @@ class SagaRunHooks(RunHooks[Any]):
         if self._resume_refused and isinstance(exc, ApprovalError):
             # A refused resume changes nothing: no compensation, the saga still waits.
             self._resume_refused = False
-            await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
+            try:
+                await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
+            finally:
+                await self._release_journal()
             self.status = SagaStatus.AWAITING_APPROVAL
             return False
         # Finalizing (compensation above all) runs as its own task, shielded: a caller cancelled
         # again while it runs (a second task.cancel(), an anyio/Starlette cancel scope, which
         # cancels every await) stops waiting for it, but the undos still run to the end.
-        finalize = asyncio.ensure_future(self._finalize(exc))
+        finalize = asyncio.ensure_future(self._finalize_and_release(exc))
         _FINALIZING.add(finalize)
         finalize.add_done_callback(_FINALIZING.discard)
         self.status = await asyncio.shield(finalize)
         return False
+
+    async def _release_journal(self) -> None:
+        """Close the journal these hooks opened from a path or URI (none otherwise); the hooks
+        then refuse another block."""
+        if self._own_journal is not None and not self._journal_released:
+            self._journal_released = True
+            await self._own_journal.close()
+
+    async def _finalize_and_release(self, exc: BaseException | None) -> SagaStatus:
+        try:
+            return await self._finalize(exc)
+        finally:
+            await self._release_journal()
 
     async def _finalize(self, exc: BaseException | None) -> SagaStatus:
         if self.saga.lease_lost is not None:  # another run holds the saga: write nothing more

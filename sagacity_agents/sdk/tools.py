@@ -30,7 +30,9 @@ from typing import Any, TypeVar, overload
 from agents import FunctionTool, ModelBehaviorError, RunContextWrapper
 from agents.tool_context import ToolContext
 
-from ..core.declarations import Classifier, Reversibility, ToolDeclaration, Undo, check_undo
+from ..core.declarations import (
+    Classifier, Reversibility, ToolDeclaration, Undo, check_undo, stable_module_name,
+)
 from ..core.saga import current_saga
 from ..core.canonical import canonical_bytes, parse_json, sha256_hex
 from ..errors import DeclarationError, EncodingError
@@ -251,7 +253,9 @@ def _captured(obj: Any) -> list[Any]:
 
 def _declaration_id(func: Any, undo: Undo | None, explicit: str | None) -> str:
     """The declaration id journaled with each INTENT: ``explicit`` when given, else
-    ``module:qualname`` of the function (or callable's class), followed, for tools made by a
+    ``module:qualname`` of the function (or callable's class; the module as an import names it,
+    ``core.declarations.stable_module_name``: ``app``, not ``__main__``, for a script run as
+    ``python app.py``), followed, for tools made by a
     factory or closing over values, by ``#`` and 12 hex digits of SHA-256 of the canonical
     JSON of the values the function and its undo capture. The same in every process that
     makes the tool from the same values."""
@@ -260,7 +264,7 @@ def _declaration_id(func: Any, undo: Undo | None, explicit: str | None) -> str:
             raise SdkDeclarationError(f"declaration_id must be a non-empty string, got {explicit!r}")
         return explicit
     owner = func if inspect.isroutine(func) else type(func)
-    base = f"{owner.__module__}:{owner.__qualname__}"
+    base = f"{stable_module_name(owner.__module__)}:{owner.__qualname__}"
     captured: list[Any] = [_captured(func)]
     if undo is not None:
         undo_owner = undo if inspect.isroutine(undo) else type(undo)

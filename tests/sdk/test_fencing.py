@@ -267,6 +267,7 @@ async def test_r01_a_recovery_that_stalls_in_an_undo_stops_before_the_next(place
     for name, fn, args in (("book_flight", book_flight, {"to": "LIS"}),
                            ("book_hotel", book_hotel, {"city": "Lisbon"})):
         await dead.run_call(declaration_of(fn), name, name[:1], args, lambda: asyncio.sleep(0, "ok"))
+    await dead.settle()  # outcomes written behind their calls (fast_outcomes) are in
     await dead._keeper.stop()  # the process died: nothing renews its lease
 
     second: dict[str, Any] = {}

@@ -13,7 +13,6 @@ import pytest
 from agents import function_tool
 
 from sagacity_agents import (
-    EncodingError,
     FailurePolicy,
     InMemoryJournal,
     Phase,
@@ -192,25 +191,29 @@ async def test_naive_datetime_argument_is_journaled_as_given():
     assert result.status is SagaStatus.COMPLETED
 
 
-async def test_unencodable_undo_data_fails_in_the_body():
+async def test_r03_unencodable_undo_data_does_not_raise_in_the_body():
+    """R-03: ``record_undo_data`` with a value that has no canonical encoding does not raise into
+    the body (the effect has happened by then): the body returns, the call is journaled EXECUTED
+    with the encoding marker (naming the path) and fails the saga."""
     journal = InMemoryJournal()
-    errors: list[BaseException] = []
+    returned: list[str] = []
 
     @function_tool
     @compensable(undo=lambda ctx: None)
     def book(n: int) -> str:
-        try:
-            record_undo_data({"id": 7, "conn": threading.Lock()})
-        except EncodingError as exc:
-            errors.append(exc)
-            raise
+        record_undo_data({"id": 7, "conn": threading.Lock()})
+        returned.append("booked")
         return "booked"
 
     result = await Sagacity(journal, policy=FailurePolicy.CONTINUE).run(
         agent(scripted([("book", {"n": 1}, "1")], "x"), book), "go"
     )
-    assert errors and "conn" in str(errors[0])
-    assert phases(await journal.entries(result.saga_id)) == ["INTENT", "FAILED"]
+    assert returned == ["booked"]
+    entries = await journal.entries(result.saga_id)
+    assert phases(entries) == ["INTENT", "EXECUTED"]
+    executed = next(e for e in entries if e.phase is Phase.EXECUTED)
+    assert executed.payload["undo_data"]["$encoding_error"].startswith("$.conn: ")
+    assert result.failures and "undo data could not be journaled" in result.failures[0].error
 
 
 async def test_lost_acknowledgement_of_an_intent_still_runs_the_call_once():

@@ -52,8 +52,12 @@ class CallFrame:
     intent_seq: int
     """Sequence number of the call's INTENT."""
     undo_data: Any = None
-    """What the body handed to :func:`record_undo_data`."""
+    """What the body handed to :func:`record_undo_data` (the encoding marker when it has no
+    canonical encoding)."""
     has_undo_data: bool = False
+    """Whether the body called :func:`record_undo_data`."""
+    undo_data_error: str | None = None
+    """Why the undo data could not be journaled (no canonical encoding), else ``None``."""
 
 
 class SagaState:

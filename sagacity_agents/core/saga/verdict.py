@@ -19,6 +19,7 @@ from ..compensation import CompensationItem, SagaLedger
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import Phase
 from ..journal import Journal
+from ..undo import lost_undo_data
 from .status import FailureRecord, SagaStatus
 
 __all__ = ["SagaVerdict", "VerdictSource", "changes_world", "read_verdict"]
@@ -84,7 +85,8 @@ class SagaVerdict:
     undone: tuple[CompensationItem, ...] = ()
     """Effects already undone (COMPENSATED in the journal)."""
     kept: tuple[CompensationItem, ...] = ()
-    """Executed effects that cannot be undone (irreversible or declared without an undo)."""
+    """Executed effects that cannot be undone (irreversible, declared without an undo, or whose
+    undo data could not be journaled)."""
     in_doubt: tuple[CompensationItem, ...] = ()
     """Calls with no known outcome (an INTENT or COMPENSATING without outcome, an outcome the
     journal refused): an effect may exist."""
@@ -201,6 +203,8 @@ async def read_verdict(saga: VerdictSource) -> SagaVerdict:
         item = CompensationItem(outcome.seq, call.intent.tool, call.intent.call_id, kind or "")
         if kind in (Reversibility.IRREVERSIBLE.value, Reversibility.NO_UNDO.value):
             kept.append(item)
+        elif kind == Reversibility.COMPENSATABLE.value and (lost := lost_undo_data(outcome.payload)):
+            kept.append(CompensationItem(item.seq, item.tool, item.call_id, lost))
         elif kind == Reversibility.COMPENSATABLE.value:
             if any(o.phase is Phase.COMPENSATED for o in call.attempt_outcomes):
                 undone.append(item)
