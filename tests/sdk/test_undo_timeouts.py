@@ -29,6 +29,7 @@ from sagacity_agents import (
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.declarations import DEFAULT_UNDO_TIMEOUT
 from sagacity_agents.core.lease import lease_of
+from sagacity_agents.core.saga.verdict import read_verdict
 from sagacity_agents.core.undo import late_undo_ends
 from sagacity_agents.sdk.tools import declaration_of
 from tests.backends import BACKENDS
@@ -98,6 +99,22 @@ def model():
                     [("charge", {}, "c3")], "done")
 
 
+class Reader:
+    """The least a verdict reads from a saga (``VerdictSource``): here, only its journal."""
+
+    def __init__(self, journal, saga_id: str) -> None:
+        self.journal, self.saga_id = journal, saga_id
+        self.status, self.failures = SagaStatus.OPEN, ()
+
+    async def outcomes_written(self) -> None:
+        return None
+
+
+async def verdict_tools(journal, saga_id: str, *, attr: str) -> list[str]:
+    """The tools in the saga's verdict list ``attr`` (``undone``, ``in_doubt``, ``to_undo``)."""
+    return [i.tool for i in getattr(await read_verdict(Reader(journal, saga_id)), attr)]
+
+
 def attempts_of(entries, tool: str) -> list:
     return [e for e in entries if e.phase is Phase.COMPENSATING and e.tool == tool]
 
@@ -139,6 +156,11 @@ async def test_r02_hung_undo_with_the_caller_cancelled_releases_the_lease_and_re
     assert mark.payload["timed_out"] is False
     assert attempts_of(entries, "book_flight") == []  # the next step never started
     assert far.booked == {1, 2}
+    # Nothing renews the lease any more: a keeper would have written within a third of it.
+    await asyncio.sleep(LEASE / 3 + 0.5)
+    assert len(await journal.entries(saga_id)) == len(entries)
+    assert await verdict_tools(journal, saga_id, attr="in_doubt") == ["book_hotel"]
+    assert await verdict_tools(journal, saga_id, attr="to_undo") == ["book_flight"]
 
     recovering.set()
     recovered = await sagacity.recover(saga_id, agent(scripted(), *tools(far, undo_for)))
@@ -225,6 +247,8 @@ async def test_r02_a_sync_undo_finishing_late_is_journaled_once_and_not_undone_a
     assert ends[1].payload["after_in_doubt"] is True and "late" not in ends[1].payload
     assert far.calls == [(1, far.calls[0][1]),
                          (2, attempts_of(entries, "book_hotel")[0].payload["idempotency_key"])]
+    assert await verdict_tools(journal, first.saga_id, attr="undone") == ["book_flight", "book_hotel"]
+    assert await verdict_tools(journal, first.saga_id, attr="in_doubt") == []
 
     recovered = await sagacity.recover(first.saga_id, agent(scripted(), *tools(far, undo_for)))
     assert recovered.status is SagaStatus.COMPENSATED, recovered.report
@@ -286,6 +310,7 @@ async def test_r02_a_late_end_landing_after_the_retry_is_written_late_and_counte
     entries = await journal.entries(first.saga_id)
     done = [e for e in entries if e.phase is Phase.COMPENSATED and e.tool == "book_hotel"]
     assert sorted(e.write_key.split(":")[2] for e in done) == ["1", "2"]
+    assert await verdict_tools(journal, first.saga_id, attr="undone") == ["book_flight", "book_hotel"]
     closed = entries[-1]
     assert closed.phase is Phase.SAGA_CLOSED and closed.payload["status"] == "COMPENSATED"
     assert [r["tool"] for r in closed.payload["report"]["undone"]] == ["book_hotel", "book_flight"]
@@ -379,3 +404,67 @@ async def _late_end_written(journal, saga_id: str, tool: str, *, attempt: int = 
                 return entry
         await asyncio.sleep(0.02)
     raise AssertionError(f"the late end of {tool}'s undo attempt {attempt} was never journaled")
+
+
+async def _ledger_saga(*ends_of_attempt_1: tuple[Phase, dict]):
+    """A saga by hand: one compensatable call, EXECUTED, its undo's attempt 1, then
+    ``ends_of_attempt_1`` in order: outcomes of attempt 1, or (COMPENSATING) attempt 2."""
+    from sagacity_agents import InMemoryJournal
+
+    journal = InMemoryJournal()
+    sid = "ledger"
+    intent = await journal.append(sid, Phase.INTENT, write_key="i", tool="book_hotel", call_id="c",
+                                  payload={"args": {"n": 2}, "reversibility": "compensatable"})
+    done = await journal.append(sid, Phase.EXECUTED, write_key="e", tool="book_hotel", call_id="c",
+                                payload={"intent_seq": intent.seq})
+    first = await journal.append(sid, Phase.COMPENSATING, write_key="u1", tool="book_hotel",
+                                 call_id="c", payload={"target_seq": done.seq, "attempt": 1,
+                                                       "claimant": "a"})
+    for n, (phase, extra) in enumerate(ends_of_attempt_1):
+        if phase is Phase.COMPENSATING:
+            await journal.append(sid, phase, write_key="u2", tool="book_hotel", call_id="c",
+                                 payload={"target_seq": done.seq, "attempt": 2, "claimant": "b"})
+            continue
+        await journal.append(sid, phase, write_key=f"end{n}", tool="book_hotel", call_id="c",
+                             payload={"target_seq": done.seq, "compensating_seq": first.seq, **extra})
+    return journal, sid
+
+
+MARK = (Phase.COMPENSATION_FAILED, {"in_doubt": True, "timed_out": True, "error": "timed out"})
+LATE_OK = (Phase.COMPENSATED, {"after_in_doubt": True})
+LATE_FAILED = (Phase.COMPENSATION_FAILED, {"after_in_doubt": True, "error": "refused"})
+ATTEMPT_2 = (Phase.COMPENSATING, {})
+
+
+@pytest.mark.parametrize(("ends", "state"), [
+    ((MARK,), "timed_out"),                      # stopped waiting for: recovery retries it
+    ((MARK, LATE_OK), "undone"),                 # its late end says it worked
+    ((LATE_OK, MARK), "undone"),                 # the late end may land before the mark
+    ((MARK, LATE_FAILED), "failed"),             # its late end says it failed: retried
+    ((MARK, ATTEMPT_2), "in_doubt"),             # attempt 2 started, no outcome: a human
+    ((MARK, ATTEMPT_2, LATE_FAILED), "in_doubt"),  # attempt 1's late end hides nothing
+    ((MARK, ATTEMPT_2, LATE_OK), "undone"),      # attempt 1 worked after all
+], ids=["mark", "mark+ok", "ok+mark", "mark+failed", "mark+retry", "mark+retry+late-failed",
+        "mark+retry+late-ok"])
+async def test_r02_undo_outcomes_are_paired_with_their_attempt_not_counted(ends, state):
+    """Two outcomes of one attempt (its in-doubt mark, then its late end) never stand in for the
+    missing outcome of a later attempt, and a COMPENSATED of any attempt means undone; what
+    ``compensate`` then does follows."""
+    from sagacity_agents.core.compensation import SagaLedger, compensate
+
+    journal, sid = await _ledger_saga(*ends)
+    (call,) = SagaLedger(await journal.entries(sid)).calls.values()
+    assert SagaLedger.undo_state(call)[0].value == state
+    runs: list[str] = []
+
+    @compensable(undo=lambda ctx: runs.append(ctx.idempotency_key), declaration_id="ledger-hotel")
+    def book_hotel(n: int) -> str:
+        return "booked"
+
+    report = await compensate(journal, sid, {"book_hotel": declaration_of(book_hotel)})
+    if state in ("timed_out", "failed"):  # retried, with the key of every attempt
+        assert len(runs) == 1 and [i.tool for i in report.undone] == ["book_hotel"]
+    else:
+        assert runs == []
+        assert [i.tool for i in (report.undone if state == "undone" else report.in_doubt)] == [
+            "book_hotel"]
