@@ -9,12 +9,12 @@ hooks object is used *around* the run as an async context manager::
 
 Entering opens the saga, takes its run lease (one run at a time per saga) and sets the
 ``contextvars`` scope the tool wrappers read; leaving sees the exception or the failed scope and
-compensates, then ends the run. A caller cancelled while leaving compensates stops compensation at
-the next step boundary (the undo running is journaled in doubt), and the run ends at once, its
-lease released, for ``recover`` to finish (issue 18, R-02). The hook callbacks enforce the failure policy (stop the run after
-the first failed call), delegate to the user's own hooks, and record what no tool seam sees: a
-call an input guardrail rejected (REFUSED, read from the next model input) and a protected call
-whose ``on_tool_start`` raised (FAILED, not run).
+compensates, then ends the run. A caller cancelled while leaving compensates stops compensation
+at the next step boundary (the undo running is journaled in doubt), and the run ends at once,
+its lease released, for ``recover`` to finish (issue 18, R-02). The hook callbacks enforce the
+failure policy (stop the run after the first failed call), delegate to the user's own hooks, and
+record what no tool seam sees: a call an input guardrail rejected (REFUSED, read from the next
+model input) and a protected call whose ``on_tool_start`` raised (FAILED, not run).
 
 Approvals, with an approval store given (``approvals=``), as the SDK's users write runs::
 

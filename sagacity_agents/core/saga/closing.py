@@ -130,7 +130,7 @@ class SagaEnding(ExternalCalls):
         run (its lease is released): see :meth:`_finish`.
 
         Raises:
-            asyncio.CancelledError: the calling task was cancelled; the undo running was
+            asyncio.CancelledError: the calling task was cancelled; an undo running then was
                 journaled in doubt, and the run ended IN_DOUBT (RUN_ENDED: its lease is no
                 longer renewed) for ``recover`` to finish.
         """
