@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import math
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from .undo import CompensationContext
 
 __all__ = [
+    "DEFAULT_UNDO_TIMEOUT",
     "Classifier",
     "Reversibility",
     "ToolDeclaration",
@@ -56,6 +58,15 @@ class Verdict(str, enum.Enum):
     FAILED = "failed"
     """The call failed: journaled as FAILED and the saga fails, as if the body had raised."""
 
+
+DEFAULT_UNDO_TIMEOUT = 60.0
+"""Seconds an undo may run before compensation stops waiting for it (``undo_timeout=``).
+
+An undo is usually one call to a remote API (cancel a booking, refund a charge) whose client
+gives up after 10 to 30 seconds, perhaps once retried: 60 s lets such a call finish, retry
+included, while a hung undo holds the saga (its run lease, the undos after it) for at most one
+minute instead of for as long as the process lives. An undo that outlasts it is journaled in
+doubt and retried by ``recover`` with the same idempotency key (``core.compensation``)."""
 
 Undo = Callable[["CompensationContext"], "Awaitable[None] | None"]
 """An undo: takes a :class:`CompensationContext`, may be sync or async; raising means it failed."""
@@ -107,7 +118,8 @@ class ToolDeclaration:
 
     Raises:
         DeclarationError: from the constructor, when a compensatable tool has no usable undo,
-            another kind declares one, or the classifier is not callable.
+            another kind declares one, the classifier is not callable, or ``undo_timeout`` is
+            not a finite number of seconds above 0.
     """
 
     name: str
@@ -128,8 +140,19 @@ class ToolDeclaration:
     was started (:func:`stable_module_name`: a script run as ``python app.py`` is ``app``, not
     ``__main__``). Journaled with each INTENT, so compensation and recovery find *this*
     declaration's undo even when another tool has the same name."""
+    undo_timeout: float = DEFAULT_UNDO_TIMEOUT
+    """Seconds compensation waits for one run of the undo (> 0, finite; default
+    :data:`DEFAULT_UNDO_TIMEOUT`). Past it the undo is journaled in doubt (it may have acted) and
+    left for ``recover`` to retry with the same idempotency key; a sync undo, which cannot be
+    stopped, journals its real end when it returns (``core.compensation``)."""
 
     def __post_init__(self) -> None:
+        timeout = self.undo_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+                or not math.isfinite(timeout) or timeout <= 0:
+            raise DeclarationError(
+                f"{self.name}: undo_timeout must be a finite number of seconds > 0, got {timeout!r}"
+            )
         if self.reversibility is Reversibility.COMPENSATABLE:
             if self.undo is None:
                 raise DeclarationError(f"{self.name}: a compensatable tool needs undo=...")

@@ -225,7 +225,9 @@ class Sagacity:
             SagaStateError: a saga is already active in this context; ``saga_id`` is closed,
                 failed, waiting for approval, or held by another run's lease (one run at a time
                 per saga: refused before anything is written).
-            asyncio.CancelledError: the calling task was cancelled (after compensation).
+            asyncio.CancelledError: the calling task was cancelled (after compensation; if it
+                is cancelled again while the saga compensates, compensation stops at the next
+                undo, the undo running is journaled in doubt, and ``recover`` finishes the rest).
         """
         if saga_id is not None:
             await self._refuse_if_waiting(saga_id, "start another run in it")

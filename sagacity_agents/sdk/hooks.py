@@ -13,10 +13,12 @@ hooks object is used *around* the run as an async context manager::
 
 Entering opens the saga, takes its run lease (one run at a time per saga) and sets the
 ``contextvars`` scope the tool wrappers read; leaving sees the exception or the failed scope and
-compensates, then ends the run. The hook callbacks enforce the failure policy (stop the run after
-the first failed call), delegate to the user's own hooks, and record what no tool seam sees: a
-call an input guardrail rejected (REFUSED, read from the next model input) and a protected call
-whose ``on_tool_start`` raised (FAILED, not run).
+compensates, then ends the run. A caller cancelled while leaving compensates stops compensation
+at the next step boundary (the undo running is journaled in doubt), and the run ends at once,
+its lease released, for ``recover`` to finish (issue 18, R-02). The hook callbacks enforce the
+failure policy (stop the run after the first failed call), delegate to the user's own hooks, and
+record what no tool seam sees: a call an input guardrail rejected (REFUSED, read from the next
+model input) and a protected call whose ``on_tool_start`` raised (FAILED, not run).
 
 Approvals, with an approval store given (``approvals=``), as the SDK's users write runs::
 
@@ -297,13 +299,25 @@ class SagaRunHooks(RunHooks[Any]):
                 await self._release_journal()
             self.status = SagaStatus.AWAITING_APPROVAL
             return False
-        # Finalizing (compensation above all) runs as its own task, shielded: a caller cancelled
-        # again while it runs (a second task.cancel(), an anyio/Starlette cancel scope, which
-        # cancels every await) stops waiting for it, but the undos still run to the end.
+        # Finalizing (compensation above all) runs as its own task, shielded, so that no journal
+        # write of it is interrupted. A caller cancelled while it runs (asyncio.wait_for giving
+        # up, a second task.cancel(), an anyio/Starlette cancel scope) stops compensation at its
+        # next step boundary: the undo running is no longer waited for (journaled in doubt), no
+        # further undo starts, the run ends (RUN_ENDED: the lease is no longer renewed), and
+        # `recover` finishes the rest. The caller waits for that wrap-up (a few journal writes)
+        # unless it is cancelled once more.
         finalize = asyncio.ensure_future(self._finalize_and_release(exc))
         _FINALIZING.add(finalize)
         finalize.add_done_callback(_FINALIZING.discard)
-        self.status = await asyncio.shield(finalize)
+        try:
+            self.status = await asyncio.shield(finalize)
+        except asyncio.CancelledError:
+            self.saga.stop_compensation()
+            try:
+                self.status = await asyncio.shield(finalize)
+            except asyncio.CancelledError:
+                pass  # cancelled again: the wrap-up goes on without us
+            raise
         return False
 
     async def _release_journal(self) -> None:

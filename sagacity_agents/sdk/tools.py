@@ -31,7 +31,8 @@ from agents import FunctionTool, ModelBehaviorError, RunContextWrapper
 from agents.tool_context import ToolContext
 
 from ..core.declarations import (
-    Classifier, Reversibility, ToolDeclaration, Undo, check_undo, stable_module_name,
+    DEFAULT_UNDO_TIMEOUT, Classifier, Reversibility, ToolDeclaration, Undo, check_undo,
+    stable_module_name,
 )
 from ..core.saga import current_saga
 from ..core.canonical import canonical_bytes, parse_json, sha256_hex
@@ -283,7 +284,7 @@ def _declaration_id(func: Any, undo: Undo | None, explicit: str | None) -> str:
 def _declare(
     func: Any, reversibility: Reversibility, deco: str, args_hint: str, *,
     undo: Undo | None = None, classify: Classifier | None = None,
-    declaration_id: str | None = None,
+    declaration_id: str | None = None, undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
 ) -> Callable[..., Any]:
     if isinstance(func, FunctionTool):
         raise SdkDeclarationError(
@@ -307,6 +308,7 @@ def _declare(
             classify=classify,
             is_async=inspect.iscoroutinefunction(target),
             declaration_id=_declaration_id(func, undo, declaration_id),
+            undo_timeout=undo_timeout,
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None
@@ -314,7 +316,8 @@ def _declare(
 
 
 def compensable(
-    undo: Undo, *, classify: Classifier | None = None, declaration_id: str | None = None
+    undo: Undo, *, classify: Classifier | None = None, declaration_id: str | None = None,
+    undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
 ) -> Callable[[F], F]:
     """Declare a tool whose effect has an undo, run in reverse order if the saga fails.
 
@@ -329,10 +332,19 @@ def compensable(
             plus a digest of the plain values it and its undo capture (so ``booker("car")`` and
             ``booker("hotel")`` made by one factory differ). Give one explicitly when tools
             built alike capture no value that tells them apart.
+        undo_timeout: seconds compensation waits for one run of the undo (finite, > 0; default
+            60, ``core.declarations.DEFAULT_UNDO_TIMEOUT``: a remote cancel or refund call with
+            one retry fits, and a hung undo holds the saga a minute, not for ever). Past it the
+            undo is journaled *in doubt* (it may have acted), reported still dirty, and the
+            walk goes on; ``recover`` retries it with the same idempotency key, so the far side
+            must honour the key. An async undo is cancelled; a sync one cannot be, and its end
+            is journaled when it returns (``after_in_doubt``: that attempt's outcome, counted
+            once).
 
     Raises:
         DeclarationError: at decoration time, when ``undo`` is missing, not callable, cannot take
-            one positional argument, or the decorator sits on top of ``@function_tool``.
+            one positional argument, ``undo_timeout`` is not a finite number of seconds above
+            0, or the decorator sits on top of ``@function_tool``.
     """
     if isinstance(undo, FunctionTool):
         raise SdkDeclarationError(
@@ -353,7 +365,7 @@ def compensable(
     def decorate(func: F) -> F:
         return _declare(  # type: ignore[return-value]
             func, Reversibility.COMPENSATABLE, "compensable", "(undo=...)", undo=undo,
-            classify=classify, declaration_id=declaration_id,
+            classify=classify, declaration_id=declaration_id, undo_timeout=undo_timeout,
         )
 
     return decorate

@@ -25,6 +25,7 @@ from ..evidence import Evidence
 from ..fence import FencedJournal
 from ..journal import Journal
 from ..lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, new_holder_id
+from ..undo import StopSignal
 from .status import FailurePolicy, FailureRecord, SagaStatus
 
 __all__ = ["CallFrame", "SagaState"]
@@ -129,6 +130,9 @@ class SagaState:
         self._keeper: LeaseKeeper | None = None
         self.last_journaled = time.monotonic()
         """``time.monotonic()`` of the latest call start or end (the lease keeper reads it)."""
+        self.compensation_stop = StopSignal()
+        """Set when the run's caller is cancelled while the saga compensates: the walk stops at
+        its next step boundary (``core.compensation.compensate``)."""
 
     @property
     def failed(self) -> bool:

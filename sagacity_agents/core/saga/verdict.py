@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...errors import describe_error
-from ..compensation import CompensationItem, SagaLedger
+from ..compensation import CompensationItem, SagaLedger, UndoState
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import Phase
 from ..journal import Journal
@@ -206,11 +206,15 @@ async def read_verdict(saga: VerdictSource) -> SagaVerdict:
         elif kind == Reversibility.COMPENSATABLE.value and (lost := lost_undo_data(outcome.payload)):
             kept.append(CompensationItem(item.seq, item.tool, item.call_id, lost))
         elif kind == Reversibility.COMPENSATABLE.value:
-            if any(o.phase is Phase.COMPENSATED for o in call.attempt_outcomes):
+            # Paired per attempt (a timed-out undo's late end counts once): core.compensation.
+            state, _ = ledger.undo_state(call)
+            if state is UndoState.UNDONE:
                 undone.append(item)
-            elif len(call.attempts) > len(call.attempt_outcomes):
-                in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id,
-                                                 "COMPENSATING without outcome"))
+            elif state in (UndoState.IN_DOUBT, UndoState.TIMED_OUT):
+                in_doubt.append(CompensationItem(
+                    item.seq, item.tool, item.call_id,
+                    "COMPENSATING without outcome" if state is UndoState.IN_DOUBT
+                    else "undo timed out or was cancelled; it may have acted"))
             else:
                 to_undo.append(item)
     if any(e.phase is Phase.SAGA_FAILED for e in entries) and status == "OPEN":
