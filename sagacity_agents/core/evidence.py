@@ -174,11 +174,13 @@ class Evidence:
                 return VerifyResult(saga_id, False, len(entries), None, fault.bad_seq, fault.fault,
                                     f"signed checkpoint ({checkpoint.time}, key {checkpoint.key_id}): "
                                     f"{fault.detail}", anchor)
-        faults, before = [], 0  # the first by seq; at one seq, a missing or bad tag first
+        # The first fault by seq is reported; at one seq, a missing or bad tag first.
+        faults: list[tuple[int, ChainFault, str]] = []
+        before = 0
         if self.keyring is not None:
-            fault, before = authenticity_fault(saga_id, entries, self.keyring, adoption, self.tags,
-                                               self.decision_keys)
-            faults += [fault] if fault is not None else []
+            tag_fault, before = authenticity_fault(saga_id, entries, self.keyring, adoption,
+                                                   self.tags, self.decision_keys)
+            faults += [tag_fault] if tag_fault is not None else []
             first_tagged = adoption.before_keyring(saga_id) if adoption is not None else 0
             for entry in entries:
                 if entry.phase in (Phase.APPROVED, Phase.REJECTED) and entry.seq > first_tagged:

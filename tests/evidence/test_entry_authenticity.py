@@ -291,7 +291,7 @@ async def test_a02_adopting_a_keyring_on_a_live_journal(db, keys):
     before the keyring" (not BROKEN) and are recovered under the keyring; a fresh unauthenticated
     saga after the marker (even backdated) and an untagged entry appended to an old saga are
     BROKEN at their seq, nothing undone."""
-    old = await in_doubt_saga(db, None, sid="old-1")
+    await in_doubt_saga(db, None, sid="old-1")
     await in_doubt_saga(db, None, sid="old-2")
     journal = open_journal(db)
     try:

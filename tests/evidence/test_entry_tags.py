@@ -14,7 +14,7 @@ import pytest
 from sagacity_agents.backends.postgres.journal import PostgresJournal, byte_pieces
 from sagacity_agents.backends.sqlite.journal import SqliteJournal
 from sagacity_agents.core.authenticity import (
-    ENTRY_STATEMENT, EntryTagger, TagCache, attach_tagger, tag_statement, unlinked_bytes,
+    ENTRY_STATEMENT, TagCache, attach_tagger, tag_statement, unlinked_bytes,
     unlinked_from_pieces,
 )
 from sagacity_agents.core.chain import verify_entries
