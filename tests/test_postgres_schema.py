@@ -170,6 +170,7 @@ SHIPPED_MIGRATIONS = {
     "journal/0001_journal_and_approvals.sql": "c32749ab50e81b1db6a38eabdb9d8a2423fbc720fad8d8447097fdc2d275d85b",
     "journal/0002_append_in_one_statement.sql": "595f29f159c5458560397051980a82eef765aca8c55245b3428b619de19f716c",
     "journal/0003_fencing_tokens.sql": "f4982f235869a6b232dc49e38292b90a837ba855bf510cae640be9fe4e24a3ea",
+    "journal/0004_entry_tags.sql": "a6b5af19f14c9d26225a790d3648104642af8330c61c7d0ccf5003d759a5be07",
     "checkpoints/0001_checkpoints.sql": "573929619c4b234bd1a34a3310894e82b8a94d495bce476d7c36579df26c5c6b",
 }
 

@@ -176,3 +176,32 @@ def audit_keygen(key_id: str, keyring: str) -> None:
         raise UsageFailure(str(exc)) from exc
     make_console(highlight=False).print(f"wrote {private} and {public}")
 
+
+
+@audit.command("adopt-keyring")
+@db_option()
+@keyring_option(required=True)
+def audit_adopt_keyring(db: str, keyring: str, key_id: str | None) -> None:
+    """Adopt the keyring on a journal that already holds entries (issue 19, A-02): verify every
+    saga, then journal a signed marker listing every saga's head. Under the keyring, untagged
+    entries up to those heads are then "unauthenticated, before the keyring"; any other untagged
+    entry, in any saga, is BROKEN. Run it once every writer has the keyring (exit 1, nothing
+    written, when a saga does not verify)."""
+    from ..core.authenticity import adopt_keyring  # noqa: PLC0415
+
+    evidence = _evidence(None, keyring, key_id)
+    if evidence.keyring is None or not evidence.keyring.can_sign:
+        raise UsageFailure(f"the keyring {keyring} holds no private key to sign the marker with")
+
+    async def work(j: Journal) -> int:
+        written = await adopt_keyring(j, evidence.keyring)
+        return sum(len(e.payload.get("heads") or {}) for e in written)
+
+    console = make_console(highlight=False)
+    try:
+        count = with_journal(db, work)
+    except SagacityError as exc:
+        console.print(Text(str(exc), style="bold red"))
+        raise SystemExit(1) from exc
+    console.print(f"keyring adopted: {count} saga(s) listed as written before it "
+                  f"(key {evidence.keyring.signing_key[0]})")

@@ -5,7 +5,8 @@ signed checkpoints; a header line first. The format is specified in docs/audit-f
 also gives a stand-alone verifier using only the Python standard library::
 
     {"type": "sagacity.audit.v1", "exported_at": T, "sagas": N}
-    {"type": "entry", "saga_id": S, "seq": N, "hash": H, "prev_hash": P, "canonical": BASE64}
+    {"type": "entry", "saga_id": S, "seq": N, "hash": H, "prev_hash": P, "canonical": BASE64,
+     "tag_key": K, "tag": SIG}                  (the tag fields only on a tagged entry)
     {"type": "head", "saga_id": S, "seq": N, "hash": H}
     {"type": "checkpoint", "saga_id": S, "seq": N, "hash": H, "time": T, "key_id": K, "signature": SIG}
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from .authenticity import ADOPTION_SAGA, read_adoption
 from .chain import ChainFault, ChainHead, VerifyResult
 from .checkpoints import Checkpoint, CheckpointStore
 from .entries import JournalEntry
@@ -75,9 +77,12 @@ async def export_audit(
     for sid in ids:
         entries = await journal.entries(sid)
         for e in entries:
-            out.write(_line({"type": "entry", "saga_id": sid, "seq": e.seq, "hash": e.hash,
-                             "prev_hash": e.prev_hash,
-                             "canonical": base64.b64encode(e.canonical).decode("ascii")}))
+            record = {"type": "entry", "saga_id": sid, "seq": e.seq, "hash": e.hash,
+                      "prev_hash": e.prev_hash,
+                      "canonical": base64.b64encode(e.canonical).decode("ascii")}
+            if e.tag is not None:  # issue 19: the entry's tag, beside the bytes it covers
+                record.update(tag_key=e.tag_key, tag=e.tag)
+            out.write(_line(record))
             count += 1
         if entries:
             out.write(_line({"type": "head", "saga_id": sid, "seq": entries[-1].seq, "hash": entries[-1].hash}))
@@ -110,7 +115,7 @@ def _entry(record: dict[str, Any]) -> JournalEntry:
         saga_id=record["saga_id"], seq=record["seq"], phase=str(obj.get("phase", "")),
         tool=obj.get("tool"), call_id=obj.get("call_id"), write_key=str(obj.get("write_key", "")),
         recorded_at=str(obj.get("recorded_at", "")), prev_hash=record["prev_hash"],
-        hash=record["hash"], canonical=data,
+        hash=record["hash"], canonical=data, tag_key=record.get("tag_key"), tag=record.get("tag"),
     )
 
 
@@ -148,8 +153,10 @@ def read_export(lines: Iterable[str]) -> AuditExport:
 def verify_export(path: str | Path, keyring: Keyring | None = None,
                   decision_keys: Iterable[str] | None = None) -> list[VerifyResult]:
     """Verify an export: every chain, against its exported head and every checkpoint; with
-    ``keyring``, also each checkpoint's signature and each decision's signature (made by one
-    of ``decision_keys`` when given, as ``journal verify --decision-keys`` checks).
+    ``keyring``, also each checkpoint's signature, each decision's and resolution's signature
+    (made by one of ``decision_keys`` when given, as ``journal verify --decision-keys`` checks)
+    and every entry's tag (an untagged entry passes only where a signed keyring adoption in the
+    export lists it as written before the keyring). The structure (A-03) is checked always.
 
     Returns:
         One :class:`VerifyResult` per saga (sagas with only a head or checkpoints: missing saga).
@@ -163,6 +170,8 @@ def verify_export(path: str | Path, keyring: Keyring | None = None,
     evidence = Evidence(keyring=keyring,
                         decision_keys=frozenset(decision_keys) if decision_keys is not None else None)
     results = []
+    adoption = (read_adoption(export.entries.get(ADOPTION_SAGA, []), keyring, evidence.tags)
+                if keyring is not None else None)
     ids = list(dict.fromkeys([*export.entries, *export.heads, *export.checkpoints]))
     for sid in ids:
         checkpoints = export.checkpoints.get(sid, [])
@@ -180,5 +189,5 @@ def verify_export(path: str | Path, keyring: Keyring | None = None,
         if anchor is None and checkpoints:
             newest = max(checkpoints, key=lambda c: c.seq)
             anchor = ChainHead(newest.seq, newest.hash)
-        results.append(bad or evidence.check(sid, entries, anchor, checkpoints))
+        results.append(bad or evidence.check(sid, entries, anchor, checkpoints, adoption))
     return results

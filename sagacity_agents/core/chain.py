@@ -67,6 +67,13 @@ class ChainFault(str, enum.Enum):
     BAD_SIGNATURE = "bad signature"
     """A signed checkpoint or a decision's signature is missing, made with an unknown key, or
     does not verify (see ``core.evidence``)."""
+    UNAUTHENTICATED = "unauthenticated"
+    """Under a keyring, an entry carries no tag and is not among the entries a signed keyring
+    adoption lists as written before the keyring (``core.authenticity``, issue 19)."""
+    STRUCTURE = "structure no run writes"
+    """Entries the library never writes, whatever the keys: a fence that names no RUN_STARTED,
+    an entry under a lease that was no longer the saga's (not late), an outcome of another call
+    or written under another lease than its INTENT (``core.structure``, issue 19, A-03)."""
     AFTER_CLOSE = "entry after close"
     """An entry follows the saga's SAGA_CLOSED: a closed saga is terminal, so the entry was not
     written through the journal's append rule (design.md, "Runs, leases and the end of a saga")."""
@@ -104,11 +111,16 @@ class VerifyResult:
     """Human-readable explanation."""
     anchor: ChainHead | None = None
     """The anchored head this chain was checked against, if one was given."""
+    unauthenticated: int = 0
+    """Under a keyring: how many entries carry no tag but were written before the keyring was
+    adopted (listed by its signed marker, ``core.authenticity``); reported, not a fault."""
 
     def __str__(self) -> str:
         if self.ok:
             anchored = f", anchored seq {self.anchor.seq} matches" if self.anchor else ""
-            return f"{self.saga_id}: ok ({self.entries} entries, head {self.head}{anchored})"
+            before = (f", {self.unauthenticated} unauthenticated, before the keyring"
+                      if self.unauthenticated else "")
+            return f"{self.saga_id}: ok ({self.entries} entries, head {self.head}{anchored}{before})"
         return f"{self.saga_id}: BROKEN at seq {self.bad_seq}: {self.fault.value if self.fault else ''}: {self.detail}"
 
 

@@ -82,6 +82,12 @@ class Phase(str, enum.Enum):
     "answer" ("ran" | "not_run"), "resolver", "reason"}``. It stands as that entry's outcome:
     a call that ran is undone by the next recovery (when compensatable), one that did not is
     dropped; an undo that ran counts as COMPENSATED, one that did not is retried."""
+    KEYRING_ADOPTED = "KEYRING_ADOPTED"
+    """An operator adopted a keyring on a journal that already held entries (issue 19, A-02):
+    written in the reserved saga ``core.authenticity.ADOPTION_SAGA``, tagged by the adopting
+    key; payload: ``{"adoption", "part", "parts", "heads": {saga_id: {"seq", "hash"}}}``.
+    Untagged entries up to the heads it lists are "before the keyring"; any other untagged
+    entry is refused under a keyring."""
     SAGA_CLOSED = "SAGA_CLOSED"
     """The saga ended (COMPLETED or COMPENSATED); payload holds the final status. Terminal:
     nothing is ever appended after it, and ``verify`` reports an entry that is."""
@@ -121,6 +127,12 @@ class JournalEntry:
     """SHA-256 of ``canonical``, lowercase hex."""
     canonical: bytes
     """The exact RFC 8785 bytes that were hashed and stored."""
+    tag_key: str | None = None
+    """Id of the key whose tag authenticates the entry (``core.authenticity``); ``None``:
+    untagged (written without a keyring). Stored in a column of its own, outside the hash."""
+    tag: str | None = None
+    """The entry's tag: an Ed25519 signature (base64) over the entry's content without its
+    chain links (``core.authenticity.tag_statement``); ``None``: untagged."""
 
     def hashed_object(self) -> dict[str, Any]:
         """Return the object whose canonical encoding is hashed, built from the columns."""
@@ -145,6 +157,8 @@ class JournalEntry:
         prev_hash: str,
         hash: str,
         canonical: bytes,
+        tag_key: str | None = None,
+        tag: str | None = None,
     ) -> JournalEntry:
         """Rebuild an entry from stored columns; the payload is read from the stored bytes.
 
@@ -174,6 +188,8 @@ class JournalEntry:
             prev_hash=prev_hash,
             hash=hash,
             canonical=bytes(canonical),
+            tag_key=tag_key,
+            tag=tag,
         )
 
 

@@ -10,7 +10,11 @@ entries through :meth:`Evidence.verified_entries`, which refuses with
 * checkpoints are configured and the chain no longer holds the newest signed checkpoint's head
   (truncated tail, deleted close, re-sealed rewrite), or a checkpoint's signature fails;
 * a verify keyring is configured and an APPROVED entry carries no valid decision signature (an
-  approval appended by a writer without the decision key), or a REJECTED one carries a bad one.
+  approval appended by a writer without the decision key), or a REJECTED one carries a bad one;
+* a verify keyring is configured and an entry carries no valid tag, unless a signed keyring
+  adoption lists it as written before the keyring, or a RESOLVED carries no valid signature
+  (``core.authenticity``, issue 19);
+* always: an entry has a shape no run of the library writes (``core.structure``, A-03).
 
 Decision statement (``core.signing.statement_bytes``), signed by ``approve`` / ``reject``::
 
@@ -23,15 +27,17 @@ stored in the decision entry's payload as ``"signature": {"key_id", "time", "sig
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ConfigurationError, EvidenceError, SignatureError
 from .chain import ChainFault, ChainHead, VerifyResult, check_anchor, verify_entries, verify_journal
+from .authenticity import ADOPTION_SAGA, Adoption, TagCache, authenticity_fault, read_adoption
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
 from .journal import Journal, utc_stamp
 from .signing import Keyring
+from .structure import structure_problem
 
 __all__ = ["DECISION_STATEMENT", "Evidence", "sign_decision", "verified_entries", "verify_sagas"]
 
@@ -111,10 +117,24 @@ class Evidence:
     checkpoints: CheckpointStore | None = None
     keyring: Keyring | None = None
     decision_keys: frozenset[str] | None = None
+    tags: TagCache = field(default_factory=TagCache, compare=False, repr=False)
+    """Entry tags verified already in this process (``core.authenticity``)."""
 
     def __post_init__(self) -> None:
         if self.checkpoints is not None and self.keyring is None:
             raise ConfigurationError("checkpoints need a keyring to sign and verify them")
+        object.__setattr__(self, "_adopted", None)
+
+    async def adoption(self, journal: Journal) -> Adoption | None:
+        """The journal's signed keyring adoptions (``core.authenticity``; ``None``: none, or no
+        keyring here). One found is kept: adoptions are only ever added."""
+        if self.keyring is None:
+            return None
+        found = getattr(self, "_adopted", None)
+        if found is None:
+            found = read_adoption(await journal.entries(ADOPTION_SAGA), self.keyring, self.tags)
+            object.__setattr__(self, "_adopted", found)
+        return found
 
     async def _anchor(self, saga_id: str) -> tuple[ChainHead | None, VerifyResult | None, list[Checkpoint]]:
         if self.checkpoints is None or self.keyring is None:
@@ -138,8 +158,9 @@ class Evidence:
         return ChainHead(newest.seq, newest.hash), None, found
 
     def check(self, saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead | None,
-              checkpoints: Sequence[Checkpoint] = ()) -> VerifyResult:
-        """Verify ``entries`` (chain, anchor, every checkpoint, decision signatures).
+              checkpoints: Sequence[Checkpoint] = (), adoption: Adoption | None = None) -> VerifyResult:
+        """Verify ``entries`` (chain, anchor, every checkpoint, structure, tags, decision and
+        resolution signatures; ``adoption``: the journal's keyring adoptions).
 
         Returns:
             The :class:`VerifyResult`; the first bad ``seq`` when it fails.
@@ -153,14 +174,27 @@ class Evidence:
                 return VerifyResult(saga_id, False, len(entries), None, fault.bad_seq, fault.fault,
                                     f"signed checkpoint ({checkpoint.time}, key {checkpoint.key_id}): "
                                     f"{fault.detail}", anchor)
+        # The first fault by seq is reported; at one seq, a missing or bad tag first.
+        faults: list[tuple[int, ChainFault, str]] = []
+        before = 0
         if self.keyring is not None:
+            tag_fault, before = authenticity_fault(saga_id, entries, self.keyring, adoption,
+                                                   self.tags, self.decision_keys)
+            faults += [tag_fault] if tag_fault is not None else []
+            first_tagged = adoption.before_keyring(saga_id) if adoption is not None else 0
             for entry in entries:
-                if entry.phase in (Phase.APPROVED, Phase.REJECTED):
+                if entry.phase in (Phase.APPROVED, Phase.REJECTED) and entry.seq > first_tagged:
                     problem = _decision_problem(entry, self.keyring, self.decision_keys)
                     if problem is not None:
-                        return VerifyResult(saga_id, False, len(entries), None, entry.seq,
-                                            ChainFault.BAD_SIGNATURE, problem, anchor)
-        return result
+                        faults.append((entry.seq, ChainFault.BAD_SIGNATURE, problem))
+                        break
+        shape = structure_problem(entries)  # issue 19, A-03: whatever the keys
+        if shape is not None:
+            faults.append((shape[0], ChainFault.STRUCTURE, shape[1]))
+        if faults:
+            seq, why, detail = min(faults, key=lambda f: f[0])
+            return VerifyResult(saga_id, False, len(entries), None, seq, why, detail, anchor)
+        return replace(result, unauthenticated=before) if before else result
 
     async def verify(self, journal: Journal, saga_id: str) -> VerifyResult:
         """Verify one saga as :meth:`verified_entries` does, returning the result.
@@ -175,7 +209,8 @@ class Evidence:
         entries = await journal.entries(saga_id)
         if fault is not None:
             return fault, entries
-        return self.check(saga_id, entries, anchor, checkpoints), entries
+        adoption = await self.adoption(journal)
+        return self.check(saga_id, entries, anchor, checkpoints, adoption), entries
 
     async def verify_all(self, journal: Journal) -> list[VerifyResult]:
         """Verify every saga of the journal, then every checkpointed saga the journal no longer
@@ -262,11 +297,18 @@ async def verify_sagas(
         JournalError: the journal could not be read.
     """
     results = await verify_journal(journal, saga_id, heads=heads)
-    if evidence is None or (evidence.checkpoints is None and evidence.keyring is None):
-        return results
+    evidence = evidence or CHAIN_ONLY  # the structure (A-03) is checked whatever the keys
     signed = [await evidence.verify(journal, saga_id)] if saga_id is not None else await evidence.verify_all(journal)
     by_id = {r.saga_id: r for r in results}
-    merged = [by_id[r.saga_id] if r.saga_id in by_id and not by_id[r.saga_id].ok else r for r in signed]
+
+    def merge(full: VerifyResult) -> VerifyResult:
+        chain = by_id.get(full.saga_id)
+        if chain is None or (chain.ok and not full.ok):
+            return full
+        # The chain's result carries the heads anchor; the full one the count before a keyring.
+        return replace(chain, unauthenticated=full.unauthenticated) if chain.ok else chain
+
+    merged = [merge(r) for r in signed]
     seen = {r.saga_id for r in signed}
     return merged + [r for r in results if r.saga_id not in seen]
 

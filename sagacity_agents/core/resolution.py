@@ -14,6 +14,11 @@ outcome (``core.compensation.SagaLedger``):
 * an undo that **ran** counts as COMPENSATED; one that did **not run** is retried by the next
   recovery with the same idempotency key.
 
+With a keyring (``core.evidence``), the answer is signed like an approval decision
+(``core.authenticity.sign_resolution``, by a key ``decision_keys`` allows; issue 19, A-04) and
+an unsigned RESOLVED is refused wherever the saga is verified; a host whose keyring cannot sign a
+decision is refused before anything is journaled.
+
 Acted on only when the saga's chain verifies (``core.evidence``); refused on a closed saga, while
 another run holds the saga's lease, and for an entry that is not in doubt (already answered
 included: an answer is never changed, a later one would contradict evidence).
@@ -21,7 +26,8 @@ included: an answer is never changed, a later one would contradict evidence).
 
 from __future__ import annotations
 
-from ..errors import JournalConflictError, SagaStateError
+from ..errors import ConfigurationError, JournalConflictError, SagaStateError
+from .authenticity import sign_resolution
 from .compensation import SagaLedger, UndoState
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
@@ -80,6 +86,8 @@ async def resolve_in_doubt(
 
     Raises:
         ValueError: an empty ``resolver`` or ``reason``.
+        ConfigurationError: a keyring is configured and cannot sign the answer (no private key,
+            or one ``decision_keys`` does not allow); nothing was written.
         EvidenceError: the saga's journal does not verify; nothing was written.
         SagaStateError: no such saga; the saga is closed; another run holds its lease; ``seq``
             is not in doubt (no such entry, it has an outcome, or it was answered already).
@@ -87,6 +95,9 @@ async def resolve_in_doubt(
     """
     if not resolver or not reason:
         raise ValueError("a resolution needs the resolver's identity and a reason")
+    problem = evidence.decision_key_problem if evidence is not None else None
+    if problem is not None:
+        raise ConfigurationError(f"cannot sign the answer here: {problem}; nothing was journaled")
     for _ in range(_ATTEMPTS):
         entries = await verified_entries(journal, saga_id, evidence)
         if not entries:
@@ -106,13 +117,14 @@ async def resolve_in_doubt(
                 "outcome, or already answered); see `sagacity journal show`"
             )
         kind, entry = found
+        payload = {"target_seq": entry.seq, "target": kind, "answer": "ran" if ran else "not_run",
+                   "resolver": resolver, "reason": reason}
+        if evidence is not None and evidence.keyring is not None:
+            payload["signature"] = sign_resolution(evidence.keyring, saga_id, payload)
         try:
             return await journal.append(
                 saga_id, Phase.RESOLVED, write_key=f"resolve:{entry.seq}", tool=entry.tool,
-                call_id=entry.call_id,
-                payload={"target_seq": entry.seq, "target": kind,
-                         "answer": "ran" if ran else "not_run", "resolver": resolver,
-                         "reason": reason},
+                call_id=entry.call_id, payload=payload,
                 expected_seq=entries[-1].seq,
             )
         except JournalConflictError:

@@ -25,6 +25,7 @@ from ..core.entries import JournalEntry
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS, completed_unclosed
 from ..core.recovery import recovery_reason
+from ..core.authenticity import attach_tagger
 from ..core.resolution import resolve_in_doubt
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
@@ -116,6 +117,7 @@ class Sagacity:
     ) -> None:
         self.evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
         self.journal = _journal_from(journal)
+        attach_tagger(self.journal, self.evidence.keyring)  # issue 19: every entry tagged
         if approvals is None:
             approvals = approval_store_for(self.journal)
         self.approvals = approvals

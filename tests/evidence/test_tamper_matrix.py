@@ -161,7 +161,8 @@ async def test_e08_approval_appended_without_the_key_is_detected_and_refused(tmp
     s = signed(tmp_path / "checkpoints", keys, db)
     try:
         (verdict,) = await s.verify(result.saga_id)
-        assert (verdict.ok, verdict.bad_seq, verdict.fault) == (False, forged.seq, ChainFault.BAD_SIGNATURE)
+        # Issue 19: the forged entry carries no tag either, and that is what is named first.
+        assert (verdict.ok, verdict.bad_seq, verdict.fault) == (False, forged.seq, ChainFault.UNAUTHENTICATED)
         with pytest.raises(EvidenceError, match=f"first bad seq {forged.seq}"):
             await s.resume(result.saga_id, wire_app.resumed_agent())
     finally:
@@ -250,29 +251,40 @@ async def test_an_approval_this_host_cannot_sign_as_required_is_refused_before_i
     host that cannot make one (no private key, or only the checkpoint key) is refused before
     anything is journaled: an unsigned approval in the chain would fail verification and leave
     the saga impossible to resume, recover or close, its earlier effects never undone. A
-    rejection from such a host is journaled unsigned and verifies."""
+    rejection from a host that holds a key (not a decision key) is journaled unsigned, tagged,
+    and verifies; a host with no private key at all writes nothing under a keyring (issue 19: an
+    untagged entry would be refused), so its rejection is refused too."""
     generate_key(keys, "alice-1")
     db = str(tmp_path / "j.db")
+    writer = Keyring.load(keys, signing_key_id="writer-1")
     if keyring == "verify only":
         verify_keys = Keyring.load(keys, signing_key_id="alice-1").verify_keys
         ring, allowed = Keyring(verify_keys), None
     else:
-        ring, allowed = Keyring.load(keys, signing_key_id="writer-1"), ["alice-1"]
+        ring, allowed = writer, ["alice-1"]
+    runner = Sagacity(db, keyring=writer, decision_keys=allowed)
     host = Sagacity(db, keyring=ring, decision_keys=allowed)
     try:
         model = scripted([("note", {"text": "hi"}, "n1")], [("transfer", {"amount": 5, "to": "acct-9"}, "w1")],
                          "done")
-        paused = await host.run(agent(model, wire_app.note, wire_app.transfer), "go")
+        paused = await runner.run(agent(model, wire_app.note, wire_app.transfer), "go")
         (request,) = paused.approvals
         before = len(await host.journal.entries(paused.saga_id))
         with pytest.raises(ApprovalError, match="nothing was journaled"):
             await host.approve(request.request_id, approver="alice")
         assert len(await host.journal.entries(paused.saga_id)) == before
         assert (await host.verify(paused.saga_id))[0].ok
+        if keyring == "verify only":
+            with pytest.raises(ApprovalError, match="holds no private key"):
+                await host.reject(request.request_id, approver="bob", reason="no")
+            assert len(await host.journal.entries(paused.saga_id)) == before
+            await host.aclose()
+            host = runner
         await host.reject(request.request_id, approver="bob", reason="no")
         assert (await host.verify(paused.saga_id))[0].ok
         recovered = await host.recover(paused.saga_id, agent(scripted(), wire_app.note, wire_app.transfer))
         assert recovered.status is SagaStatus.COMPENSATED and len(recovered.report.undone) == 1
     finally:
         await host.aclose()
+        await runner.aclose()
     assert wire_app.executions() == []

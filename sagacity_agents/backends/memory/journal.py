@@ -32,6 +32,9 @@ class InMemoryJournal:
 
     def __init__(self, *, clock: Clock = utc_now) -> None:
         self._clock = clock
+        self.tagger: Any = None
+        """An ``core.authenticity.EntryTagger``: every entry is tagged before it is stored
+        (``None``: untagged; set by ``attach_tagger``)."""
         self._lock = threading.Lock()
         self._chains: dict[str, list[JournalEntry]] = {}
         self._keys: dict[tuple[str, str], JournalEntry] = {}
@@ -62,6 +65,8 @@ class InMemoryJournal:
             tail = (chain[-1].seq, chain[-1].hash, Phase(chain[-1].phase).value) if chain else None
             lease = _newest_run(chain) if request.checks_fence else None
             entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
+            if self.tagger is not None:
+                entry = self.tagger.tag_entry(entry)
             chain.append(entry)
             self._keys[(saga_id, write_key)] = entry
             return entry

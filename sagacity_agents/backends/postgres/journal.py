@@ -14,8 +14,9 @@ Nothing waits for the client while the lock is held, nor for the disk when other
 it (measured in bench/postgres_append.py: with a client round trip inside the lock one saga gets
 one append per round trip of its busiest client; with the WAL flush inside it, one append per
 flush); only a sole writer's insert, below, keeps the lock it tried through its own commit. A
-locked append is one statement, ``SELECT * FROM sagacity_append_fenced(...)`` (a function of the
-schema, migration 0003: 0002's ``sagacity_append_entry`` with the fence, in autocommit):
+locked append is one statement, ``SELECT * FROM sagacity_append_tagged(...)`` (a function of the
+schema, migration 0004: 0002's ``sagacity_append_entry`` with 0003's fence and 0004's entry
+tag, in autocommit):
 
 * **The client encodes; the server only joins.** The entry's canonical bytes depend on the tail
   only through ``seq`` and ``prev_hash``. The client encodes the entry once, with the shared rule,
@@ -68,6 +69,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ...errors import JournalClosedError, JournalConflictError, JournalWriteError
+from ...core.authenticity import unlinked_from_pieces
 from ...core.canonical import sha256_hex
 from ...core.entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, entry_bytes
 from ...core.journal import AppendRequest, Clock, Tail, next_entry, replay_of, stamp_from, utc_now
@@ -78,7 +80,8 @@ __all__ = ["PostgresJournal"]
 
 T = TypeVar("T")
 
-_COLUMNS = "saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical"
+_COLUMNS = ("saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical, "
+            "tag_key, tag")
 _NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
 
 TERMINAL_PHASES: tuple[str, ...] = (Phase.SAGA_CLOSED.value,)
@@ -88,9 +91,9 @@ the function refuses on them under the lock, ``next_entry`` then raises the rule
 # The genesis hash and the terminal phases are constants of the shared rule: written into the
 # statement (prepared once per connection) rather than sent with every append.
 _APPEND = (
-    "SELECT * FROM sagacity_append_fenced(%s, %s, %s, %s, %s, %s, "
+    "SELECT * FROM sagacity_append_tagged(%s, %s, %s, %s, %s, %s, "
     f"'{GENESIS_HASH}', %s, %s, %s, %s, %s, "
-    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s, %s)"
+    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s, %s, %s, %s)"
 )
 # A transaction that writes WAL commits synchronously, waiting for the flush past everything
 # written before it (the appends that committed without waiting included).
@@ -213,6 +216,7 @@ class _Sent:
     pieces: tuple[bytes, bytes, bytes]
     durable: bool
     after_key: str | None
+    tag: tuple[str | None, str | None] = (None, None)
 
 
 def _request(saga_id: str, phase: Phase, **fields: Any) -> AppendRequest:
@@ -273,6 +277,9 @@ class PostgresJournal:
         self._clock = clock
         self._lazy_phases = _LAZY_PHASES | (_FAST_OUTCOME_PHASES if fast_outcomes else frozenset())
         self._sole = SoleWriter()
+        self.tagger: Any = None
+        """An ``core.authenticity.EntryTagger``: every entry is tagged before it is sent
+        (``None``: untagged; set by ``attach_tagger``)."""
         self.writes_outcomes_behind = fast_outcomes
         """Read by the saga (``core.saga.outcomes``): a successful call's outcome entry is written behind
         the call, its result not held back for it (``fast_outcomes``)."""
@@ -287,10 +294,13 @@ class PostgresJournal:
         now = stamp_from(self._clock)
         head, middle, tail = byte_pieces(request, now)
         durable = request.late or request.phase not in self._lazy_phases  # late: durable at once
+        # The tag covers the content without the links the server joins in (core.authenticity).
+        tag = (self.tagger.tag(unlinked_from_pieces(head, middle, tail)) if self.tagger is not None
+               else (None, None))
         params = (request.saga_id, request.phase.value, request.tool, request.call_id,
                   request.write_key, now, head, middle, tail, durable, request.expected_seq,
-                  after_key, request.fence if request.checks_fence else None)
-        return params, _Sent(request, now, (head, middle, tail), durable, after_key)
+                  after_key, request.fence if request.checks_fence else None, *tag)
+        return params, _Sent(request, now, (head, middle, tail), durable, after_key, tag)
 
     async def _append_once(self, conn: Any, request: AppendRequest) -> JournalEntry:
         params, sent = self._statement(request, None)
@@ -335,6 +345,7 @@ class PostgresJournal:
             saga_id=request.saga_id, seq=seq, phase=request.phase, tool=request.tool,
             call_id=request.call_id, write_key=request.write_key, payload=request.payload,
             recorded_at=sent.now, prev_hash=prev_hash, hash=digest, canonical=canonical,
+            tag_key=sent.tag[0], tag=sent.tag[1],
         )
 
     async def append(
@@ -394,11 +405,13 @@ class PostgresJournal:
             entry = next_entry(request, tail, stamp_from(self._clock), lease=request.fence)
         except (JournalClosedError, JournalConflictError):
             return None
+        if self.tagger is not None:
+            entry = self.tagger.tag_entry(entry)
         lazy = request.phase in self._lazy_phases and not request.late
         statement = _INSERT_LAZY if lazy else _INSERT
         row = (entry.saga_id, entry.seq, request.phase.value, entry.tool, entry.call_id,
                entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical,
-               entry.saga_id, tail[0], tail[1])
+               entry.tag_key, entry.tag, entry.saga_id, tail[0], tail[1])
         taken = self.database.psycopg.errors.UniqueViolation
 
         async def work(conn: Any) -> bool:

@@ -23,7 +23,10 @@ from .setup import SqliteWorker
 __all__ = ["SqliteJournal"]
 
 
-_COLUMNS = "saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical"
+_COLUMNS = ("saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical, "
+            "tag_key, tag")
+_TAG_COLUMNS = ("tag_key", "tag")
+"""Added by issue 19 (``core.authenticity``): files of earlier versions get them on open."""
 
 
 def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
@@ -55,10 +58,27 @@ class SqliteJournal(SqliteWorker):
         synchronous: str = "FULL",
     ) -> None:
         self._clock = clock
+        self.tagger: Any = None
+        """An ``core.authenticity.EntryTagger``: every entry is tagged before it is inserted
+        (``None``: untagged; set by ``attach_tagger``)."""
         super().__init__(
             path, schema="journal.sql", what="SQLite journal",
             busy_timeout=busy_timeout, synchronous=synchronous,
         )
+        self._executor.submit(self._upgrade_sync).result()
+
+    def _upgrade_sync(self) -> None:
+        """Add the tag columns to a file written by an earlier version (in place, once; a
+        concurrent opener that added them first is fine). Old rows stay untagged."""
+        conn: sqlite3.Connection = self._conn
+        have = {row[1] for row in conn.execute("PRAGMA table_info(sagacity_journal)")}
+        for column in _TAG_COLUMNS:
+            if column not in have:
+                try:
+                    conn.execute(f"ALTER TABLE sagacity_journal ADD COLUMN {column} TEXT")
+                except sqlite3.OperationalError as exc:
+                    if "duplicate column" not in str(exc):
+                        raise
 
     def _append_sync(self, request: AppendRequest) -> JournalEntry:
         conn: sqlite3.Connection = self._conn
@@ -87,8 +107,10 @@ class SqliteJournal(SqliteWorker):
                         (request.saga_id, request.fence),
                     ).fetchone()[0]
                 entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
+                if self.tagger is not None:
+                    entry = self.tagger.tag_entry(entry)
                 conn.execute(
-                    f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         entry.saga_id,
                         entry.seq,
@@ -100,6 +122,8 @@ class SqliteJournal(SqliteWorker):
                         entry.prev_hash,
                         entry.hash,
                         entry.canonical,
+                        entry.tag_key,
+                        entry.tag,
                     ),
                 )
                 conn.execute("COMMIT")

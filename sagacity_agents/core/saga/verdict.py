@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...errors import describe_error
+from ..authenticity import authenticated_entries
 from ..compensation import CompensationItem, SagaLedger, UndoState
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import Phase
@@ -180,7 +181,7 @@ async def read_verdict(saga: VerdictSource) -> SagaVerdict:
     status = saga.status.value
     failures = tuple(saga.failures)
     try:
-        entries = await saga.journal.entries(saga.saga_id)
+        entries = await authenticated_entries(saga)  # issue 19: tags checked under a keyring
     except Exception as exc:  # noqa: BLE001 - fail closed, said in the verdict
         return SagaVerdict(saga.saga_id, status, failures, journal_error=describe_error(exc))
     ledger = SagaLedger(entries)

@@ -12,6 +12,8 @@ CREATE TABLE IF NOT EXISTS sagacity_journal (
     prev_hash   TEXT    NOT NULL,
     hash        TEXT    NOT NULL,
     canonical   BLOB    NOT NULL,
+    tag_key     TEXT,                 -- the key whose tag authenticates the entry (issue 19)
+    tag         TEXT,                 -- Ed25519 over its content without chain links; NULL: none
     PRIMARY KEY (saga_id, seq),
     UNIQUE (saga_id, write_key)
 );

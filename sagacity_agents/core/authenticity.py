@@ -1,0 +1,428 @@
+"""Every entry authenticated under a keyring (issue 19: A-01, A-02, A-04).
+
+A writer that can only INSERT journal rows (the least-privilege role of docs/postgres.md) can
+append, through the library's own ``Journal.append``, entries that extend a chain validly. The
+chain cannot tell them from the library's. A *tag* can: with a keyring configured, every entry
+the library writes carries, in two columns of its own (``tag_key``, ``tag``), a signature by a
+key the database does not hold, and everything that acts on a saga refuses an entry whose tag is
+missing or wrong, naming its seq.
+
+**Scheme: Ed25519, the keyring's own signing key** (``core.signing``). Measured against
+HMAC-SHA256 in ``bench/authenticity.py`` (docs/threat-model.md has the figures and the
+reasoning): the entries are written by agent hosts, recovery workers and approvers, whose keys
+are deliberately different (``decision_keys``). A signature needs no secret shared by all of
+them (an HMAC key on an approver's workstation or a web inbox could forge any EXECUTED), names
+its writer's key, and can be checked by anyone holding the public keys (an auditor, the
+stand-alone verifier) rather than only by holders of the secret. It costs ~40 µs per append and
+~145 µs per entry verified on the reference host; verified tags are remembered per process
+(:class:`TagCache`), so a live saga re-verifies only its new entries.
+
+**What a tag covers.** The entry's content without its chain links: the entry's canonical bytes
+as they would be at ``seq`` 0 after the genesis hash (:func:`unlinked_bytes`), i.e. saga id,
+phase, tool, call id, write key, payload and recorded-at. On PostgreSQL the locked append
+computes ``seq`` and ``prev_hash`` on the server (``sagacity_append_tagged``), so a tag over the
+final hash cannot be made before the insert, and the application's role cannot UPDATE. The
+write key is unique per saga and the saga id is covered, so a tagged content cannot be replayed
+elsewhere; order and completeness stay the chain's and the signed checkpoints' business. The
+signed statement is ``{"type": "sagacity.entry.v1", "content": SHA-256 hex of those bytes,
+"key_id"}`` in RFC 8785 (a third party rebuilds it with ``json.dumps(..., sort_keys=True,
+separators=(",", ":"))``; docs/audit-format.md).
+
+**Adopting a keyring on a live journal** (A-02, :func:`adopt_keyring`). Entries written before
+a keyring carry no tag. Adoption journals a signed marker in the reserved saga
+:data:`ADOPTION_SAGA`: KEYRING_ADOPTED entries listing every saga's head at that moment. Under
+a keyring, an untagged entry is then "unauthenticated, before the keyring" (reported, not a
+fault) when its saga is listed and its seq is at or before the listed head, and the listed head
+must still be in the chain (an anchor, as a checkpoint is); every other untagged entry, in any
+saga, is refused. Storage order and ``recorded_at`` are the writer's to choose, so an INSERT-only
+writer cannot pass a fresh unauthenticated saga off as old: only the signed list decides.
+
+**A human's RESOLVED is signed** (A-04) like an approval decision: :func:`sign_resolution`
+puts ``{"key_id", "time", "signature"}`` in the payload over the statement
+``sagacity.resolution.v1`` (:func:`resolution_fields`), by a key ``decision_keys`` allows.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import ConfigurationError, SignatureError
+from .chain import ChainFault, ChainHead, check_anchor, verify_entries
+from .entries import GENESIS_HASH, JournalEntry, Phase
+from .journal import Journal, utc_stamp
+from .signing import Keyring
+
+__all__ = [
+    "ADOPTION_SAGA", "ENTRY_STATEMENT", "RESOLUTION_STATEMENT", "Adoption", "EntryTagger",
+    "TagCache", "UntaggedRefusal", "adopt_keyring", "attach_tagger", "authenticated_entries", "authenticity_fault", "read_adoption",
+    "resolution_fields", "sign_resolution", "tag_statement", "unlinked_bytes",
+    "unlinked_from_pieces",
+]
+
+ENTRY_STATEMENT = "sagacity.entry.v1"
+"""The ``type`` of the statement an entry's tag signs."""
+RESOLUTION_STATEMENT = "sagacity.resolution.v1"
+"""The ``type`` of a human's signed answer to an in-doubt entry (RESOLVED)."""
+ADOPTION_SAGA = "sagacity.keyring"
+"""The reserved saga holding keyring adoptions (KEYRING_ADOPTED entries)."""
+ADOPTION_PART = 1000
+"""Heads listed per KEYRING_ADOPTED entry (a journal of many sagas is adopted in parts)."""
+_CACHE_LIMIT = 200_000
+
+
+def unlinked_bytes(canonical: bytes, seq: int, prev_hash: str) -> bytes:
+    """The entry's canonical bytes with ``prev_hash`` set to 64 zeros and ``seq`` to 0: what
+    its tag covers (the content without the chain links, the same on every backend).
+
+    The top-level ``prev_hash`` and ``seq`` are the *last* occurrences of their members: RFC 8785
+    sorts keys, so both follow the payload, and the members after them (``recorded_at``,
+    ``saga_id``, ``tool``, ``write_key``) are strings, in which a quote is always escaped.
+
+    Args:
+        canonical: the stored canonical bytes.
+        seq: the entry's seq (inside those bytes).
+        prev_hash: its ``prev_hash`` (inside those bytes).
+
+    Raises:
+        ValueError: the bytes do not hold those members (not a journal entry's bytes).
+    """
+    link = b'"prev_hash":"' + prev_hash.encode("ascii") + b'","recorded_at":'
+    at = canonical.rfind(link)
+    number = b',"seq":' + str(seq).encode("ascii") + b',"tool":'
+    seq_at = canonical.rfind(number)
+    if at < 0 or seq_at < at:
+        raise ValueError("not a journal entry's canonical bytes (prev_hash or seq not found)")
+    start, seq_start = at + 13, seq_at + 7
+    return (canonical[:start] + GENESIS_HASH.encode("ascii") + canonical[start + 64:seq_start]
+            + b"0" + canonical[seq_start + len(str(seq)):])
+
+
+def unlinked_from_pieces(head: bytes, middle: bytes, tail: bytes) -> bytes:
+    """:func:`unlinked_bytes` from the pieces a PostgreSQL append sends (the bytes split around
+    ``prev_hash`` and ``seq``, ``backends.postgres.journal.byte_pieces``)."""
+    return b"".join((head, GENESIS_HASH.encode("ascii"), middle, b"0", tail))
+
+
+def tag_statement(unlinked: bytes, key_id: str) -> bytes:
+    """The bytes an entry's tag signs: RFC 8785 of ``{"type": ENTRY_STATEMENT, "content":
+    SHA-256 hex of unlinked, "key_id"}`` (key ids are ``[A-Za-z0-9._-]``, so no escaping; equal
+    to ``core.signing.statement_bytes``, tested)."""
+    digest = hashlib.sha256(unlinked).hexdigest()
+    return (f'{{"content":"{digest}","key_id":"{key_id}","type":"{ENTRY_STATEMENT}"}}'
+            .encode("ascii"))
+
+
+class EntryTagger:
+    """Tags entries with a keyring's signing key. A backend that holds one (its ``tagger``
+    attribute, :func:`attach_tagger`) tags every entry it inserts.
+
+    Args:
+        keyring: a keyring with a signing key.
+
+    Raises:
+        ConfigurationError: the keyring cannot sign.
+    """
+
+    def __init__(self, keyring: Keyring) -> None:
+        if keyring.signing_key is None:
+            raise ConfigurationError("tagging journal entries needs a keyring with a signing key")
+        self.key_id, self._key = keyring.signing_key
+
+    def tag(self, unlinked: bytes) -> tuple[str, str]:
+        """``(key_id, tag)`` for an entry whose :func:`unlinked_bytes` are ``unlinked``."""
+        signature = self._key.sign(tag_statement(unlinked, self.key_id))
+        return self.key_id, base64.b64encode(signature).decode("ascii")
+
+    def tag_entry(self, entry: JournalEntry) -> JournalEntry:
+        """``entry`` with its tag (sealed entries only: the chain links are inside the bytes)."""
+        key_id, tag = self.tag(unlinked_bytes(entry.canonical, entry.seq, entry.prev_hash))
+        return replace(entry, tag_key=key_id, tag=tag)
+
+
+class UntaggedRefusal:
+    """The ``tagger`` of a journal on a host whose keyring cannot sign: every append is refused
+    before anything is written (under a keyring an untagged entry would be refused by every
+    reader, and the saga with it: better no entry than one that blocks the saga)."""
+
+    key_id = None
+
+    def tag(self, unlinked: bytes) -> tuple[str, str]:
+        """Never returns.
+
+        Raises:
+            JournalWriteError: always; nothing is written.
+        """
+        from ..errors import JournalWriteError  # noqa: PLC0415
+
+        raise JournalWriteError(
+            "this host's keyring holds no private key: under a keyring every journal entry must "
+            "be tagged (docs/threat-model.md), so nothing is written here; give the host a key")
+
+    def tag_entry(self, entry: JournalEntry) -> JournalEntry:
+        """Never returns (see :meth:`tag`)."""
+        self.tag(b"")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def attach_tagger(journal: Journal, keyring: Keyring | None) -> None:
+    """Make ``journal`` tag every entry it writes with ``keyring``'s signing key; with a keyring
+    that cannot sign, refuse every append (:class:`UntaggedRefusal`); without a keyring, leave it
+    alone. Reaches through views (``core.fence.FencedJournal.inner``) to the backend.
+
+    Raises:
+        ConfigurationError: the backend cannot store tags (no ``tagger`` attribute).
+    """
+    if keyring is None:
+        return
+    backend: Any = journal
+    while hasattr(backend, "inner"):
+        backend = backend.inner
+    if not hasattr(backend, "tagger"):
+        raise ConfigurationError(f"{backend!r} cannot store entry tags (no tagger attribute)")
+    if keyring.signing_key is None:
+        backend.tagger = UntaggedRefusal()
+    elif backend.tagger is None or backend.tagger.key_id != keyring.signing_key[0]:
+        backend.tagger = EntryTagger(keyring)
+
+
+class TagCache:
+    """Tags already verified in this process, by ``(hash, key id, tag)``: the hash binds the
+    bytes (the chain check re-hashes them first), so a verified tag stays verified. Bounded."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[str, str, str]] = set()
+
+    def check(self, entry: JournalEntry, keyring: Keyring) -> str | None:
+        """Why ``entry``'s tag does not verify with ``keyring`` (``None``: it does). The caller
+        has checked the entry's hash against its bytes."""
+        assert entry.tag_key is not None and entry.tag is not None
+        seen = (entry.hash, entry.tag_key, entry.tag)
+        if seen in self._seen:
+            return None
+        key = keyring.verify_keys.get(entry.tag_key)
+        if key is None:
+            return f"tagged with unknown key {entry.tag_key!r}"
+        from cryptography.exceptions import InvalidSignature  # noqa: PLC0415
+
+        try:
+            unlinked = unlinked_bytes(entry.canonical, entry.seq, entry.prev_hash)
+            key.verify(base64.b64decode(entry.tag, validate=True), tag_statement(unlinked, entry.tag_key))
+        except (InvalidSignature, ValueError, TypeError):
+            return f"tag by key {entry.tag_key!r} does not verify"
+        if len(self._seen) >= _CACHE_LIMIT:
+            self._seen.clear()
+        self._seen.add(seen)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """What the journal's signed keyring adoptions list: each saga's head when it was adopted."""
+
+    heads: Mapping[str, tuple[ChainHead, ...]]
+    """saga id -> every head an adoption listed for it (one per adoption that listed it)."""
+
+    def before_keyring(self, saga_id: str) -> int:
+        """The last seq of ``saga_id`` that may be untagged (0: none)."""
+        return max((h.seq for h in self.heads.get(saga_id, ())), default=0)
+
+
+def read_adoption(entries: Sequence[JournalEntry], keyring: Keyring,
+                  cache: TagCache | None = None) -> Adoption | None:
+    """The adoptions recorded in the entries of :data:`ADOPTION_SAGA`: only complete ones (every
+    part present) whose parts are tagged by a key of ``keyring`` and chain-verify.
+
+    Returns:
+        The :class:`Adoption`, or ``None`` when there is none.
+    """
+    if not entries or not verify_entries(ADOPTION_SAGA, entries).ok:
+        return None
+    cache = cache or TagCache()
+    parts: dict[str, dict[int, Mapping[str, Any]]] = {}
+    counts: dict[str, int] = {}
+    for entry in entries:
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        if entry.phase is not Phase.KEYRING_ADOPTED or entry.tag is None or entry.tag_key is None:
+            continue
+        if cache.check(entry, keyring) is not None:
+            continue
+        adoption, part, total = payload.get("adoption"), payload.get("part"), payload.get("parts")
+        if isinstance(adoption, str) and isinstance(part, int) and isinstance(total, int):
+            parts.setdefault(adoption, {})[part] = payload.get("heads") or {}
+            counts[adoption] = total
+    heads: dict[str, list[ChainHead]] = {}
+    for adoption, got in parts.items():
+        if set(got) != set(range(1, counts[adoption] + 1)):
+            continue  # incomplete: an adoption interrupted half-way grandfathers nothing
+        for listed in got.values():
+            for saga_id, head in listed.items():
+                if isinstance(head, dict) and isinstance(head.get("seq"), int) \
+                        and isinstance(head.get("hash"), str):
+                    heads.setdefault(saga_id, []).append(ChainHead(head["seq"], head["hash"]))
+    if not heads and not parts:
+        return None
+    return Adoption({sid: tuple(h) for sid, h in heads.items()})
+
+
+async def adopt_keyring(journal: Journal, keyring: Keyring, *, part_size: int = ADOPTION_PART) -> list[JournalEntry]:
+    """Adopt ``keyring`` on a journal that holds untagged entries (A-02): verify every saga's
+    chain and structure, then journal KEYRING_ADOPTED entries (tagged) in :data:`ADOPTION_SAGA`
+    listing every saga's head. From then on, under the keyring, untagged entries up to those
+    heads are reported "unauthenticated, before the keyring" and every other untagged entry is
+    refused. Run it once every writer has the keyring (their entries are then tagged).
+
+    Args:
+        journal: the journal.
+        keyring: the keyring to adopt; it must hold a signing key (it tags the marker).
+        part_size: heads per KEYRING_ADOPTED entry.
+
+    Returns:
+        The KEYRING_ADOPTED entries written.
+
+    Raises:
+        ConfigurationError: the keyring cannot sign.
+        EvidenceError: a saga does not verify (its chain or its structure): nothing written;
+            anchor or repair it first (adopting would vouch for it).
+        JournalError: the journal could not be read or written.
+    """
+    from ..errors import EvidenceError  # noqa: PLC0415
+    from .structure import structure_problem  # noqa: PLC0415
+
+    attach_tagger(journal, keyring)
+    if not keyring.can_sign:
+        raise ConfigurationError("adopting a keyring needs a keyring with a signing key")
+    heads: dict[str, dict[str, Any]] = {}
+    for saga_id in await journal.saga_ids():
+        if saga_id == ADOPTION_SAGA:
+            continue
+        entries = await journal.entries(saga_id)
+        result = verify_entries(saga_id, entries)
+        problem = None if not result.ok else structure_problem(entries)
+        if not result.ok or problem is not None:
+            seq = result.bad_seq if not result.ok else problem[0]  # type: ignore[index]
+            raise EvidenceError(
+                f"saga {saga_id} does not verify (first bad seq {seq}); not adopting a keyring "
+                "over it: nothing written", saga_id=saga_id, bad_seq=seq,
+                fault=result.fault.value if result.fault else ChainFault.STRUCTURE.value)
+        if entries:
+            heads[saga_id] = {"seq": entries[-1].seq, "hash": entries[-1].hash}
+    items = list(heads.items())
+    chunks = [dict(items[i:i + part_size]) for i in range(0, len(items), part_size)] or [{}]
+    adoption = f"{utc_stamp()}:{uuid.uuid4().hex[:12]}"
+    written = []
+    for part, chunk in enumerate(chunks, start=1):
+        written.append(await journal.append(
+            ADOPTION_SAGA, Phase.KEYRING_ADOPTED, write_key=f"adopt:{adoption}:{part}",
+            payload={"adoption": adoption, "part": part, "parts": len(chunks), "heads": chunk},
+        ))
+    return written
+
+
+def resolution_fields(saga_id: str, payload: Mapping[str, Any], time: str, key_id: str) -> dict[str, Any]:
+    """The fields of a RESOLVED entry's signed statement (:data:`RESOLUTION_STATEMENT`)."""
+    return {"saga_id": saga_id, "target_seq": payload.get("target_seq"),
+            "target": str(payload.get("target")), "answer": str(payload.get("answer")),
+            "resolver": str(payload.get("resolver")), "reason": str(payload.get("reason")),
+            "time": time, "key_id": key_id}
+
+
+def sign_resolution(keyring: Keyring, saga_id: str, payload: Mapping[str, Any]) -> dict[str, str]:
+    """Sign a human's answer (the RESOLVED payload ``{"target_seq", "target", "answer",
+    "resolver", "reason"}``); the result goes into the payload as ``signature``.
+
+    Raises:
+        ConfigurationError: the keyring has no signing key.
+    """
+    if keyring.signing_key is None:
+        raise ConfigurationError("signing a resolution needs a keyring with a signing key")
+    time = utc_stamp()
+    fields = resolution_fields(saga_id, payload, time, keyring.signing_key[0])
+    key_id, signature = keyring.sign(RESOLUTION_STATEMENT, fields)
+    return {"key_id": key_id, "time": time, "signature": signature}
+
+
+def _resolution_problem(entry: JournalEntry, keyring: Keyring, allowed: frozenset[str] | None) -> str | None:
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    signed = payload.get("signature")
+    if signed is None:
+        return "RESOLVED entry carries no signature (a human's answer is signed under a keyring)"
+    if not isinstance(signed, dict) or not all(isinstance(signed.get(k), str) for k in ("key_id", "time", "signature")):
+        return "malformed resolution signature"
+    if allowed is not None and signed["key_id"] not in allowed:
+        return f"resolution signed with key {signed['key_id']!r}, which may not sign decisions"
+    try:
+        keyring.verify(RESOLUTION_STATEMENT, resolution_fields(entry.saga_id, payload, signed["time"],
+                                                               signed["key_id"]), signed["signature"])
+    except SignatureError as exc:
+        return f"resolution: {exc}"
+    return None
+
+
+def authenticity_fault(
+    saga_id: str, entries: Sequence[JournalEntry], keyring: Keyring, adoption: Adoption | None,
+    cache: TagCache, decision_keys: frozenset[str] | None = None,
+) -> tuple[tuple[int, ChainFault, str] | None, int]:
+    """Check a chain-verified saga's tags (A-01, A-02) and RESOLVED signatures (A-04).
+
+    Args:
+        saga_id: the saga.
+        entries: its entries, in ``seq`` order, chain-verified.
+        keyring: the verify keys.
+        adoption: the journal's keyring adoptions (``None``: none, every entry must be tagged).
+        cache: tags verified already.
+        decision_keys: key ids allowed to sign a RESOLVED (``None``: any key of the keyring).
+
+    Returns:
+        ``(fault, before)``: the first fault as ``(seq, ChainFault, why)`` or ``None``, and how
+        many untagged entries the adoption lists as written before the keyring.
+    """
+    listed: Iterable[ChainHead] = adoption.heads.get(saga_id, ()) if adoption is not None else ()
+    for head in listed:
+        anchored = check_anchor(saga_id, entries, head)
+        if anchored is not None and anchored.bad_seq is not None and anchored.fault is not None:
+            return (anchored.bad_seq, anchored.fault,
+                    f"keyring adoption: {anchored.detail}"), 0
+    before = adoption.before_keyring(saga_id) if adoption is not None and saga_id != ADOPTION_SAGA else 0
+    untagged_before = 0
+    for entry in entries:
+        if entry.tag is None or entry.tag_key is None:
+            if entry.seq <= before:
+                untagged_before += 1
+            else:
+                return (entry.seq, ChainFault.UNAUTHENTICATED,
+                        f"{entry.phase.value if isinstance(entry.phase, Phase) else entry.phase} "
+                        "carries no tag" + (" and is after the keyring's adoption" if adoption
+                                           else " (no keyring adoption lists it)")), untagged_before
+        else:
+            problem = cache.check(entry, keyring)
+            if problem is not None:
+                return (entry.seq, ChainFault.BAD_SIGNATURE, problem), untagged_before
+        if entry.phase is Phase.RESOLVED and entry.seq > before:
+            problem = _resolution_problem(entry, keyring, decision_keys)
+            if problem is not None:
+                return (entry.seq, ChainFault.BAD_SIGNATURE, problem), untagged_before
+    return None, untagged_before
+
+
+async def authenticated_entries(saga: Any) -> list[JournalEntry]:
+    """A live saga's entries for its verdict (``core.saga.verdict``): through its evidence's
+    full check when a keyring is configured (tags, structure, signatures), so a guardrail never
+    reads a forged entry as the saga's; the entries as stored otherwise (the verdict reads the
+    journal on the run's own path, where the chain check is not paid).
+
+    Args:
+        saga: a live saga (its ``journal``, ``saga_id`` and, optionally, ``evidence``).
+
+    Raises:
+        EvidenceError: the saga does not verify under the keyring (first bad seq named).
+        JournalError: the journal could not be read.
+    """
+    evidence = getattr(saga, "evidence", None)
+    if evidence is not None and getattr(evidence, "keyring", None) is not None:
+        return list(await evidence.verified_entries(saga.journal, saga.saga_id))
+    return list(await saga.journal.entries(saga.saga_id))

@@ -1,0 +1,136 @@
+"""Structure that no run writes is refused (issue 19, A-03), whatever the keys.
+
+The library writes a saga's entries in a few fixed shapes (``core.journal``, ``core.fence``,
+``core.compensation``). A writer that can only INSERT rows can append entries of any shape
+through the journal's own ``append``; a keyring (``core.authenticity``) refuses every such entry,
+and this module refuses, even without a keyring, those whose *shape* no run of the library
+writes, before recovery or anything else acts on them:
+
+* **Fences.** An entry's fence (``payload.fence``) names the RUN_STARTED whose lease its writer
+  held: it must be the seq of a RUN_STARTED before the entry. A fenced entry that is not late
+  must have been written while that RUN_STARTED was the saga's newest (the journal refuses it
+  otherwise, atomically with the insert); a late one must be an outcome of a call or an undo
+  (``core.journal.LATE_PHASES``). ``late`` without a fence is refused.
+* **Outcomes belong to their INTENT's writer.** An outcome (EXECUTED, REFUSED, FAILED) that
+  pairs with an INTENT (``intent_seq``, or ``intent_write_key``) of a call that may change the
+  world (not read-only) must name the same tool and call id and carry the same fence as that
+  INTENT: it was written by the same lease holder (a late outcome of that holder included). A
+  forged RUN_STARTED followed by a forged outcome under it is refused at the outcome. (The
+  outer call of a nested agent tool is read-only and may get its outcome from the run that
+  resumes it, F-10: never undone, so left out.)
+* **Undo outcomes belong to their claim's writer.** COMPENSATED and COMPENSATION_FAILED answer
+  the COMPENSATING named by ``compensating_seq``: same tool, call id and fence; and a
+  COMPENSATING names, in ``target_seq``, an outcome of the same call.
+
+Without a keyring this is a net against forgeries that do not copy the structure: a writer who
+reads the saga can still write an outcome with the right fence (docs/threat-model.md). With one,
+every such entry is refused anyway for its missing tag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .entries import OUTCOME_PHASES, JournalEntry, Phase
+from .journal import FENCE_KEY, LATE_KEY, LATE_PHASES
+
+__all__ = ["structure_problem"]
+
+_UNDO_OUTCOMES = (Phase.COMPENSATED, Phase.COMPENSATION_FAILED)
+
+
+def _payload(entry: JournalEntry) -> Mapping[str, Any]:
+    return entry.payload if isinstance(entry.payload, dict) else {}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _fence(entry: JournalEntry) -> int | None:
+    return _int(_payload(entry).get(FENCE_KEY))
+
+
+def _same_writer(entry: JournalEntry, start: JournalEntry, what: str) -> str | None:
+    """Why ``entry`` cannot be the answer of ``start`` (an INTENT or a COMPENSATING), or None."""
+    if entry.tool != start.tool or entry.call_id != start.call_id:
+        return (f"{entry.phase.value if isinstance(entry.phase, Phase) else entry.phase} names "
+                f"{what} seq {start.seq} of another call ({start.tool!r}, call {start.call_id!r}; "
+                f"this entry: {entry.tool!r}, call {entry.call_id!r})")
+    if _fence(entry) != _fence(start):
+        return (f"outcome written under another lease than its {what} (seq {start.seq}): fence "
+                f"{_fence(entry)} here, {_fence(start)} there; only the lease holder that wrote "
+                f"the {what} writes its outcome (late, when it lost the lease)")
+    return None
+
+
+def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None:
+    """The first entry (lowest seq) whose shape no run of the library writes (module rules).
+
+    Args:
+        entries: one saga's entries in ``seq`` order, already chain-verified (``core.chain``).
+
+    Returns:
+        ``(seq, why)`` of the first such entry, or ``None`` when every entry has a shape the
+        library writes.
+    """
+    by_seq = {e.seq: e for e in entries}
+    intents_by_key = {e.write_key: e for e in entries if e.phase is Phase.INTENT}
+    newest_run: int | None = None
+    for entry in entries:
+        payload = _payload(entry)
+        fence = _fence(entry)
+        late = payload.get(LATE_KEY) is True
+        if FENCE_KEY in payload and fence is None:
+            return entry.seq, f"fence {payload.get(FENCE_KEY)!r} is not a seq"
+        if fence is not None:
+            run = by_seq.get(fence)
+            if run is None or run.phase is not Phase.RUN_STARTED or fence >= entry.seq:
+                return entry.seq, f"fence {fence} names no RUN_STARTED before this entry"
+            if late:
+                if entry.phase not in LATE_PHASES:
+                    return entry.seq, f"a late {entry.phase} (only outcomes may be late)"
+            elif fence != newest_run:
+                return entry.seq, (
+                    f"written under the lease of RUN_STARTED seq {fence} while the saga's lease "
+                    f"was RUN_STARTED seq {newest_run}: the journal refuses that (only a late "
+                    "outcome may follow a takeover)")
+        elif late:
+            return entry.seq, "a late entry without the fence of the lease it lost"
+        problem = _answer_problem(entry, payload, by_seq, intents_by_key)
+        if problem is not None:
+            return entry.seq, problem
+        if entry.phase is Phase.RUN_STARTED:
+            newest_run = entry.seq
+    return None
+
+
+def _answer_problem(
+    entry: JournalEntry, payload: Mapping[str, Any], by_seq: Mapping[int, JournalEntry],
+    intents_by_key: Mapping[str, JournalEntry],
+) -> str | None:
+    """Whether ``entry`` (an outcome, a claim or an undo's outcome) answers what it names."""
+    if entry.phase in OUTCOME_PHASES:
+        intent_seq = _int(payload.get("intent_seq"))
+        intent = by_seq.get(intent_seq) if intent_seq is not None else None
+        if intent_seq is None and isinstance(payload.get("intent_write_key"), str):
+            intent = intents_by_key.get(payload["intent_write_key"])
+        if intent is None or intent.phase is not Phase.INTENT or intent.seq >= entry.seq:
+            return None  # pairs with nothing: the ledger never acts on it
+        if _payload(intent).get("reversibility") == "read_only":
+            return None
+        return _same_writer(entry, intent, "INTENT")
+    if entry.phase in _UNDO_OUTCOMES:
+        claim = by_seq.get(_int(payload.get("compensating_seq")) or -1)
+        if claim is None or claim.phase is not Phase.COMPENSATING or claim.seq >= entry.seq:
+            return None  # answers no claim: the ledger never counts it
+        return _same_writer(entry, claim, "COMPENSATING")
+    if entry.phase is Phase.COMPENSATING:
+        target = by_seq.get(_int(payload.get("target_seq")) or -1)
+        if target is None or target.seq >= entry.seq:
+            return None
+        if target.tool != entry.tool or target.call_id != entry.call_id:
+            return (f"COMPENSATING names seq {target.seq} of another call ({target.tool!r}, call "
+                    f"{target.call_id!r}; this entry: {entry.tool!r}, call {entry.call_id!r})")
+    return None
