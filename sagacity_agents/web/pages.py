@@ -149,6 +149,6 @@ async def saga_page(request: Request, saga_id: str) -> Response:
     results = await inbox.sagacity.verify(saga_id)
     now = _now()
     requests = [request_view(r, now) for r in await inbox.sagacity.approvals.list(saga_id)]
-    return render(request, "saga.html", saga_id=saga_id, status=saga_detail_status(entries),
+    return render(request, "saga.html", saga_id=saga_id, saga_status=saga_detail_status(entries),
                   verify=verify_view(results[0] if results else None, saga_id),
                   timeline=timeline_svg(entries), entries=entries, requests=requests)
