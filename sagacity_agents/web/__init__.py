@@ -26,9 +26,9 @@ try:
 except ImportError as exc:  # pragma: no cover - tested in a fresh interpreter with the import blocked
     raise ConfigurationError(f"{INSTALL_HINT} ({exc.name} is missing)") from exc
 
-from .app import CSP, Inbox, create_app  # noqa: E402
-from .auth import Authenticator, Forbidden, TokenLogin, TrustedHeader  # noqa: E402
-from .decisions import OnDecided, Refused  # noqa: E402
+from .app import CSP, Inbox, create_app
+from .auth import Authenticator, Forbidden, TokenLogin, TrustedHeader
+from .decisions import OnDecided, Refused
 
 __all__ = ["CSP", "INSTALL_HINT", "Authenticator", "Forbidden", "Inbox", "OnDecided", "Refused",
            "TokenLogin", "TrustedHeader", "create_app"]

@@ -12,8 +12,17 @@ from fastapi import APIRouter, Query, Request
 from ..core.entries import Phase
 from .decisions import Refused, decide
 from .models import (
-    ApprovalOut, ApprovalPage, CountOut, DecisionIn, DecisionOut, EntryOut, ErrorOut, MeOut,
-    SagaDetailOut, SagaOut, SagaPage, VerifyOut,
+    ApprovalOut,
+    ApprovalPage,
+    CountOut,
+    DecisionIn,
+    DecisionOut,
+    EntryOut,
+    ErrorOut,
+    MeOut,
+    SagaDetailOut,
+    SagaPage,
+    VerifyOut,
 )
 from .views import entry_view, request_view, saga_detail_status, saga_view, verify_view
 
@@ -27,7 +36,7 @@ router = APIRouter(prefix="/api", responses=ERRORS)
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _inbox(request: Request) -> Any:

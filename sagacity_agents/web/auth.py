@@ -217,7 +217,7 @@ class Sessions:
         if not value:
             return None
         try:
-            data = self._serializer.loads(value, max_age=self.max_age)
+            data = self._serializer.loads(value, max_age=int(self.max_age))
         except BadSignature:
             return None
         identity = check_identity(data.get("id")) if isinstance(data, dict) else None

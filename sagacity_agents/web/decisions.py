@@ -147,7 +147,7 @@ async def _classify(sagacity: Any, before: ApprovalRequest, identity: str, wante
         except Refused as refused:
             return refused
         return now
-    if now.expired(dt.datetime.now(dt.timezone.utc)):
+    if now.expired(dt.datetime.now(dt.UTC)):
         return Refused(410, "request_expired", f"request {now.request_id} expired at {now.expires_at}",
                        expires_at=now.expires_at)
     # The other approver's decision may be journaled and not yet in the store.
@@ -211,7 +211,7 @@ class DecisionWatcher:
             result = self.on_decided(saga_id, requests)
             if inspect.isawaitable(result):
                 await result
-        except Exception:  # noqa: BLE001 - the application's callback: logged, never fatal
+        except Exception:
             log.exception("on_decided(%r) raised", saga_id)
 
     async def _poll(self) -> None:
@@ -219,7 +219,7 @@ class DecisionWatcher:
         while True:
             try:
                 await self.poll_once()
-            except Exception:  # noqa: BLE001 - an unreachable store: try again later
+            except Exception:
                 log.exception("polling the approval store failed")
             await asyncio.sleep(self.poll_interval)
 

@@ -14,7 +14,14 @@ from .api import shown_request
 from .auth import TokenLogin
 from .decisions import Refused, decide
 from .timeline import timeline_svg
-from .views import age_text, request_view, saga_detail_status, saga_view, verify_view
+from .views import (
+    age_text,
+    entry_view,
+    request_view,
+    saga_detail_status,
+    saga_view,
+    verify_view,
+)
 
 __all__ = ["router"]
 
@@ -25,7 +32,7 @@ DECIDED_SHOWN = 20
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def base_of(request: Request) -> str:
@@ -151,4 +158,5 @@ async def saga_page(request: Request, saga_id: str) -> Response:
     requests = [request_view(r, now) for r in await inbox.sagacity.approvals.list(saga_id)]
     return render(request, "saga.html", saga_id=saga_id, saga_status=saga_detail_status(entries),
                   verify=verify_view(results[0] if results else None, saga_id),
-                  timeline=timeline_svg(entries), entries=entries, requests=requests)
+                  timeline=timeline_svg(entries), entries=[entry_view(e) for e in entries],
+                  requests=requests)

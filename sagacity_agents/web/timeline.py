@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..core.compensation import SagaLedger
 from ..core.declarations import Reversibility
 from ..core.entries import JournalEntry, Phase
+from ..render import phase_name
 
 __all__ = ["Row", "timeline_rows", "timeline_svg"]
 
@@ -88,16 +89,16 @@ def timeline_rows(entries: Sequence[JournalEntry], current_request: str | None =
         if outcome is None:
             rows.append(Row(intent.seq, last, "in-doubt", f"{name}: no outcome (in doubt or running)"))
             continue
-        kind = {Phase.EXECUTED: "executed", Phase.FAILED: "failed", Phase.REFUSED: "refused"}.get(
-            outcome.phase, "executed")
-        rows.append(Row(intent.seq, outcome.seq, kind, f"{name}: {outcome.phase.value}"))
+        kind = {"EXECUTED": "executed", "FAILED": "failed", "REFUSED": "refused"}.get(
+            phase_name(outcome), "executed")
+        rows.append(Row(intent.seq, outcome.seq, kind, f"{name}: {phase_name(outcome)}"))
         for attempt, result in zip(call.attempts, [*call.attempt_outcomes, *[None] * len(call.attempts)]):
             if result is None:
                 rows.append(Row(attempt.seq, last, "in-doubt", f"undo {name}: no outcome"))
             else:
                 failed = result.phase is Phase.COMPENSATION_FAILED
                 rows.append(Row(attempt.seq, result.seq, "undo-failed" if failed else "undo",
-                                f"undo {name}: {result.phase.value}"))
+                                f"undo {name}: {phase_name(result)}"))
         reversible = isinstance(intent.payload, dict) and \
             intent.payload.get("reversibility") == Reversibility.COMPENSATABLE.value
         done = any(o.phase is Phase.COMPENSATED for o in call.attempt_outcomes)
@@ -122,9 +123,9 @@ def timeline_svg(entries: Sequence[JournalEntry], current_request: str | None = 
         return LABEL + plot * (seq - 1) / span
 
     parts = [
-        f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
-        f'height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" '
-        f'aria-label="saga timeline, {len(rows)} rows">',
+        (f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
+         f'height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" '
+         f'aria-label="saga timeline, {len(rows)} rows">'),
         f'<text class="axis" x="{LABEL}" y="14">seq 1</text>',
         f'<text class="axis" x="{WIDTH - 20}" y="14" text-anchor="end">seq {last}</text>',
     ]

@@ -17,7 +17,7 @@ from ..core.chain import VerifyResult
 from ..core.entries import JournalEntry, Phase
 from ..core.journal import SagaSummary
 from ..errors import EncodingError
-from ..render import saga_status
+from ..render import phase_name, saga_status
 
 __all__ = ["age_text", "entry_view", "request_state", "request_view", "saga_view",
            "summary_status", "verify_view"]
@@ -27,7 +27,7 @@ _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 def _parse(stamp: str | None) -> dt.datetime | None:
     try:
-        return dt.datetime.strptime(stamp, _FORMAT).replace(tzinfo=dt.timezone.utc) if stamp else None
+        return dt.datetime.strptime(stamp, _FORMAT).replace(tzinfo=dt.UTC) if stamp else None
     except ValueError:
         return None
 
@@ -92,14 +92,14 @@ def summary_status(summary: SagaSummary) -> str:
     if last.phase is Phase.RUN_ENDED:
         status = str(payload.get("status", "OPEN"))
         return status if status == "OPEN" else f"{status} (open)"
-    return f"OPEN (last {last.phase.value})"
+    return f"OPEN (last {phase_name(last)})"
 
 
 def saga_view(summary: SagaSummary) -> dict[str, Any]:
     """A listed saga as data."""
     return {"saga_id": summary.saga_id, "status": summary_status(summary),
             "entry_count": summary.entry_count, "first_recorded_at": summary.first.recorded_at,
-            "last_recorded_at": summary.last.recorded_at, "last_phase": summary.last.phase.value}
+            "last_recorded_at": summary.last.recorded_at, "last_phase": phase_name(summary.last)}
 
 
 def saga_detail_status(entries: Sequence[JournalEntry]) -> str:
@@ -109,7 +109,7 @@ def saga_detail_status(entries: Sequence[JournalEntry]) -> str:
 
 def entry_view(entry: JournalEntry) -> dict[str, Any]:
     """One journal entry as data (payload as stored)."""
-    return {"seq": entry.seq, "phase": entry.phase.value, "tool": entry.tool,
+    return {"seq": entry.seq, "phase": phase_name(entry), "tool": entry.tool,
             "call_id": entry.call_id, "write_key": entry.write_key,
             "recorded_at": entry.recorded_at, "prev_hash": entry.prev_hash, "hash": entry.hash,
             "payload": entry.payload}

@@ -82,7 +82,7 @@ async def test_an_authenticator_may_refuse_with_403(db, serve):
 
 
 async def test_login_session_cookie_and_csrf(db, serve):
-    saga_id, request = await paused_saga(db, Bank())
+    _, request = await paused_saga(db, Bank())
     server = serve(db)
     async with client(server, None) as http:
         failed = await http.post("/login", data={"secret": "guess-guess-guess"})

@@ -6,8 +6,9 @@ from __future__ import annotations
 import importlib
 import sqlite3
 
-from tests.web.support import Server, eventually
 import httpx
+
+from tests.web.support import Server, eventually
 
 
 async def test_the_example_resumes_the_saga_it_mounted_the_inbox_for(tmp_path, monkeypatch):

@@ -18,7 +18,15 @@ import pytest
 
 from sagacity_agents import Sagacity
 from sagacity_agents.web import TokenLogin, create_app
-from tests.web.support import HOSTILE_MEMO, TOKENS, Bank, Server, eventually, make_agent, paused_saga
+from tests.web.support import (
+    HOSTILE_MEMO,
+    TOKENS,
+    Bank,
+    Server,
+    eventually,
+    make_agent,
+    paused_saga,
+)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -63,7 +71,7 @@ def wait_for(check: Any, timeout: float = 15.0) -> Any:
             value = check()
             if value:
                 return value
-        except Exception:  # noqa: BLE001 - the element is not there yet
+        except Exception:
             if time.monotonic() > deadline:
                 raise
         if time.monotonic() > deadline:

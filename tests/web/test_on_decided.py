@@ -13,7 +13,15 @@ from sagacity_agents.core.entries import Phase
 from sagacity_agents.errors import SagacityError
 from sagacity_agents.web import TokenLogin, create_app
 from tests.backends import BACKENDS
-from tests.web.support import TOKENS, Bank, Server, client, eventually, make_agent, paused_saga
+from tests.web.support import (
+    TOKENS,
+    Bank,
+    Server,
+    client,
+    eventually,
+    make_agent,
+    paused_saga,
+)
 
 SQL = [b for b in BACKENDS if b.name != "memory"]
 
@@ -69,9 +77,14 @@ async def test_two_replicas_both_resume_and_the_wire_runs_once(backend, request)
     bank = Bank()
     saga_id, paused = await paused_saga(location, bank)
     outcomes: list[str] = []
+    called: list[str] = []
 
     def resumer(name: str):
         async def on_decided(saga: str, requests: list) -> None:
+            # Both replicas resume at once: each waits until the other was called back too (a
+            # replica that polls after the first resume consumed the request is not called).
+            called.append(name)
+            await eventually(lambda: len(called) == 2, timeout=20)
             sagacity = Sagacity(location)
             try:
                 result = await sagacity.resume(saga, make_agent(bank))

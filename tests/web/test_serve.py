@@ -3,6 +3,7 @@ from a real process, and the ``web`` extra's clear error when it is missing."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -37,9 +38,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_serve_runs_the_inbox(tmp_path):
+def test_serve_runs_the_inbox(tmp_path):
     db = str(tmp_path / "inbox.db")
-    saga_id, request = await paused_saga(db, Bank())
+    _, request = asyncio.run(paused_saga(db, Bank()))
     tokens = tmp_path / "tokens"
     tokens.write_text("".join(f"{who} {secret}\n" for who, secret in TOKENS.items()))
     port = _free_port()
