@@ -335,6 +335,10 @@ class FaultyJournal:
         """The wrapped journal's saga ids (reads never fail)."""
         return await self.inner.saga_ids()
 
+    async def saga_summaries(self, *, offset: int = 0, limit: int | None = None) -> list[Any]:
+        """The wrapped journal's saga summaries (reads never fail)."""
+        return await self.inner.saga_summaries(offset=offset, limit=limit)
+
     async def close(self) -> None:
         """Close the wrapped journal."""
         await self.inner.close()

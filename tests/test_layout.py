@@ -274,6 +274,8 @@ CORE_MAY_NOT_IMPORT = {
     "sagacity_agents.cli": r"sagacity_agents\.cli(\..+)?",
     "sagacity_agents.stores": r"sagacity_agents\.stores(\..+)?",
     "sagacity_agents.settings": r"sagacity_agents\.settings(\..+)?",
+    "web frameworks": r"(fastapi|starlette|uvicorn|jinja2|itsdangerous)(\..+)?",
+    "sagacity_agents.web": r"sagacity_agents\.web(\..+)?",
     # Anything else of the package but the core and the errors: its __init__ (which loads the
     # backends, and the SDK on first use), the demo, the rendering, the test helpers.
     "sagacity_agents outside core/ and errors": r"sagacity_agents(?!\.core(\.|$)|\.errors$)(\..+)?",
@@ -281,6 +283,8 @@ CORE_MAY_NOT_IMPORT = {
 BACKENDS_MAY_NOT_IMPORT = {
     "agents": CORE_MAY_NOT_IMPORT["agents"],
     "sagacity_agents.sdk": CORE_MAY_NOT_IMPORT["sagacity_agents.sdk"],
+    "web frameworks": CORE_MAY_NOT_IMPORT["web frameworks"],
+    "sagacity_agents.web": CORE_MAY_NOT_IMPORT["sagacity_agents.web"],
 }
 
 

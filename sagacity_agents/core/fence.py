@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import LeaseLostError
 from .entries import JournalEntry, Phase
-from .journal import LATE_PHASES, Journal
+from .journal import LATE_PHASES, Journal, SagaSummary
 
 __all__ = ["FencedJournal"]
 
@@ -125,6 +125,10 @@ class FencedJournal:
     async def saga_ids(self) -> list[str]:
         """:meth:`Journal.saga_ids`, unchanged."""
         return await self.inner.saga_ids()
+
+    async def saga_summaries(self, *, offset: int = 0, limit: int | None = None) -> list[SagaSummary]:
+        """:meth:`Journal.saga_summaries`, unchanged."""
+        return await self.inner.saga_summaries(offset=offset, limit=limit)
 
     async def close(self) -> None:
         """:meth:`Journal.close` of the journal underneath."""

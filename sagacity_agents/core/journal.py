@@ -59,7 +59,7 @@ from .canonical import canonical_bytes, format_timestamp, to_canonical_value
 from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry
 
 __all__ = [
-    "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "AppendRequest", "Clock", "Journal", "Tail", "append_each", "claimant_of",
+    "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
     "next_entry", "new_claimant", "replay_of", "stamp_from", "utc_now", "utc_stamp",
 ]
 
@@ -224,6 +224,22 @@ def _fenced_payload(phase: Phase, converted: Any, fence: int | None, late: bool)
     return marked
 
 
+@dataclass(frozen=True, slots=True)
+class SagaSummary:
+    """One saga as :meth:`Journal.saga_summaries` lists it: enough to show its status without
+    reading its whole chain (a closed saga's last entry is its SAGA_CLOSED; an idle one's its
+    RUN_ENDED). Unverified: verify the saga before acting on it."""
+
+    saga_id: str
+    """The saga's id."""
+    entry_count: int
+    """How many entries are stored for it."""
+    first: JournalEntry
+    """Its stored entry with the lowest ``seq`` (seq 1 unless entries were removed)."""
+    last: JournalEntry
+    """Its stored entry with the highest ``seq``."""
+
+
 Tail = tuple[int, str, str]
 """The saga's last entry as a backend reads it under its append lock: (seq, hash, phase name)."""
 
@@ -379,9 +395,39 @@ class Journal(Protocol):
         """
         ...
 
+    async def saga_summaries(self, *, offset: int = 0, limit: int | None = None) -> list[SagaSummary]:
+        """Return one page of :class:`SagaSummary`, in :meth:`saga_ids` order (oldest first).
+
+        Cost: one pass over the journal's ``(saga_id, seq)`` index to count and order the sagas
+        (no payload read), then the first and last entry of each saga of the page; never a
+        whole chain.
+
+        Args:
+            offset: sagas to skip (>= 0).
+            limit: most sagas to return (>= 0); ``None``: all of them.
+
+        Raises:
+            ValueError: a negative ``offset`` or ``limit``.
+            JournalError: storage could not be read.
+        """
+        ...
+
     async def close(self) -> None:
         """Release connections and threads. Idempotent."""
         ...
+
+
+def check_page(offset: int, limit: int | None) -> None:
+    """Refuse a page that :meth:`Journal.saga_summaries` cannot serve (every backend calls it).
+
+    Raises:
+        ValueError: a negative ``offset`` or ``limit``, or one that is not an int.
+    """
+    for name, value in (("offset", offset), ("limit", limit)):
+        if value is None and name == "limit":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, not {value!r}")
 
 
 async def append_each(

@@ -174,6 +174,38 @@ class JournalContract:
             assert {e.saga_id for e in entries} == {sid}
         assert all(r.ok for r in await verify_journal(journal))
 
+    # --- listing sagas: saga_summaries ----------------------------------------------------------
+    async def test_saga_summaries_pages_in_saga_ids_order(self, journal):
+        for i in range(3):
+            await journal.append("s-c", Phase.INTENT, write_key=f"k{i}", tool="t", payload=i)
+        await journal.append("s-a", Phase.SAGA_OPENED, write_key="open", payload={})
+        await journal.append("s-b", Phase.INTENT, write_key="k0", payload=0)
+        await journal.append("s-a", Phase.SAGA_CLOSED, write_key="close", payload={"status": "COMPLETED"})
+        every = await journal.saga_summaries()
+        assert [s.saga_id for s in every] == await journal.saga_ids() == ["s-c", "s-a", "s-b"]
+        c, a, b = every
+        assert (c.entry_count, c.first.seq, c.last.seq, c.last.payload) == (3, 1, 3, 2)
+        assert c.first == (await journal.entries("s-c"))[0]
+        assert c.last == (await journal.entries("s-c"))[-1]
+        assert (a.entry_count, a.first.phase, a.last.phase) == (2, Phase.SAGA_OPENED, Phase.SAGA_CLOSED)
+        assert a.last.payload == {"status": "COMPLETED"}
+        assert b.entry_count == 1 and b.first == b.last
+        assert [s.saga_id for s in await journal.saga_summaries(offset=1, limit=1)] == ["s-a"]
+        assert [s.saga_id for s in await journal.saga_summaries(offset=2)] == ["s-b"]
+        assert await journal.saga_summaries(offset=3) == []
+        assert await journal.saga_summaries(limit=0) == []
+        for bad in ({"offset": -1}, {"limit": -1}, {"offset": True}):
+            with pytest.raises(ValueError):
+                await journal.saga_summaries(**bad)
+
+    async def test_saga_summaries_reads_what_is_stored(self, journal, tamper):
+        # A summary is unverified, as stored: the bounds are the stored seqs after a deletion.
+        await fill(journal, 4)
+        tamper.delete(SAGA, 4)
+        tamper.delete(SAGA, 1)
+        (only,) = await journal.saga_summaries()
+        assert (only.entry_count, only.first.seq, only.last.seq) == (2, 2, 3)
+
     # --- the shared append rule: closed is terminal; conditional appends ---------------------
     async def test_nothing_is_appended_after_saga_closed(self, journal):
         await fill(journal, 2)

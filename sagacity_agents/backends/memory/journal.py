@@ -6,7 +6,9 @@ import threading
 from typing import Any
 
 from ...core.entries import JournalEntry, Phase
-from ...core.journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
+from ...core.journal import (
+    AppendRequest, Clock, SagaSummary, check_page, next_entry, replay_of, stamp_from, utc_now,
+)
 
 __all__ = ["InMemoryJournal"]
 
@@ -81,6 +83,15 @@ class InMemoryJournal:
         is stored (a chain emptied by tampering is not), in order of its first entry."""
         with self._lock:
             return [sid for sid, chain in self._chains.items() if chain]
+
+    async def saga_summaries(self, *, offset: int = 0, limit: int | None = None) -> list[SagaSummary]:
+        """See :meth:`Journal.saga_summaries` (in memory: one pass over the saga list)."""
+        check_page(offset, limit)
+        with self._lock:
+            chains = [(sid, list(chain)) for sid, chain in self._chains.items() if chain]
+        page = chains[offset:] if limit is None else chains[offset:offset + limit]
+        return [SagaSummary(sid, len(chain), min(chain, key=lambda e: e.seq),
+                            max(chain, key=lambda e: e.seq)) for sid, chain in page]
 
     async def close(self) -> None:
         """Nothing to release."""

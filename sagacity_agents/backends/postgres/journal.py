@@ -72,7 +72,9 @@ from ...errors import JournalClosedError, JournalConflictError, JournalWriteErro
 from ...core.authenticity import unlinked_from_pieces
 from ...core.canonical import sha256_hex
 from ...core.entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, entry_bytes
-from ...core.journal import AppendRequest, Clock, Tail, next_entry, replay_of, stamp_from, utc_now
+from ...core.journal import (
+    AppendRequest, Clock, SagaSummary, Tail, check_page, next_entry, replay_of, stamp_from, utc_now,
+)
 from .setup import PostgresDatabase
 from .sole_writer import SoleWriter
 
@@ -522,6 +524,29 @@ class PostgresJournal:
                 "SELECT saga_id FROM sagacity_journal GROUP BY saga_id ORDER BY min(id)"
             )
             return [r[0] for r in await cur.fetchall()]
+
+        return await self.database.run("list of sagas", work, retry_broken=True)
+
+    async def saga_summaries(self, *, offset: int = 0, limit: int | None = None) -> list[SagaSummary]:
+        """See :meth:`Journal.saga_summaries`: one statement (a pass over the primary key's index
+        to count and order the sagas, then the page's first and last rows by primary key)."""
+        check_page(offset, limit)
+
+        async def work(conn: Any) -> list[SagaSummary]:
+            cur = await conn.execute(
+                "WITH page AS (SELECT saga_id, count(*) AS n, min(seq) AS lo, max(seq) AS hi, "
+                "min(id) AS first_id FROM sagacity_journal GROUP BY saga_id ORDER BY min(id) "
+                "LIMIT %s OFFSET %s) "
+                f"SELECT page.n, page.lo, page.hi, {', '.join('j.' + c.strip() for c in _COLUMNS.split(','))} "
+                "FROM page JOIN sagacity_journal j ON j.saga_id = page.saga_id "
+                "AND j.seq IN (page.lo, page.hi) ORDER BY page.first_id, j.seq",
+                (limit, offset),
+            )
+            found: dict[str, tuple[int, int, int, dict[int, JournalEntry]]] = {}
+            for row in await cur.fetchall():
+                entry = _row_to_entry(row[3:])
+                found.setdefault(entry.saga_id, (row[0], row[1], row[2], {}))[3][entry.seq] = entry
+            return [SagaSummary(sid, n, rows[lo], rows[hi]) for sid, (n, lo, hi, rows) in found.items()]
 
         return await self.database.run("list of sagas", work, retry_broken=True)
 

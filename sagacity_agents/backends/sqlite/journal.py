@@ -17,7 +17,9 @@ from typing import Any
 
 from ...errors import JournalWriteError
 from ...core.entries import JournalEntry, Phase
-from ...core.journal import AppendRequest, Clock, next_entry, replay_of, stamp_from, utc_now
+from ...core.journal import (
+    AppendRequest, Clock, SagaSummary, check_page, next_entry, replay_of, stamp_from, utc_now,
+)
 from .setup import SqliteWorker
 
 __all__ = ["SqliteJournal"]
@@ -150,6 +152,23 @@ class SqliteJournal(SqliteWorker):
         ).fetchall()
         return [r[0] for r in rows]
 
+    def _summaries_sync(self, offset: int, limit: int | None) -> list[SagaSummary]:
+        # One pass over the (saga_id, seq) primary-key index (count, bounds, first rowid: no
+        # payload read), then two primary-key lookups per saga of the page.
+        page = self._conn.execute(
+            "SELECT saga_id, count(*), min(seq), max(seq) FROM sagacity_journal "
+            "GROUP BY saga_id ORDER BY MIN(rowid) LIMIT ? OFFSET ?",
+            (-1 if limit is None else limit, offset),
+        ).fetchall()
+        summaries = []
+        for saga_id, count, low, high in page:
+            rows = {r[1]: _row_to_entry(r) for r in self._conn.execute(
+                f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? AND seq IN (?, ?)",
+                (saga_id, low, high),
+            )}
+            summaries.append(SagaSummary(saga_id, count, rows[low], rows[high]))
+        return summaries
+
     async def append(
         self,
         saga_id: str,
@@ -181,3 +200,8 @@ class SqliteJournal(SqliteWorker):
         any of its entries is stored, in order of its first stored entry."""
         return await self._run(self._saga_ids_sync)
 
+    async def saga_summaries(self, *, offset: int = 0, limit: int | None = None) -> list[SagaSummary]:
+        """See :meth:`Journal.saga_summaries`: one query over the primary-key index, then two
+        primary-key lookups per saga of the page, in one read on the journal's thread."""
+        check_page(offset, limit)
+        return await self._run(self._summaries_sync, offset, limit)

@@ -1,0 +1,180 @@
+"""The REST API under ``/api``: approvals (list, show, approve, reject, count), sagas (list,
+show, entries, verify) and the caller (``/api/me``). JSON in and out; errors are
+``{"error": {"code": ..., "message": ...}}`` with the codes of ``web/decisions.py``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+
+from ..core.entries import Phase
+from .decisions import Refused, decide
+from .models import (
+    ApprovalOut,
+    ApprovalPage,
+    CountOut,
+    DecisionIn,
+    DecisionOut,
+    EntryOut,
+    ErrorOut,
+    MeOut,
+    SagaDetailOut,
+    SagaPage,
+    VerifyOut,
+)
+from .views import entry_view, request_view, saga_detail_status, saga_view, verify_view
+
+__all__ = ["router"]
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut} for status in (401, 403, 404, 409, 410, 422)
+}
+
+router = APIRouter(prefix="/api", responses=ERRORS)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _inbox(request: Request) -> Any:
+    return request.app.state.inbox
+
+
+async def reversibility_of(sagacity: Any, saga_id: str, request_id: str) -> str | None:
+    """The tool's reversibility journaled when the run paused (the journal, not the store)."""
+    for e in await sagacity.journal.entries(saga_id):
+        if e.phase is Phase.AWAITING_APPROVAL and isinstance(e.payload, dict) \
+                and e.payload.get("request_id") == request_id:
+            kind = e.payload.get("reversibility")
+            return kind if isinstance(kind, str) else None
+    return None
+
+
+async def shown_request(inbox: Any, request_id: str) -> dict[str, Any]:
+    """A request's full view, with its journaled reversibility.
+
+    Raises:
+        Refused: ``not_found``.
+    """
+    stored = await inbox.sagacity.approvals.get(request_id)
+    if stored is None:
+        raise Refused(404, "not_found", f"no approval request {request_id!r}")
+    kind = await reversibility_of(inbox.sagacity, stored.saga_id, request_id)
+    return request_view(stored, _now(), reversibility=kind, full=True)
+
+
+@router.get("/me", response_model=MeOut, summary="The caller and its CSRF token")
+async def me(request: Request) -> dict[str, Any]:
+    """Who the server thinks the caller is (journaled as the approver) and the CSRF token to
+    send as ``X-CSRF-Token`` with each POST (not needed with a bearer token)."""
+    caller = request.state.caller
+    return {"identity": caller.identity, "csrf_token": _inbox(request).sessions.csrf_token(caller)}
+
+
+@router.get("/approvals", response_model=ApprovalPage, summary="List approval requests")
+async def list_approvals(
+    request: Request,
+    state: str = Query("pending", pattern="^(pending|decided|all)$",
+                       description="pending: awaiting a decision; decided: decided, not yet "
+                       "used by a resume; all: every request"),
+    saga_id: str | None = Query(None, description="only this saga's requests"),
+    offset: int = Query(0, ge=0), limit: int = Query(50, ge=1, le=500),
+) -> dict[str, Any]:
+    """Requests oldest first. Cost: one read of the store's requests (of the saga if given)."""
+    store = _inbox(request).sagacity.approvals
+    requests = await store.list(saga_id, pending_only=state == "pending")
+    if state == "decided":
+        requests = [r for r in requests if r.decision is not None and r.consumed_at is None]
+    now = _now()
+    page = requests[offset:offset + limit]
+    return {"items": [request_view(r, now) for r in page], "offset": offset, "limit": limit,
+            "total": len(requests),
+            "next_offset": offset + limit if offset + limit < len(requests) else None}
+
+
+@router.get("/approvals/count", response_model=CountOut, summary="Count pending requests")
+async def count_pending(request: Request) -> dict[str, int]:
+    """How many requests wait for a decision (the inbox polls it)."""
+    return {"pending": len(await _inbox(request).sagacity.approvals.list(None, pending_only=True))}
+
+
+@router.get("/approvals/{request_id}", response_model=ApprovalOut, summary="Show one request")
+async def show_approval(request: Request, request_id: str) -> dict[str, Any]:
+    """Everything a decision is about: the canonical validated arguments (and their RFC 8785
+    text), the raw arguments where they differ, the SHA-256, the tool and its reversibility, the
+    saga, call id, times, state and decision. ``hash_ok`` is false when the store's arguments no
+    longer hash to the recorded hash (the store was edited: deciding it is refused)."""
+    return await shown_request(_inbox(request), request_id)
+
+
+async def _decide(request: Request, request_id: str, body: DecisionIn, approve: bool) -> dict[str, Any]:
+    inbox = _inbox(request)
+    decided, changed = await decide(
+        inbox.sagacity, request_id, approve=approve, identity=request.state.caller.identity,
+        shown_hash=body.args_hash, reason=body.reason,
+    )
+    await inbox.watcher.saga_decided(decided.saga_id)
+    kind = await reversibility_of(inbox.sagacity, decided.saga_id, request_id)
+    return {"request": request_view(decided, _now(), reversibility=kind, full=True), "changed": changed}
+
+
+@router.post("/approvals/{request_id}/approve", response_model=DecisionOut, summary="Approve")
+async def approve(request: Request, request_id: str, body: DecisionIn) -> dict[str, Any]:
+    """Approve as the authenticated caller, on the hash shown (409 ``hash_mismatch`` when it is
+    not the request's). Journals APPROVED through the same code as ``sagacity approvals
+    approve``; signed with the server's key when a keyring is configured."""
+    return await _decide(request, request_id, body, True)
+
+
+@router.post("/approvals/{request_id}/reject", response_model=DecisionOut, summary="Reject")
+async def reject(request: Request, request_id: str, body: DecisionIn) -> dict[str, Any]:
+    """Reject as the authenticated caller; ``reason`` is required (the model is told it)."""
+    return await _decide(request, request_id, body, False)
+
+
+@router.get("/sagas", response_model=SagaPage, summary="List sagas with their status")
+async def list_sagas(request: Request, offset: int = Query(0, ge=0),
+                     limit: int = Query(50, ge=1, le=500)) -> dict[str, Any]:
+    """Sagas oldest first, with the status their last entry shows (``Journal.saga_summaries``:
+    one pass over the journal's index, then two entries per saga of the page)."""
+    journal = _inbox(request).sagacity.journal
+    page = await journal.saga_summaries(offset=offset, limit=limit + 1)
+    return {"items": [saga_view(s) for s in page[:limit]], "offset": offset, "limit": limit,
+            "next_offset": offset + limit if len(page) > limit else None}
+
+
+async def _entries(inbox: Any, saga_id: str) -> list[Any]:
+    entries = await inbox.sagacity.journal.entries(saga_id)
+    if not entries:
+        raise Refused(404, "not_found", f"no saga {saga_id!r}")
+    return entries
+
+
+@router.get("/sagas/{saga_id}", response_model=SagaDetailOut, summary="Show one saga")
+async def show_saga(request: Request, saga_id: str) -> dict[str, Any]:
+    """The saga's status (its whole chain read) and its approval requests."""
+    inbox = _inbox(request)
+    entries = await _entries(inbox, saga_id)
+    now = _now()
+    requests = await inbox.sagacity.approvals.list(saga_id)
+    return {"saga_id": saga_id, "status": saga_detail_status(entries), "entry_count": len(entries),
+            "requests": [request_view(r, now) for r in requests]}
+
+
+@router.get("/sagas/{saga_id}/entries", response_model=list[EntryOut], summary="A saga's journal")
+async def saga_entries(request: Request, saga_id: str) -> list[dict[str, Any]]:
+    """Every entry of the saga, in ``seq`` order, as stored (verify before trusting)."""
+    return [entry_view(e) for e in await _entries(_inbox(request), saga_id)]
+
+
+@router.get("/sagas/{saga_id}/verify", response_model=VerifyOut, summary="Verify a saga")
+async def verify_saga(request: Request, saga_id: str) -> dict[str, Any]:
+    """The saga's hash chain, and with checkpoints or a keyring configured its newest signed
+    checkpoint and decision signatures: ``ok``, or the first bad ``seq`` and why."""
+    inbox = _inbox(request)
+    await _entries(inbox, saga_id)
+    results = await inbox.sagacity.verify(saga_id)
+    return verify_view(results[0] if results else None, saga_id)

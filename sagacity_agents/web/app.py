@@ -1,0 +1,226 @@
+"""``create_app``: the approval inbox and its REST API as one ASGI application (FastAPI).
+
+Why FastAPI rather than bare Starlette (which openai-agents already brings): the API's OpenAPI
+schema is generated from the pydantic models the code is typed with (``GET /openapi.json``), and
+request bodies and query parameters are validated by the same declarations. It adds one
+dependency on top of Starlette and pydantic, both already installed. The interactive docs pages
+FastAPI can serve load their scripts from a CDN: they are off (no CDN, strict CSP).
+
+Every route but the login form and the static files needs an identity (:mod:`.auth`); every
+response carries a strict Content-Security-Policy (scripts, styles and images from the app only;
+no inline script or style) and ``Cache-Control: no-store`` (arguments hold personal data).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..core.checkpoints import CheckpointStore
+from ..core.signing import Keyring
+from ..errors import JournalError
+from .api import router as api_router
+from .auth import Authenticator, Forbidden, Sessions, TokenLogin, authenticate
+from .decisions import DecisionWatcher, OnDecided, Refused
+from .pages import base_of, render
+from .pages import router as pages_router
+
+__all__ = ["CSP", "Inbox", "create_app"]
+
+log = logging.getLogger("sagacity_agents.web")
+
+HERE = Path(__file__).parent
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+"""The Content-Security-Policy of every response."""
+
+PUBLIC = ("/login", "/static/")
+"""Paths reached without an identity (under the app's mount point)."""
+
+
+@dataclass
+class Inbox:
+    """What the app's routes share (``app.state.inbox``): the :class:`Sagacity` deciding, the
+    authenticator and sessions, the decision watcher, the templates.
+
+    Close it with :meth:`aclose` when the application stops (the stand-alone app does it in its
+    lifespan; an app that mounts the inbox calls it from its own lifespan: Starlette runs no
+    lifespan of a mounted app).
+    """
+
+    sagacity: Any
+    """The :class:`~sagacity_agents.Sagacity` decisions go through."""
+    authenticator: Authenticator
+    """Who the caller is."""
+    sessions: Sessions
+    """Session cookies and CSRF tokens."""
+    watcher: DecisionWatcher
+    """Calls ``on_decided``."""
+    title: str
+    """The pages' title."""
+    owns: bool
+    """Whether :meth:`aclose` closes ``sagacity`` (this app opened it)."""
+    templates: Environment = field(default_factory=lambda: Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True)))
+    """The pages' Jinja2 templates (autoescape on)."""
+
+    async def aclose(self) -> None:
+        """Stop the watcher; close the journal and store when this app opened them."""
+        await self.watcher.aclose()
+        if self.owns:
+            await self.sagacity.aclose()
+
+
+def _error(status: int, code: str, message: str, **details: Any) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message, **details}}, status_code=status)
+
+
+def _wants_json(request: Request) -> bool:
+    path = request.url.path[len(base_of(request)):]
+    return path.startswith("/api/") or path == "/openapi.json"
+
+
+def _same_origin(request: Request) -> bool:
+    """A POST's ``Origin`` (when the browser sends one) is this server's own."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+def create_app(
+    journal: Any = None,
+    *,
+    authenticator: Authenticator,
+    secret_key: str | bytes | None = None,
+    on_decided: OnDecided | None = None,
+    poll_interval: float | None = 2.0,
+    keyring: Keyring | str | Path | None = None,
+    checkpoints: CheckpointStore | str | Path | None = None,
+    decision_keys: Any = None,
+    secure_cookies: bool = False,
+    session_seconds: float = 8 * 3600,
+    title: str = "Approvals",
+) -> FastAPI:
+    """Build the approval inbox: HTML pages at ``/``, the REST API at ``/api``, the OpenAPI
+    schema at ``/openapi.json``; mount it under any prefix (``app.mount("/approvals", inbox)``).
+
+    Args:
+        journal: a :class:`~sagacity_agents.Sagacity` to decide through (kept open), or what
+            ``Sagacity(journal)`` takes: a SQLite path, a ``postgresql://`` URI, ``None`` for
+            ``$SAGACITY_DB``; the approval store is the one living with it.
+        authenticator: who the caller is (:mod:`.auth`): :class:`TokenLogin`,
+            :class:`TrustedHeader` or any callable given the request. Required.
+        secret_key: signs session cookies and CSRF tokens (>= 32 bytes); default: a random key
+            per process (sessions end at restart; replicas need one shared key).
+        on_decided: ``callback(saga_id, requests)``, sync or async, run in the background once
+            every unconsumed request of a saga is decided (here, or elsewhere: seen by polling).
+        poll_interval: seconds between reads of the store for decisions made elsewhere
+            (``None``: none).
+        keyring, checkpoints, decision_keys: as :class:`Sagacity` (``None`` reads the
+            environment); with a keyring holding a decision key, the server signs its decisions.
+        secure_cookies: mark the session cookie ``Secure`` (behind HTTPS).
+        session_seconds: how long a login lasts.
+        title: the pages' title.
+
+    Raises:
+        ConfigurationError: a secret key shorter than 32 bytes, an unusable keyring.
+    """
+    from ..sdk.facade import Sagacity
+
+    owns = not isinstance(journal, Sagacity)
+    sagacity = Sagacity(journal, keyring=keyring, checkpoints=checkpoints,
+                        decision_keys=decision_keys) if owns else journal
+    sessions = Sessions(secret_key or secrets.token_bytes(32), max_age=session_seconds,
+                        secure=secure_cookies)
+    inbox = Inbox(sagacity, authenticator, sessions,
+                  DecisionWatcher(sagacity.approvals, on_decided, poll_interval), title, owns)
+
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        inbox.watcher.start()
+        yield
+        await inbox.aclose()
+
+    app = FastAPI(title=f"sagacity-agents: {title}", docs_url=None, redoc_url=None,
+                  openapi_url="/openapi.json", lifespan=lifespan,
+                  description="Decide the irreversible tool calls that paused a saga, bound to "
+                  "the SHA-256 of their exact arguments. Every route needs an identity.")
+    app.state.inbox = inbox
+    app.include_router(api_router)
+    app.include_router(pages_router)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Response:
+        inbox.watcher.start()
+        response = await _guarded(request, call_next)
+        response.headers["Content-Security-Policy"] = CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "same-origin"  # no-referrer makes browsers post Origin: null
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    async def _guarded(request: Request, call_next: Any) -> Response:
+        path = request.url.path[len(base_of(request)):]
+        if path.startswith(PUBLIC):
+            if request.method == "POST" and not _same_origin(request):
+                return _error(403, "csrf_failed", "cross-origin post refused")
+            return await call_next(request)  # type: ignore[no-any-return]
+        try:
+            caller = await authenticate(request, authenticator, sessions)
+        except Forbidden as exc:
+            return _error(403, "forbidden", str(exc) or "not allowed")
+        if caller is None:
+            if not _wants_json(request) and isinstance(authenticator, TokenLogin):
+                return RedirectResponse(f"{base_of(request)}/login", status_code=303)
+            return _error(401, "unauthenticated", "sign in first (no identity in this request)")
+        request.state.caller = caller
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            token = request.headers.get("x-csrf-token")
+            if token is None and "form" in request.headers.get("content-type", ""):
+                await request.body()  # cached: the route reads the form again
+                token = str((await request.form()).get("csrf_token", ""))
+            if not _same_origin(request) or not sessions.csrf_ok(caller, token):
+                return _error(403, "csrf_failed", "missing or wrong CSRF token: reload the page")
+        return await call_next(request)  # type: ignore[no-any-return]
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, exc: Refused) -> Response:
+        if _wants_json(request):
+            return _error(exc.status, exc.code, exc.message, **exc.details)
+        return render(request, "error.html", exc.status, code=exc.code, message=exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return _error(422, "invalid_request", f"{where}: {first.get('msg', 'invalid')}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(JournalError)
+    async def storage(request: Request, exc: JournalError) -> Response:
+        log.error("journal or store unavailable: %s", exc)
+        return _error(503, "storage_unavailable", str(exc))
+
+    return app

@@ -1,0 +1,125 @@
+"""What the API returns and the pages show: approval requests and sagas as plain data.
+
+The same dictionaries feed the JSON API (:mod:`.api`, typed by :mod:`.models`) and the HTML
+templates, so a page never shows what the API would not say. Values are returned as stored:
+escaping is the template's job (Jinja2 autoescape) and JSON's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.approval import ApprovalRequest, args_hash
+from ..core.canonical import canonical_bytes
+from ..core.chain import VerifyResult
+from ..core.entries import JournalEntry, Phase
+from ..core.journal import SagaSummary
+from ..errors import EncodingError
+from ..render import phase_name, saga_status
+
+__all__ = ["age_text", "entry_view", "request_state", "request_view", "saga_view",
+           "summary_status", "verify_view"]
+
+_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def _parse(stamp: str | None) -> dt.datetime | None:
+    try:
+        return dt.datetime.strptime(stamp, _FORMAT).replace(tzinfo=dt.UTC) if stamp else None
+    except ValueError:
+        return None
+
+
+def age_text(seconds: float | None) -> str:
+    """``seconds`` for people: ``42 s``, ``17 min``, ``5 h``, ``3 d`` (``""`` for ``None``)."""
+    if seconds is None:
+        return ""
+    s = int(abs(seconds))
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    if s < 3 * 86400:
+        return f"{s // 3600} h"
+    return f"{s // 86400} d"
+
+
+def request_state(request: ApprovalRequest, now: dt.datetime) -> str:
+    """``pending``, ``approved``, ``rejected``, ``consumed`` or ``expired``."""
+    if request.consumed_at:
+        return "consumed"
+    if request.decision:
+        return request.decision
+    if request.expired(now):
+        return "expired"
+    return "pending"
+
+
+def request_view(request: ApprovalRequest, now: dt.datetime, *, reversibility: str | None = None,
+                 full: bool = False) -> dict[str, Any]:
+    """One request as data; ``full`` adds the canonical JSON text and whether the arguments
+    still hash to the recorded hash (``hash_ok``)."""
+    created, expires = _parse(request.created_at), _parse(request.expires_at)
+    view: dict[str, Any] = {
+        "request_id": request.request_id, "saga_id": request.saga_id, "call_id": request.call_id,
+        "tool": request.tool, "reversibility": reversibility, "args": request.args,
+        "raw_args": request.raw_args, "args_hash": request.args_hash,
+        "created_at": request.created_at, "expires_at": request.expires_at,
+        "age_seconds": (now - created).total_seconds() if created else None,
+        "expires_in_seconds": (expires - now).total_seconds() if expires else None,
+        "state": request_state(request, now), "decision": request.decision,
+        "approver": request.approver, "reason": request.reason,
+        "decided_at": request.decided_at, "consumed_at": request.consumed_at,
+    }
+    if full:
+        try:
+            view["canonical_json"] = canonical_bytes(request.args).decode("utf-8")
+            view["hash_ok"] = args_hash(request.args) == request.args_hash
+        except EncodingError:
+            view["canonical_json"], view["hash_ok"] = None, False
+    return view
+
+
+def summary_status(summary: SagaSummary) -> str:
+    """A listed saga's status from its last entry: the closed status, the status its last run
+    ended with (``... (open)``), else ``OPEN (last PHASE)`` (unverified, as listed)."""
+    last = summary.last
+    payload = last.payload if isinstance(last.payload, dict) else {}
+    if last.phase is Phase.SAGA_CLOSED:
+        return str(payload.get("status", "CLOSED"))
+    if last.phase is Phase.RUN_ENDED:
+        status = str(payload.get("status", "OPEN"))
+        return status if status == "OPEN" else f"{status} (open)"
+    return f"OPEN (last {phase_name(last)})"
+
+
+def saga_view(summary: SagaSummary) -> dict[str, Any]:
+    """A listed saga as data."""
+    return {"saga_id": summary.saga_id, "status": summary_status(summary),
+            "entry_count": summary.entry_count, "first_recorded_at": summary.first.recorded_at,
+            "last_recorded_at": summary.last.recorded_at, "last_phase": phase_name(summary.last)}
+
+
+def saga_detail_status(entries: Sequence[JournalEntry]) -> str:
+    """The status ``sagacity journal list`` shows for a saga (its whole chain read)."""
+    return saga_status(entries)
+
+
+def entry_view(entry: JournalEntry) -> dict[str, Any]:
+    """One journal entry as data (payload as stored)."""
+    return {"seq": entry.seq, "phase": phase_name(entry), "tool": entry.tool,
+            "call_id": entry.call_id, "write_key": entry.write_key,
+            "recorded_at": entry.recorded_at, "prev_hash": entry.prev_hash, "hash": entry.hash,
+            "payload": entry.payload}
+
+
+def verify_view(result: VerifyResult | None, saga_id: str) -> dict[str, Any]:
+    """A verification result as data (``None``: the saga has no entries)."""
+    if result is None:
+        return {"saga_id": saga_id, "ok": False, "entries": 0, "head": None, "bad_seq": None,
+                "fault": "missing", "detail": "no entries"}
+    return {"saga_id": result.saga_id, "ok": result.ok, "entries": result.entries,
+            "head": result.head, "bad_seq": result.bad_seq,
+            "fault": result.fault.value if result.fault else None, "detail": result.detail}
