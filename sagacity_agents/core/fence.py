@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import LeaseLostError
+from ..errors import JournalError, LeaseLostError, describe_error
 from .entries import JournalEntry, Phase
 from .journal import LATE_PHASES, Journal, SagaSummary
 
@@ -54,6 +54,9 @@ class FencedJournal:
             it holds none: the append is unfenced, e.g. before its first run).
         on_lost: called once per refusal with the journal's :class:`LeaseLostError` (the saga
             stops its run at its next step).
+        on_unjournaled: called with a text naming a late outcome the journal refused too (the
+            saga was closed meanwhile: the effect exists and is in no entry), before the
+            refusal is raised.
 
     RUN_STARTED is never fenced: it is how a lease is taken (conditionally, ``core.lease``).
     An append that passes ``fence`` itself is left as it is.
@@ -62,12 +65,14 @@ class FencedJournal:
     def __init__(
         self, journal: Journal, saga_id: str, fence: Callable[[], int | None],
         on_lost: Callable[[LeaseLostError], None],
+        on_unjournaled: Callable[[str], None] | None = None,
     ) -> None:
         self.inner = journal
         """The journal underneath (what the saga was given)."""
         self.saga_id = saga_id
         self._fence = fence
         self._on_lost = on_lost
+        self._on_unjournaled = on_unjournaled
         if hasattr(journal, "append_many"):
             self.append_many = self._append_many
 
@@ -101,7 +106,14 @@ class FencedJournal:
             if not _answers_own_start(phase, spec.get("payload")) or spec.get("late"):
                 raise
             # The effect (or the undo) happened under our lease: journal it, marked late.
-            return await self.inner.append(saga_id, **{**spec, "late": True})
+            try:
+                return await self.inner.append(saga_id, **{**spec, "late": True})
+            except JournalError as refused:  # closed meanwhile: say so wherever we can
+                if self._on_unjournaled is not None:
+                    self._on_unjournaled(
+                        f"{phase.value} of {spec.get('tool')} (call {spec.get('call_id')}) could "
+                        f"not be journaled, even late: {describe_error(refused)}")
+                raise
 
     async def _append_many(
         self, saga_id: str, appends: Sequence[Mapping[str, Any]]

@@ -316,7 +316,7 @@ class Sagacity:
             await self.approvals.consume(pending, dt.datetime.now(dt.timezone.utc))
         status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
         return SagaResult(saga_id=saga_id, status=status, report=saga.report, in_doubt=saga.in_doubt,
-                          exception=saga.lease_lost)  # LEASE_LOST: another recovery took it over
+                          exception=saga.lease_lost_error())  # LEASE_LOST: another recovery took it over
 
     async def recover_all(self, agent: Agent[Any]) -> list[tuple[str, str, SagaResult | SagacityError]]:
         """Recover every saga that needs it (``core.recovery.recovery_reason``): a run lease

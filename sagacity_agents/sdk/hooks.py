@@ -318,6 +318,12 @@ class SagaRunHooks(RunHooks[Any]):
             except asyncio.CancelledError:
                 pass  # cancelled again: the wrap-up goes on without us
             raise
+        if self.status is SagaStatus.LEASE_LOST and exc is None:
+            # The run returned (its output may say "all booked") but another run had taken the
+            # saga over meanwhile and may have undone it all: never leave the block as if fine.
+            lost = self.saga.lease_lost_error()
+            assert lost is not None
+            raise RunLeaseLostError(lost) from lost.__cause__
         return False
 
     async def _release_journal(self) -> None:
@@ -346,6 +352,8 @@ class SagaRunHooks(RunHooks[Any]):
         if exc is None and self.pending_approvals and not self.saga.failed:
             await self.saga.settle()
             await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
+            if self.saga.lease_lost is not None:  # RUN_ENDED refused: another run holds the saga
+                return SagaStatus.LEASE_LOST
             return SagaStatus.AWAITING_APPROVAL
         if self._snapshot_used and self.desk is not None:
             # Nothing waits on the stored snapshot any more (every request is consumed).

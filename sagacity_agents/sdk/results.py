@@ -11,7 +11,7 @@ from typing import Any
 
 from ..core.compensation import CompensationItem, CompensationReport
 from ..core.saga import FailureRecord, SagaStatus
-from ..errors import SagacityError
+from ..errors import LeaseLostError, SagacityError
 from .guardrails import withheld_reason
 from .hooks import SagaRunHooks
 
@@ -139,6 +139,11 @@ def saga_result(
     """The :class:`SagaResult` of a run under ``hooks`` (finalized): its status, output (none
     when it raised or paused), exception, report, failures, and the approvals it waits for."""
     status = hooks.status or SagaStatus.OPEN
+    lost = status is SagaStatus.LEASE_LOST
+    if lost and (error is None or isinstance(error, LeaseLostError)):
+        # The loss is this run's outcome, whatever it returned; told after finalizing, so that
+        # an outcome written behind and refused even late is named too.
+        error = hooks.saga.lease_lost_error()
     return SagaResult(
         saga_id=hooks.saga_id,
         status=status,
@@ -150,5 +155,8 @@ def saga_result(
         run_result=run_result,
         approvals=approvals if status is SagaStatus.AWAITING_APPROVAL else (),
         in_doubt=hooks.saga.in_doubt,
-        withheld_reason=withheld_reason(error, hooks.saga.failures, hooks.report),
+        withheld_reason=(
+            "this run lost the saga's lease to another run (a recovery), which may have undone "
+            "its calls: its output is not the saga's outcome; read the journal"
+            if lost else withheld_reason(error, hooks.saga.failures, hooks.report)),
     )

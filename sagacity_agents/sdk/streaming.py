@@ -9,6 +9,8 @@ from typing import Any
 
 from agents import Agent, Runner
 
+from ..errors import LeaseLostError
+
 from .hooks import SagaRunHooks
 from .results import SagaResult, StreamAbandoned, saga_result
 
@@ -89,7 +91,10 @@ class SagaStream:
             self._hooks.pending_approvals = bool(requests) or self._hooks.desk is None
         elif error is None:
             self._hooks.pending_approvals = False
-        await self._hooks.__aexit__(type(error) if error else None, error, None)
+        try:
+            await self._hooks.__aexit__(type(error) if error else None, error, None)
+        except LeaseLostError as lost:  # the run ended well but another run held the saga
+            error = lost
         self.result = saga_result(self._hooks, run, error, requests)
         # The run's own exception is in the result; anything else (the consumer's own error, a
         # cancellation) propagates after the saga was finalized.

@@ -122,8 +122,9 @@ class SagaEnding(ExternalCalls):
         """End the run and leave the saga open with ``status`` (more runs, approvals, or
         recovery to come)."""
         await self.end_run(status)
-        self.status = status
-        return status
+        # RUN_ENDED refused by the fence: another run took the saga over meanwhile
+        self.status = SagaStatus.LEASE_LOST if self.lease_lost is not None else status
+        return self.status
 
     async def finish(self, *, error: BaseException | None, close: bool) -> SagaStatus:
         """Decide how one run of the saga ended, compensate when it ended badly, and end the
@@ -194,7 +195,7 @@ class SagaEnding(ExternalCalls):
                 status = SagaStatus.COMPENSATED
             if status is SagaStatus.COMPENSATED:
                 await self.close(status)
-                return status
+                return self.status  # LEASE_LOST when another run took the saga meanwhile
             return await self._end_open(status)
         await self.settle()
         if self.lease_lost is not None:
@@ -210,7 +211,7 @@ class SagaEnding(ExternalCalls):
                 self.in_doubt = await self._calls_in_doubt()
                 return await self._end_open(SagaStatus.IN_DOUBT)
             await self.close(SagaStatus.COMPLETED)
-            return SagaStatus.COMPLETED
+            return self.status  # LEASE_LOST when another run took the saga meanwhile
         return await self._end_open(SagaStatus.OPEN)
 
     async def _end_lost(self) -> SagaStatus:

@@ -92,7 +92,12 @@ class SagaState:
         """Set when this object's run lease was found taken over (by the journal's fence, or by
         the lease keeper): the run starts no new tool body, compensates nothing and never
         closes the saga; it ends with :class:`~sagacity_agents.errors.LeaseLostError`."""
-        self.journal: Journal = FencedJournal(journal, self.saga_id, lambda: self.fence, self._lose_lease)
+        self.unjournaled: list[str] = []
+        """Outcomes of this object's calls or undos that happened after its lease was lost and
+        that the journal refused even late (the saga was closed meanwhile): effects that exist
+        and are in no entry. Named in the run's :class:`LeaseLostError`."""
+        self.journal: Journal = FencedJournal(journal, self.saga_id, lambda: self.fence,
+                                              self._lose_lease, self.unjournaled.append)
         """The saga's journal, fenced: every append carries :attr:`fence`."""
         self.policy = FailurePolicy(policy)
         self.in_flight_timeout = in_flight_timeout
@@ -169,21 +174,33 @@ class SagaState:
         if self.lease_lost is None and (lost.fence is None or lost.fence == self.fence):
             self.lease_lost = lost
 
+    def lease_lost_error(self) -> LeaseLostError | None:
+        """The error that tells this object's run it lost its lease (``None``: it did not):
+        which lease, to which run, and any outcome the journal refused even late."""
+        lost = self.lease_lost
+        if lost is None:
+            return None
+        error = LeaseLostError(
+            f"saga {self.saga_id}: this run lost its lease (RUN_STARTED seq {lost.fence}) to "
+            f"another run (RUN_STARTED seq {lost.current}); it stalled past the lease's "
+            "expiry. It stops here: no further tool body, no compensation, no close; the "
+            f"saga is the other run's (read it: sagacity journal show {self.saga_id})"
+            + "".join(f". NOT IN THE JOURNAL: {what}" for what in self.unjournaled),
+            saga_id=self.saga_id, fence=lost.fence, current=lost.current,
+        )
+        error.__cause__ = lost
+        return error
+
     def check_lease(self) -> None:
         """Raise the lease loss noted, if any (before a tool body starts, at each run step).
 
         Raises:
-            LeaseLostError: this object's run lease is another run's now.
+            LeaseLostError: this object's run lease is another run's now
+                (:meth:`lease_lost_error`).
         """
-        if self.lease_lost is not None:
-            lost = self.lease_lost
-            raise LeaseLostError(
-                f"saga {self.saga_id}: this run lost its lease (RUN_STARTED seq {lost.fence}) to "
-                f"another run (RUN_STARTED seq {lost.current}); it stalled past the lease's "
-                "expiry. It stops here: no further tool body, no compensation, no close; the "
-                "saga is the other run's (read it with `sagacity saga show`)",
-                saga_id=self.saga_id, fence=lost.fence, current=lost.current,
-            ) from lost
+        error = self.lease_lost_error()
+        if error is not None:
+            raise error
 
     def _invocation_id(self) -> str:
         return f"{self._invocation_prefix}-{next(self._invocations)}"

@@ -41,7 +41,7 @@ class SagaStatus(str, enum.Enum):
     """This run lost the saga's run lease to another run (it stalled past the lease's expiry and
     a recovery took the saga over): it stopped at its next step without compensating or closing
     and wrote nothing after the loss but the late outcomes of calls it had started. The saga's
-    state is the other run's: read the journal (``sagacity saga show``). Never journaled as a
+    state is the other run's: read the journal (``sagacity journal show SAGA_ID``). Never journaled as a
     saga's status by the run that lost."""
 
 
