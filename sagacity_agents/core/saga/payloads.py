@@ -11,11 +11,15 @@ from ..canonical import encode_canonical, parse_json, to_canonical_value
 from ..declarations import Reversibility
 
 __all__ = [
-    "ENCODING_ERROR_KEY", "RESULT_TYPE_KEY", "REVERSIBILITY_TEXT", "encode_or_marker",
+    "ENCODING_ERROR_KEY", "RESULT_TYPE_KEY", "REVERSIBILITY_TEXT", "UNDECLARED", "encode_or_marker",
     "raw_args_value", "with_result",
 ]
 
 REVERSIBILITY_TEXT = {kind: kind.value for kind in Reversibility}  # Enum.value is slow per call
+
+UNDECLARED = "undeclared"
+"""The ``reversibility`` journaled for a call of a tool nobody declared (M-01): it ran, its effect
+is unknown, and nothing can undo it; reported "no undo declared" when the saga fails."""
 
 ENCODING_ERROR_KEY = "$encoding_error"
 """Marker key in a payload for a value that had no canonical encoding (never a ``repr``)."""

@@ -19,6 +19,7 @@ from ..compensation import CompensationItem, SagaLedger
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import Phase
 from ..journal import Journal
+from .payloads import UNDECLARED
 from .status import FailureRecord, SagaStatus
 
 __all__ = ["SagaVerdict", "VerdictSource", "changes_world", "read_verdict"]
@@ -199,7 +200,7 @@ async def read_verdict(saga: VerdictSource) -> SagaVerdict:
             continue
         kind = (call.intent.payload or {}).get("reversibility")
         item = CompensationItem(outcome.seq, call.intent.tool, call.intent.call_id, kind or "")
-        if kind in (Reversibility.IRREVERSIBLE.value, Reversibility.NO_UNDO.value):
+        if kind in (Reversibility.IRREVERSIBLE.value, Reversibility.NO_UNDO.value, UNDECLARED):
             kept.append(item)
         elif kind == Reversibility.COMPENSATABLE.value:
             if any(o.phase is Phase.COMPENSATED for o in call.attempt_outcomes):
