@@ -102,9 +102,10 @@ def normalize_callable_object(func: Any) -> Any:
     that is not a plain function (staticmethod, classmethod, singledispatchmethod, partialmethod,
     a custom descriptor, one with ``__wrapped__`` or ``__signature__``), generic classes, context
     parameters that are not the first positional one, and annotations it cannot resolve. It is
-    called here without a name override, so a class name the SDK cannot use as a tool name is
-    *not* refused here: the SDK refuses it when it builds the tool, exactly when the user gave no
-    ``name_override``.
+    called here with a placeholder name override, so a class name the SDK cannot use as a tool
+    name is *not* refused here: the SDK refuses it when it builds the tool, exactly when the user
+    gave no ``name_override``; and without docstring use, so no docstring is read here (the SDK
+    reads them when it builds the tool, unless ``use_docstring_info=False``).
 
     Returns:
         The SDK's adapter: a plain function whose ``__signature__`` (``self`` bound) and
@@ -113,5 +114,5 @@ def normalize_callable_object(func: Any) -> Any:
     Raises:
         UserError: the SDK's, with its message, for every shape ``function_tool`` refuses.
     """
-    adapter, _description = _normalize_function_tool_callable(func, None, "-", True)
+    adapter, _description = _normalize_function_tool_callable(func, None, "-", False)
     return adapter

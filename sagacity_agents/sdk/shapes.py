@@ -87,6 +87,17 @@ def _forwarding_call(
     return function  # type: ignore[no-any-return]
 
 
+class _ClassDoc:
+    """The wrapper class's ``__doc__``: the user's class docstring, read only when the SDK reads
+    it (with ``use_docstring_info=False`` it never does, and neither do we)."""
+
+    def __init__(self, owner: type) -> None:
+        self.owner = owner
+
+    def __get__(self, instance: Any, owner: type | None = None) -> str | None:
+        return inspect.getdoc(self.owner)
+
+
 def callable_object_wrapper(
     obj: Any, adapter: Any, impl: Callable[..., Any], *, is_async: bool, context_name: str | None,
 ) -> Any:
@@ -122,7 +133,7 @@ def callable_object_wrapper(
     call.__module__ = owner.__module__
     wrapper_class = type(owner.__name__, (), {
         "__call__": call,
-        "__doc__": inspect.getdoc(owner),
+        "__doc__": _ClassDoc(owner),
         "__module__": owner.__module__,
         "__qualname__": owner.__qualname__,
         "__name__": owner.__name__,  # read on instances, as on a function

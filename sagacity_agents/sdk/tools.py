@@ -15,8 +15,12 @@ The wrapper keeps the function's signature, so the JSON schema is identical with
 To learn the model's call id it adds a leading, positional-only ``ToolContext`` parameter when the
 function has none (the SDK finds it by its annotation and strips it from the schema; it is named
 ``ctx`` unless the user has a parameter of that name). Outside a saga it calls the function
-unchanged. It accepts what ``function_tool`` accepts: functions, sync or async, and callable
-objects (a plain ``__call__``, sync or async), positional-only parameters included.
+unchanged. It takes and refuses exactly what ``function_tool`` takes and refuses (M-02): the SDK
+itself decides which callable objects it adapts (``normalize_callable_object``, its ``UserError``
+for the others) and whether a callable takes a context (``function_schema``); a callable object's
+wrapper is a callable object the SDK adapts as it adapts the user's (``sdk/shapes.py``).
+``FunctionTool.__wrapped__`` is the wrapper, not the user's function (docs/architecture.md,
+"Every tool shape ``function_tool`` accepts").
 """
 
 from __future__ import annotations

@@ -377,6 +377,24 @@ async def test_m02_callable_objects_and_annotated_contexts_run_inside_a_saga(jou
     assert args == {"o1": {"x": 4, "scale": 2}, "a1": {"x": 7}}
 
 
+def test_m02_no_docstring_is_read_with_use_docstring_info_false():
+    """M-02 (from the SDK suite): with ``use_docstring_info=False`` neither the SDK nor the
+    decorator reads the callable object's class docstring (here a descriptor that raises)."""
+
+    class RaisingDoc:
+        def __get__(self, instance, owner=None):
+            raise AssertionError("the docstring was read")
+
+    class Handler:
+        def __call__(self, value: int) -> int:
+            return value * 2
+
+    Handler.__doc__ = RaisingDoc()  # type: ignore[assignment]
+    tool = function_tool(read_only(Handler()), name_override="handler", use_docstring_info=False)
+    assert tool.description == ""
+    assert tool.params_json_schema["properties"]["value"]["type"] == "integer"
+
+
 def test_m02_wrapped_stays_our_wrapper():
     """M-02, the one documented difference: ``FunctionTool.__wrapped__`` is our wrapper (it
     journals inside a saga), not the user's function, which ``inspect.unwrap`` still reaches."""
