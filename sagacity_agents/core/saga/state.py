@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConfigurationError, LeaseLostError
+from ...errors import LeaseLostError
 from ..compensation import CompensationItem, CompensationReport
 from ..declarations import ToolDeclaration
 from ..entries import JournalEntry, Phase
@@ -148,28 +148,18 @@ class SagaState:
 
         Two agents of one saga may each have their own tool of one name (M-03): every INTENT
         journals its declaration id and agent, and compensation finds the undo by that id, so the
-        second declaration is kept beside the first (:meth:`declaration_for` by agent) rather than
-        refused. Name-only lookups (``declarations``) keep the first.
+        second declaration is kept beside the first (:meth:`declaration_for` by agent name) rather
+        than refused. Name-only lookups (``declarations``) keep the first; so does an agent name
+        several agents share. (Two different tools of one name on one agent object are refused by
+        the adapter's graph walk, which knows agents by identity.)
 
         Args:
             tool: the tool's name as calls are journaled (the SDK's qualified name).
             declaration: its saga declaration.
             agent: the name of the agent that has the tool (``None``: not known).
             settings: the tool's framework settings.
-
-        Raises:
-            ConfigurationError: ``agent`` already has another declaration under ``tool`` (two
-                different tools of one name on one agent: which one a call means is a guess).
         """
-        known = self.agent_declarations.get((agent, tool))
-        if agent is not None and known is not None and known is not declaration:
-            raise ConfigurationError(
-                f"agent {agent!r} has two different tools named {tool!r} in saga {self.saga_id} "
-                f"({known.declaration_id or known.name} and "
-                f"{declaration.declaration_id or declaration.name}); give one of them another "
-                "name (function_tool(name_override=...))"
-            )
-        self.agent_declarations[(agent, tool)] = declaration
+        self.agent_declarations.setdefault((agent, tool), declaration)
         self.declarations.setdefault(tool, declaration)
         if settings:
             self.tool_settings.setdefault(tool, settings)
