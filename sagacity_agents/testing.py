@@ -22,6 +22,9 @@ Nothing here imports the Agents SDK; the helpers work with any
   With ``crash=True`` the chosen append kills the whole process with SIGKILL instead of raising
   (before or, with ``after_write=True``, right after the write): a process dying between two
   lines, for crash tests that run the saga in a child process and recover it from the journal.
+
+  Batched appends (``append_many``, which PostgreSQL uses for RUN_ENDED + SAGA_CLOSED and for
+  SAGA_OPENED + RUN_STARTED) go through the same rules, one attempt per entry.
 """
 
 from __future__ import annotations
@@ -30,12 +33,12 @@ import datetime as dt
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .core.entries import JournalEntry, Phase
-from .core.journal import Journal
+from .core.journal import Journal, append_each
 from .backends.memory.journal import InMemoryJournal
 from .errors import JournalWriteError
 
@@ -171,9 +174,11 @@ class FaultyJournal:
     An append for which ``when`` returns true raises :class:`JournalWriteError` (by default
     *before* anything is written, like a storage outage; with ``after_write=True`` *after* the
     inner journal stored it, like a commit whose acknowledgement was lost, which is how a
-    harmless retry with the same write key is tested). Reads (``entries``, ``saga_ids``) and
-    ``close`` go straight to the wrapped journal, as does any other attribute (e.g.
-    ``execute_sql`` on a :class:`~sagacity_agents.backends.sqlite.journal.SqliteJournal`).
+    harmless retry with the same write key is tested). Batched appends (``append_many``) are
+    intercepted too, entry by entry, under the same rules (see :meth:`append_many`). Reads
+    (``entries``, ``saga_ids``) and ``close`` go straight to the wrapped journal, as does any
+    other attribute (e.g. ``execute_sql`` on a
+    :class:`~sagacity_agents.backends.sqlite.journal.SqliteJournal`).
 
     Args:
         inner: the journal that stores what does not fail.
@@ -256,11 +261,14 @@ class FaultyJournal:
         tool: str | None = None,
         call_id: str | None = None,
         payload: Any = None,
-        expected_seq: int | None = None,
-        fence: int | None = None,
-        late: bool = False,
+        **options: Any,
     ) -> JournalEntry:
         """Append through the wrapped journal unless this attempt is chosen to fail.
+
+        Args:
+            saga_id, phase, write_key, tool, call_id, payload: as :meth:`Journal.append`.
+            **options: every other keyword of the wrapped journal's ``append``
+                (``expected_seq``...), passed on untouched.
 
         Raises:
             JournalWriteError: the attempt matched the fault predicate (or the inner journal
@@ -273,12 +281,52 @@ class FaultyJournal:
             raise self._error(attempt)
         entry = await self.inner.append(
             saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
-            expected_seq=expected_seq, fence=fence, late=late,
+            **options,
         )
         if fail:
             raise self._error(attempt)
         return entry
 
+    async def append_many(
+        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+    ) -> list[JournalEntry]:
+        """Several appends to ``saga_id`` in order (``core.journal.append_each``), each an attempt
+        under the same fault rules as :meth:`append`.
+
+        The entries before the first chosen one (and, with ``after_write``, that one too) are
+        handed to the wrapped journal as one batch (its own ``append_many`` when it has one, so
+        the batched path is what runs), then the fault is raised; the entries after it are not
+        attempted, as when a real batch stops at its first refused append.
+
+        Args:
+            saga_id: the saga.
+            appends: keyword arguments of :meth:`Journal.append`, one mapping per entry, passed
+                on untouched.
+
+        Returns:
+            The stored entries, in order, when no fault was chosen.
+
+        Raises:
+            JournalWriteError: an entry matched the fault predicate (or the wrapped journal
+                failed on its own); the ones before it are written, the ones after it are not.
+        """
+        chosen: AppendAttempt | None = None
+        count = 0
+        for spec in appends:
+            count += 1
+            attempt, fail = self._register(
+                saga_id, Phase(spec["phase"]), spec["write_key"], spec.get("tool"),
+                spec.get("call_id"), spec.get("payload"),
+            )
+            if fail:
+                chosen = attempt
+                break
+        if chosen is not None and not self.after_write:
+            count -= 1  # the chosen entry fails before its write
+        written = await append_each(self.inner, saga_id, list(appends)[:count]) if count else []
+        if chosen is not None:
+            raise self._error(chosen)
+        return written
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """The wrapped journal's entries (reads never fail)."""
         return await self.inner.entries(saga_id)

@@ -166,3 +166,35 @@ def test_demo_refuses_a_postgresql_uri_clearly(tmp_path):
     result = CliRunner().invoke(cli, ["demo", "--db", "postgresql://postgres@127.0.0.1:5432/test"])
     assert result.exit_code == 2
     assert "embedded SQLite file" in result.output and "examples/multi_worker" in result.output
+
+
+def demo_process(tmp_path, **env: str):
+    """``sagacity demo --real-model`` in a child process, with ``env`` over a copy of ours from
+    which every OpenAI setting is removed (tracing off: nothing may reach the network)."""
+    import os
+    import subprocess
+    import sys
+
+    child = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI")}
+    child.update(OPENAI_AGENTS_DISABLE_TRACING="1", **env)
+    return subprocess.run(
+        [sys.executable, "-m", "sagacity_agents", "demo", "--real-model", "--db", str(tmp_path / "d.db")],
+        capture_output=True, text=True, timeout=120, env=child, cwd=tmp_path, check=False,
+    )
+
+
+def test_r04i_real_model_with_the_api_unreachable_exits_non_zero(tmp_path):
+    """R-04 i (issue 18): with the model's API unreachable (a base URL nothing listens on) the
+    demo says the run failed and why, never "try again", and exits 1."""
+    proc = demo_process(tmp_path, OPENAI_API_KEY="sk-test", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "try again" not in proc.stdout
+    assert "The run failed before any tool call: APIConnectionError" in proc.stdout
+    assert "demo failed: the run raised APIConnectionError" in proc.stderr
+
+
+def test_r04i_real_model_without_a_key_exits_non_zero(tmp_path):
+    """R-04 i: without OPENAI_API_KEY the demo refuses before running (usage error, exit 2)."""
+    proc = demo_process(tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--real-model needs OPENAI_API_KEY" in proc.stderr

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from ..core.approval import ApprovalRequest, ApprovalStore, args_hash
 from ..core.entries import Phase
+from ..core.grants import requests_void
 from ..errors import EncodingError, SagacityError
 from ..render import data_text, make_console, printable
 from ..stores import open_approval_store, open_journal, redacted_uri
@@ -57,12 +58,29 @@ def _age(created_at: str) -> str:
     return f"{seconds // 3600} h"
 
 
-def _state(request: ApprovalRequest) -> str:
+def _state(request: ApprovalRequest, void: str | None = None) -> str:
     if request.consumed_at:
         return f"consumed ({request.decision})"
+    if void is not None:  # the store does not know: the journal says the saga is over
+        return f"void: {void}" + (f" ({request.decision})" if request.decision else "")
     if request.expired(dt.datetime.now(dt.timezone.utc)):
         return "expired"
     return request.decision or "pending"
+
+
+async def _void_sagas(db: str, requests: list[ApprovalRequest]) -> dict[str, str]:
+    """Saga id -> why its requests can no longer be used (``core.grants.requests_void``), for
+    the sagas of ``requests`` whose journal says so (closed, or failed)."""
+    journal = open_journal(db)
+    try:
+        void = {}
+        for saga_id in dict.fromkeys(r.saga_id for r in requests if r.consumed_at is None):
+            why = requests_void(await journal.entries(saga_id))
+            if why is not None:
+                void[saga_id] = why
+        return void
+    finally:
+        await journal.close()
 
 
 @cli.group(context_settings=CONTEXT_SETTINGS, short_help="List, show, approve and reject paused calls.")
@@ -79,12 +97,18 @@ def approvals() -> None:
 @db_option()
 @click.option("--all", "show_all", is_flag=True, help="Include decided and consumed requests.")
 def approvals_list(db: str, show_all: bool) -> None:
-    """List approval requests (pending ones unless --all), oldest first."""
+    """List approval requests (pending ones unless --all), oldest first.
 
-    async def load(store: ApprovalStore) -> list[ApprovalRequest]:
-        return await store.list(None, pending_only=not show_all)
+    A request whose saga is closed or failed (the journal says so) is never pending: nothing can
+    run on it any more. --all lists it as void.
+    """
 
-    requests = _with_store(db, load)
+    async def load(store: ApprovalStore) -> tuple[list[ApprovalRequest], dict[str, str]]:
+        found = await store.list(None, pending_only=not show_all)
+        void = await _void_sagas(db, found)
+        return [r for r in found if show_all or r.saga_id not in void], void
+
+    requests, void = _with_store(db, load)
     console = make_console()
     if not requests:
         console.print("no pending approval requests" if not show_all else "no approval requests")
@@ -94,7 +118,7 @@ def approvals_list(db: str, show_all: bool) -> None:
         table.add_column(column, no_wrap=column in ("request id", "args hash"))
     for r in requests:
         table.add_row(data_text(r.request_id), data_text(r.saga_id[:12]), data_text(r.tool),
-                      data_text(r.call_id), _age(r.created_at), data_text(_state(r)),
+                      data_text(r.call_id), _age(r.created_at), data_text(_state(r, void.get(r.saga_id))),
                       data_text(r.args_hash[:16]))
     console.print(table)
 
@@ -105,22 +129,24 @@ def approvals_list(db: str, show_all: bool) -> None:
 def approvals_show(request_id: str, db: str) -> None:
     """Show one request: the arguments the tool would receive, their hash, the saga, its age."""
 
-    async def load(store: ApprovalStore) -> tuple[ApprovalRequest | None, str | None]:
+    async def load(store: ApprovalStore) -> tuple[ApprovalRequest | None, str | None, str | None]:
         request = await store.get(request_id)
         if request is None:
-            return None, None
-        # The tool's reversibility as journaled when the run paused (the journal, not the store).
+            return None, None, None
+        # The tool's reversibility as journaled when the run paused, and whether the saga is
+        # over (the journal, not the store).
         journal = open_journal(db)
         try:
-            paused = [e for e in await journal.entries(request.saga_id)
-                      if e.phase is Phase.AWAITING_APPROVAL and isinstance(e.payload, dict)
-                      and e.payload.get("request_id") == request_id]
+            entries = await journal.entries(request.saga_id)
         finally:
             await journal.close()
+        paused = [e for e in entries
+                  if e.phase is Phase.AWAITING_APPROVAL and isinstance(e.payload, dict)
+                  and e.payload.get("request_id") == request_id]
         kind = paused[-1].payload.get("reversibility") if paused else None
-        return request, kind if isinstance(kind, str) else None
+        return request, kind if isinstance(kind, str) else None, requests_void(entries)
 
-    request, reversibility = _with_store(db, load)
+    request, reversibility, void = _with_store(db, load)
     if request is None:
         raise UsageFailure(f"no approval request {request_id!r} (see: sagacity approvals list)")
     try:
@@ -146,7 +172,7 @@ def approvals_show(request_id: str, db: str) -> None:
     facts.add_row("call id", data_text(request.call_id))
     facts.add_row("asked", data_text(f"{request.created_at} ({_age(request.created_at)} ago)"))
     facts.add_row("expires", data_text(request.expires_at or "never"))
-    facts.add_row("state", data_text(_state(request)))
+    facts.add_row("state", data_text(_state(request, void)))
     if request.decision:
         facts.add_row("decided by", data_text(f"{request.approver} ({request.reason or 'no reason given'})"))
     facts.add_row("args sha256", data_text(request.args_hash))

@@ -1,4 +1,5 @@
-"""``sagacity db migrate``: create or upgrade the PostgreSQL schemas (journal and checkpoints)."""
+"""``sagacity db migrate|grant``: create or upgrade the PostgreSQL schemas (journal and
+checkpoints); print or apply the application role's least-privilege GRANTs."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from .base import CONTEXT_SETTINGS, UsageFailure, cli, db_option
 __all__ = ["db"]
 
 
-@cli.group(context_settings=CONTEXT_SETTINGS, short_help="Create or upgrade a PostgreSQL schema.")
+@cli.group(context_settings=CONTEXT_SETTINGS,
+           short_help="Create or upgrade a PostgreSQL schema; grant the application's role.")
 def db() -> None:
     """Manage the PostgreSQL schema (SQLite files create their tables when opened)."""
 
@@ -61,3 +63,69 @@ def migrate(db: str, checkpoints: str | None, checkpoints_only: bool) -> None:
             console.print(f"checkpoint schema {store.schema} is current: {done}")
     except (JournalError, ConfigurationError) as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@db.command(short_help="Print (or apply) the least-privilege GRANTs for the application's role.")
+@click.argument("role")
+@db_option()
+@click.option("--schema", default=None, metavar="NAME",
+              help="The schema holding the tables (default: the search_path of a --db URI, else "
+                   "public; with --checkpoints: sagacity_checkpoints).")
+@click.option("--checkpoints", "checkpoints", is_flag=True,
+              help="The signed-checkpoint schema's GRANTs instead of the journal's.")
+@click.option("--apply", "apply", is_flag=True,
+              help="Run them on the --db database (as the owner of the tables) instead of "
+                   "printing them.")
+def grant(role: str, db: str, schema: str | None, checkpoints: bool, apply: bool) -> None:
+    """Print the GRANTs that let ROLE run the application and nothing more (docs/postgres.md):
+    SELECT and INSERT on the journal (no UPDATE, no DELETE: changing evidence then takes another
+    role), the approval store's working state, and USAGE on the schema. With --apply, run them in
+    one transaction on --db instead (connect as the tables' owner, after `sagacity db migrate`).
+
+    ROLE and the schema are quoted identifiers: give the role's name as stored (lowercase unless
+    it was created quoted). The same GRANTs ship as psql scripts:
+    psql URI -v app_role=ROLE -v schema=SCHEMA -f sagacity_agents/backends/postgres/sql/app_role.sql
+    """
+    from ..backends.postgres.checkpoints import DEFAULT_CHECKPOINT_SCHEMA
+    from ..backends.postgres.roles import grant_statements, schema_of_uri
+
+    if schema is None:
+        uri_schema = schema_of_uri(db) if is_postgres_uri(db) else None
+        schema = DEFAULT_CHECKPOINT_SCHEMA if checkpoints else (uri_schema or "public")
+    try:
+        statements = grant_statements(role, schema, checkpoints=checkpoints)
+    except ValueError as exc:
+        raise UsageFailure(str(exc)) from exc
+    if not apply:
+        click.echo("\n".join(statements))
+        return
+    if not is_postgres_uri(db):
+        raise UsageFailure(f"--apply needs --db postgresql://... (got {db}): SQLite has no roles")
+    try:
+        asyncio.run(_apply(db, statements))
+    except (JournalError, ConfigurationError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    make_console(highlight=False).print(
+        f"granted {'checkpoint' if checkpoints else 'journal'} access on schema {schema} to {role} "
+        f"({len(statements)} statements)", markup=False)
+
+
+async def _apply(uri: str, statements: list[str]) -> None:
+    """Run ``statements`` in one transaction on ``uri``.
+
+    Raises:
+        ConfigurationError: psycopg is missing or ``uri`` is not a valid URI.
+        JournalError: the server refused (e.g. no such role, not the tables' owner): nothing
+            was granted.
+    """
+    from ..backends.postgres.driver import check_conninfo, load_drivers
+
+    psycopg, _ = load_drivers()
+    check_conninfo(psycopg, uri)
+    try:
+        async with await psycopg.AsyncConnection.connect(uri, connect_timeout=10) as conn, \
+                conn.transaction():
+            for statement in statements:
+                await conn.execute(statement)
+    except psycopg.Error as exc:
+        raise JournalError(f"GRANTs not applied (nothing was granted): {exc}") from exc

@@ -6,7 +6,7 @@ import sqlite3
 
 import click
 
-from ..errors import ConfigurationError, JournalError
+from ..errors import ConfigurationError, JournalError, describe_error
 from ..render import make_console
 from ..stores import is_postgres_uri
 from .base import UsageFailure, cli
@@ -38,6 +38,9 @@ def demo(db: str, real_model: bool) -> None:
     still said the trip was booked), that the saga journaled it and undid the hotel and then the
     flight, that the booking system ends with nothing booked and nothing charged, the journal
     itself, and its hash chain verified. Offline and deterministic unless --real-model.
+
+    Exits 1 when the run raised (with --real-model: the API unreachable, a rejected key), 2
+    without OPENAI_API_KEY.
     """
     if is_postgres_uri(db):
         raise UsageFailure(
@@ -47,8 +50,10 @@ def demo(db: str, real_model: bool) -> None:
     from ..demo import main as run_demo  # the demo imports the Agents SDK's testing helpers
 
     try:
-        run_demo(db, real_model, console=make_console())
+        outcome = run_demo(db, real_model, console=make_console())
     except ConfigurationError as exc:
         raise UsageFailure(str(exc)) from exc
     except (JournalError, sqlite3.Error) as exc:
         raise click.ClickException(f"demo failed: {exc}") from exc
+    if outcome.run_error is not None:  # e.g. the model's API unreachable: never "try again", exit 0
+        raise click.ClickException(f"demo failed: the run raised {describe_error(outcome.run_error)}")

@@ -103,10 +103,25 @@ def _print_recovery(console: Any, result: Any) -> None:
                          ("approved, never ran", report.approved_not_run)):
         for item in items:
             console.print(data_text(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}"))
-    if report.in_doubt or report.failed:
+    if report.in_doubt:
         console.print(data_text(
-            f"  a human must check the far side, then: sagacity saga resolve {result.saga_id} "
-            "SEQ --ran|--not-run --as NAME --reason TEXT (then recover again)"))
+            f"  in doubt: a human must check the far side, then: sagacity saga resolve "
+            f"{result.saga_id} SEQ --ran|--not-run --as NAME --reason TEXT (then recover again)"))
+    if any(_UNDO_NOT_FOUND in item.detail for item in report.failed):
+        console.print(data_text(
+            "  undo not found: the agent given with --app declares no tool under the declaration "
+            "id the journal names (module:qualname of the tool's function where it ran). Pass "
+            "--app the agent whose module declares it, imported under that module name, or give "
+            "the tool that id (compensable(..., declaration_id='ID')); then recover again"))
+    if report.failed:
+        console.print(data_text(
+            "  undo failed: fix what its error names, then recover again (a failed undo is "
+            "retried with the same idempotency key; it is not in doubt, `saga resolve` does not "
+            "apply)"))
+
+
+_UNDO_NOT_FOUND = "no undo registered"
+"""How ``core.compensation`` words a failed undo whose declaration this process does not have."""
 
 
 @saga.command("recover")

@@ -12,8 +12,18 @@ Rules (design.md, "Canonical bytes"), applied recursively before encoding:
   rules; ``Enum`` -> its value;
 * integers outside +/-(2**53 - 1), which RFC 8785 cannot carry as numbers -> decimal strings;
 * ``bytes`` -> standard base64 string;
+* ``uuid.UUID`` -> its canonical text, lowercase with hyphens (``str(value)``:
+  ``"12345678-1234-5678-1234-567812345678"``);
+* ``pathlib`` paths (any ``PurePath``) -> ``str(value)`` (``PurePosixPath("/a/b")`` -> ``"/a/b"``;
+  a Windows path keeps its backslashes);
+* ``ipaddress`` addresses, networks and interfaces -> ``str(value)``, the module's compressed,
+  lowercase form (``"192.0.2.1"``, ``"2001:db8::1"``, ``"192.0.2.0/24"``, ``"192.0.2.1/24"``);
 * tuples -> lists; dict keys must be strings;
 * anything else (and NaN or infinite floats) -> :class:`~sagacity_agents.errors.EncodingError`.
+
+A value comes back from the journal in this JSON form, never as the type it was: a ``UUID``, a
+path, an IP address, a ``Decimal`` or a datetime is a ``str`` to whoever reads the entry (an undo
+reading ``ctx.undo_data`` included); rebuild it there (``uuid.UUID(text)``) when the type matters.
 
 Unicode is never normalized: ``"é"`` precomposed and ``"e\\u0301"`` encode (and hash) differently.
 Encoding is RFC 8785 (JSON Canonicalization Scheme) by the ``rfc8785`` library.
@@ -26,8 +36,11 @@ import dataclasses
 import datetime as dt
 import enum
 import hashlib
+import ipaddress
 import json
+import uuid
 from decimal import Decimal
+from pathlib import PurePath
 from typing import Any
 
 import rfc8785
@@ -35,6 +48,7 @@ import rfc8785
 from ..errors import EncodingError
 
 __all__ = [
+    "ENCODING_ERROR_KEY",
     "MAX_SAFE_INTEGER",
     "canonical_bytes",
     "encode_canonical",
@@ -46,6 +60,14 @@ __all__ = [
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """Largest integer RFC 8785 carries as a JSON number (IEEE 754 double precision)."""
+
+ENCODING_ERROR_KEY = "$encoding_error"
+"""Marker key a writer puts in a payload in place of a value that had no canonical encoding:
+``{"$encoding_error": why, "type": its type name}`` (never a ``repr``)."""
+
+_AS_TEXT = (uuid.UUID, PurePath, ipaddress.IPv4Address, ipaddress.IPv6Address,
+            ipaddress.IPv4Network, ipaddress.IPv6Network)
+"""Types whose canonical form is ``str(value)`` (interfaces are addresses' subclasses)."""
 
 
 def format_timestamp(value: dt.datetime) -> str:
@@ -151,6 +173,8 @@ def _convert_other(value: Any, flags: list[bool] | None) -> Any:
         return value.isoformat()
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, _AS_TEXT):
+        return str(value)
     if isinstance(value, dict):
         return _convert(dict(value), flags)
     if isinstance(value, (list, tuple)):

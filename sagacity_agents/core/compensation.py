@@ -11,6 +11,18 @@ that recovers the saga later. Rules (design.md, "Compensation"):
   always reported;
 * an entry already COMPENSATED is never undone again; a COMPENSATION_FAILED one is retried with
   the same idempotency key;
+* each undo runs under its declaration's ``undo_timeout`` (``core.undo.run_undo``). One that
+  outlasts it, or that the walk stops waiting for because its caller was cancelled, may have
+  acted: its attempt gets an *in-doubt mark* (COMPENSATION_FAILED with ``in_doubt: true``,
+  ``timed_out`` or ``cancelled``, write key ``undo:SEQ:ATTEMPT:in-doubt``), it is reported in
+  doubt, and the next recovery retries it with the same idempotency key (unlike a COMPENSATING
+  with no outcome at all, which waits for a human). If it ends after all (a sync undo cannot be
+  killed), its real end is journaled under the attempt's own end key ``undo:SEQ:ATTEMPT:end``,
+  marked ``after_in_doubt``: stored once, and read as that attempt's outcome. A COMPENSATED
+  from any attempt means undone, so neither order of a late end and a recovery's retry undoes
+  twice or counts twice (:meth:`SagaLedger.undo_state`);
+* a walk told to stop (:class:`~.undo.StopSignal`: its caller was cancelled) starts no further
+  undo; those it did not start are reported failed ("not run"), for ``recover``;
 * COMPENSATING is a *claim* (``core.journal``): it carries this pass's claimant nonce, so of two
   writers that read the same ledger (two recoveries, two tasks) only the one whose COMPENSATING
   landed runs the undo; the other gets :class:`~sagacity_agents.errors.ClaimTakenError`, skips
@@ -21,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import inspect
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +44,16 @@ from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .grants import consumed_decisions
 from .journal import CLAIMANT_KEY, Journal, new_claimant
-from .undo import CompensationContext, idempotency_key
+from .undo import (
+    CompensationContext, StopSignal, UndoRun, idempotency_key, late_end_writer, lost_undo_data,
+    mark_in_doubt, run_undo,
+)
 
 __all__ = [
     "CompensationItem",
     "CompensationReport",
     "SagaLedger",
+    "UndoState",
     "compensate",
 ]
 
@@ -67,7 +83,8 @@ class CompensationReport:
     kept_irreversible: tuple[CompensationItem, ...] = ()
     """Executed irreversible calls: approved, kept on purpose."""
     no_undo: tuple[CompensationItem, ...] = ()
-    """Executed calls of tools declared without an undo: still in the world."""
+    """Executed calls of tools declared without an undo, or whose undo data could not be
+    journaled (``core.undo.lost_undo_data``; never undone blind): still in the world."""
     in_doubt: tuple[CompensationItem, ...] = ()
     """INTENTs (or COMPENSATINGs) with no outcome: an effect may exist; needs a human."""
     approved_not_run: tuple[CompensationItem, ...] = ()
@@ -105,12 +122,41 @@ class CompensationReport:
         }
 
 
+class UndoState(str, enum.Enum):
+    """Where the undo of one executed call stands, read from the journal
+    (:meth:`SagaLedger.undo_state`)."""
+
+    NOT_STARTED = "not_started"
+    """No attempt yet (no COMPENSATING)."""
+    UNDONE = "undone"
+    """Some attempt ended COMPENSATED (late ones included), or a human answered that it ran."""
+    FAILED = "failed"
+    """The latest attempt raised (COMPENSATION_FAILED), or a human answered that it did not run:
+    retried with the same idempotency key."""
+    TIMED_OUT = "timed_out"
+    """The latest attempt was stopped waiting for (timed out, or its walk's caller cancelled)
+    and has not ended since: it may have acted; recovery retries it with the same idempotency
+    key."""
+    IN_DOUBT = "in_doubt"
+    """The latest attempt has no outcome at all (its process stopped while it ran): a human
+    answers (``core.resolution``)."""
+
+
+def is_in_doubt_mark(entry: JournalEntry) -> bool:
+    """Whether ``entry`` is the in-doubt mark of an undo attempt that was stopped waiting for
+    (COMPENSATION_FAILED with ``in_doubt: true``), rather than the attempt's real end."""
+    return entry.phase is Phase.COMPENSATION_FAILED and isinstance(entry.payload, dict) \
+        and entry.payload.get("in_doubt") is True
+
+
 @dataclass
 class _Call:
     intent: JournalEntry
     outcome: JournalEntry | None = None
     attempts: list[JournalEntry] = field(default_factory=list)
     attempt_outcomes: list[JournalEntry] = field(default_factory=list)
+    ends: dict[int, list[JournalEntry]] = field(default_factory=dict)
+    """COMPENSATING seq -> that attempt's outcomes (in-doubt mark, real end, a human's answer)."""
 
 
 class SagaLedger:
@@ -142,14 +188,17 @@ class SagaLedger:
                     target.attempts.append(e)
                     undo_targets[e.seq] = target.intent.seq
             elif e.phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED):
-                intent_seq = undo_targets.get(payload.get("compensating_seq", -1))
+                start = payload.get("compensating_seq", -1)
+                intent_seq = undo_targets.get(start)
                 if intent_seq is not None:
                     self.calls[intent_seq].attempt_outcomes.append(e)
+                    self.calls[intent_seq].ends.setdefault(start, []).append(e)
             elif e.phase is Phase.RESOLVED:
                 # A human's answer stands as the outcome of the entry it names (core.resolution).
                 target = payload.get("target_seq", -1)
                 if payload.get("target") == "undo" and target in undo_targets:
                     self.calls[undo_targets[target]].attempt_outcomes.append(e)
+                    self.calls[undo_targets[target]].ends.setdefault(target, []).append(e)
                 elif payload.get("target") == "call" and target in self.calls \
                         and self.calls[target].outcome is None:
                     self.calls[target].outcome = e
@@ -167,7 +216,31 @@ class SagaLedger:
     def undo_in_doubt(self) -> list[JournalEntry]:
         """COMPENSATING entries (the latest attempt of an undo) with no outcome."""
         return [c.attempts[-1] for c in self.calls.values()
-                if len(c.attempts) > len(c.attempt_outcomes)]
+                if self.undo_state(c)[0] is UndoState.IN_DOUBT]
+
+    @staticmethod
+    def undo_state(call: _Call) -> tuple[UndoState, JournalEntry | None]:
+        """Where ``call``'s undo stands, and the entry that says so (the COMPENSATED or
+        RESOLVED for UNDONE, the latest attempt's end for FAILED, its in-doubt mark for
+        TIMED_OUT, its COMPENSATING for IN_DOUBT; ``None`` for NOT_STARTED).
+
+        Outcomes are paired with their attempt by ``compensating_seq``, never counted: an
+        attempt may have two (its in-doubt mark, then its late real end), and a late end of an
+        older attempt may land after a newer attempt started.
+        """
+        if not call.attempts:
+            return UndoState.NOT_STARTED, None
+        for outcome in call.attempt_outcomes:
+            if outcome.phase is Phase.COMPENSATED or (
+                    outcome.phase is Phase.RESOLVED and resolved_ran(outcome)):
+                return UndoState.UNDONE, outcome
+        ends = call.ends.get(call.attempts[-1].seq, [])
+        real = [e for e in ends if not is_in_doubt_mark(e)]
+        if real:
+            return UndoState.FAILED, real[-1]
+        if ends:
+            return UndoState.TIMED_OUT, ends[-1]
+        return UndoState.IN_DOUBT, call.attempts[-1]
 
     def has_phase(self, phase: Phase) -> bool:
         """Whether any entry has ``phase``."""
@@ -177,16 +250,6 @@ class SagaLedger:
 def resolved_ran(entry: JournalEntry) -> bool:
     """Whether a RESOLVED entry answers "it ran" (the call's effect, or the undo, happened)."""
     return isinstance(entry.payload, dict) and entry.payload.get("answer") == "ran"
-
-
-async def _run_undo(decl: ToolDeclaration, ctx: CompensationContext) -> None:
-    assert decl.undo is not None
-    if inspect.iscoroutinefunction(decl.undo):
-        await decl.undo(ctx)
-        return
-    outcome = await asyncio.to_thread(decl.undo, ctx)
-    if inspect.isawaitable(outcome):
-        await outcome
 
 
 def _journaled_result(payload: dict[str, Any]) -> Any:
@@ -235,6 +298,13 @@ async def _claim_undo(
     raise AssertionError("unreachable")
 
 
+def _in_doubt_detail(mark: JournalEntry | None) -> str:
+    payload = mark.payload if mark is not None and isinstance(mark.payload, dict) else {}
+    how = "timed out" if payload.get("timed_out") else "was cancelled"
+    return (f"undo {how} (COMPENSATING seq {payload.get('compensating_seq')}) and has not ended "
+            "since; it may have acted: `recover` retries it with the same idempotency key")
+
+
 async def compensate(
     journal: Journal,
     saga_id: str,
@@ -242,6 +312,8 @@ async def compensate(
     *,
     evidence: Evidence | None = None,
     claimant: str | None = None,
+    stop: StopSignal | None = None,
+    retry_timed_out: bool = True,
 ) -> CompensationReport:
     """Undo the saga's EXECUTED compensatable effects in reverse sequence and report.
 
@@ -258,12 +330,20 @@ async def compensate(
         claimant: this writer's claim nonce, journaled in every COMPENSATING it writes (default:
             a fresh one per call, :func:`~sagacity_agents.core.journal.new_claimant`). Two
             concurrent calls must not share one.
+        stop: set (by another task) to stop the walk: the undo running is no longer waited for
+            (journaled in doubt, ``cancelled``) and no further undo starts (those are reported
+            failed, "not run").
+        retry_timed_out: retry undos whose latest attempt timed out or was cancelled (a
+            recovery); ``False`` reports them in doubt without running them again (a second
+            pass of the same run, which just gave up on them).
 
     Returns:
         The report. Undos that raise are journaled as COMPENSATION_FAILED and listed under
-        ``failed``; the walk goes on. An undo whose COMPENSATING key another writer claimed
-        first is not run and is listed under ``in_doubt`` ("claimed by another writer"): its
-        outcome is that writer's to journal; a later recovery reads it.
+        ``failed``; the walk goes on. An undo that outlasts its declaration's ``undo_timeout``
+        (seconds) is journaled in doubt (an in-doubt mark, see the module notes) and listed
+        under ``in_doubt``; the walk goes on. An undo whose COMPENSATING key another writer
+        claimed first is not run and is listed under ``in_doubt`` ("claimed by another
+        writer"): its outcome is that writer's to journal; a later recovery reads it.
 
     Raises:
         EvidenceError: the saga's entries do not verify: no undo is run, nothing is written.
@@ -273,6 +353,8 @@ async def compensate(
         LeaseLostError: ``journal`` is a saga's fenced view (``core.fence``) and another run took
             the saga's lease over: the walk stops before the next undo (the undo that ran is
             journaled late); the rest is the other run's.
+        asyncio.CancelledError: the calling task was cancelled; the undo running was abandoned
+            and journaled in doubt (best effort) first.
     """
     # Undo only what verified evidence says happened: an edited EXECUTED entry could aim an
     # undo at someone else's booking.
@@ -312,14 +394,28 @@ async def compensate(
             continue
         if kind != Reversibility.COMPENSATABLE.value:
             continue  # read-only
-        if any(o.phase is Phase.COMPENSATED or (o.phase is Phase.RESOLVED and resolved_ran(o))
-               for o in call.attempt_outcomes):
+        lost = lost_undo_data(call.outcome.payload)
+        if lost is not None:  # never run an undo without its data: still dirty, said why
+            no_undo.append(CompensationItem(item.seq, item.tool, item.call_id,
+                                            f"undo not run: {lost}; the effect may exist"))
+            continue
+        state, said = ledger.undo_state(call)
+        if state is UndoState.UNDONE:
             undone.append(item)
             continue
-        if len(call.attempts) > len(call.attempt_outcomes):
+        if state is UndoState.IN_DOUBT:
             in_doubt.append(
                 CompensationItem(item.seq, item.tool, item.call_id, "COMPENSATING without outcome")
             )
+            continue
+        if state is UndoState.TIMED_OUT and (not retry_timed_out or (stop and stop.is_set())):
+            in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, _in_doubt_detail(said)))
+            continue
+        if stop is not None and stop.is_set():
+            failed.append(CompensationItem(
+                item.seq, item.tool, item.call_id,
+                "undo not run: compensation was stopped before it (its caller was cancelled); "
+                "`recover` runs it"))
             continue
         decl_id = intent_payload.get("declaration")
         decl = _declaration_for(declarations, call.intent.tool or "", decl_id)
@@ -348,8 +444,13 @@ async def compensate(
             ))
             continue
         outcome_payload: dict[str, Any] = {"target_seq": call.outcome.seq, "compensating_seq": start.seq}
+        end_key = f"undo:{call.outcome.seq}:{attempt}:end"
         error: str | None = None
-        if decl is None or decl.undo is None:
+        run = UndoRun()
+        if stop is not None and stop.is_set():  # set while the claim was written: not started
+            error = ("undo not run: compensation was stopped before it (its caller was "
+                     "cancelled); `recover` runs it")
+        elif decl is None or decl.undo is None:
             error = f"no undo registered for tool {call.intent.tool!r} in this process" + (
                 f" (declaration {decl_id})" if decl_id else "")
             if isinstance(decl_id, str) and is_ambiguous(decl_id):
@@ -369,10 +470,23 @@ async def compensate(
                 idempotency_key=key,
                 raw_args=intent_payload.get("raw_args"),
             )
+            late = late_end_writer(journal, saga_id, end_key, call.intent, outcome_payload)
             try:
-                await _run_undo(decl, ctx)
-            except Exception as exc:  # noqa: BLE001 - journaled, the walk goes on
-                error = describe_error(exc)
+                run = await run_undo(decl.undo, ctx, timeout=decl.undo_timeout, stop=stop,
+                                     on_late_end=late)
+            except asyncio.CancelledError:
+                # This walk's own task was cancelled: the undo was abandoned; say so, then stop.
+                await mark_in_doubt(journal, saga_id, call.intent, outcome_payload,
+                                    UndoRun(stopped="cancelled"), decl.undo_timeout, attempt)
+                raise
+            if run.error is not None:
+                error = describe_error(run.error)
+        if run.stopped is not None:
+            assert decl is not None
+            detail = await mark_in_doubt(journal, saga_id, call.intent, outcome_payload, run,
+                                         decl.undo_timeout, attempt)
+            in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, detail))
+            continue
         phase = Phase.COMPENSATED if error is None else Phase.COMPENSATION_FAILED
         if error is not None:
             outcome_payload["error"] = error
@@ -380,7 +494,7 @@ async def compensate(
             await journal.append(
                 saga_id,
                 phase,
-                write_key=f"undo:{call.outcome.seq}:{attempt}:end",
+                write_key=end_key,
                 tool=call.intent.tool,
                 call_id=call.intent.call_id,
                 payload=outcome_payload,

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import enum
 import inspect
+import math
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DeclarationError
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
     from .undo import CompensationContext
 
 __all__ = [
+    "DEFAULT_UNDO_TIMEOUT",
     "Classifier",
     "Reversibility",
     "ToolDeclaration",
@@ -26,6 +30,7 @@ __all__ = [
     "check_undo",
     "declaration_by_id",
     "is_ambiguous",
+    "stable_module_name",
 ]
 
 
@@ -53,6 +58,15 @@ class Verdict(str, enum.Enum):
     FAILED = "failed"
     """The call failed: journaled as FAILED and the saga fails, as if the body had raised."""
 
+
+DEFAULT_UNDO_TIMEOUT = 60.0
+"""Seconds an undo may run before compensation stops waiting for it (``undo_timeout=``).
+
+An undo is usually one call to a remote API (cancel a booking, refund a charge) whose client
+gives up after 10 to 30 seconds, perhaps once retried: 60 s lets such a call finish, retry
+included, while a hung undo holds the saga (its run lease, the undos after it) for at most one
+minute instead of for as long as the process lives. An undo that outlasts it is journaled in
+doubt and retried by ``recover`` with the same idempotency key (``core.compensation``)."""
 
 Undo = Callable[["CompensationContext"], "Awaitable[None] | None"]
 """An undo: takes a :class:`CompensationContext`, may be sync or async; raising means it failed."""
@@ -104,7 +118,8 @@ class ToolDeclaration:
 
     Raises:
         DeclarationError: from the constructor, when a compensatable tool has no usable undo,
-            another kind declares one, or the classifier is not callable.
+            another kind declares one, the classifier is not callable, or ``undo_timeout`` is
+            not a finite number of seconds above 0.
     """
 
     name: str
@@ -121,10 +136,23 @@ class ToolDeclaration:
     """Facts about the SDK tool this function was bound to (e.g. its timeout), filled at start-up."""
     declaration_id: str | None = None
     """A stable id of the declaration, the same in every process: ``module:qualname`` of the
-    user's function (or callable's class). Journaled with each INTENT, so compensation and
-    recovery find *this* declaration's undo even when another tool has the same name."""
+    user's function (or callable's class), the module named as an import names it, however it
+    was started (:func:`stable_module_name`: a script run as ``python app.py`` is ``app``, not
+    ``__main__``). Journaled with each INTENT, so compensation and recovery find *this*
+    declaration's undo even when another tool has the same name."""
+    undo_timeout: float = DEFAULT_UNDO_TIMEOUT
+    """Seconds compensation waits for one run of the undo (> 0, finite; default
+    :data:`DEFAULT_UNDO_TIMEOUT`). Past it the undo is journaled in doubt (it may have acted) and
+    left for ``recover`` to retry with the same idempotency key; a sync undo, which cannot be
+    stopped, journals its real end when it returns (``core.compensation``)."""
 
     def __post_init__(self) -> None:
+        timeout = self.undo_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+                or not math.isfinite(timeout) or timeout <= 0:
+            raise DeclarationError(
+                f"{self.name}: undo_timeout must be a finite number of seconds > 0, got {timeout!r}"
+            )
         if self.reversibility is Reversibility.COMPENSATABLE:
             if self.undo is None:
                 raise DeclarationError(f"{self.name}: a compensatable tool needs undo=...")
@@ -149,6 +177,40 @@ class ToolDeclaration:
             return Verdict.OK
         answer = self.classify(result)
         return Verdict.OK if answer is None else Verdict(answer)
+
+
+def stable_module_name(name: str) -> str:
+    """The name under which another process imports the module called ``name`` here.
+
+    Only ``__main__`` changes: the module started as a program is named after what was started,
+    so that a tool declared in a script has the same declaration id when the script runs
+    (``python app.py``) and when recovery imports it (``--app app:agent``):
+
+    * ``python -m pkg.app``: ``pkg.app`` (its import spec's name);
+    * ``python path/app.py``: ``app``, preceded by the names of the folders above it that are
+      packages (hold an ``__init__.py``): ``pkg.app`` for ``pkg/app.py`` in a package ``pkg``;
+    * no file (an interactive session, ``python -c``): ``__main__`` (nothing names it; give such
+      tools an explicit ``declaration_id``).
+
+    Args:
+        name: a module's ``__name__``.
+    """
+    if name != "__main__":
+        return name
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return str(spec.name)
+    file = getattr(main, "__file__", None)
+    if not file:
+        return name
+    path = Path(file).resolve()
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return ".".join(parts)
 
 
 _BY_ID: dict[str, ToolDeclaration] = {}

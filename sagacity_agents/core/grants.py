@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .entries import JournalEntry, Phase
 
-__all__ = ["ConsumedDecision", "consumed_decisions", "grant_for_call"]
+__all__ = ["ConsumedDecision", "consumed_decisions", "grant_for_call", "requests_void"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,3 +111,22 @@ def grant_for_call(
         else:
             return d.request_id, ""
     return None, problems[0]
+
+
+def requests_void(entries: Sequence[JournalEntry]) -> str | None:
+    """Why no approval request of this saga can be used any more, or ``None`` while one can.
+
+    ``"saga closed"`` once SAGA_CLOSED is journaled (nothing runs in the saga again), ``"saga
+    failed"`` once SAGA_FAILED is (no approved call runs after a failure: the saga is compensated,
+    never resumed). The store still holds such a request undecided; listings show it as void,
+    never as pending.
+
+    Args:
+        entries: the saga's entries in ``seq`` order.
+    """
+    phases = {e.phase for e in entries}
+    if Phase.SAGA_CLOSED in phases:
+        return "saga closed"
+    if Phase.SAGA_FAILED in phases:
+        return "saga failed"
+    return None

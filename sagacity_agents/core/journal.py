@@ -243,13 +243,9 @@ def next_entry(
     Raises:
         JournalClosedError: the saga's last entry is SAGA_CLOSED (a closed saga is terminal).
         JournalConflictError: ``request.expected_seq`` is set and is not the tail's ``seq``.
-        LeaseLostError: ``request.fence`` is not ``lease`` (checked after the close rule).
+        LeaseLostError: ``request.fence`` is not ``lease``. Checked before the close rule: a
+            holder whose lease another run took (and perhaps closed the saga with) learns that.
     """
-    if tail is not None and tail[2] == Phase.SAGA_CLOSED.value:
-        raise JournalClosedError(
-            f"saga {request.saga_id!r} is closed (SAGA_CLOSED at seq {tail[0]}); nothing is "
-            f"appended after a close ({request.phase.value} refused)"
-        )
     if request.checks_fence and request.fence != lease:
         raise LeaseLostError(
             f"saga {request.saga_id!r}: {request.phase.value} written under the run lease of "
@@ -257,6 +253,11 @@ def next_entry(
             + (f"RUN_STARTED seq {lease}" if lease is not None else "no run's")
             + ": another run took it over (this one stalled past its expiry); not written",
             saga_id=request.saga_id, fence=request.fence, current=lease,
+        )
+    if tail is not None and tail[2] == Phase.SAGA_CLOSED.value:
+        raise JournalClosedError(
+            f"saga {request.saga_id!r} is closed (SAGA_CLOSED at seq {tail[0]}); nothing is "
+            f"appended after a close ({request.phase.value} refused)"
         )
     if request.expected_seq is not None and request.expected_seq != (0 if tail is None else tail[0]):
         raise JournalConflictError(

@@ -22,7 +22,7 @@ included: an answer is never changed, a later one would contradict evidence).
 from __future__ import annotations
 
 from ..errors import JournalConflictError, SagaStateError
-from .compensation import SagaLedger
+from .compensation import SagaLedger, UndoState
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .journal import Journal
@@ -36,13 +36,16 @@ _ATTEMPTS = 20
 
 def _target(ledger: SagaLedger, seq: int) -> tuple[str, JournalEntry] | None:
     """The in-doubt entry ``seq`` names: an INTENT without outcome (``"call"``), or the undo in
-    doubt of a call, named by its COMPENSATING seq or by the seq of the entry being undone
-    (``"undo"``: the report lists an undo in doubt under that entry's seq)."""
+    doubt of a call (its latest COMPENSATING has no outcome, or only an in-doubt mark: it timed
+    out or was cancelled), named by that COMPENSATING's seq or by the seq of the entry being
+    undone (``"undo"``: the report lists an undo in doubt under that entry's seq)."""
     for intent in ledger.in_doubt():
         if intent.seq == seq:
             return "call", intent
     for call in ledger.calls.values():
-        if len(call.attempts) > len(call.attempt_outcomes):
+        # An undo with no outcome, or one stopped waiting for (timed out, cancelled) that has
+        # not ended since: both may have acted (core.compensation.SagaLedger.undo_state).
+        if ledger.undo_state(call)[0] in (UndoState.IN_DOUBT, UndoState.TIMED_OUT):
             claim = call.attempts[-1]
             if seq in (claim.seq, call.outcome.seq if call.outcome is not None else -1):
                 return "undo", claim

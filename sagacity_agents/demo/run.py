@@ -64,6 +64,14 @@ class TripOutcome:
     withheld_output: str | None = None
     """The model's final answer the saga's output guardrail withheld (``None``: none withheld)."""
 
+    @property
+    def run_error(self) -> BaseException | None:
+        """What the run raised when it could not run as the demo means it to (the model
+        unreachable, a rejected API key...): ``None`` when it ran, including when the saga's
+        output guardrail withheld the model's answer, which is the demo's point."""
+        error = self.result.exception
+        return None if isinstance(error, OutputGuardrailTripwireTriggered) else error
+
 
 def booking_path_for(journal_path: str | Path) -> str:
     """The booking system's database next to the journal: ``<journal>.booking.db``."""
@@ -257,21 +265,26 @@ def render(outcome: TripOutcome, console: Console) -> None:
     _intro(outcome, console)
     if result.failures:
         _story(outcome, console)
+    elif outcome.run_error is not None:
+        # The run never got going (e.g. the API is unreachable): an error, not a variation.
+        where = " (OPENAI_BASE_URL, the network)" if outcome.real_model else ""
+        console.print(Text(f"\nThe run failed before any tool call: {describe_error(outcome.run_error)}\n"
+                           f"Check OPENAI_API_KEY and that the model's API can be reached{where}.",
+                           style="red"))
     else:
         # Only a real model can get here (e.g. it stopped to ask a question instead of paying).
         console.print(Text(f"\nNo tool call failed this time (status {result.status.value}); "
                            "nothing was compensated. Real models vary: try again.", style="yellow"))
         if result.final_output is not None:
             console.print(Text.assemble("The model said: ", _quote(str(result.final_output))))
-        if result.exception is not None:
-            console.print(f"The run raised: {describe_error(result.exception)}")
     _evidence(outcome, console)
 
 
 def main(
     db_path: str | Path = DEFAULT_DEMO_DB, real_model: bool = False, console: Console | None = None
 ) -> TripOutcome:
-    """Run the demo and print its story; returns what it observed.
+    """Run the demo and print its story; returns what it observed (``run_error`` says whether the
+    run raised something other than the guardrail's withholding: ``sagacity demo`` then exits 1).
 
     Raises:
         ConfigurationError: ``real_model`` without ``OPENAI_API_KEY``.

@@ -28,6 +28,7 @@ from ..core.recovery import recovery_reason
 from ..core.resolution import resolve_in_doubt
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
+from ..core.grants import requests_void
 from ..core.signing import Keyring
 from ..errors import ApprovalError, ConfigurationError, SagacityError, SagaStateError
 from ..settings import DEFAULT_JOURNAL_PATH, evidence_from, journal_path
@@ -41,6 +42,7 @@ from .results import (
     SagaRecovered,
     SagaResult,
     StreamAbandoned,
+    ask_approver,
     saga_result,
 )
 from .streaming import SagaStream
@@ -176,7 +178,7 @@ class Sagacity:
                     if pending and approver is None:
                         break
                     for request in pending:
-                        verdict = await approver(request)  # type: ignore[misc]
+                        verdict = await ask_approver(approver, request)  # type: ignore[arg-type]
                         await self.desk.decide(
                             request.request_id, approve=verdict.approved,
                             approver=verdict.approver, reason=verdict.reason,
@@ -213,9 +215,13 @@ class Sagacity:
             saga_id: continue an open saga (one saga over several runs); new if ``None``.
             close: close the saga when the run ends well; ``False`` keeps it open.
             hooks: the application's own ``RunHooks``, composed with ours.
-            approver: optional ``async (ApprovalRequest) -> Decision``; when given, paused
-                irreversible calls are decided inline (journaled like any decision) and the run
-                goes on to completion in one call. Without it the result is AWAITING_APPROVAL.
+            approver: optional ``async (ApprovalRequest) -> Decision`` (or a plain function
+                returning one); when given, paused irreversible calls are decided inline
+                (journaled like any decision) and the run goes on to completion in one call.
+                Without it the result is AWAITING_APPROVAL. An approver that returns anything but
+                a ``Decision`` (``True`` included: a decision names who made it) fails the run
+                with a ``TypeError`` saying so, in ``result.exception``; the saga is compensated
+                and its request is no longer listed as pending.
             **runner_kwargs: passed to ``Runner.run`` unchanged (``context=``, ``max_turns=``...).
 
         Returns:
@@ -227,7 +233,9 @@ class Sagacity:
             SagaStateError: a saga is already active in this context; ``saga_id`` is closed,
                 failed, waiting for approval, or held by another run's lease (one run at a time
                 per saga: refused before anything is written).
-            asyncio.CancelledError: the calling task was cancelled (after compensation).
+            asyncio.CancelledError: the calling task was cancelled (after compensation; if it
+                is cancelled again while the saga compensates, compensation stops at the next
+                undo, the undo running is journaled in doubt, and ``recover`` finishes the rest).
         """
         if saga_id is not None:
             await self._refuse_if_waiting(saga_id, "start another run in it")
@@ -313,7 +321,8 @@ class Sagacity:
         if pending:
             await self.approvals.consume(pending, dt.datetime.now(dt.timezone.utc))
         status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
-        return SagaResult(saga_id=saga_id, status=status, report=saga.report, in_doubt=saga.in_doubt)
+        return SagaResult(saga_id=saga_id, status=status, report=saga.report, in_doubt=saga.in_doubt,
+                          exception=saga.lease_lost)  # LEASE_LOST: another recovery took it over
 
     async def recover_all(self, agent: Agent[Any]) -> list[tuple[str, str, SagaResult | SagacityError]]:
         """Recover every saga that needs it (``core.recovery.recovery_reason``): a run lease
@@ -450,7 +459,7 @@ class Sagacity:
 
     async def _refuse_if_waiting(self, saga_id: str, what: str) -> None:
         pending = [r.request_id for r in await self.approvals.list(saga_id) if r.consumed_at is None]
-        if pending:
+        if pending and requests_void(await self.journal.entries(saga_id)) is None:
             raise SagaStateError(
                 f"saga {saga_id} is waiting for approval ({', '.join(pending)}): decide and "
                 f"resume it, or recover it, rather than {what}"

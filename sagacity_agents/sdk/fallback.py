@@ -54,7 +54,7 @@ from agents.tool_guardrails import (
 )
 
 from ..core.canonical import parse_json
-from ..core.declarations import Classifier, Reversibility, ToolDeclaration, Undo
+from ..core.declarations import DEFAULT_UNDO_TIMEOUT, Classifier, Reversibility, ToolDeclaration, Undo
 from ..core.entries import Phase
 from ..core.saga import CallFrame, Saga, current_call, current_saga
 from ..errors import DeclarationError
@@ -124,6 +124,7 @@ def protect_tool(
     reversibility: Reversibility | str,
     undo: Undo | None = None,
     classify: Classifier | None = None,
+    undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
 ) -> FunctionTool:
     """Return a journaled copy of a ``FunctionTool`` we cannot decorate.
 
@@ -134,6 +135,8 @@ def protect_tool(
         undo: the undo of a compensatable tool; it receives ``args == {}``, the raw argument
             text as ``CompensationContext.raw_args`` and the tool's real output as ``result``.
         classify: optional reader of the returned value (refused / failed).
+        undo_timeout: seconds compensation waits for one run of the undo (as for
+            ``compensable``; default 60).
 
     Returns:
         A copy whose calls are journaled inside a saga (raw arguments) and unchanged outside one.
@@ -150,6 +153,7 @@ def protect_tool(
         decl = ToolDeclaration(
             name=tool.name, reversibility=Reversibility(reversibility), undo=undo,
             classify=classify, declaration_id=f"protect_tool:{tool.qualified_name}",
+            undo_timeout=undo_timeout,
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None

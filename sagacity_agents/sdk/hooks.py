@@ -3,16 +3,22 @@
 No RunHooks callback fires when a run raises or is interrupted (sdk-notes.md, "Hooks"), so the
 hooks object is used *around* the run as an async context manager::
 
-    async with SagaRunHooks(journal, agent=agent) as hooks:
-        result = await Runner.run(agent, "book a trip", hooks=hooks)
-    print(hooks.status, hooks.report)
+    hooks = SagaRunHooks("journal.db", agent=agent)      # a path, a URI or a Journal
+    try:
+        async with hooks:
+            result = await Runner.run(agent, "book a trip", hooks=hooks)
+    except SagaStopped as stopped:                        # STOP: the run stopped after a failure
+        print(stopped.failure)
+    print(hooks.status, hooks.report)                     # compensated before the raise went on
 
 Entering opens the saga, takes its run lease (one run at a time per saga) and sets the
 ``contextvars`` scope the tool wrappers read; leaving sees the exception or the failed scope and
-compensates, then ends the run. The hook callbacks enforce the failure policy (stop the run after
-the first failed call), delegate to the user's own hooks, and record what no tool seam sees: a
-call an input guardrail rejected (REFUSED, read from the next model input) and a protected call
-whose ``on_tool_start`` raised (FAILED, not run).
+compensates, then ends the run. A caller cancelled while leaving compensates stops compensation
+at the next step boundary (the undo running is journaled in doubt), and the run ends at once,
+its lease released, for ``recover`` to finish (issue 18, R-02). The hook callbacks enforce the
+failure policy (stop the run after the first failed call), delegate to the user's own hooks, and
+record what no tool seam sees: a call an input guardrail rejected (REFUSED, read from the next
+model input) and a protected call whose ``on_tool_start`` raised (FAILED, not run).
 
 Approvals, with an approval store given (``approvals=``), as the SDK's users write runs::
 
@@ -32,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import uuid
+from pathlib import Path
 from typing import Any
 
 from agents import (
@@ -49,13 +56,8 @@ from ..core.entries import Phase
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
-from ..errors import (
-    ApprovalError,
-    ConfigurationError,
-    LeaseLostError,
-    SagaFailedError,
-    SagaStateError,
-)
+from ..errors import ApprovalError, ConfigurationError, LeaseLostError, SagaFailedError, SagaStateError
+from ..stores import open_journal
 from ._sdk_internals import validate_run_hooks
 from .approvals import ApprovalDesk, PauseOutcome
 from .binding import bind_agent, undeclared_error
@@ -108,7 +110,12 @@ class SagaRunHooks(RunHooks[Any]):
     """Run hooks that open a saga on enter and finish it (compensating if needed) on exit.
 
     Args:
-        journal: where the saga is journaled; or an already built :class:`Saga`.
+        journal: where the saga is journaled, as ``Sagacity`` takes it: a :class:`Journal`, a
+            SQLite file path (``str`` or ``Path``; created if missing), a ``postgresql://`` URI
+            (the ``postgres`` extra; migrated first) or ``":memory:"``; or an already built
+            :class:`Saga`. A path or URI is opened here and closed when the ``async with`` block
+            is left (after compensation); such hooks serve one block: make new ones for the next
+            run (pass ``saga_id=hooks.saga_id`` to continue the saga).
         agent: the agent about to run; its declared tools are checked and bound on enter
             (an irreversible tool without ``needs_approval`` raises ``ConfigurationError`` then).
         saga_id: continue an existing saga (a later run of it); a new id if ``None``.
@@ -132,11 +139,20 @@ class SagaRunHooks(RunHooks[Any]):
     Attributes:
         saga: the :class:`Saga`. status: its status after exit. report: the compensation report
         (``None`` when nothing was compensated). error: the exception the run raised, if any.
+
+    Raises:
+        TypeError: ``hooks`` is an ``AgentHooks`` (the SDK's own check).
+        ConfigurationError: ``journal`` is a PostgreSQL URI without the ``postgres`` extra.
+        JournalError: a SQLite file that cannot be opened.
+
+    Under ``FailurePolicy.STOP`` (the default) ``Runner.run`` raises :class:`SagaStopped` at the
+    next step after the first failed call; the ``async with`` block compensates before the
+    exception leaves it, so :attr:`status` and :attr:`report` are set in the ``except`` clause.
     """
 
     def __init__(
         self,
-        journal: Journal | Saga,
+        journal: Journal | Saga | str | Path,
         *,
         agent: Agent[Any] | None = None,
         saga_id: str | None = None,
@@ -152,6 +168,11 @@ class SagaRunHooks(RunHooks[Any]):
         self.strict = strict
         if hooks is not None:
             validate_run_hooks(hooks)  # the SDK's own TypeError for AgentHooks, before anything runs
+        self._own_journal: Journal | None = None
+        """The journal these hooks opened from a path or URI (closed when the block is left)."""
+        self._journal_released = False
+        if isinstance(journal, (str, Path)):
+            journal = self._own_journal = open_journal(journal)
         self.saga = journal if isinstance(journal, Saga) else Saga(
             journal, saga_id, policy=policy, lease_seconds=lease_seconds
         )
@@ -265,9 +286,16 @@ class SagaRunHooks(RunHooks[Any]):
             )
         if self._entered:
             raise SagaStateError("this SagaRunHooks is already entered")
-        if self.agent is not None:
-            bind_agent(self.saga, self.agent, strict=self.strict)
-        await self.saga.begin_run(self.agent.name if self.agent is not None else "")
+        if self._journal_released:
+            raise SagaStateError("these SagaRunHooks opened their journal from a path and closed it "
+                                 "when their block was left: make new ones for the next run")
+        try:
+            if self.agent is not None:
+                bind_agent(self.saga, self.agent, strict=self.strict)
+            await self.saga.begin_run(self.agent.name if self.agent is not None else "")
+        except BaseException:
+            await self._release_journal()
+            raise
         self._token = current_saga.set(self.saga)
         self._entered = True
         return self
@@ -281,17 +309,45 @@ class SagaRunHooks(RunHooks[Any]):
         if self._resume_refused and isinstance(exc, ApprovalError):
             # A refused resume changes nothing: no compensation, the saga still waits.
             self._resume_refused = False
-            await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
+            try:
+                await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
+            finally:
+                await self._release_journal()
             self.status = SagaStatus.AWAITING_APPROVAL
             return False
-        # Finalizing (compensation above all) runs as its own task, shielded: a caller cancelled
-        # again while it runs (a second task.cancel(), an anyio/Starlette cancel scope, which
-        # cancels every await) stops waiting for it, but the undos still run to the end.
-        finalize = asyncio.ensure_future(self._finalize(exc))
+        # Finalizing (compensation above all) runs as its own task, shielded, so that no journal
+        # write of it is interrupted. A caller cancelled while it runs (asyncio.wait_for giving
+        # up, a second task.cancel(), an anyio/Starlette cancel scope) stops compensation at its
+        # next step boundary: the undo running is no longer waited for (journaled in doubt), no
+        # further undo starts, the run ends (RUN_ENDED: the lease is no longer renewed), and
+        # `recover` finishes the rest. The caller waits for that wrap-up (a few journal writes)
+        # unless it is cancelled once more.
+        finalize = asyncio.ensure_future(self._finalize_and_release(exc))
         _FINALIZING.add(finalize)
         finalize.add_done_callback(_FINALIZING.discard)
-        self.status = await asyncio.shield(finalize)
+        try:
+            self.status = await asyncio.shield(finalize)
+        except asyncio.CancelledError:
+            self.saga.stop_compensation()
+            try:
+                self.status = await asyncio.shield(finalize)
+            except asyncio.CancelledError:
+                pass  # cancelled again: the wrap-up goes on without us
+            raise
         return False
+
+    async def _release_journal(self) -> None:
+        """Close the journal these hooks opened from a path or URI (none otherwise); the hooks
+        then refuse another block."""
+        if self._own_journal is not None and not self._journal_released:
+            self._journal_released = True
+            await self._own_journal.close()
+
+    async def _finalize_and_release(self, exc: BaseException | None) -> SagaStatus:
+        try:
+            return await self._finalize(exc)
+        finally:
+            await self._release_journal()
 
     async def _finalize(self, exc: BaseException | None) -> SagaStatus:
         if self.saga.lease_lost is not None:  # another run holds the saga: write nothing more

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ __all__ = [
     "SagaRecovered",
     "SagaResult",
     "StreamAbandoned",
+    "ask_approver",
     "saga_result",
 ]
 
@@ -36,8 +38,39 @@ class Decision:
     """Why (journaled; a rejection's reason is shown to the model)."""
 
 
-Approver = Callable[[Any], Awaitable[Decision]]
-"""An inline approver: ``async (ApprovalRequest) -> Decision`` (a console prompt, a chat bot...)."""
+Approver = Callable[[Any], "Awaitable[Decision] | Decision"]
+"""An inline approver: ``async (ApprovalRequest) -> Decision`` (a console prompt, a chat bot...);
+a plain function returning a :class:`Decision` works too. A bare ``bool`` is refused: a decision
+is journaled with who made it (:func:`ask_approver`)."""
+
+
+async def ask_approver(approver: Approver, request: Any) -> Decision:
+    """Ask an inline approver about ``request`` and check its answer.
+
+    Args:
+        approver: the application's approver (async or not).
+        request: the :class:`~sagacity_agents.core.approval.ApprovalRequest` to decide.
+
+    Returns:
+        The approver's :class:`Decision`.
+
+    Raises:
+        TypeError: the approver returned anything but a :class:`Decision` (``True``, ``"yes"``,
+            ``None``...); the message names what it returned and what to return instead.
+        Exception: whatever the approver raised.
+    """
+    answer = approver(request)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    if not isinstance(answer, Decision):
+        shown = repr(answer) if isinstance(answer, (bool, str, type(None), int)) else type(answer).__qualname__
+        raise TypeError(
+            f"the approver returned {shown} for approval request {request.request_id} "
+            f"({request.tool}); it must return a sagacity_agents.Decision, e.g. "
+            "Decision(approved=True, approver='alice', reason='checked the invoice'): a decision "
+            "is journaled with who made it, so a bare bool is not enough"
+        )
+    return answer
 
 
 class SagaRecovered(SagacityError):

@@ -36,11 +36,13 @@ from agents.tool_context import ToolContext
 
 from ..core.canonical import canonical_bytes, parse_json, sha256_hex
 from ..core.declarations import (
+    DEFAULT_UNDO_TIMEOUT,
     Classifier,
     Reversibility,
     ToolDeclaration,
     Undo,
     check_undo,
+    stable_module_name,
 )
 from ..core.saga import current_saga
 from ..errors import DeclarationError, EncodingError
@@ -243,7 +245,9 @@ def _captured(obj: Any) -> list[Any]:
 
 def _declaration_id(func: Any, undo: Undo | None, explicit: str | None) -> str:
     """The declaration id journaled with each INTENT: ``explicit`` when given, else
-    ``module:qualname`` of the function (or callable's class), followed, for tools made by a
+    ``module:qualname`` of the function (or callable's class; the module as an import names it,
+    ``core.declarations.stable_module_name``: ``app``, not ``__main__``, for a script run as
+    ``python app.py``), followed, for tools made by a
     factory or closing over values, by ``#`` and 12 hex digits of SHA-256 of the canonical
     JSON of the values the function and its undo capture. The same in every process that
     makes the tool from the same values."""
@@ -253,7 +257,7 @@ def _declaration_id(func: Any, undo: Undo | None, explicit: str | None) -> str:
         return explicit
     owner = func if _is_function_like(func) else type(func)
     module = getattr(owner, "__module__", None) or type(owner).__module__  # a method descriptor has none
-    base = f"{module}:{owner.__qualname__}"
+    base = f"{stable_module_name(module)}:{owner.__qualname__}"
     captured: list[Any] = [_captured(func)]
     if undo is not None:
         undo_owner = undo if inspect.isroutine(undo) else type(undo)
@@ -272,7 +276,7 @@ def _declaration_id(func: Any, undo: Undo | None, explicit: str | None) -> str:
 def _declare(
     func: Any, reversibility: Reversibility, deco: str, args_hint: str, *,
     undo: Undo | None = None, classify: Classifier | None = None,
-    declaration_id: str | None = None,
+    declaration_id: str | None = None, undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
 ) -> Callable[..., Any]:
     if isinstance(func, FunctionTool):
         raise SdkDeclarationError(
@@ -296,6 +300,7 @@ def _declare(
             classify=classify,
             is_async=inspect.iscoroutinefunction(body),
             declaration_id=_declaration_id(func, undo, declaration_id),
+            undo_timeout=undo_timeout,
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None
@@ -303,7 +308,8 @@ def _declare(
 
 
 def compensable(
-    undo: Undo, *, classify: Classifier | None = None, declaration_id: str | None = None
+    undo: Undo, *, classify: Classifier | None = None, declaration_id: str | None = None,
+    undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
 ) -> Callable[[F], F]:
     """Declare a tool whose effect has an undo, run in reverse order if the saga fails.
 
@@ -318,10 +324,19 @@ def compensable(
             plus a digest of the plain values it and its undo capture (so ``booker("car")`` and
             ``booker("hotel")`` made by one factory differ). Give one explicitly when tools
             built alike capture no value that tells them apart.
+        undo_timeout: seconds compensation waits for one run of the undo (finite, > 0; default
+            60, ``core.declarations.DEFAULT_UNDO_TIMEOUT``: a remote cancel or refund call with
+            one retry fits, and a hung undo holds the saga a minute, not for ever). Past it the
+            undo is journaled *in doubt* (it may have acted), reported still dirty, and the
+            walk goes on; ``recover`` retries it with the same idempotency key, so the far side
+            must honour the key. An async undo is cancelled; a sync one cannot be, and its end
+            is journaled when it returns (``after_in_doubt``: that attempt's outcome, counted
+            once).
 
     Raises:
         DeclarationError: at decoration time, when ``undo`` is missing, not callable, cannot take
-            one positional argument, or the decorator sits on top of ``@function_tool``.
+            one positional argument, ``undo_timeout`` is not a finite number of seconds above
+            0, or the decorator sits on top of ``@function_tool``.
     """
     if isinstance(undo, FunctionTool):
         raise SdkDeclarationError(
@@ -342,7 +357,7 @@ def compensable(
     def decorate(func: F) -> F:
         return _declare(  # type: ignore[return-value]
             func, Reversibility.COMPENSATABLE, "compensable", "(undo=...)", undo=undo,
-            classify=classify, declaration_id=declaration_id,
+            classify=classify, declaration_id=declaration_id, undo_timeout=undo_timeout,
         )
 
     return decorate

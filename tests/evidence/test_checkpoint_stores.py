@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-from importlib import resources
 
 import psycopg
 import pytest
@@ -16,6 +15,7 @@ from click.testing import CliRunner
 from sagacity_agents import (
     ConfigurationError, JournalError, Keyring, PostgresCheckpointStore, Sagacity,
 )
+from sagacity_agents.backends.postgres.roles import grant_statements
 from sagacity_agents.cli import cli
 from sagacity_agents.core.checkpoints import sign_checkpoint
 from sagacity_agents.backends.postgres.checkpoints import checkpoint_migrations, split_schema
@@ -174,16 +174,12 @@ def app_role(pg_uri, pg_checkpoints_uri):
     role = f"sagacity_app_{secrets.token_hex(4)}"
     journal_schema = re.search(r"search_path%3D(\w+)", pg_uri).group(1)
     _, cp_schema = split_schema(pg_checkpoints_uri)
-    core = resources.files("sagacity_agents.backends.postgres")
-    journal_grants = core.joinpath("sql/app_role.sql").read_text("utf-8")
-    journal_grants = re.sub(r"\bSCHEMA public\b", f"SCHEMA {journal_schema}", journal_grants)
-    cp_grants = core.joinpath("sql/checkpoint_role.sql").read_text("utf-8")
-    cp_grants = re.sub(r"\bsagacity_checkpoints\.", f"{cp_schema}.", cp_grants)
-    cp_grants = re.sub(r"\bSCHEMA sagacity_checkpoints\b", f"SCHEMA {cp_schema}", cp_grants)
+    grants = (grant_statements(role, journal_schema)
+              + grant_statements(role, cp_schema, checkpoints=True))  # the shipped scripts' GRANTs
     with admin_connect(pg_uri) as conn:
         conn.execute(f"CREATE ROLE {role} LOGIN")
-        conn.execute(re.sub(r"\bsagacity_app\b", role, journal_grants))
-        conn.execute(re.sub(r"\bsagacity_app\b", role, cp_grants))
+        for statement in grants:
+            conn.execute(statement)
     as_role = SERVER.replace("//postgres@", f"//{role}@")
     try:
         yield with_search_path(as_role, journal_schema), checkpoint_uri(cp_schema).replace(SERVER, as_role)

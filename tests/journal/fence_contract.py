@@ -134,3 +134,17 @@ class FenceContract:
         entries = await journal.entries(SAGA)
         taken = next(e.seq for e in entries if e.phase is Phase.RUN_STARTED and e.seq != first)
         assert all(e.seq < taken for e in entries if e.payload.get("fence") == first)
+
+    async def test_r01_a_stale_holder_learns_of_the_takeover_even_after_the_close(self, journal):
+        """The fence is checked before the close rule: a stalled run whose saga another run took
+        over and closed is told it lost its lease (it then stops), not only that it is closed."""
+        first = await run_started(journal, "a")
+        second = await run_started(journal, "b")
+        await journal.append(SAGA, Phase.SAGA_CLOSED, write_key="close", payload={}, fence=second)
+        with pytest.raises(LeaseLostError):
+            await journal.append(SAGA, Phase.RUN_ENDED, write_key="end-a", payload={}, fence=first)
+        from sagacity_agents.errors import JournalClosedError
+
+        with pytest.raises(JournalClosedError):  # a late outcome is refused by the close
+            await journal.append(SAGA, Phase.EXECUTED, write_key="o", payload={"intent_seq": 1},
+                                 fence=first, late=True)

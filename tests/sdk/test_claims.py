@@ -71,9 +71,11 @@ async def test_e05_two_tasks_recovering_one_saga_apply_each_undo_at_most_once(tm
     finally:
         await journal.close()
     if how == "recover":
-        # One recovery per try did the work; the other was refused (the lease, or the close).
-        assert outcomes.count("COMPENSATED") == TRIES
-        assert all(o.startswith("refused: SagaStateError") for o in outcomes if o != "COMPENSATED")
+        # One recovery per try did the work; the other was refused (the lease, or the close),
+        # or lost the lease it had taken after stalling past 5 s (LEASE_LOST: it stopped).
+        assert outcomes.count("COMPENSATED") == TRIES, outcomes
+        assert all(o.startswith("refused: SagaStateError") or o == "LEASE_LOST"
+                   for o in outcomes if o != "COMPENSATED"), outcomes
     else:
         # The race is real: without a lease, writers did meet on one undo key and one was refused.
         assert "claimed-elsewhere" in outcomes, outcomes
@@ -114,4 +116,6 @@ async def test_e05_two_processes_recovering_one_saga_apply_each_undo_at_most_onc
     flat = [o for r in results for o in r]
     assert len(flat) == 2 * TRIES
     if how == "recover":
-        assert flat.count("COMPENSATED") == TRIES
+        # One COMPENSATED per saga. The other recovery was refused, or, stalled past its 5 s
+        # lease on a loaded machine, lost it to this one and stopped (LEASE_LOST, core.fence).
+        assert flat.count("COMPENSATED") == TRIES, flat

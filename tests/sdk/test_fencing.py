@@ -82,17 +82,23 @@ class Trip:
                               [("charge_card", {"amount": 900}, "c1")], "done"), *self.tools)
 
 
-@pytest.fixture(params=BACKENDS, ids=str)
+PLACES = [(b, {}) for b in BACKENDS] + [
+    (b, {"fast_outcomes": True}) for b in BACKENDS if b.name == "postgres"]
+"""Each backend, and PostgreSQL with outcomes written behind their calls (``fast_outcomes``)."""
+
+
+@pytest.fixture(params=PLACES, ids=lambda p: str(p[0]) + ("-fast-outcomes" if p[1] else ""))
 def place(request):
-    """``(backend, location)``: where both workers' journals live."""
-    return request.param, request.param.location(request)
+    """``(backend, location, journal options)``: where both workers' journals live."""
+    backend, options = request.param
+    return backend, backend.location(request), options
 
 
 @pytest.mark.parametrize("sync_hotel", [False, True], ids=["async", "sync"])
 async def test_r01_stalled_run_never_acts_after_a_takeover(place, sync_hotel):
-    backend, location = place
+    backend, location, options = place
     trip = Trip(sync_hotel)
-    stalled_journal = backend.journal(location, clock=behind)
+    stalled_journal = backend.journal(location, clock=behind, **options)
     shared = backend.name == "memory"  # one process's memory: both workers share the object
     recovered: dict[str, Any] = {}
 
@@ -221,3 +227,80 @@ async def test_r04b_only_the_holders_own_entries_renew_its_lease():
                          fence=start.seq)
     renewed = lease_of(await journal.entries("s"))
     assert (renewed.expires_at - own.expires_at).total_seconds() == pytest.approx(27)
+
+
+async def test_r01_a_recovery_that_stalls_in_an_undo_stops_before_the_next(place):
+    """A recovery whose undo blocks its event loop past the lease is taken over by a second
+    recovery; when the undo returns its COMPENSATED is written late and the stalled recovery
+    starts no further undo (its COMPENSATING is refused) and ends LEASE_LOST. The second
+    recovery reported that undo in doubt and undid the rest; a third finds every undo applied
+    exactly once and closes the saga."""
+    from sagacity_agents import Saga
+    from sagacity_agents.sdk.tools import declaration_of
+
+    backend, location, options = place
+    journal = backend.journal(location, clock=behind, **options)
+    shared = backend.name == "memory"
+    undos: list[str] = []
+    undo_started, gate = threading.Event(), threading.Event()
+
+    async def undo_hotel(ctx: Any) -> None:
+        undos.append("hotel")
+        if not gate.is_set():
+            undo_started.set()
+            assert gate.wait(60)  # blocks the recovery's event loop
+
+    @function_tool
+    @compensable(undo=lambda ctx: undos.append("flight"))
+    async def book_flight(to: str) -> str:
+        return "F1"
+
+    @function_tool
+    @compensable(undo=undo_hotel)
+    async def book_hotel(city: str) -> str:
+        return "H1"
+
+    tools = agent(scripted("unused"), book_flight, book_hotel)
+    # A run that books both and dies (never finishes): its lease looks expired at once.
+    dead = Saga(journal, "trip-r", lease_seconds=30)
+    await dead.begin_run("trip")
+    for name, fn, args in (("book_flight", book_flight, {"to": "LIS"}),
+                           ("book_hotel", book_hotel, {"city": "Lisbon"})):
+        await dead.run_call(declaration_of(fn), name, name[:1], args, lambda: asyncio.sleep(0, "ok"))
+    await dead.settle()  # outcomes written behind their calls (fast_outcomes) are in
+    await dead._keeper.stop()  # the process died: nothing renews its lease
+
+    second: dict[str, Any] = {}
+
+    def other_worker() -> None:
+        async def recover() -> None:
+            other = journal if shared else backend.journal(location, **options)
+            try:
+                assert undo_started.wait(60)
+                second["result"] = await Sagacity(other).recover("trip-r", tools)
+            finally:
+                if not shared:
+                    await other.close()
+                gate.set()
+
+        asyncio.run(recover())
+
+    worker = threading.Thread(target=other_worker)
+    worker.start()
+    try:
+        first = await Sagacity(journal).recover("trip-r", tools)
+    finally:
+        gate.set()
+        worker.join(60)
+    assert second["result"].status is SagaStatus.IN_DOUBT  # the hotel's undo: started, no outcome
+    assert [i.tool for i in second["result"].in_doubt] == ["book_hotel"]
+    assert first.status is SagaStatus.LEASE_LOST and isinstance(first.exception, LeaseLostError)
+    assert undos == ["hotel", "flight"]  # the flight undone once, by the second recovery
+    entries = await journal.entries("trip-r")
+    late = [e for e in entries if e.payload.get("late")]
+    assert [(e.phase, e.tool) for e in late] == [(Phase.COMPENSATED, "book_hotel")]
+    final = await Sagacity(journal).recover("trip-r", tools)
+    assert final.status is SagaStatus.COMPENSATED and not final.report.still_dirty
+    assert undos == ["hotel", "flight"]
+    assert verify_entries("trip-r", await journal.entries("trip-r")).ok
+    await journal.close()

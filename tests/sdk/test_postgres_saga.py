@@ -7,7 +7,6 @@ import asyncio
 import re
 import secrets
 from pathlib import Path
-from importlib import resources
 
 import psycopg
 import pytest
@@ -23,6 +22,7 @@ from sagacity_agents import (
     compensable,
     verify_journal,
 )
+from sagacity_agents.backends.postgres.roles import grant_statements
 from sagacity_agents.core.journal import append_each
 from tests.pg import SERVER, admin_connect, with_search_path
 
@@ -50,13 +50,10 @@ def schema_of(uri: str) -> str:
 def app_role_uri(pg_uri):
     """A login role holding only the GRANTs docs/postgres.md shows; yields its URI."""
     role = f"sagacity_app_{secrets.token_hex(4)}"
-    grants = resources.files("sagacity_agents.backends.postgres").joinpath("sql/app_role.sql")
-    script = grants.read_text("utf-8")
-    script = re.sub(r"\bsagacity_app\b", role, script)
-    script = re.sub(r"\bSCHEMA public\b", f"SCHEMA {schema_of(pg_uri)}", script)
     with admin_connect(pg_uri) as conn:
         conn.execute(f"CREATE ROLE {role} LOGIN")
-        conn.execute(script)
+        for statement in grant_statements(role, schema_of(pg_uri)):  # sql/app_role.sql's GRANTs
+            conn.execute(statement)
     try:
         yield with_search_path(SERVER.replace("//postgres@", f"//{role}@"), schema_of(pg_uri))
     finally:

@@ -13,7 +13,6 @@ import pytest
 from agents import function_tool
 
 from sagacity_agents import (
-    EncodingError,
     FailurePolicy,
     InMemoryJournal,
     Phase,
@@ -29,9 +28,17 @@ from sagacity_agents.testing import make_failing
 from .helpers import agent, phases, scripted
 
 
-def booking_tools(world: list[int], *, undo_delay: float = 0.0):
+def booking_tools(world: list[int], *, started: dict[str, asyncio.Event] | None = None,
+                  hang: asyncio.Event | None = None):
+    """``book`` (compensatable), ``slow`` and ``boom``. ``started["undo"]`` / ``started["slow"]``
+    are set when an undo / ``slow`` starts; an undo waits for ``hang`` to be set first."""
+    started = started or {}
+
     async def cancel(ctx):
-        await asyncio.sleep(undo_delay)
+        if "undo" in started:
+            started["undo"].set()
+        if hang is not None:
+            await hang.wait()
         world.remove(ctx.args["n"])
 
     @function_tool
@@ -43,6 +50,8 @@ def booking_tools(world: list[int], *, undo_delay: float = 0.0):
     @function_tool
     @no_undo
     async def slow() -> str:
+        if "slow" in started:
+            started["slow"].set()
         await asyncio.sleep(10)
         return "never"
 
@@ -54,29 +63,36 @@ def booking_tools(world: list[int], *, undo_delay: float = 0.0):
     return book, slow, boom
 
 
-async def test_compensation_survives_a_second_cancellation():
-    """A caller cancelled again while compensation runs (anyio / Starlette cancel scopes cancel
-    every await) stops waiting, but every undo still runs and the saga is closed."""
+async def test_r02_a_second_cancellation_stops_compensation_at_the_next_step():
+    """A cancelled run is compensated; a caller cancelled *again* while that runs (anyio /
+    Starlette cancel scopes cancel every await, asyncio.wait_for gives up) stops compensation at
+    the next step boundary (issue 18, R-02): the undo running is journaled in doubt (cancelled),
+    the next undo does not start, the run ends (RUN_ENDED, the lease released), and recover
+    finishes both."""
     journal = InMemoryJournal()
     world: list[int] = []
-    book, slow, _ = booking_tools(world, undo_delay=0.2)
+    running, undoing, hang = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    book, slow, _ = booking_tools(world, started={"slow": running, "undo": undoing}, hang=hang)
     model = scripted([("book", {"n": 1}, "1")], [("book", {"n": 2}, "2")], [("slow", {}, "3")], "x")
-    task = asyncio.create_task(Sagacity(journal).run(agent(model, book, slow), "go"))
-    await asyncio.sleep(0.2)
-    task.cancel()
-    await asyncio.sleep(0.1)  # compensation is running its first (slow) undo now
-    task.cancel()
+    sagacity = Sagacity(journal)
+    task = asyncio.create_task(sagacity.run(agent(model, book, slow), "go"))
+    await asyncio.wait_for(running.wait(), 10)
+    task.cancel()  # the run is cancelled: compensation starts
+    await asyncio.wait_for(undoing.wait(), 10)
+    task.cancel()  # cancelled again while the first undo runs: compensation stops there
     with pytest.raises(asyncio.CancelledError):
         await task
-    for _ in range(50):
-        (sid,) = await journal.saga_ids()
-        entries = await journal.entries(sid)
-        if entries[-1].phase is Phase.SAGA_CLOSED:
-            break
-        await asyncio.sleep(0.05)
-    assert entries[-1].phase is Phase.SAGA_CLOSED
-    assert entries[-1].payload["status"] == "COMPENSATED"
-    assert world == []
+    (sid,) = await journal.saga_ids()
+    entries = await journal.entries(sid)
+    assert entries[-1].phase is Phase.RUN_ENDED
+    assert [e.payload["target_seq"] for e in entries if e.phase is Phase.COMPENSATING] == [
+        next(e.seq for e in entries if e.phase is Phase.EXECUTED and e.call_id == "2")]
+    (mark,) = [e for e in entries if e.phase is Phase.COMPENSATION_FAILED]
+    assert mark.payload["cancelled"] is True and mark.payload["in_doubt"] is True
+    assert world == [1, 2]
+    hang.set()  # the undos are quick from now on
+    recovered = await sagacity.recover(sid, agent(scripted(), book, slow))
+    assert recovered.status is SagaStatus.COMPENSATED and world == []
 
 
 async def test_a_failed_saga_takes_no_more_runs_and_cannot_be_closed_completed():
@@ -192,25 +208,29 @@ async def test_naive_datetime_argument_is_journaled_as_given():
     assert result.status is SagaStatus.COMPLETED
 
 
-async def test_unencodable_undo_data_fails_in_the_body():
+async def test_r03_unencodable_undo_data_does_not_raise_in_the_body():
+    """R-03: ``record_undo_data`` with a value that has no canonical encoding does not raise into
+    the body (the effect has happened by then): the body returns, the call is journaled EXECUTED
+    with the encoding marker (naming the path) and fails the saga."""
     journal = InMemoryJournal()
-    errors: list[BaseException] = []
+    returned: list[str] = []
 
     @function_tool
     @compensable(undo=lambda ctx: None)
     def book(n: int) -> str:
-        try:
-            record_undo_data({"id": 7, "conn": threading.Lock()})
-        except EncodingError as exc:
-            errors.append(exc)
-            raise
+        record_undo_data({"id": 7, "conn": threading.Lock()})
+        returned.append("booked")
         return "booked"
 
     result = await Sagacity(journal, policy=FailurePolicy.CONTINUE).run(
         agent(scripted([("book", {"n": 1}, "1")], "x"), book), "go"
     )
-    assert errors and "conn" in str(errors[0])
-    assert phases(await journal.entries(result.saga_id)) == ["INTENT", "FAILED"]
+    assert returned == ["booked"]
+    entries = await journal.entries(result.saga_id)
+    assert phases(entries) == ["INTENT", "EXECUTED"]
+    executed = next(e for e in entries if e.phase is Phase.EXECUTED)
+    assert executed.payload["undo_data"]["$encoding_error"].startswith("$.conn: ")
+    assert result.failures and "undo data could not be journaled" in result.failures[0].error
 
 
 async def test_lost_acknowledgement_of_an_intent_still_runs_the_call_once():

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...errors import JournalError
 from .driver import check_conninfo, load_drivers
+from .roles import quote_identifier
 
 __all__ = [
     "JOURNAL_MIGRATIONS",
@@ -196,12 +197,29 @@ async def _require_search_path_schema(conn: Any, doing: str) -> None:
     (a URI's ``options=-csearch_path%3Dname`` before ``CREATE SCHEMA name``): PostgreSQL's own
     message, "no schema has been selected to create in", does not say what to do.
 
+    PostgreSQL also skips, without a word, a schema the role may not use (no USAGE privilege):
+    then the error names the schema and the missing grant instead.
+
     Raises:
-        JournalError: no schema of the search path exists.
+        JournalError: no schema of the search path exists, or the role lacks USAGE on it.
     """
-    cur = await conn.execute("SELECT current_schema(), current_setting('search_path')")
-    current, path = await cur.fetchone()
+    cur = await conn.execute("SELECT current_schema(), current_setting('search_path'), current_user")
+    current, path, user = await cur.fetchone()
     if current is None:
+        named = [user if n == "$user" else n for n in (p.strip().strip('"') for p in path.split(","))]
+        cur = await conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s) "
+            "AND NOT has_schema_privilege(oid, 'USAGE')", (named,))
+        denied = {row[0] for row in await cur.fetchall()}
+        schema = next((n for n in named if n in denied), None)
+        if schema is not None:
+            raise JournalError(
+                f"cannot {doing} the sagacity tables: schema {schema} exists, but role {user} has "
+                "no USAGE privilege on it (PostgreSQL then acts as if it did not exist). As the "
+                f"schema's owner: GRANT USAGE ON SCHEMA {quote_identifier(schema)} TO "
+                f"{quote_identifier(user)}; the table grants with it: `sagacity db grant {user} "
+                f"--schema {schema}` (docs/postgres.md)"
+            )
         raise JournalError(
             f"cannot {doing} the sagacity tables: no schema of the connection's search_path "
             f"({path}) exists; create it first (CREATE SCHEMA ..., as a role that may), or "

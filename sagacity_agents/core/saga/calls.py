@@ -17,7 +17,7 @@ from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry, Phase
-from .payloads import REVERSIBILITY_TEXT, UNDECLARED
+from .payloads import REVERSIBILITY_TEXT, UNDECLARED, encoding_marker
 from .refusals import Refusals
 from .state import CallFrame
 from .status import FailureRecord
@@ -33,27 +33,40 @@ current_call: contextvars.ContextVar[CallFrame | None] = contextvars.ContextVar(
 
 
 def record_undo_data(data: Any) -> None:
-    """Hand the undo what it will need, from inside a tool body (e.g. the state before the change).
+    """Hand the undo what it will need, from inside a tool body.
 
-    The value is journaled with the call's EXECUTED entry, inside the hash chain, and given to the
-    undo as ``CompensationContext.undo_data``. Call it once per call (a later call replaces the
-    value). Outside a saga it does nothing, so tools stay usable without one.
-
-    Call it before the body changes the world (it records the state *before* the change).
+    The normal case is right *after* the effect, with what the effect created (the new booking's
+    id: ``record_undo_data({"booking_id": booking.id})``); the state *before* a change (to put it
+    back) is recorded the same way, before the change. The value is journaled with the call's
+    outcome entry, inside the hash chain, and given to the undo as
+    ``CompensationContext.undo_data``, in its JSON form (the canonical encoding,
+    ``core.canonical``): a ``uuid.UUID``, ``pathlib`` path, ``ipaddress`` value, ``Decimal``,
+    date or datetime comes back as a ``str`` (rebuild it in the undo: ``uuid.UUID(text)``), bytes
+    as a base64 ``str``, a tuple or set as a list, a dataclass or pydantic model as a dict, an
+    ``Enum`` as its value. Call it once per call (a later call replaces the value). Outside a
+    saga it does nothing, so tools stay usable without one.
 
     Args:
-        data: any value with a canonical encoding (see ``core.canonical``).
+        data: the value for the undo; any value with a canonical encoding (see
+            ``core.canonical``).
 
-    Raises:
-        EncodingError: ``data`` has no canonical encoding (raised inside the body, which then
-            fails like any raising body).
+    Never raises for a value that cannot be journaled (the effect has usually happened by then;
+    an exception here would hide it behind a clean FAILED): the call's undo data is journaled as
+    the marker ``{"$encoding_error": why, "type": ...}`` instead, the call fails the saga
+    (journaled EXECUTED when the body returns: its effect may exist), and compensation never
+    runs its undo without its data: the report lists it still dirty (``no_undo``), naming the
+    encoding error.
     """
     frame = current_call.get()
     if frame is not None:
-        # Checked now, in the body, where the developer can see it: undo data that cannot be
-        # journaled would leave the undo without what it needs, discovered only at refund time.
-        encode_canonical(to_canonical_value(data))
-        frame.undo_data = data
+        # Checked now: undo data that cannot be journaled would leave the undo without what it
+        # needs, discovered only at refund time.
+        try:
+            encode_canonical(to_canonical_value(data))
+        except EncodingError as exc:
+            frame.undo_data, frame.undo_data_error = encoding_marker(data, exc), str(exc)
+        else:
+            frame.undo_data, frame.undo_data_error = data, None
         frame.has_undo_data = True
 
 

@@ -7,6 +7,7 @@ Rules: design.md, "Runs, leases and the end of a saga".
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ...errors import JournalError, JournalWriteError, LeaseLostError, SagaFailedError
@@ -53,16 +54,27 @@ class SagaEnding(ExternalCalls):
             The compensation report (also kept on :attr:`report`).
         """
         still_running = await self.settle()
-        report = await compensate(self.journal, self.saga_id, self.declarations, evidence=self.evidence)
-        while still_running:
+        stop = self.compensation_stop
+        report = await compensate(self.journal, self.saga_id, self.declarations,
+                                  evidence=self.evidence, stop=stop)
+        while still_running and not stop.is_set():
             before = still_running
             still_running = await self.settle()
             if still_running >= before:
                 break
+            # Undos this run just gave up on (timed out) are left to recovery, not rerun here.
             report = _merge(report, await compensate(self.journal, self.saga_id, self.declarations,
-                                                     evidence=self.evidence))
+                                                     evidence=self.evidence, stop=stop,
+                                                     retry_timed_out=False))
         self.report = report
         return report
+
+    def stop_compensation(self) -> None:
+        """Stop compensating at the next step boundary (the run's caller was cancelled): the undo
+        running is no longer waited for (journaled in doubt: it may have acted), no further undo
+        starts, and the run ends as usual (RUN_ENDED releases the lease) for ``recover`` to
+        finish. Idempotent; called on the saga's event loop."""
+        self.compensation_stop.set()
 
     async def close(self, status: SagaStatus, **extra: Any) -> None:
         """End the run (RUN_ENDED) and journal SAGA_CLOSED with the final status and report.
@@ -114,6 +126,23 @@ class SagaEnding(ExternalCalls):
         return status
 
     async def finish(self, *, error: BaseException | None, close: bool) -> SagaStatus:
+        """Decide how one run of the saga ended, compensate when it ended badly, and end the
+        run (its lease is released): see :meth:`_finish`.
+
+        Raises:
+            asyncio.CancelledError: the calling task was cancelled; an undo running then was
+                journaled in doubt, and the run ended IN_DOUBT (RUN_ENDED: its lease is no
+                longer renewed) for ``recover`` to finish.
+        """
+        try:
+            return await self._finish(error=error, close=close)
+        except asyncio.CancelledError:
+            self.compensation_stop.set()
+            if self.lease_lost is None and self.running:
+                await self._end_open(SagaStatus.IN_DOUBT)
+            raise
+
+    async def _finish(self, *, error: BaseException | None, close: bool) -> SagaStatus:
         """Decide how one run of the saga ended, compensating when it ended badly, and end the
         run (its lease is released).
 
@@ -153,6 +182,8 @@ class SagaEnding(ExternalCalls):
             try:
                 report = await self.compensate()
             except LeaseLostError:
+                return await self._end_lost()
+            if self.lease_lost is not None:  # lost while an undo ran (its outcome went late)
                 return await self._end_lost()
             self.in_doubt = report.in_doubt
             if report.failed:

@@ -17,6 +17,7 @@ from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
 from ..journal import append_each
 from ..lease import LeaseKeeper, acquire_lease
+from ..undo import StopSignal
 from .state import SagaState
 from .status import SagaStatus
 
@@ -122,6 +123,7 @@ class RunLifecycle(SagaState):
         # RUN_ENDED, so that nothing this object writes later passes for another run's.
         self.fence = started.seq
         self.lease_lost = None
+        self.compensation_stop = StopSignal()  # a stop asked of an earlier run is not this run's
         self.last_journaled = time.monotonic()
         self._keeper = LeaseKeeper(
             self.journal, self.saga_id, self.holder, self.lease_seconds, lambda: self.last_journaled,

@@ -68,6 +68,12 @@ class CallOutcomes(RunLifecycle):
         if verdict is Verdict.FAILED:
             payload["error"] = "result classified as failed"
             return Phase.FAILED, payload, FailureRecord(None, tool, intent.call_id, payload["error"])
+        if frame.undo_data_error is not None:
+            # The effect exists, what its undo needs could not be journaled (record_undo_data
+            # marked it): EXECUTED, and the saga fails; compensation reports it still dirty.
+            error = (f"undo data could not be journaled ({frame.undo_data_error}): the effect "
+                     "may exist and cannot be undone")
+            return Phase.EXECUTED, payload, FailureRecord(None, tool, intent.call_id, error)
         return Phase.EXECUTED, payload, None
 
     async def _write_outcome(

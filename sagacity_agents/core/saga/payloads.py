@@ -7,12 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import EncodingError
-from ..canonical import encode_canonical, parse_json, to_canonical_value
+from ..canonical import (
+    ENCODING_ERROR_KEY,
+    encode_canonical,
+    parse_json,
+    to_canonical_value,
+)
 from ..declarations import Reversibility
 
 __all__ = [
     "ENCODING_ERROR_KEY", "RESULT_TYPE_KEY", "REVERSIBILITY_TEXT", "UNDECLARED", "encode_or_marker",
-    "raw_args_value", "with_result",
+    "encoding_marker", "raw_args_value", "with_result",
 ]
 
 REVERSIBILITY_TEXT = {kind: kind.value for kind in Reversibility}  # Enum.value is slow per call
@@ -21,8 +26,11 @@ UNDECLARED = "undeclared"
 """The ``reversibility`` journaled for a call of a tool nobody declared (M-01): it ran, its effect
 is unknown, and nothing can undo it; reported "no undo declared" when the saga fails."""
 
-ENCODING_ERROR_KEY = "$encoding_error"
-"""Marker key in a payload for a value that had no canonical encoding (never a ``repr``)."""
+
+def encoding_marker(value: Any, error: EncodingError) -> dict[str, str]:
+    """The marker journaled in place of ``value``, which has no canonical encoding:
+    ``{"$encoding_error": why, "type": its type name}`` (:data:`ENCODING_ERROR_KEY`)."""
+    return {ENCODING_ERROR_KEY: str(error), "type": type(value).__qualname__}
 
 
 def encode_or_marker(value: Any) -> Any:
@@ -34,7 +42,7 @@ def encode_or_marker(value: Any) -> Any:
         encode_canonical(converted)  # e.g. a lone surrogate converts but does not encode
         return converted
     except EncodingError as exc:
-        return {ENCODING_ERROR_KEY: str(exc), "type": type(value).__qualname__}
+        return encoding_marker(value, exc)
 
 
 RESULT_TYPE_KEY = "result_type"

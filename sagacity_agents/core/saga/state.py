@@ -25,6 +25,7 @@ from ..evidence import Evidence
 from ..fence import FencedJournal
 from ..journal import Journal
 from ..lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, new_holder_id
+from ..undo import StopSignal
 from .status import FailurePolicy, FailureRecord, SagaStatus
 
 __all__ = ["CallFrame", "SagaState"]
@@ -52,8 +53,12 @@ class CallFrame:
     intent_seq: int
     """Sequence number of the call's INTENT."""
     undo_data: Any = None
-    """What the body handed to :func:`record_undo_data`."""
+    """What the body handed to :func:`record_undo_data` (the encoding marker when it has no
+    canonical encoding)."""
     has_undo_data: bool = False
+    """Whether the body called :func:`record_undo_data`."""
+    undo_data_error: str | None = None
+    """Why the undo data could not be journaled (no canonical encoding), else ``None``."""
 
 
 class SagaState:
@@ -129,6 +134,9 @@ class SagaState:
         self._keeper: LeaseKeeper | None = None
         self.last_journaled = time.monotonic()
         """``time.monotonic()`` of the latest call start or end (the lease keeper reads it)."""
+        self.compensation_stop = StopSignal()
+        """Set when the run's caller is cancelled while the saga compensates: the walk stops at
+        its next step boundary (``core.compensation.compensate``)."""
 
     @property
     def failed(self) -> bool:

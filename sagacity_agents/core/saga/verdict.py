@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...errors import describe_error
-from ..compensation import CompensationItem, SagaLedger
+from ..compensation import CompensationItem, SagaLedger, UndoState
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import Phase
 from ..journal import Journal
+from ..undo import lost_undo_data
 from .payloads import UNDECLARED
 from .status import FailureRecord, SagaStatus
 
@@ -85,7 +86,8 @@ class SagaVerdict:
     undone: tuple[CompensationItem, ...] = ()
     """Effects already undone (COMPENSATED in the journal)."""
     kept: tuple[CompensationItem, ...] = ()
-    """Executed effects that cannot be undone (irreversible or declared without an undo)."""
+    """Executed effects that cannot be undone (irreversible, declared without an undo, or whose
+    undo data could not be journaled)."""
     in_doubt: tuple[CompensationItem, ...] = ()
     """Calls with no known outcome (an INTENT or COMPENSATING without outcome, an outcome the
     journal refused): an effect may exist."""
@@ -202,12 +204,18 @@ async def read_verdict(saga: VerdictSource) -> SagaVerdict:
         item = CompensationItem(outcome.seq, call.intent.tool, call.intent.call_id, kind or "")
         if kind in (Reversibility.IRREVERSIBLE.value, Reversibility.NO_UNDO.value, UNDECLARED):
             kept.append(item)
+        elif kind == Reversibility.COMPENSATABLE.value and (lost := lost_undo_data(outcome.payload)):
+            kept.append(CompensationItem(item.seq, item.tool, item.call_id, lost))
         elif kind == Reversibility.COMPENSATABLE.value:
-            if any(o.phase is Phase.COMPENSATED for o in call.attempt_outcomes):
+            # Paired per attempt (a timed-out undo's late end counts once): core.compensation.
+            state, _ = ledger.undo_state(call)
+            if state is UndoState.UNDONE:
                 undone.append(item)
-            elif len(call.attempts) > len(call.attempt_outcomes):
-                in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id,
-                                                 "COMPENSATING without outcome"))
+            elif state in (UndoState.IN_DOUBT, UndoState.TIMED_OUT):
+                in_doubt.append(CompensationItem(
+                    item.seq, item.tool, item.call_id,
+                    "COMPENSATING without outcome" if state is UndoState.IN_DOUBT
+                    else "undo timed out or was cancelled; it may have acted"))
             else:
                 to_undo.append(item)
     if any(e.phase is Phase.SAGA_FAILED for e in entries) and status == "OPEN":
