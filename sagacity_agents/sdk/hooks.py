@@ -41,7 +41,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, AgentsException, RunContextWrapper, RunHooks, Tool
+from agents import (
+    Agent,
+    AgentsException,
+    FunctionTool,
+    RunContextWrapper,
+    RunHooks,
+    Tool,
+)
 
 from ..core.approval import ApprovalStore
 from ..core.declarations import Reversibility
@@ -53,7 +60,9 @@ from ..errors import ApprovalError, ConfigurationError, LeaseLostError, SagaFail
 from ..stores import open_journal
 from ._sdk_internals import validate_run_hooks
 from .approvals import ApprovalDesk, PauseOutcome
-from .binding import bind_agent
+from .binding import bind_agent, undeclared_error
+from .tools import declaration_of
+from .undeclared import reported_failure
 
 __all__ = ["HooksNotEnteredError", "RunLeaseLostError", "SagaRunHooks", "SagaStopped"]
 
@@ -121,6 +130,11 @@ class SagaRunHooks(RunHooks[Any]):
         approval_ttl: seconds before a request expires (``None``: never); default 24 h.
         fail_on_rejection: a rejected call fails the saga (which compensates) at resume,
             instead of letting the model carry on.
+        strict: refuse every function tool nobody declared: on enter for those the agent graph
+            shows (``ConfigurationError`` naming each), at the call for those met only at run
+            time (MCP servers, tools added by a hook: journaled FAILED, not run). Default
+            ``False``: their calls run and are journaled as undeclared (M-01; README,
+            "Undeclared tools").
 
     Attributes:
         saga: the :class:`Saga`. status: its status after exit. report: the compensation report
@@ -149,7 +163,9 @@ class SagaRunHooks(RunHooks[Any]):
         approvals: ApprovalStore | None = None,
         approval_ttl: float | None = 24 * 3600,
         fail_on_rejection: bool = False,
+        strict: bool = False,
     ) -> None:
+        self.strict = strict
         if hooks is not None:
             validate_run_hooks(hooks)  # the SDK's own TypeError for AgentHooks, before anything runs
         self._own_journal: Journal | None = None
@@ -275,7 +291,7 @@ class SagaRunHooks(RunHooks[Any]):
                                  "when their block was left: make new ones for the next run")
         try:
             if self.agent is not None:
-                bind_agent(self.saga, self.agent)
+                bind_agent(self.saga, self.agent, strict=self.strict)
             await self.saga.begin_run(self.agent.name if self.agent is not None else "")
         except BaseException:
             await self._release_journal()
@@ -422,7 +438,7 @@ class SagaRunHooks(RunHooks[Any]):
                 namespace = getattr(item, "namespace", None)
                 name = getattr(item, "name", "") or ""
                 key = f"{namespace}.{name}" if isinstance(namespace, str) and namespace else name
-                decl = self.saga.declarations.get(key)
+                decl = self.saga.declaration_for(key, agent.name)
                 if decl is not None:
                     self._unstarted[item.call_id] = key
                 if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
@@ -434,7 +450,7 @@ class SagaRunHooks(RunHooks[Any]):
         """Stop the run if the saga failed; bind the agent's tools to the saga (start-up checks,
         ``sdk/binding.py``); then the user's hook."""
         self._check()
-        bind_agent(self.saga, agent)
+        bind_agent(self.saga, agent, strict=self.strict)
         if self.user_hooks is not None:
             await self.user_hooks.on_agent_start(context, agent)
 
@@ -455,6 +471,8 @@ class SagaRunHooks(RunHooks[Any]):
         not run: a protected call's INTENT gets its FAILED (``not_run``) outcome first."""
         self._unstarted.pop(getattr(context, "tool_call_id", None) or "", None)
         self._check()
+        if isinstance(tool, FunctionTool) and declaration_of(tool) is None and not self.saga.closed:
+            await self._journal_undeclared(context, agent, tool)
         if self.user_hooks is not None:
             try:
                 await self.user_hooks.on_tool_start(context, agent, tool)
@@ -467,12 +485,25 @@ class SagaRunHooks(RunHooks[Any]):
                     await task
                 raise
 
+    async def _journal_undeclared(self, context: Any, agent: Agent[Any], tool: FunctionTool) -> None:
+        """A function tool nobody declared is about to run (M-01): journal its INTENT (raw
+        arguments, ``undeclared``, the agent) before its body, or refuse it under ``strict``."""
+        key = getattr(context, "qualified_tool_name", None) or tool.qualified_name
+        call_id = getattr(context, "tool_call_id", None)
+        raw = getattr(context, "tool_arguments", None) or ""
+        if self.strict:
+            await self.saga.refuse_undeclared_call(key, call_id, raw, undeclared_error(
+                [f"{key} (met at run time on agent {agent.name!r}; call {call_id})"]))
+        await self.saga.begin_external_call(None, key, call_id, raw, agent=agent.name)
+
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: Any) -> None:
-        """Journal a protected call's outcome if no earlier seam did (last resort); the user's
-        hook; then stop the run if the saga failed."""
+        """Journal the outcome of a protected call if no earlier seam did (last resort), or of an
+        undeclared call (EXECUTED with the result, FAILED when it is the SDK's own error or
+        timeout message); the user's hook; then stop the run if the saga failed."""
         call_id = getattr(context, "tool_call_id", None)
         if self._entered and self.saga.has_external_call(call_id):
-            task = self.saga.end_external_call(call_id, result=result)
+            failure = reported_failure(tool, context, result) if declaration_of(tool) is None else None
+            task = self.saga.end_external_call(call_id, result=result, exc=failure)
             if task is not None:
                 await task
         if self.user_hooks is not None and self._entered:

@@ -393,3 +393,26 @@ def test_public_qualified_names_key_tools_calls_and_approvals_alike():
         "type": "function_call", "name": "look", "call_id": "c1", "arguments": "{}",
         "namespace": "crm"})
     assert item.qualified_name == "crm.look"
+
+
+def test_normalize_callable_object_is_the_sdks_own_adapter_and_refusal():
+    """Fact (M-02): ``agents.tool._normalize_function_tool_callable`` adapts a plain callable
+    object into a function with the object's ``__signature__`` (self bound) and resolved
+    ``__annotations__``, and raises the SDK's ``UserError`` for a partial; the decorators ask it
+    (``_sdk_internals.normalize_callable_object``) which callable objects to take."""
+    import functools
+
+    from agents import UserError
+
+    from sagacity_agents.sdk._sdk_internals import normalize_callable_object
+
+    class Halver:
+        def __call__(self, x: int) -> float:
+            return x / 2
+
+    adapter = normalize_callable_object(Halver())
+    assert list(adapter.__signature__.parameters) == ["x"]
+    assert adapter.__annotations__ == {"x": int, "return": float}
+    assert adapter(3) == 1.5
+    with pytest.raises(UserError, match="functools.partial"):
+        normalize_callable_object(functools.partial(Halver()))
