@@ -11,9 +11,12 @@ Re-exported SDK functions that are importable but internal (not in ``agents.__al
 ``resolve_function_tool_failure_error_function`` / ``set_function_tool_failure_error_function``
 (the failure-formatter seam of ``protect_tool``), ``default_tool_timeout_error_message`` (how
 ``protect_tool`` tells a timed-out call from a result), ``validate_run_hooks`` (the SDK's own check
-that run hooks are ``RunHooks``, raising its ``TypeError`` for ``AgentHooks``) and
+that run hooks are ``RunHooks``, raising its ``TypeError`` for ``AgentHooks``),
 ``normalize_callable_object`` (the SDK's own decision of which callable objects ``function_tool``
-takes, with its ``UserError`` for the others).
+takes, with its ``UserError`` for the others), and ``AgentRunner`` /
+``get_default_agent_runner`` / ``set_default_agent_runner`` (the runner every ``Runner.run``,
+``run_streamed`` and ``run_sync`` delegates to, ``Agent.as_tool``'s nested runs included: where
+nested runs get hooks of ours, ``sdk/nested.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents import Agent, FunctionTool, Handoff
+from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
 from agents.run_internal.turn_preparation import validate_run_hooks
 from agents.tool import (
     _normalize_function_tool_callable,
@@ -31,12 +35,15 @@ from agents.tool import (
 
 __all__ = [
     "UNKNOWN",
+    "AgentRunner",
     "agent_of_tool",
     "default_tool_timeout_error_message",
+    "get_default_agent_runner",
     "handoff_target",
     "is_dead_handoff",
     "normalize_callable_object",
     "resolve_function_tool_failure_error_function",
+    "set_default_agent_runner",
     "set_function_tool_failure_error_function",
     "validate_run_hooks",
 ]

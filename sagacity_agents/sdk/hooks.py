@@ -44,7 +44,6 @@ from typing import Any
 from agents import (
     Agent,
     AgentsException,
-    FunctionTool,
     RunContextWrapper,
     RunHooks,
     Tool,
@@ -60,9 +59,9 @@ from ..errors import ApprovalError, ConfigurationError, LeaseLostError, SagaFail
 from ..stores import open_journal
 from ._sdk_internals import validate_run_hooks
 from .approvals import ApprovalDesk, PauseOutcome
-from .binding import bind_agent, undeclared_error
-from .tools import declaration_of
-from .undeclared import reported_failure
+from .binding import bind_agent
+from .nested import install_nested_runner, strict_scope
+from .undeclared import begin_undeclared, end_undeclared, is_undeclared
 
 __all__ = ["HooksNotEnteredError", "RunLeaseLostError", "SagaRunHooks", "SagaStopped"]
 
@@ -109,6 +108,9 @@ _ENTER_HINT = (
 class SagaRunHooks(RunHooks[Any]):
     """Run hooks that open a saga on enter and finish it (compensating if needed) on exit.
 
+    Runs nested in the saga (an ``as_tool`` agent's run, a ``Runner.run`` in a tool body) get
+    hooks of their own, which journal their undeclared calls (``sdk/nested.py``, M-01).
+
     Args:
         journal: where the saga is journaled, as ``Sagacity`` takes it: a :class:`Journal`, a
             SQLite file path (``str`` or ``Path``; created if missing), a ``postgresql://`` URI
@@ -150,6 +152,9 @@ class SagaRunHooks(RunHooks[Any]):
     exception leaves it, so :attr:`status` and :attr:`report` are set in the ``except`` clause.
     """
 
+    sagacity_scope_hooks = True
+    """A run given these hooks is the saga's own: it gets no nested hooks (``sdk/nested.py``)."""
+
     def __init__(
         self,
         journal: Journal | Saga | str | Path,
@@ -189,6 +194,7 @@ class SagaRunHooks(RunHooks[Any]):
         self._unstarted: dict[str, str] = {}
         """Calls of declared tools the model asked for that have not started: call id -> tool."""
         self._token: contextvars.Token[Saga | None] | None = None
+        self._strict_token: contextvars.Token[bool] | None = None
         self._entered = False
         self.desk = (ApprovalDesk(self.saga.journal, approvals, ttl=approval_ttl, evidence=self.saga.evidence)
                      if approvals is not None else None)
@@ -296,7 +302,9 @@ class SagaRunHooks(RunHooks[Any]):
         except BaseException:
             await self._release_journal()
             raise
+        install_nested_runner()  # nested runs of this saga journal their undeclared calls too
         self._token = current_saga.set(self.saga)
+        self._strict_token = strict_scope.set(self.strict)
         self._entered = True
         return self
 
@@ -304,6 +312,9 @@ class SagaRunHooks(RunHooks[Any]):
         if self._token is not None:
             current_saga.reset(self._token)
             self._token = None
+        if self._strict_token is not None:
+            strict_scope.reset(self._strict_token)
+            self._strict_token = None
         self._entered = False
         self.error = exc
         if self._resume_refused and isinstance(exc, ApprovalError):
@@ -471,8 +482,9 @@ class SagaRunHooks(RunHooks[Any]):
         not run: a protected call's INTENT gets its FAILED (``not_run``) outcome first."""
         self._unstarted.pop(getattr(context, "tool_call_id", None) or "", None)
         self._check()
-        if isinstance(tool, FunctionTool) and declaration_of(tool) is None and not self.saga.closed:
-            await self._journal_undeclared(context, agent, tool)
+        install_nested_runner()  # before the body: a nested run it starts gets hooks of ours
+        if is_undeclared(tool) and not self.saga.closed:
+            await begin_undeclared(self.saga, context, agent, tool, strict=self.strict)  # type: ignore[arg-type]
         if self.user_hooks is not None:
             try:
                 await self.user_hooks.on_tool_start(context, agent, tool)
@@ -485,27 +497,12 @@ class SagaRunHooks(RunHooks[Any]):
                     await task
                 raise
 
-    async def _journal_undeclared(self, context: Any, agent: Agent[Any], tool: FunctionTool) -> None:
-        """A function tool nobody declared is about to run (M-01): journal its INTENT (raw
-        arguments, ``undeclared``, the agent) before its body, or refuse it under ``strict``."""
-        key = getattr(context, "qualified_tool_name", None) or tool.qualified_name
-        call_id = getattr(context, "tool_call_id", None)
-        raw = getattr(context, "tool_arguments", None) or ""
-        if self.strict:
-            await self.saga.refuse_undeclared_call(key, call_id, raw, undeclared_error(
-                [f"{key} (met at run time on agent {agent.name!r}; call {call_id})"]))
-        await self.saga.begin_external_call(None, key, call_id, raw, agent=agent.name)
-
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: Any) -> None:
         """Journal the outcome of a protected call if no earlier seam did (last resort), or of an
         undeclared call (EXECUTED with the result, FAILED when it is the SDK's own error or
         timeout message); the user's hook; then stop the run if the saga failed."""
-        call_id = getattr(context, "tool_call_id", None)
-        if self._entered and self.saga.has_external_call(call_id):
-            failure = reported_failure(tool, context, result) if declaration_of(tool) is None else None
-            task = self.saga.end_external_call(call_id, result=result, exc=failure)
-            if task is not None:
-                await task
+        if self._entered:
+            await end_undeclared(self.saga, context, tool, result)
         if self.user_hooks is not None and self._entered:
             await self.user_hooks.on_tool_end(context, agent, tool, result)
         self._check()

@@ -416,3 +416,41 @@ def test_normalize_callable_object_is_the_sdks_own_adapter_and_refusal():
     assert adapter(3) == 1.5
     with pytest.raises(UserError, match="functools.partial"):
         normalize_callable_object(functools.partial(Halver()))
+
+
+async def test_internal_default_runner_runs_every_run_as_tool_and_streamed_included():
+    """Fact (sdk/nested.py's seam): ``Runner.run``, ``Runner.run_streamed`` and the nested run of
+    an ``Agent.as_tool`` tool (plain and with ``on_stream``) all go through
+    ``get_default_agent_runner()``, with the run's hooks and, for ``as_tool``, a ``ToolContext``
+    carrying the outer call's id as the nested run's context."""
+    from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
+
+    seen: list = []
+    previous = get_default_agent_runner()
+
+    class Spy(AgentRunner):
+        async def run(self, starting_agent, input, **kwargs):
+            context = kwargs.get("context")
+            seen.append(("run", starting_agent.name, getattr(context, "tool_call_id", None)))
+            return await previous.run(starting_agent, input, **kwargs)
+
+        def run_streamed(self, starting_agent, input, **kwargs):
+            context = kwargs.get("context")
+            seen.append(("streamed", starting_agent.name, getattr(context, "tool_call_id", None)))
+            return previous.run_streamed(starting_agent, input, **kwargs)
+
+    inner = Agent(name="inner", model=scripted("a", "b"))
+    outer = Agent(name="outer", model=scripted(
+        [("ask", {"input": "x"}, "q1"), ("ask_streamed", {"input": "y"}, "q2")], "done"),
+        tools=[inner.as_tool("ask", "Ask"), inner.as_tool("ask_streamed", "Ask", on_stream=lambda e: None)])
+    set_default_agent_runner(Spy())
+    try:
+        await Runner.run(outer, "go")
+        stream = Runner.run_streamed(Agent(name="plain", model=scripted("hi")), "go")
+        async for _ in stream.stream_events():
+            pass
+    finally:
+        set_default_agent_runner(previous)
+    assert seen[0] == ("run", "outer", None)
+    assert sorted(seen[1:3]) == [("run", "inner", "q1"), ("streamed", "inner", "q2")]
+    assert seen[3] == ("streamed", "plain", None)

@@ -42,22 +42,10 @@ from sagacity_agents import (
     saga_output_guardrail,
 )
 from sagacity_agents.sdk.graph import agent_graph
-from tests.backends import BACKENDS
 
 from .helpers import scripted, tool_outputs
 
 T = TypeVar("T")
-
-
-@pytest.fixture(params=BACKENDS, ids=str)
-async def journal(request):
-    """A fresh journal of each backend (PostgreSQL in a schema of its own)."""
-    backend = request.param
-    opened = backend.journal(backend.location(request))
-    yield opened
-    close = getattr(opened, "close", None)
-    if close is not None:
-        await close()
 
 
 async def tool_entries(journal, saga_id, call_id):

@@ -59,6 +59,17 @@ class ExternalCalls(CallRecording):
         with self._lock:
             self._external.setdefault(intent.call_id, (None, intent))
 
+    def external_frame(self, call_id: str | None) -> CallFrame | None:
+        """The call journaled from outside its body that waits for its outcome under
+        ``call_id``, as the parent frame of the calls a run nested in it makes; ``None`` when no
+        such call is pending."""
+        with self._lock:
+            pending = self._external.get(call_id)
+        if pending is None:
+            return None
+        intent = pending[1]
+        return CallFrame(self, intent.tool or "", call_id, intent.seq)
+
     def has_external_call(self, call_id: str | None) -> bool:
         """Whether a fallback call with this call id is waiting for its outcome."""
         with self._lock:
