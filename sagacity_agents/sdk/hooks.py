@@ -478,8 +478,10 @@ class SagaRunHooks(RunHooks[Any]):
             await self.user_hooks.on_handoff(context, from_agent, to_agent)
 
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
-        """Stop the run if the saga failed; then the user's hook. If that raises, the body will
-        not run: a protected call's INTENT gets its FAILED (``not_run``) outcome first."""
+        """Stop the run if the saga failed; make sure a run the body starts gets nested hooks
+        (``sdk/nested.py``); journal an undeclared call's INTENT, or refuse it under ``strict``
+        (M-01); then the user's hook. If that raises, the body will not run: a protected or
+        undeclared call's INTENT gets its FAILED (``not_run``) outcome first."""
         self._unstarted.pop(getattr(context, "tool_call_id", None) or "", None)
         self._check()
         install_nested_runner()  # before the body: a nested run it starts gets hooks of ours
