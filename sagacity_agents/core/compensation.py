@@ -389,6 +389,9 @@ async def compensate(
         if kind == Reversibility.NO_UNDO.value:
             no_undo.append(item)
             continue
+        if kind == "undeclared":  # a tool nobody declared ran: its effect is unknown (M-01)
+            no_undo.append(CompensationItem(item.seq, item.tool, item.call_id, "no undo declared"))
+            continue
         if kind != Reversibility.COMPENSATABLE.value:
             continue  # read-only
         lost = lost_undo_data(call.outcome.payload)

@@ -10,8 +10,13 @@ reshapes one fails there, loudly, rather than making the saga layer skip part of
 Re-exported SDK functions that are importable but internal (not in ``agents.__all__``):
 ``resolve_function_tool_failure_error_function`` / ``set_function_tool_failure_error_function``
 (the failure-formatter seam of ``protect_tool``), ``default_tool_timeout_error_message`` (how
-``protect_tool`` tells a timed-out call from a result) and ``validate_run_hooks`` (the SDK's own check
-that run hooks are ``RunHooks``, raising its ``TypeError`` for ``AgentHooks``).
+``protect_tool`` tells a timed-out call from a result), ``validate_run_hooks`` (the SDK's own check
+that run hooks are ``RunHooks``, raising its ``TypeError`` for ``AgentHooks``),
+``normalize_callable_object`` (the SDK's own decision of which callable objects ``function_tool``
+takes, with its ``UserError`` for the others), and ``AgentRunner`` /
+``get_default_agent_runner`` / ``set_default_agent_runner`` (the runner every ``Runner.run``,
+``run_streamed`` and ``run_sync`` delegates to, ``Agent.as_tool``'s nested runs included: where
+nested runs get hooks of ours, ``sdk/nested.py``).
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 from agents import Agent, FunctionTool, Handoff
+from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
 from agents.run_internal.turn_preparation import validate_run_hooks
 from agents.tool import (
+    _normalize_function_tool_callable,
     default_tool_timeout_error_message,
     resolve_function_tool_failure_error_function,
     set_function_tool_failure_error_function,
@@ -28,11 +35,15 @@ from agents.tool import (
 
 __all__ = [
     "UNKNOWN",
+    "AgentRunner",
     "agent_of_tool",
     "default_tool_timeout_error_message",
+    "get_default_agent_runner",
     "handoff_target",
     "is_dead_handoff",
+    "normalize_callable_object",
     "resolve_function_tool_failure_error_function",
+    "set_default_agent_runner",
     "set_function_tool_failure_error_function",
     "validate_run_hooks",
 ]
@@ -87,3 +98,28 @@ def agent_of_tool(tool: FunctionTool) -> Agent[Any] | None | object:
         return None
     inner = getattr(tool, "_agent_instance", None)
     return inner if isinstance(inner, Agent) else UNKNOWN
+
+
+def normalize_callable_object(func: Any) -> Any:
+    """What ``function_tool`` makes of a callable object (not a function, method or class), or
+    the SDK's own ``UserError`` for one it refuses.
+
+    ``agents.tool._normalize_function_tool_callable`` (agents 0.24) refuses ``functools.partial``,
+    instances carrying ``__wrapped__`` / ``__signature__`` / their own annotations, a ``__call__``
+    that is not a plain function (staticmethod, classmethod, singledispatchmethod, partialmethod,
+    a custom descriptor, one with ``__wrapped__`` or ``__signature__``), generic classes, context
+    parameters that are not the first positional one, and annotations it cannot resolve. It is
+    called here with a placeholder name override, so a class name the SDK cannot use as a tool
+    name is *not* refused here: the SDK refuses it when it builds the tool, exactly when the user
+    gave no ``name_override``; and without docstring use, so no docstring is read here (the SDK
+    reads them when it builds the tool, unless ``use_docstring_info=False``).
+
+    Returns:
+        The SDK's adapter: a plain function whose ``__signature__`` (``self`` bound) and
+        ``__annotations__`` (resolved as the SDK resolves them) are the tool's.
+
+    Raises:
+        UserError: the SDK's, with its message, for every shape ``function_tool`` refuses.
+    """
+    adapter, _description = _normalize_function_tool_callable(func, None, "-", False)
+    return adapter

@@ -43,7 +43,7 @@ from ..core.journal import CLAIMANT_KEY, Clock, Journal, new_claimant, utc_now
 from ..core.saga import Grant, Saga
 from ..errors import ApprovalError, ClaimTakenError, EncodingError, describe_error
 from .fallback import rebuild_pending_calls
-from .graph import agent_graph
+from .graph import AgentGraph, agent_graph
 from .tools import DECLARATION_ATTR, declaration_of
 
 __all__ = ["ApprovalDesk", "PauseOutcome", "pending_call_arguments"]
@@ -51,14 +51,17 @@ __all__ = ["ApprovalDesk", "PauseOutcome", "pending_call_arguments"]
 AUTO_REJECTION = "The tool call was rejected: its arguments are not valid for this tool."
 
 
-def _tools_by_name(agent: Agent[Any]) -> dict[str, FunctionTool]:
-    """Every function tool a run of ``agent`` can reach, by qualified name (the graph walk)."""
-    return agent_graph(agent).tools()
-
-
 def _key(item: Any) -> str:
     """The qualified tool name of a pending call (``namespace.name`` or the name)."""
     return getattr(item, "qualified_name", None) or item.tool_name or ""
+
+
+def _tool_of(graph: AgentGraph, item: Any) -> FunctionTool | None:
+    """The tool a pending call belongs to: the one its agent (``ToolApprovalItem.agent``) has
+    under its qualified name, found by the graph walk. Two agents may each have a tool of one
+    name (M-03): the first of that name could be the other agent's tool, with other arguments."""
+    agent = getattr(item, "agent", None)
+    return graph.tool_of(_key(item), getattr(agent, "name", None))
 
 
 def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[str, Any], str | None]:
@@ -205,7 +208,7 @@ class ApprovalDesk:
         every other call gets a request and an AWAITING_APPROVAL entry. When requests were made,
         the snapshot (without application context and approvals) is stored for resume.
         """
-        tools = _tools_by_name(agent)
+        graph = agent_graph(agent)
         now = self.clock()
         # Decisions a resume consumed and no INTENT used yet: the SDK asked again for the same
         # call (C-05); the journal, not memory, says so (works in any process).
@@ -219,7 +222,7 @@ class ApprovalDesk:
             raw = item.arguments or ""
             call_id = getattr(item, "call_id", None)
             try:
-                args, raw_kept = pending_call_arguments(tools.get(_key(item)), raw)
+                args, raw_kept = pending_call_arguments(_tool_of(graph, item), raw)
             except (ApprovalError, EncodingError) as exc:
                 await self.journal.append(
                     saga.saga_id, Phase.REJECTED, write_key=f"auto-reject:{uuid.uuid4().hex}",
@@ -238,7 +241,7 @@ class ApprovalDesk:
                     state.reject(item)
                 continue
             waiting.append((name, call_id, args, raw_kept, digest))
-            kinds[call_id] = _reversibility_of(tools.get(_key(item)))
+            kinds[call_id] = _reversibility_of(_tool_of(graph, item))
         if not waiting:
             return PauseOutcome((), state)
         # The snapshot's hash is journaled with every request, inside the chain: resume refuses a
@@ -447,7 +450,7 @@ class ApprovalDesk:
             raise ApprovalError(
                 f"the stored snapshot of saga {saga.saga_id} cannot be restored: {exc}"
             ) from exc
-        tools = _tools_by_name(agent)
+        graph = agent_graph(agent)
         requests = {r.call_id: r for r in await self.store.list(saga.saga_id) if r.consumed_at is None}
         if not requests:
             raise ApprovalError(f"saga {saga.saga_id} has no unconsumed approval request to resume")
@@ -475,7 +478,7 @@ class ApprovalDesk:
             name = item.tool_name or ""
             call_id = getattr(item, "call_id", None)
             try:
-                args, _raw = pending_call_arguments(tools.get(_key(item)), item.arguments or "")
+                args, _raw = pending_call_arguments(_tool_of(graph, item), item.arguments or "")
             except (ApprovalError, EncodingError):
                 state.reject(item, rejection_message=AUTO_REJECTION)
                 continue
@@ -494,7 +497,7 @@ class ApprovalDesk:
                 )
             if request.expired(now):
                 raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}")
-            kind_now = _reversibility_of(tools.get(_key(item)))
+            kind_now = _reversibility_of(_tool_of(graph, item))
             if kind_now != paused_kinds.get(request.request_id):
                 raise ApprovalError(
                     f"tool {name!r} is declared {kind_now or 'without a saga decorator'} in the "

@@ -1,8 +1,9 @@
 """Start-up checks: walk the agent graph, bind declarations to the saga, refuse bad setups.
 
 "Fail at start-up, not at refund time": an irreversible tool without the SDK's
-``needs_approval=True``, or two different tools under one name, anywhere an agent run can reach
-(handoff targets, agents exposed as tools, at any depth), is refused before the run starts.
+``needs_approval=True``, or two different tools under one name on one agent, anywhere an agent
+run can reach (handoff targets, agents exposed as tools, at any depth), is refused before the run
+starts; with ``strict=True``, so is any function tool nobody declared (M-01).
 """
 
 from __future__ import annotations
@@ -17,20 +18,45 @@ from ..errors import ConfigurationError
 from .graph import agent_graph
 from .user_errors import SdkConfigurationError, as_user_error
 
-__all__ = ["bind_agent"]
+__all__ = ["UNDECLARED_HINT", "bind_agent", "undeclared_error"]
+
+UNDECLARED_HINT = (
+    "Declare each tool: a decorator under @function_tool (@compensable(undo=...), @read_only, "
+    "@no_undo or @irreversible), protect_tool(tool, reversibility=...) for a FunctionTool you "
+    "cannot decorate (MCP, hand-built), nested_agent_tool(agent.as_tool(...)) for an agent "
+    "exposed as a tool; or leave strict off to journal such calls as undeclared"
+)
 
 
-def bind_agent(saga: Saga, agent: Agent[Any]) -> None:
+def undeclared_error(names: list[str]) -> SdkConfigurationError:
+    """The ``ConfigurationError`` (also the SDK's ``UserError``) refusing undeclared tools under
+    ``strict=True``; ``names`` are the tools, each with where it is (its graph path)."""
+    return SdkConfigurationError(
+        "strict=True: no saga declaration for " + "; ".join(names) + ". " + UNDECLARED_HINT)
+
+
+def bind_agent(saga: Saga, agent: Agent[Any], *, strict: bool = False) -> None:
     """Register every declared tool a run of ``agent`` can reach with ``saga``, under the tool's
-    qualified name, and check the declarations.
+    qualified name and its agent, and check the declarations.
+
+    Args:
+        saga: the saga the run belongs to.
+        agent: the agent the run starts with (or one it reached: bound again as it starts).
+        strict: refuse a graph with any function tool nobody declared. Without it such tools
+            run, and the run's hooks journal their calls as undeclared (M-01).
 
     Raises:
         ConfigurationError: (also the SDK's ``UserError``) an irreversible tool lacks
             ``needs_approval=True`` (a policy callable is refused: every irreversible call needs
-            a human); two different tools share a name in the graph or in the saga; a part of
-            the graph cannot be reached (see ``agent_graph``).
+            a human); two different tools share a name on one agent; a part of the graph cannot
+            be reached (see ``agent_graph``); with ``strict``, undeclared tools (each named with
+            its path, and how to declare it).
     """
     graph = agent_graph(agent)
+    if strict:
+        undeclared = [f"{site.key} ({site.path})" for site in graph.undeclared()]
+        if undeclared:
+            raise undeclared_error(undeclared)
     for site in graph.declared():
         decl, tool = site.declaration, site.tool
         assert decl is not None
@@ -46,6 +72,7 @@ def bind_agent(saga: Saga, agent: Agent[Any]) -> None:
     for site in graph.declared():
         assert site.declaration is not None
         try:
-            saga.register(site.key, site.declaration, timeout=site.tool.timeout_seconds)
+            saga.register(site.key, site.declaration, agent=site.agent,
+                          timeout=site.tool.timeout_seconds)
         except ConfigurationError as exc:
             raise as_user_error(exc) from None

@@ -96,6 +96,11 @@ class Sagacity:
             private key, signs them. See docs/threat-model.md.
         decision_keys: key ids allowed to sign approvals and rejections; ``None`` reads
             ``$SAGACITY_DECISION_KEYS`` (unset: any key of the keyring).
+        strict: refuse function tools nobody declared (``SagaRunHooks``' ``strict``): a run
+            whose agent graph has one raises ``ConfigurationError`` naming each, before
+            anything is journaled; one met only at run time is refused at its call. Default
+            ``False``: such calls run and are journaled and reported as undeclared (README,
+            "Undeclared tools", says why).
 
     Raises:
         ConfigurationError: checkpoints without a keyring, or a keyring that cannot be loaded.
@@ -114,7 +119,9 @@ class Sagacity:
         keyring: Keyring | str | Path | None = None,
         decision_keys: Iterable[str] | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        strict: bool = False,
     ) -> None:
+        self.strict = strict
         self.evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
         self.journal = _journal_from(journal)
         attach_tagger(self.journal, self.evidence.keyring)  # issue 19: every entry tagged
@@ -138,7 +145,8 @@ class Sagacity:
         saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=self.in_flight_timeout,
                     evidence=self.evidence, lease_seconds=self.lease_seconds)
         return SagaRunHooks(saga, agent=agent, hooks=hooks, close=close, approvals=self.approvals,
-                            approval_ttl=self.desk.ttl, fail_on_rejection=self.fail_on_rejection)
+                            approval_ttl=self.desk.ttl, fail_on_rejection=self.fail_on_rejection,
+                            strict=self.strict)
 
 
     async def _drive(

@@ -266,10 +266,12 @@ async def rebuild_pending_calls(saga: Saga, agent: Agent[Any], state: Any) -> in
     # The parent of a paused nested call: the one open innermost call into the agent that asked
     # for it (several open calls into one agent, run in parallel: left out rather than guessed).
     parents = {e.payload.get("parent_intent_seq") for e in open_calls}
-    tools = agent_graph(agent).tools()
+    graph = agent_graph(agent)
     into: dict[int, list[Any]] = {}
     for leaf in (e for e in open_calls if e.seq not in parents):
-        inner = agent_of_tool(tools[leaf.tool]) if leaf.tool in tools else None
+        # The tool of the agent that made the call (two agents may share a tool name, M-03).
+        tool = graph.tool_of(leaf.tool or "", leaf.payload.get("agent"))
+        inner = agent_of_tool(tool) if tool is not None else None
         if isinstance(inner, Agent):
             into.setdefault(id(inner), []).append(leaf)
     for item in state.get_interruptions():

@@ -8,9 +8,10 @@ approval argument validation and recovery's undo lookup all use this one walk, s
 sees less of the graph than another.
 
 Tools are keyed as the SDK keys them, by ``FunctionTool.qualified_name`` (``namespace.name`` for
-a ``tool_namespace()`` tool, the name otherwise). Two *different* tools under one key anywhere in
-the graph are refused: the journal names calls by that key, and an undo or an approval could
-otherwise go to the wrong tool.
+a ``tool_namespace()`` tool, the name otherwise). Two agents may each have their own tool under
+one key, as the SDK allows (M-03): every call journals its agent and declaration id, and the undo
+is found by that id. Two *different* tools under one key on *one* agent are refused (the SDK
+warns and lets the last win; which one a journaled call or an approval means would be a guess).
 
 What the walk cannot see, and what happens then:
 
@@ -57,6 +58,8 @@ class ToolSite:
 
     key: str
     """``tool.qualified_name``: the name calls are journaled and approved under."""
+    agent: str
+    """The name of the agent that has the tool."""
     tool: FunctionTool
     """The tool object."""
     declaration: ToolDeclaration | None
@@ -73,11 +76,27 @@ class AgentGraph:
     agents: tuple[Agent[Any], ...]
     """Every reachable agent, the root first, each once."""
     sites: tuple[ToolSite, ...]
-    """Every reachable function tool, each (key, tool) once."""
+    """Every reachable function tool, once per agent that has it."""
 
     def tools(self) -> dict[str, FunctionTool]:
-        """Tool key -> tool (unique: the walk refused two different tools under one key)."""
-        return {site.key: site.tool for site in self.sites}
+        """Tool key -> tool; for a key several agents use for different tools, the first found
+        (``tool_of`` tells them apart by agent)."""
+        found: dict[str, FunctionTool] = {}
+        for site in self.sites:
+            found.setdefault(site.key, site.tool)
+        return found
+
+    def tool_of(self, key: str, agent: str | None) -> FunctionTool | None:
+        """The tool ``agent`` has under ``key`` (any agent's when ``agent`` is ``None`` or has
+        none); ``None`` when no agent has one."""
+        for site in self.sites:
+            if site.key == key and (agent is None or site.agent == agent):
+                return site.tool
+        return self.tools().get(key) if agent is not None else None
+
+    def undeclared(self) -> Iterator[ToolSite]:
+        """The sites whose tool carries no saga declaration (neither decorated nor protected)."""
+        return (site for site in self.sites if site.declaration is None)
 
     def declared(self) -> Iterator[ToolSite]:
         """The sites whose tool carries a saga declaration."""
@@ -114,7 +133,7 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
 
     Raises:
         ConfigurationError: (also the SDK's ``UserError``) two different tools share a qualified
-            name; a ``handoff(agent)`` whose agent was garbage collected; a handoff or agent tool
+            name on one agent; a ``handoff(agent)`` whose agent was garbage collected; a handoff or agent tool
             whose target has a shape this version does not know (SDK changed).
 
     Warns:
@@ -122,7 +141,7 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
     """
     agents: list[Agent[Any]] = []
     sites: list[ToolSite] = []
-    by_key: dict[str, tuple[int, ToolSite]] = {}
+    by_key: dict[tuple[int, str], tuple[int, ToolSite]] = {}  # (agent, key) -> (identity, site)
     seen: set[int] = set()
     stack: list[tuple[Agent[Any], str]] = [(root, root.name)]
     while stack:
@@ -136,18 +155,17 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
                 continue  # hosted tools run at the provider: nothing of ours to journal
             decl = declaration_of(tool)
             key = tool.qualified_name
-            site = ToolSite(key, tool, decl, f"{path} -> tool {key}")
-            known = by_key.get(key)
+            site = ToolSite(key, agent.name, tool, decl, f"{path} -> tool {key}")
+            known = by_key.get((id(agent), key))
             if known is None:
-                by_key[key] = (_identity(tool, decl), site)
+                by_key[(id(agent), key)] = (_identity(tool, decl), site)
                 sites.append(site)
             elif known[0] != _identity(tool, decl):
                 raise SdkConfigurationError(
-                    f"two different tools are named {site.key!r} in the agent graph of "
-                    f"{root.name!r}: {known[1].path} and {site.path}. The journal names calls, "
-                    "undos and approvals by tool name, so one tool's undo or approval could be "
-                    "applied to the other; give one of them another name "
-                    "(function_tool(name_override=...))"
+                    f"agent {agent.name!r} has two different tools named {site.key!r}: "
+                    f"{known[1].path} and {site.path}. The SDK lets the last one win; which one "
+                    "a journaled call, its undo or its approval belongs to would be a guess; "
+                    "give one of them another name (function_tool(name_override=...))"
                 )
             inner = sdk.agent_of_tool(tool)
             if inner is sdk.UNKNOWN:

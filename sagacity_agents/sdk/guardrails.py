@@ -110,7 +110,7 @@ def _tool_key(data: ToolInputGuardrailData) -> str:
 
 
 def _declaration(saga: Saga, data: ToolInputGuardrailData, key: str) -> ToolDeclaration | None:
-    decl = saga.declarations.get(key)
+    decl = saga.declaration_for(key, getattr(data.agent, "name", None))
     if decl is None:
         # A tool of an agent the saga has not bound yet (a nested as_tool agent): ask the tool.
         for tool in getattr(data.agent, "tools", ()) or ():
@@ -169,9 +169,11 @@ def _saga_story(failures: Sequence[FailureRecord], report: CompensationReport | 
     if report is not None:
         for label, items in (("undone", report.undone), ("undo failed", report.failed),
                              ("kept (irreversible)", report.kept_irreversible),
-                             ("no undo", report.no_undo), ("in doubt", report.in_doubt)):
+                             ("not undone", report.no_undo), ("in doubt", report.in_doubt)):
             if items:
-                parts.append(f"{label}: " + ", ".join(f"{i.tool} (call {i.call_id})" for i in items))
+                parts.append(f"{label}: " + ", ".join(
+                    f"{i.tool} (call {i.call_id})" + (f": {i.detail}" if label == "not undone" and i.detail else "")
+                    for i in items))
     return parts
 
 

@@ -41,7 +41,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, AgentsException, RunContextWrapper, RunHooks, Tool
+from agents import (
+    Agent,
+    AgentsException,
+    RunContextWrapper,
+    RunHooks,
+    Tool,
+)
 
 from ..core.approval import ApprovalStore
 from ..core.declarations import Reversibility
@@ -54,6 +60,8 @@ from ..stores import open_journal
 from ._sdk_internals import validate_run_hooks
 from .approvals import ApprovalDesk, PauseOutcome
 from .binding import bind_agent
+from .nested import install_nested_runner, strict_scope
+from .undeclared import begin_undeclared, end_undeclared, is_undeclared
 
 __all__ = ["HooksNotEnteredError", "RunLeaseLostError", "SagaRunHooks", "SagaStopped"]
 
@@ -100,6 +108,9 @@ _ENTER_HINT = (
 class SagaRunHooks(RunHooks[Any]):
     """Run hooks that open a saga on enter and finish it (compensating if needed) on exit.
 
+    Runs nested in the saga (an ``as_tool`` agent's run, a ``Runner.run`` in a tool body) get
+    hooks of their own, which journal their undeclared calls (``sdk/nested.py``, M-01).
+
     Args:
         journal: where the saga is journaled, as ``Sagacity`` takes it: a :class:`Journal`, a
             SQLite file path (``str`` or ``Path``; created if missing), a ``postgresql://`` URI
@@ -121,6 +132,11 @@ class SagaRunHooks(RunHooks[Any]):
         approval_ttl: seconds before a request expires (``None``: never); default 24 h.
         fail_on_rejection: a rejected call fails the saga (which compensates) at resume,
             instead of letting the model carry on.
+        strict: refuse every function tool nobody declared: on enter for those the agent graph
+            shows (``ConfigurationError`` naming each), at the call for those met only at run
+            time (MCP servers, tools added by a hook: journaled FAILED, not run). Default
+            ``False``: their calls run and are journaled as undeclared (M-01; README,
+            "Undeclared tools").
 
     Attributes:
         saga: the :class:`Saga`. status: its status after exit. report: the compensation report
@@ -136,6 +152,9 @@ class SagaRunHooks(RunHooks[Any]):
     exception leaves it, so :attr:`status` and :attr:`report` are set in the ``except`` clause.
     """
 
+    sagacity_scope_hooks = True
+    """A run given these hooks is the saga's own: it gets no nested hooks (``sdk/nested.py``)."""
+
     def __init__(
         self,
         journal: Journal | Saga | str | Path,
@@ -149,7 +168,9 @@ class SagaRunHooks(RunHooks[Any]):
         approvals: ApprovalStore | None = None,
         approval_ttl: float | None = 24 * 3600,
         fail_on_rejection: bool = False,
+        strict: bool = False,
     ) -> None:
+        self.strict = strict
         if hooks is not None:
             validate_run_hooks(hooks)  # the SDK's own TypeError for AgentHooks, before anything runs
         self._own_journal: Journal | None = None
@@ -173,6 +194,7 @@ class SagaRunHooks(RunHooks[Any]):
         self._unstarted: dict[str, str] = {}
         """Calls of declared tools the model asked for that have not started: call id -> tool."""
         self._token: contextvars.Token[Saga | None] | None = None
+        self._strict_token: contextvars.Token[bool] | None = None
         self._entered = False
         self.desk = (ApprovalDesk(self.saga.journal, approvals, ttl=approval_ttl, evidence=self.saga.evidence)
                      if approvals is not None else None)
@@ -275,12 +297,14 @@ class SagaRunHooks(RunHooks[Any]):
                                  "when their block was left: make new ones for the next run")
         try:
             if self.agent is not None:
-                bind_agent(self.saga, self.agent)
+                bind_agent(self.saga, self.agent, strict=self.strict)
             await self.saga.begin_run(self.agent.name if self.agent is not None else "")
         except BaseException:
             await self._release_journal()
             raise
+        install_nested_runner()  # nested runs of this saga journal their undeclared calls too
         self._token = current_saga.set(self.saga)
+        self._strict_token = strict_scope.set(self.strict)
         self._entered = True
         return self
 
@@ -288,6 +312,9 @@ class SagaRunHooks(RunHooks[Any]):
         if self._token is not None:
             current_saga.reset(self._token)
             self._token = None
+        if self._strict_token is not None:
+            strict_scope.reset(self._strict_token)
+            self._strict_token = None
         self._entered = False
         self.error = exc
         if self._resume_refused and isinstance(exc, ApprovalError):
@@ -430,7 +457,7 @@ class SagaRunHooks(RunHooks[Any]):
                 namespace = getattr(item, "namespace", None)
                 name = getattr(item, "name", "") or ""
                 key = f"{namespace}.{name}" if isinstance(namespace, str) and namespace else name
-                decl = self.saga.declarations.get(key)
+                decl = self.saga.declaration_for(key, agent.name)
                 if decl is not None:
                     self._unstarted[item.call_id] = key
                 if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
@@ -442,7 +469,7 @@ class SagaRunHooks(RunHooks[Any]):
         """Stop the run if the saga failed; bind the agent's tools to the saga (start-up checks,
         ``sdk/binding.py``); then the user's hook."""
         self._check()
-        bind_agent(self.saga, agent)
+        bind_agent(self.saga, agent, strict=self.strict)
         if self.user_hooks is not None:
             await self.user_hooks.on_agent_start(context, agent)
 
@@ -459,10 +486,15 @@ class SagaRunHooks(RunHooks[Any]):
             await self.user_hooks.on_handoff(context, from_agent, to_agent)
 
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
-        """Stop the run if the saga failed; then the user's hook. If that raises, the body will
-        not run: a protected call's INTENT gets its FAILED (``not_run``) outcome first."""
+        """Stop the run if the saga failed; make sure a run the body starts gets nested hooks
+        (``sdk/nested.py``); journal an undeclared call's INTENT, or refuse it under ``strict``
+        (M-01); then the user's hook. If that raises, the body will not run: a protected or
+        undeclared call's INTENT gets its FAILED (``not_run``) outcome first."""
         self._unstarted.pop(getattr(context, "tool_call_id", None) or "", None)
         self._check()
+        install_nested_runner()  # before the body: a nested run it starts gets hooks of ours
+        if is_undeclared(tool) and not self.saga.closed:
+            await begin_undeclared(self.saga, context, agent, tool, strict=self.strict)  # type: ignore[arg-type]
         if self.user_hooks is not None:
             try:
                 await self.user_hooks.on_tool_start(context, agent, tool)
@@ -476,13 +508,11 @@ class SagaRunHooks(RunHooks[Any]):
                 raise
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: Any) -> None:
-        """Journal a protected call's outcome if no earlier seam did (last resort); the user's
-        hook; then stop the run if the saga failed."""
-        call_id = getattr(context, "tool_call_id", None)
-        if self._entered and self.saga.has_external_call(call_id):
-            task = self.saga.end_external_call(call_id, result=result)
-            if task is not None:
-                await task
+        """Journal the outcome of a protected call if no earlier seam did (last resort), or of an
+        undeclared call (EXECUTED with the result, FAILED when it is the SDK's own error or
+        timeout message); the user's hook; then stop the run if the saga failed."""
+        if self._entered:
+            await end_undeclared(self.saga, context, tool, result)
         if self.user_hooks is not None and self._entered:
             await self.user_hooks.on_tool_end(context, agent, tool, result)
         self._check()

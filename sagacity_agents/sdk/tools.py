@@ -15,28 +15,39 @@ The wrapper keeps the function's signature, so the JSON schema is identical with
 To learn the model's call id it adds a leading, positional-only ``ToolContext`` parameter when the
 function has none (the SDK finds it by its annotation and strips it from the schema; it is named
 ``ctx`` unless the user has a parameter of that name). Outside a saga it calls the function
-unchanged. It accepts what ``function_tool`` accepts: functions, sync or async, and callable
-objects (a plain ``__call__``, sync or async), positional-only parameters included.
+unchanged. It takes and refuses exactly what ``function_tool`` takes and refuses (M-02): the SDK
+itself decides which callable objects it adapts (``normalize_callable_object``, its ``UserError``
+for the others) and whether a callable takes a context (``function_schema``); a callable object's
+wrapper is a callable object the SDK adapts as it adapts the user's (``sdk/shapes.py``).
+``FunctionTool.__wrapped__`` is the wrapper, not the user's function (docs/architecture.md,
+"Every tool shape ``function_tool`` accepts").
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from agents import FunctionTool, ModelBehaviorError, RunContextWrapper
+from agents.function_schema import function_schema
 from agents.tool_context import ToolContext
 
+from ..core.canonical import canonical_bytes, parse_json, sha256_hex
 from ..core.declarations import (
-    DEFAULT_UNDO_TIMEOUT, Classifier, Reversibility, ToolDeclaration, Undo, check_undo,
+    DEFAULT_UNDO_TIMEOUT,
+    Classifier,
+    Reversibility,
+    ToolDeclaration,
+    Undo,
+    check_undo,
     stable_module_name,
 )
 from ..core.saga import current_saga
-from ..core.canonical import canonical_bytes, parse_json, sha256_hex
 from ..errors import DeclarationError, EncodingError
+from ._sdk_internals import normalize_callable_object
+from .shapes import callable_object_wrapper
 from .user_errors import SdkDeclarationError, as_user_error
 
 __all__ = [
@@ -62,34 +73,19 @@ _ORDER_HINT = """\
 """
 
 
-def _call_target(func: Any) -> Callable[..., Any]:
-    """What the SDK would call: the function itself, or a callable object's bound ``__call__``."""
-    if inspect.isroutine(func):
-        return func  # type: ignore[no-any-return]
-    return type(func).__call__.__get__(func, type(func))  # type: ignore[no-any-return]
+def _is_function_like(func: Any) -> bool:
+    """Whether ``function_tool`` takes ``func`` as it is (functions, methods, builtins, classes),
+    rather than adapting a callable object (``agents.tool._normalize_function_tool_callable``)."""
+    return inspect.isroutine(func) or inspect.isclass(func)
 
 
-def _type_hints(func: Any, target: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        if inspect.isroutine(func):
-            return typing.get_type_hints(func, include_extras=True)
-        # As the SDK resolves a callable object's annotations: its class's names are in scope.
-        owner = type(func)
-        return typing.get_type_hints(
-            target, globalns=dict(getattr(target, "__globals__", {})),
-            localns={**vars(owner), owner.__name__: owner}, include_extras=True,
-        )
-    except Exception:  # noqa: BLE001 - the SDK will report unresolvable annotations itself
-        return {}
-
-
-def _takes_context(signature: inspect.Signature, hints: dict[str, Any]) -> bool:
-    params = list(signature.parameters.values())
-    if not params:
-        return False
-    ann = hints.get(params[0].name, params[0].annotation)
-    origin = typing.get_origin(ann) or ann
-    return origin is RunContextWrapper or origin is ToolContext
+def _takes_context(func: Any) -> bool:
+    """Whether the SDK passes ``func`` a context first: decided by the SDK's own
+    ``function_schema`` (its first parameter annotated ``RunContextWrapper`` / ``ToolContext``,
+    also inside ``Annotated[...]``, whatever its kind). Called with the options that refuse the
+    least (no docstring parsing, no strict schema); anything it still refuses, ``function_tool``
+    refuses too, with the same error."""
+    return function_schema(func, use_docstring_info=False, strict_json_schema=False).takes_context
 
 
 def _context_name(signature: inspect.Signature) -> str:
@@ -119,37 +115,44 @@ def _split_ctx(adds_ctx: bool, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, .
     return None, args
 
 
-def _wrap(func: Any, decl: ToolDeclaration) -> Callable[..., Any]:
-    target = _call_target(func)
-    signature = inspect.signature(target)
-    hints = _type_hints(func, target)
-    adds_ctx = not _takes_context(signature, hints)
+def _body_of(func: Any) -> Callable[..., Any]:
+    """What the wrapper calls: ``func`` itself when the SDK takes it as it is, else the SDK's
+    adapter of the callable object (raising the SDK's ``UserError`` for the shapes
+    ``function_tool`` refuses: partials, wrapped instances, decorated or descriptor
+    ``__call__`` methods, generic classes, misplaced context parameters)."""
+    return func if _is_function_like(func) else normalize_callable_object(func)  # type: ignore[no-any-return]
 
-    names = [
-        p.name for p in signature.parameters.values()
-        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                      inspect.Parameter.KEYWORD_ONLY)
-    ]
-    simple = len(names) == len(signature.parameters)  # no *args / **kwargs
+
+def _wrap(func: Any, decl: ToolDeclaration, body: Callable[..., Any]) -> Any:
+    """The saga wrapper ``function_tool`` builds the tool from, in place of ``func``.
+
+    A function-like ``func`` gets a function wrapper with its metadata and signature; a callable
+    object (accepted by the SDK's own check first, which raises the SDK's ``UserError`` for the
+    shapes ``function_tool`` refuses) gets a callable-object wrapper the SDK adapts as it adapts
+    the user's object (``sdk/shapes.py``). Either way the SDK calls the wrapper with a leading
+    context (added when the user's callable takes none) and the arguments it would pass the
+    user's callable, which the wrapper passes on unchanged and journals by parameter name, as
+    the callable receives them (``*args`` as a list, ``**kwargs`` as a dict).
+    """
+    function_like = body is func
+    signature = inspect.signature(body)
+    adds_ctx = not _takes_context(body)
+    user_signature = signature  # what the body is called with (the context included if its own)
+    first = next(iter(user_signature.parameters), None)
 
     def arguments(call_args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The validated values the body receives, by parameter name (context excluded)."""
-        if simple and len(call_args) + len(kwargs) == len(names):
-            # The SDK passes every field (defaults filled in): no binding needed.
-            values = dict(zip(names, call_args, strict=False))
-            values.update(kwargs)
-        else:
-            bound = signature.bind(*call_args, **kwargs)
-            bound.apply_defaults()
-            values = dict(bound.arguments)
-        if not adds_ctx:
-            values.pop(names[0], None)
+        """The values the body receives, by parameter name (its own context excluded)."""
+        bound = user_signature.bind(*call_args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        if not adds_ctx and first is not None:
+            values.pop(first, None)
         return values
 
     def call_info(ctx: Any) -> tuple[str, str | None]:
         # Named as the SDK names the tool: ``namespace.name`` for a tool_namespace() tool.
         name = (getattr(ctx, "qualified_tool_name", None) or getattr(ctx, "tool_name", None)
-                or target.__name__)
+                or getattr(func, "__name__", None) or type(func).__name__)
         return name, getattr(ctx, "tool_call_id", None)
 
     def refuse_ambiguous(ctx: Any, tool: str) -> None:
@@ -162,17 +165,22 @@ def _wrap(func: Any, decl: ToolDeclaration) -> Callable[..., Any]:
             except EncodingError as exc:
                 raise ModelBehaviorError(f"Invalid JSON input for tool {tool}: {exc}") from exc
 
-    if inspect.iscoroutinefunction(target):
+    def agent_of(ctx: Any) -> str | None:
+        return getattr(getattr(ctx, "agent", None), "name", None)
+
+    is_async = inspect.iscoroutinefunction(body)
+    if is_async:
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             saga = current_saga.get()
             ctx, call_args = _split_ctx(adds_ctx, args)
             if saga is None or saga.closed:
-                return await func(*call_args, **kwargs)
+                return await body(*call_args, **kwargs)
             tool, call_id = call_info(ctx)
             refuse_ambiguous(ctx, tool)
             return await saga.run_call(
-                decl, tool, call_id, arguments(call_args, kwargs), lambda: func(*call_args, **kwargs)
+                decl, tool, call_id, arguments(call_args, kwargs),
+                lambda: body(*call_args, **kwargs), agent=agent_of(ctx),
             )
 
         wrapper: Callable[..., Any] = async_wrapper
@@ -182,54 +190,35 @@ def _wrap(func: Any, decl: ToolDeclaration) -> Callable[..., Any]:
             saga = current_saga.get()
             ctx, call_args = _split_ctx(adds_ctx, args)
             if saga is None or saga.closed:
-                return func(*call_args, **kwargs)
+                return body(*call_args, **kwargs)
             tool, call_id = call_info(ctx)
             refuse_ambiguous(ctx, tool)
             return saga.run_call_sync(
-                decl, tool, call_id, arguments(call_args, kwargs), lambda: func(*call_args, **kwargs)
+                decl, tool, call_id, arguments(call_args, kwargs),
+                lambda: body(*call_args, **kwargs), agent=agent_of(ctx),
             )
 
         wrapper = sync_wrapper
 
-    _copy_metadata(wrapper, func, target)
-    if inspect.isroutine(func):
-        annotations = dict(getattr(func, "__annotations__", {}))  # resolved by the SDK via __wrapped__
-    else:
-        # A callable object's names are resolved here (as the SDK does): __wrapped__ is the
-        # object, which has no __globals__ for the SDK to resolve them in.
-        annotations = {name: hints.get(name, ann)
-                       for name, ann in getattr(target, "__annotations__", {}).items()}
-    if adds_ctx:
+    ctx_name = _context_name(signature) if adds_ctx else None
+    if not function_like:
+        made = callable_object_wrapper(func, body, wrapper, is_async=is_async, context_name=ctx_name)
+        setattr(made, DECLARATION_ATTR, decl)
+        return made
+    functools.update_wrapper(wrapper, func)
+    # A copy: functools.wraps would share (and we would then mutate) the user's dict; resolved
+    # by the SDK through __wrapped__ (the user's module globals).
+    annotations = dict(getattr(func, "__annotations__", None) or {})
+    if ctx_name is not None:
         # Positional-only, so it fits before a user's positional-only parameters (F-09); named
         # so that it clashes with no user parameter (a ``ctx: int`` of the user's stays theirs).
-        ctx_name = _context_name(signature)
         ctx_param = inspect.Parameter(ctx_name, inspect.Parameter.POSITIONAL_ONLY, annotation=ToolContext)
         signature = signature.replace(parameters=[ctx_param, *signature.parameters.values()])
         annotations = {ctx_name: ToolContext, **annotations}
-    # A copy: functools.wraps would share (and we would then mutate) the user's dict.
     wrapper.__annotations__ = annotations
     wrapper.__signature__ = signature  # type: ignore[attr-defined]
     setattr(wrapper, DECLARATION_ATTR, decl)
     return wrapper
-
-
-def _copy_metadata(wrapper: Callable[..., Any], func: Any, target: Callable[..., Any]) -> None:
-    """Make the wrapper look like what the SDK would see without it: name, doc, module, and
-    ``__wrapped__`` reaching the user's function (or callable object)."""
-    if inspect.isroutine(func):
-        functools.update_wrapper(wrapper, func)
-        return
-    owner = type(func)
-    wrapper.__name__ = owner.__name__  # as function_tool names a callable object
-    wrapper.__qualname__ = owner.__qualname__
-    wrapper.__module__ = owner.__module__
-    # As function_tool documents a callable object: the __call__ method's own docstring (not an
-    # inherited one), else the class's. (With both, the SDK takes the description from the class
-    # docstring: pass description_override= to keep it so.)
-    call = next(o.__dict__["__call__"] for o in owner.__mro__ if "__call__" in o.__dict__)
-    call_doc = getattr(call, "__doc__", None)
-    wrapper.__doc__ = inspect.cleandoc(call_doc) if call_doc else inspect.getdoc(owner)
-    wrapper.__wrapped__ = func  # type: ignore[attr-defined]
 
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -239,6 +228,8 @@ def _captured(obj: Any) -> list[Any]:
     """The plain values (str, int, float, bool, None) a function closes over, or a callable
     object's plain attributes: what tells apart two tools one factory made (``booker("car")``
     and ``booker("hotel")``). Other values count by their type's name only."""
+    if inspect.isclass(obj):
+        return []  # a class used as a tool: its attributes are its code, not captured values
     if inspect.isroutine(obj):
         values: list[Any] = []
         for cell in getattr(inspect.unwrap(obj), "__closure__", None) or ():
@@ -264,8 +255,9 @@ def _declaration_id(func: Any, undo: Undo | None, explicit: str | None) -> str:
         if not isinstance(explicit, str) or not explicit:
             raise SdkDeclarationError(f"declaration_id must be a non-empty string, got {explicit!r}")
         return explicit
-    owner = func if inspect.isroutine(func) else type(func)
-    base = f"{stable_module_name(owner.__module__)}:{owner.__qualname__}"
+    owner = func if _is_function_like(func) else type(func)
+    module = getattr(owner, "__module__", None) or type(owner).__module__  # a method descriptor has none
+    base = f"{stable_module_name(module)}:{owner.__qualname__}"
     captured: list[Any] = [_captured(func)]
     if undo is not None:
         undo_owner = undo if inspect.isroutine(undo) else type(undo)
@@ -291,7 +283,7 @@ def _declare(
             _ORDER_HINT.format(deco=deco, args=args_hint, name=func.name)
             + f"\nIt was applied on top of the FunctionTool {func.name!r}."
         )
-    if not callable(func) or isinstance(func, type):
+    if not callable(func):
         raise SdkDeclarationError(
             f"@{deco} decorates a function or a callable object (as function_tool takes), "
             f"got {func!r}"
@@ -299,20 +291,20 @@ def _declare(
     if getattr(func, DECLARATION_ATTR, None) is not None:
         name = getattr(func, "__qualname__", func)
         raise SdkDeclarationError(f"{name} is already declared; use one saga decorator")
-    target = _call_target(func)
+    body = _body_of(func)
     try:
         decl = ToolDeclaration(
             name=getattr(func, "__qualname__", None) or type(func).__qualname__,
             reversibility=reversibility,
             undo=undo,
             classify=classify,
-            is_async=inspect.iscoroutinefunction(target),
+            is_async=inspect.iscoroutinefunction(body),
             declaration_id=_declaration_id(func, undo, declaration_id),
             undo_timeout=undo_timeout,
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None
-    return _wrap(func, decl)
+    return _wrap(func, decl, body)
 
 
 def compensable(

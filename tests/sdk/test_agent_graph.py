@@ -202,27 +202,6 @@ async def test_f03_irreversible_tool_without_approval_anywhere_in_the_graph_is_r
     assert await journal.saga_ids() == []
 
 
-@pytest.mark.parametrize("how", ["handoff", "handoff_agent", "as_tool"])
-async def test_f03_two_different_tools_under_one_name_anywhere_in_the_graph_are_refused(journals, how):
-    """F-03: two different tools under one qualified name (one at the root, one three levels
-    down) -> ConfigurationError naming both places, before any tool runs."""
-    ran: list = []
-
-    @function_tool(name_override="look")
-    @read_only
-    def other_look(q: str) -> str:
-        ran.append(("other", q))
-        return q
-
-    model = scripted([("look", {"q": "x"}, "c1")], "done")
-    root, keep = deep(other_look, model, how)
-    root.tools.append(start_ran(ran))
-    with pytest.raises(ConfigurationError, match="two different tools are named 'look'") as caught:
-        await Sagacity(journals()).run(root, "go")
-    assert isinstance(caught.value, UserError)
-    assert ran == [] and not model.calls
-
-
 def test_f03_the_same_tool_on_several_agents_and_cycles_are_fine():
     """One tool object on two agents is one tool; handoff cycles end."""
     look = start_ran([])
@@ -233,11 +212,13 @@ def test_f03_the_same_tool_on_several_agents_and_cycles_are_fine():
     graph = agent_graph(a)
     assert [g.name for g in graph.agents] == ["A", "B"]
     assert list(graph.tools()) == ["look"]
+    assert [site.agent for site in graph.sites] == ["A", "B"]  # one site per agent that has it
 
 
 def test_one_function_or_agent_built_into_several_tool_objects_is_one_tool():
     """function_tool(f) built twice, or B.as_tool built twice under one name, is one tool (no
-    clash); two different plain functions under one name are two (refused)."""
+    clash); two different plain functions under one name are two: allowed on two agents (M-03),
+    refused on one."""
 
     def look(q: str) -> str:
         return q
@@ -252,8 +233,11 @@ def test_one_function_or_agent_built_into_several_tool_objects_is_one_tool():
               handoffs=[handoff(b)])
     b.tools.append(c.as_tool("ask_c", "c"))
     assert sorted(agent_graph(a).tools()) == ["ask_c", "look"]
-    b.tools.append(function_tool(other, name_override="look"))
-    with pytest.raises(ConfigurationError, match="two different tools are named 'look'"):
+    d = Agent(name="D", model=model, tools=[function_tool(other, name_override="look")])
+    a.handoffs.append(d)
+    agent_graph(a)  # D's own `look` (M-03)
+    a.tools.append(function_tool(other, name_override="look"))
+    with pytest.raises(ConfigurationError, match="has two different tools named 'look'"):
         agent_graph(a)
 
 
@@ -315,50 +299,6 @@ def car_book(log):
         return "CAR-1"
 
     return book
-
-
-@pytest.mark.parametrize("how", ["as_tool", "nested_agent_tool"])
-async def test_f04_same_name_in_an_agent_reached_through_a_tool_is_refused_at_start(journals, how):
-    """F-04: the outer `book` (undo cancels a hotel) and an inner agent, reached through
-    as_tool or nested_agent_tool, whose `book` undo cancels a car: refused at start."""
-    log: list = []
-    model = scripted([("book", {"city": "Porto"}, "c1")], "done")
-    inner = Agent(name="cars", model=model, tools=[car_book(log)])
-    tool = inner.as_tool("rent_car", "Rents a car")
-    if how == "nested_agent_tool":
-        tool = nested_agent_tool(tool)
-    outer = Agent(name="trip", model=model, tools=[hotel_book(log), tool])
-    with pytest.raises(ConfigurationError, match="two different tools are named 'book'"):
-        await Sagacity(journals()).run(outer, "go")
-    assert log == [] and not model.calls
-
-
-async def test_f04_same_name_met_only_at_run_time_fails_before_its_body(journals):
-    """F-04: the inner agent runs with a plain Runner.run inside a tool body (no walk sees it):
-    its `book` call, under a name bound to the hotel's declaration, fails before its body runs;
-    the hotel is cancelled once and no car is ever booked or cancelled."""
-    log: list = []
-    inner_model = scripted([("book", {"city": "Porto"}, "i1")], "no car")
-    inner = Agent(name="cars", model=inner_model, tools=[car_book(log)])
-
-    @function_tool
-    @read_only
-    async def rent_car(city: str) -> str:
-        result = await Runner.run(inner, f"car in {city}")
-        return str(result.final_output)
-
-    model = scripted([("book", {"city": "Porto"}, "c1")], [("rent_car", {"city": "Porto"}, "c2")],
-                     "done")
-    outer = Agent(name="trip", model=model, tools=[hotel_book(log), rent_car])
-    journal = journals()
-    result = await Sagacity(journal).run(outer, "go")
-    assert result.status is SagaStatus.COMPENSATED
-    assert log == [("book_hotel", "Porto"), ("cancel_hotel", "HT-1")]
-    refused = [e for e in await journal.entries(result.saga_id)
-               if e.phase is Phase.FAILED and e.call_id == "i1"]
-    assert refused and refused[0].payload["not_run"] is True
-    assert "already bound" in refused[0].payload["error"]
-    assert isinstance(result.failures[0].exception, ConfigurationError)
 
 
 async def test_f04_recovery_finds_the_undo_of_a_tool_met_only_at_run_time(journals):

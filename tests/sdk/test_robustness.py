@@ -248,7 +248,7 @@ async def test_lost_acknowledgement_of_an_intent_still_runs_the_call_once():
     assert phases(await journal.inner.entries(result.saga_id)) == ["INTENT", "EXECUTED"]
 
 
-async def test_two_tools_with_one_name_in_a_saga_are_refused():
+async def test_two_tools_with_one_name_on_one_agent_are_refused():
     from agents import Agent
 
     from sagacity_agents import ConfigurationError
@@ -265,7 +265,10 @@ async def test_two_tools_with_one_name_in_a_saga_are_refused():
 
     hotels = Agent(name="hotels", model=scripted("x"), tools=[book_hotel])
     triage = Agent(name="triage", model=scripted("x"), tools=[book_flight], handoffs=[hotels])
-    with pytest.raises(ConfigurationError, match="two different tools are named 'book'"):
+    result = await Sagacity(InMemoryJournal()).run(triage, "go")  # one each: fine (M-03)
+    assert result.status.value == "COMPLETED"
+    triage.tools.append(book_hotel)  # two on one agent: refused
+    with pytest.raises(ConfigurationError, match="agent 'triage' has two different tools named 'book'"):
         await Sagacity(InMemoryJournal()).run(triage, "go")
 
 

@@ -393,3 +393,64 @@ def test_public_qualified_names_key_tools_calls_and_approvals_alike():
         "type": "function_call", "name": "look", "call_id": "c1", "arguments": "{}",
         "namespace": "crm"})
     assert item.qualified_name == "crm.look"
+
+
+def test_normalize_callable_object_is_the_sdks_own_adapter_and_refusal():
+    """Fact (M-02): ``agents.tool._normalize_function_tool_callable`` adapts a plain callable
+    object into a function with the object's ``__signature__`` (self bound) and resolved
+    ``__annotations__``, and raises the SDK's ``UserError`` for a partial; the decorators ask it
+    (``_sdk_internals.normalize_callable_object``) which callable objects to take."""
+    import functools
+
+    from agents import UserError
+
+    from sagacity_agents.sdk._sdk_internals import normalize_callable_object
+
+    class Halver:
+        def __call__(self, x: int) -> float:
+            return x / 2
+
+    adapter = normalize_callable_object(Halver())
+    assert list(adapter.__signature__.parameters) == ["x"]
+    assert adapter.__annotations__ == {"x": int, "return": float}
+    assert adapter(3) == 1.5
+    with pytest.raises(UserError, match="functools.partial"):
+        normalize_callable_object(functools.partial(Halver()))
+
+
+async def test_internal_default_runner_runs_every_run_as_tool_and_streamed_included():
+    """Fact (sdk/nested.py's seam): ``Runner.run``, ``Runner.run_streamed`` and the nested run of
+    an ``Agent.as_tool`` tool (plain and with ``on_stream``) all go through
+    ``get_default_agent_runner()``, with the run's hooks and, for ``as_tool``, a ``ToolContext``
+    carrying the outer call's id as the nested run's context."""
+    from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
+
+    seen: list = []
+    previous = get_default_agent_runner()
+
+    class Spy(AgentRunner):
+        async def run(self, starting_agent, input, **kwargs):
+            context = kwargs.get("context")
+            seen.append(("run", starting_agent.name, getattr(context, "tool_call_id", None)))
+            return await previous.run(starting_agent, input, **kwargs)
+
+        def run_streamed(self, starting_agent, input, **kwargs):
+            context = kwargs.get("context")
+            seen.append(("streamed", starting_agent.name, getattr(context, "tool_call_id", None)))
+            return previous.run_streamed(starting_agent, input, **kwargs)
+
+    inner = Agent(name="inner", model=scripted("a", "b"))
+    outer = Agent(name="outer", model=scripted(
+        [("ask", {"input": "x"}, "q1"), ("ask_streamed", {"input": "y"}, "q2")], "done"),
+        tools=[inner.as_tool("ask", "Ask"), inner.as_tool("ask_streamed", "Ask", on_stream=lambda e: None)])
+    set_default_agent_runner(Spy())
+    try:
+        await Runner.run(outer, "go")
+        stream = Runner.run_streamed(Agent(name="plain", model=scripted("hi")), "go")
+        async for _ in stream.stream_events():
+            pass
+    finally:
+        set_default_agent_runner(previous)
+    assert seen[0] == ("run", "outer", None)
+    assert sorted(seen[1:3]) == [("run", "inner", "q1"), ("streamed", "inner", "q2")]
+    assert seen[3] == ("streamed", "plain", None)

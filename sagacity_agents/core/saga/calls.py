@@ -17,7 +17,7 @@ from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry, Phase
-from .payloads import REVERSIBILITY_TEXT, encoding_marker
+from .payloads import REVERSIBILITY_TEXT, UNDECLARED, encoding_marker
 from .refusals import Refusals
 from .state import CallFrame
 from .status import FailureRecord
@@ -74,31 +74,35 @@ class CallRecording(Refusals):
     """Journaling one wrapped call around its body (a layer of :class:`~.saga.Saga`)."""
 
     def _intent_payload(
-        self, decl: ToolDeclaration, args: dict[str, Any], raw_args: str | None,
+        self, decl: ToolDeclaration | None, args: dict[str, Any], raw_args: str | None,
         request_id: str | None = None,
         call_id: str | None = None,
+        agent: str | None = None,
     ) -> dict[str, Any]:
         frame = current_call.get() or self.resume_parents.pop(call_id, None)
         payload: dict[str, Any] = {
             "args": args,  # converted by the journal; unencodable -> INTENT fails, body not run
-            "reversibility": REVERSIBILITY_TEXT[decl.reversibility],
+            "reversibility": REVERSIBILITY_TEXT[decl.reversibility] if decl else UNDECLARED,
         }
         if request_id is not None:
             payload["request_id"] = request_id  # the approval this call uses up
         if raw_args is not None:
             payload["raw_args"] = raw_args
-        if decl.declaration_id is not None:
+        if decl is not None and decl.declaration_id is not None:
             payload["declaration"] = decl.declaration_id
+        if agent is not None:
+            payload["agent"] = agent  # which agent's tool of that name (M-03)
         if frame is not None and frame.saga is self:
             payload["parent_call_id"] = frame.call_id
             payload["parent_intent_seq"] = frame.intent_seq
         return payload
 
     async def _write_intent(
-        self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
+        self, decl: ToolDeclaration | None, tool: str, call_id: str | None, args: dict[str, Any],
         raw_args: str | None, invocation: str, request_id: str | None = None,
+        agent: str | None = None,
     ) -> JournalEntry:
-        payload = self._intent_payload(decl, args, raw_args, request_id, call_id)
+        payload = self._intent_payload(decl, args, raw_args, request_id, call_id, agent)
         try:
             return await self.journal.append(
                 self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
@@ -161,6 +165,7 @@ class CallRecording(Refusals):
         body: Callable[[], Awaitable[T]],
         *,
         raw_args: str | None = None,
+        agent: str | None = None,
     ) -> T:
         """Journal one async call around ``body``: INTENT, then EXECUTED / REFUSED / FAILED.
 
@@ -172,6 +177,8 @@ class CallRecording(Refusals):
             body: runs the tool body.
             raw_args: the raw argument text, journaled only for tools whose validated
                 arguments are not available (fallback wrapping).
+            agent: the name of the agent whose tool this is (journaled: two agents of a saga
+                may each have a tool of this name; the undo is found by ``decl``'s id).
 
         Returns:
             Whatever ``body`` returned, even when the outcome could not be journaled.
@@ -189,13 +196,12 @@ class CallRecording(Refusals):
         done = self._begin()
         invocation = self._invocation_id()
         try:
-            if self.declarations.setdefault(tool, decl) is not decl:
-                await self._refuse_other_declaration(decl, tool, call_id, invocation)
+            self.declarations.setdefault(tool, decl)
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 request_id = await self._check_grant(tool, call_id, args, invocation)
             else:
                 request_id = None
-            payload = self._intent_payload(decl, args, raw_args, request_id, call_id)
+            payload = self._intent_payload(decl, args, raw_args, request_id, call_id, agent)
             try:
                 # The common case, written out: one journal call, no helper coroutine.
                 intent = await self.journal.append(
@@ -259,8 +265,10 @@ class CallRecording(Refusals):
         body: Callable[[], T],
         *,
         raw_args: str | None = None,
+        agent: str | None = None,
     ) -> T:
-        """Journal one sync call around ``body``, from a worker thread.
+        """Journal one sync call around ``body``, from a worker thread (arguments as for
+        :meth:`run_call`).
 
         Journal writes are handed to the saga's event loop and awaited by this thread, so a sync
         body the framework cannot stop still gets its real outcome journaled when it ends.
@@ -291,13 +299,12 @@ class CallRecording(Refusals):
         done = self._begin()
         try:
             invocation = self._invocation_id()
-            if self.declarations.setdefault(tool, decl) is not decl:
-                on_loop(self._refuse_other_declaration(decl, tool, call_id, invocation))
+            self.declarations.setdefault(tool, decl)
             request_id = None
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 request_id = on_loop(self._check_grant(tool, call_id, args, invocation))
             intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args, invocation,
-                                                request_id))
+                                                request_id, agent))
         except BaseException:
             self._end(done)
             raise

@@ -1,6 +1,7 @@
 """Calls journaled from outside their body: tools we cannot decorate (the fallback seams of the
-adapter) get their INTENT before the SDK runs them and their outcome when a later seam sees it.
-Their approval hash covers the canonical raw arguments."""
+adapter) and tools nobody declared (journaled ``undeclared`` from the run's hooks, M-01) get their
+INTENT before the SDK runs them and their outcome when a later seam sees it. Their approval hash
+covers the canonical raw arguments."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import asyncio
 import time
 from typing import Any
 
+from ...errors import ConfigurationError
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry
 from .calls import CallRecording
-from .payloads import raw_args_value
+from .payloads import UNDECLARED, raw_args_value
 from .state import CallFrame
 
 __all__ = ["ExternalCalls"]
@@ -21,9 +23,14 @@ class ExternalCalls(CallRecording):
     """INTENT and outcome of calls whose body we cannot wrap (a layer of :class:`~.saga.Saga`)."""
 
     async def begin_external_call(
-        self, decl: ToolDeclaration, tool: str, call_id: str | None, raw_args: str
+        self, decl: ToolDeclaration | None, tool: str, call_id: str | None, raw_args: str, *,
+        agent: str | None = None,
     ) -> JournalEntry:
         """Journal the INTENT of a call whose body we cannot wrap (raw arguments journaled).
+
+        ``decl`` ``None`` is a tool nobody declared: journaled with reversibility
+        ``"undeclared"`` (no approval check, no classifier), reported "no undo declared" when the
+        saga fails. ``agent`` is the name of the agent whose tool it is (journaled).
 
         The outcome comes later through :meth:`end_external_call`. The call is not counted in
         flight meanwhile: the seams that bring its outcome run before the SDK moves on, so
@@ -36,10 +43,11 @@ class ExternalCalls(CallRecording):
         """
         invocation = self._invocation_id()
         request_id = None
-        if decl.reversibility is Reversibility.IRREVERSIBLE:
+        if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
             request_id = await self._check_grant(tool, call_id, raw_args_value(raw_args), invocation)
-        intent = await self._write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id)
+        intent = await self._write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id,
+                                          agent)
         self.last_journaled = time.monotonic()
         with self._lock:
             self._external[call_id] = (decl, intent)
@@ -50,6 +58,17 @@ class ExternalCalls(CallRecording):
         process) as waiting for its outcome, so :meth:`end_external_call` journals it once."""
         with self._lock:
             self._external.setdefault(intent.call_id, (None, intent))
+
+    def external_frame(self, call_id: str | None) -> CallFrame | None:
+        """The call journaled from outside its body that waits for its outcome under
+        ``call_id``, as the parent frame of the calls a run nested in it makes; ``None`` when no
+        such call is pending."""
+        with self._lock:
+            pending = self._external.get(call_id)
+        if pending is None:
+            return None
+        intent = pending[1]
+        return CallFrame(self, intent.tool or "", call_id, intent.seq)
 
     def has_external_call(self, call_id: str | None) -> bool:
         """Whether a fallback call with this call id is waiting for its outcome."""
@@ -75,7 +94,8 @@ class ExternalCalls(CallRecording):
         if pending is None:
             return None
         stored, intent = pending
-        decl = declaration or stored or self.declarations.get(intent.tool or "")
+        undeclared = (intent.payload or {}).get("reversibility") == UNDECLARED
+        decl = declaration or stored or (None if undeclared else self.declarations.get(intent.tool or ""))
         if decl is None:  # a reloaded call whose tool this process never met: no classifier
             decl = ToolDeclaration(name=intent.tool or "", reversibility=Reversibility.READ_ONLY)
         frame = CallFrame(self, intent.tool or "", call_id, intent.seq)
@@ -89,6 +109,19 @@ class ExternalCalls(CallRecording):
         task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, None))
         task.add_done_callback(lambda _t: self._end(done))
         return task
+
+    async def refuse_undeclared_call(
+        self, tool: str, call_id: str | None, raw_args: str, error: ConfigurationError
+    ) -> None:
+        """Refuse a call of an undeclared tool met at run time under ``strict=True``: journal
+        FAILED (``not_run``, with its raw arguments), fail the saga and raise ``error``.
+
+        Raises:
+            ConfigurationError: ``error``, always (the caller must not run the tool).
+        """
+        await self._refused_before_intent(
+            error, tool, call_id, self._invocation_id(),
+            {"raw_args": raw_args, "reversibility": UNDECLARED})
 
     def pending_external_calls(self) -> int:
         """How many fallback calls have an INTENT and no outcome yet in this process."""

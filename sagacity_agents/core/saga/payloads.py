@@ -16,11 +16,16 @@ from ..canonical import (
 from ..declarations import Reversibility
 
 __all__ = [
-    "ENCODING_ERROR_KEY", "RESULT_TYPE_KEY", "REVERSIBILITY_TEXT", "encode_or_marker",
+    "ENCODING_ERROR_KEY", "RESULT_TYPE_KEY", "REVERSIBILITY_TEXT", "UNDECLARED", "encode_or_marker",
     "encoding_marker", "raw_args_value", "with_result",
 ]
 
 REVERSIBILITY_TEXT = {kind: kind.value for kind in Reversibility}  # Enum.value is slow per call
+
+UNDECLARED = "undeclared"
+"""The ``reversibility`` journaled for a call of a tool nobody declared (M-01): it ran, its effect
+is unknown, and nothing can undo it; reported "no undo declared" when the saga fails."""
+
 
 def encoding_marker(value: Any, error: EncodingError) -> dict[str, str]:
     """The marker journaled in place of ``value``, which has no canonical encoding:

@@ -1,6 +1,6 @@
-"""Calls a saga refuses: a tool name bound to another declaration, an irreversible call without
-a consumed approval of its exact arguments (the grant is read from the journal, ``core.grants``),
-and, under the REFUSE_EFFECTS policy, any call that would change the world after the saga failed.
+"""Calls a saga refuses: an irreversible call without a consumed approval of its exact arguments
+(the grant is read from the journal, ``core.grants``), and, under the REFUSE_EFFECTS policy, any
+call that would change the world after the saga failed.
 A call refused before its INTENT is journaled FAILED (``not_run``); one refused by the policy is
 journaled REFUSED, and the model is told the saga's verdict.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from ...errors import ApprovalError, ConfigurationError
+from ...errors import ApprovalError
 from ...errors import describe_error as _describe
 from ..canonical import canonical_bytes, sha256_hex
 from ..declarations import ToolDeclaration
@@ -26,28 +26,6 @@ __all__ = ["Refusals"]
 
 class Refusals(CallOutcomes):
     """Refusing calls, before their INTENT or by policy (a layer of :class:`~.saga.Saga`)."""
-
-    async def _refuse_other_declaration(
-        self, decl: ToolDeclaration, tool: str, call_id: str | None, invocation: str
-    ) -> None:
-        """A call under a tool name already bound to another declaration in this saga (an agent
-        run inside a tool body, which no walk of the agent graph sees in advance): its undo
-        could be mistaken for the other tool's, so it is journaled FAILED, fails the saga, and
-        raises before its body runs.
-
-        Raises:
-            ConfigurationError: always.
-        """
-        known = self.declarations[tool]
-        error = ConfigurationError(
-            f"{tool} (call {call_id}) refused: the name {tool!r} is already bound to "
-            f"{known.declaration_id or known.name} in saga {self.saga_id}, and this call is "
-            f"{decl.declaration_id or decl.name}; tool names must be unique across every agent "
-            "of a saga, nested runs included (use function_tool(name_override=...)); the tool "
-            "was not run"
-        )
-        await self._refused_before_intent(
-            error, tool, call_id, invocation, {"declaration": decl.declaration_id})
 
     async def _refused_before_intent(
         self, error: Exception, tool: str, call_id: str | None, invocation: str,

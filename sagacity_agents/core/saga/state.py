@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConfigurationError, LeaseLostError
+from ...errors import LeaseLostError
 from ..compensation import CompensationItem, CompensationReport
 from ..declarations import ToolDeclaration
 from ..entries import JournalEntry, Phase
@@ -103,6 +103,10 @@ class SagaState:
         self.in_flight_timeout = in_flight_timeout
         self.metadata = metadata or {}
         self.declarations: dict[str, ToolDeclaration] = {}
+        """Tool name -> the first declaration bound or met under it (every one is journaled by
+        id; compensation looks undos up by id)."""
+        self.agent_declarations: dict[tuple[str | None, str], ToolDeclaration] = {}
+        """(agent name, tool name) -> declaration, for tools of one name on several agents."""
         self.tool_settings: dict[str, dict[str, Any]] = {}
         self.failures: list[FailureRecord] = []
         self.status = SagaStatus.OPEN
@@ -149,25 +153,34 @@ class SagaState:
         """True once SAGA_CLOSED is journaled."""
         return self._closed
 
-    def register(self, tool: str, declaration: ToolDeclaration, **settings: Any) -> None:
+    def register(
+        self, tool: str, declaration: ToolDeclaration, *, agent: str | None = None, **settings: Any
+    ) -> None:
         """Make ``declaration``'s undo available for entries of ``tool`` and note the tool's
         framework settings (e.g. ``timeout`` seconds, used to say a cancellation was a timeout).
 
-        Raises:
-            ConfigurationError: another declaration is registered under the same tool name (two
-                agents of one saga with different tools named alike): the journal names calls by
-                tool name, so compensation would run the wrong undo.
+        Two agents of one saga may each have their own tool of one name (M-03): every INTENT
+        journals its declaration id and agent, and compensation finds the undo by that id, so the
+        second declaration is kept beside the first (:meth:`declaration_for` by agent name) rather
+        than refused. Name-only lookups (``declarations``) keep the first; so does an agent name
+        several agents share. (Two different tools of one name on one agent object are refused by
+        the adapter's graph walk, which knows agents by identity.)
+
+        Args:
+            tool: the tool's name as calls are journaled (the SDK's qualified name).
+            declaration: its saga declaration.
+            agent: the name of the agent that has the tool (``None``: not known).
+            settings: the tool's framework settings.
         """
-        known = self.declarations.get(tool)
-        if known is not None and known is not declaration:
-            raise ConfigurationError(
-                f"two different tools are named {tool!r} in saga {self.saga_id} "
-                f"({known.name} and {declaration.name}); tool names must be unique across the "
-                "agents of a saga (use function_tool(name_override=...))"
-            )
-        self.declarations[tool] = declaration
+        self.agent_declarations.setdefault((agent, tool), declaration)
+        self.declarations.setdefault(tool, declaration)
         if settings:
-            self.tool_settings[tool] = settings
+            self.tool_settings.setdefault(tool, settings)
+
+    def declaration_for(self, tool: str, agent: str | None = None) -> ToolDeclaration | None:
+        """The declaration bound for ``agent``'s tool ``tool``, else the first bound under that
+        name (``None``: none)."""
+        return self.agent_declarations.get((agent, tool)) or self.declarations.get(tool)
 
     def _lose_lease(self, lost: LeaseLostError) -> None:
         """Note that this object's lease was taken over (the first notice is kept)."""

@@ -21,6 +21,7 @@ from ..declarations import Reversibility, ToolDeclaration
 from ..entries import Phase
 from ..journal import Journal
 from ..undo import lost_undo_data
+from .payloads import UNDECLARED
 from .status import FailureRecord, SagaStatus
 
 __all__ = ["SagaVerdict", "VerdictSource", "changes_world", "read_verdict"]
@@ -202,7 +203,7 @@ async def read_verdict(saga: VerdictSource) -> SagaVerdict:
             continue
         kind = (call.intent.payload or {}).get("reversibility")
         item = CompensationItem(outcome.seq, call.intent.tool, call.intent.call_id, kind or "")
-        if kind in (Reversibility.IRREVERSIBLE.value, Reversibility.NO_UNDO.value):
+        if kind in (Reversibility.IRREVERSIBLE.value, Reversibility.NO_UNDO.value, UNDECLARED):
             kept.append(item)
         elif kind == Reversibility.COMPENSATABLE.value and (lost := lost_undo_data(outcome.payload)):
             kept.append(CompensationItem(item.seq, item.tool, item.call_id, lost))
