@@ -44,6 +44,7 @@ from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .grants import consumed_decisions
 from .journal import CLAIMANT_KEY, Journal, new_claimant
+from .lease import intent_in_doubt_note
 from .undo import (
     CompensationContext, StopSignal, UndoRun, idempotency_key, late_end_writer, lost_undo_data,
     mark_in_doubt, run_undo,
@@ -365,7 +366,8 @@ async def compensate(
     kept: list[CompensationItem] = []
     no_undo: list[CompensationItem] = []
     in_doubt = [
-        CompensationItem(e.seq, e.tool, e.call_id, "INTENT without outcome") for e in ledger.in_doubt()
+        CompensationItem(e.seq, e.tool, e.call_id, intent_in_doubt_note(e, ledger.entries))
+        for e in ledger.in_doubt()
     ]
     # EXECUTED effects, and FAILED calls whose body recorded undo data before failing (its
     # change may have happened; the undo acts on the world as it is).

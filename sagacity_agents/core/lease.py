@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import math
 import os
 import socket
 import time
@@ -49,8 +50,8 @@ from .entries import JournalEntry, Phase
 from .journal import FENCE_KEY, LATE_KEY, Journal, append_each, utc_now
 
 __all__ = [
-    "DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "completed_unclosed", "lease_of",
-    "new_holder_id",
+    "DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "check_lease_seconds",
+    "completed_unclosed", "intent_in_doubt_note", "lease_of", "new_holder_id",
 ]
 
 DEFAULT_LEASE_SECONDS = 30.0
@@ -58,6 +59,20 @@ DEFAULT_LEASE_SECONDS = 30.0
 
 _ACQUIRE_ATTEMPTS = 50
 """Conditional RUN_STARTED appends tried before giving up (each loses only to a real write)."""
+
+
+def check_lease_seconds(value: object) -> float:
+    """``value`` as a lease duration in seconds, or a clear error.
+
+    Raises:
+        ValueError: not a real number (a bool, a string, ``None``), not finite, or not > 0.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"lease_seconds must be a number of seconds > 0, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"lease_seconds must be a finite number of seconds > 0, got {value!r}")
+    return seconds
 
 
 def new_holder_id() -> str:
@@ -139,6 +154,34 @@ def _renews(entry: JournalEntry, run_seq: int, holder: str) -> bool:
         return True
     # Entries of versions before the fence name their holder only in run bookkeeping.
     return entry.phase in (Phase.LEASE_RENEWED, Phase.RUN_ENDED) and payload.get("holder") == holder
+
+
+def intent_in_doubt_note(intent: JournalEntry, entries: Sequence[JournalEntry]) -> str:
+    """The report line of an INTENT without outcome: ``"INTENT without outcome"``, plus a warning
+    when the run that wrote it was taken over rather than ended: its holder may be alive and
+    stalled, still running the call (a human who finds no effect *yet* must make sure that
+    process has stopped before answering "not run").
+
+    Args:
+        intent: the INTENT.
+        entries: the saga's entries in ``seq`` order.
+    """
+    payload = intent.payload if isinstance(intent.payload, dict) else {}
+    fence = payload.get(FENCE_KEY)
+    run = next((e for e in entries if e.seq == fence and e.phase is Phase.RUN_STARTED), None)
+    if run is None:
+        return "INTENT without outcome"
+    holder = (run.payload or {}).get("holder") if isinstance(run.payload, dict) else None
+    ended = any(e.phase is Phase.RUN_ENDED and isinstance(e.payload, dict)
+                and e.payload.get("holder") == holder for e in entries if e.seq > run.seq)
+    taken = any(e.phase is Phase.RUN_STARTED and isinstance(e.payload, dict)
+                and isinstance(e.payload.get("took_over"), dict)
+                and e.payload["took_over"].get("run_seq") == run.seq for e in entries)
+    if ended or not taken:
+        return "INTENT without outcome"
+    return (f"INTENT without outcome; its run ({holder}) was taken over, not ended: that process "
+            "may still be running this call, so make sure it has stopped before answering that "
+            "the call did not run")
 
 
 _RUN_BOOKKEEPING = frozenset({Phase.RUN_STARTED, Phase.LEASE_RENEWED, Phase.RUN_ENDED})

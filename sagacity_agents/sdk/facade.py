@@ -23,7 +23,7 @@ from ..core.chain import ChainHead, VerifyResult
 from ..core.evidence import verify_sagas
 from ..core.entries import JournalEntry
 from ..core.journal import Journal
-from ..core.lease import DEFAULT_LEASE_SECONDS, completed_unclosed
+from ..core.lease import DEFAULT_LEASE_SECONDS, check_lease_seconds, completed_unclosed
 from ..core.recovery import recovery_reason
 from ..core.authenticity import attach_tagger
 from ..core.resolution import resolve_in_doubt
@@ -85,7 +85,8 @@ class Sagacity:
             letting the model carry on.
         lease_seconds: the run lease's duration (``core.lease``): a saga whose running process
             died can be taken over (run, resumed, recovered) this many seconds after its last
-            entry; a running process renews it by journaling.
+            entry; a running process renews it by journaling. A finite number > 0
+            (``ValueError`` here otherwise).
         checkpoints: signed checkpoints: a ``CheckpointStore``, a directory, or a
             ``postgresql://`` URI (a table in its own schema, docs/postgres.md); ``None`` reads
             ``$SAGACITY_CHECKPOINTS`` (unset: none). A saga's head is signed at close and at
@@ -132,7 +133,7 @@ class Sagacity:
         self.policy = FailurePolicy(policy)
         self.in_flight_timeout = in_flight_timeout
         self.fail_on_rejection = fail_on_rejection
-        self.lease_seconds = lease_seconds
+        self.lease_seconds = check_lease_seconds(lease_seconds)  # refused now, not at the first run
 
     def _hooks(
         self, agent: Agent[Any], saga_id: str | None, hooks: RunHooks[Any] | None, close: bool

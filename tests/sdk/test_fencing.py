@@ -125,6 +125,8 @@ async def test_r01_stalled_run_never_acts_after_a_takeover(place, sync_hotel):
     first = recovered["result"]
     assert first.status is SagaStatus.IN_DOUBT
     assert [item.tool for item in first.in_doubt] == ["book_hotel"]
+    # the stalled holder may still be running the call: a human must not answer "not run" yet
+    assert "taken over, not ended" in first.in_doubt[0].detail
     assert [item.tool for item in first.report.undone] == ["book_flight"]
 
     # The stalled run: its hotel's outcome is journaled late, nothing else; it stopped.

@@ -150,3 +150,15 @@ async def test_r01_an_outcome_refused_even_late_is_named_in_the_error(place):  #
     assert "NOT IN THE JOURNAL: EXECUTED of book_hotel (call h1)" in str(result.exception)
     assert "charged" not in trip.log
     await stalled.close()
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "5", None])
+def test_r01_lease_seconds_is_checked_when_the_facade_is_made(bad):
+    """A lease that cannot work is refused at construction, before anything is written (it was
+    accepted, then failed at the first run after SAGA_OPENED was journaled)."""
+    from sagacity_agents import InMemoryJournal, Saga
+
+    with pytest.raises(ValueError, match="lease_seconds"):
+        Sagacity(InMemoryJournal(), lease_seconds=bad)
+    with pytest.raises(ValueError, match="lease_seconds"):
+        Saga(InMemoryJournal(), lease_seconds=bad)

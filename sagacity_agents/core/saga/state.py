@@ -24,7 +24,7 @@ from ..entries import JournalEntry, Phase
 from ..evidence import Evidence
 from ..fence import FencedJournal
 from ..journal import Journal
-from ..lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, new_holder_id
+from ..lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, check_lease_seconds, new_holder_id
 from ..undo import StopSignal
 from .status import FailurePolicy, FailureRecord, SagaStatus
 
@@ -76,8 +76,7 @@ class SagaState:
         evidence: Evidence | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
-        if lease_seconds <= 0:
-            raise ValueError("lease_seconds must be > 0")
+        lease_seconds = check_lease_seconds(lease_seconds)
         self.evidence = evidence
         self._fresh_id = saga_id is None  # a new random id: nothing in the journal to read
         # Invocation ids (write-key prefixes): random per Saga object, counted per call; unique
