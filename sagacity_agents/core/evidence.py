@@ -126,14 +126,16 @@ class Evidence:
         object.__setattr__(self, "_adopted", None)
 
     async def adoption(self, journal: Journal) -> Adoption | None:
-        """The journal's signed keyring adoptions (``core.authenticity``; ``None``: none, or no
-        keyring here). One found is kept: adoptions are only ever added."""
+        """The journal's signed keyring adoption (``core.authenticity.read_adoption``; ``None``:
+        the reserved saga is empty, or no keyring here). One that counts is kept: only the first
+        complete adoption counts, and nothing written later changes it."""
         if self.keyring is None:
             return None
         found = getattr(self, "_adopted", None)
         if found is None:
             found = read_adoption(await journal.entries(ADOPTION_SAGA), self.keyring, self.tags)
-            object.__setattr__(self, "_adopted", found)
+            if found is not None and found.adopted:
+                object.__setattr__(self, "_adopted", found)
         return found
 
     async def _anchor(self, saga_id: str) -> tuple[ChainHead | None, VerifyResult | None, list[Checkpoint]]:
