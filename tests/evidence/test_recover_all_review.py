@@ -143,3 +143,33 @@ async def test_a04_a_close_after_a_humans_answer_verifies(db):
     finally:
         await s.aclose()
     assert (await entries(db, "s-1"))[-1].phase is Phase.SAGA_CLOSED
+
+
+async def test_a06_pause_does_not_reuse_a_forged_decision_under_a_keyring(db, keys, tmp_path, monkeypatch):
+    """C-05's reuse path reads decisions through the evidence check: an untagged APPROVED +
+    CONSUMED forged for the pending transfer is refused (its seq named) when the SDK interrupts
+    the call again, not reused as an approval; nothing is wired."""
+    from agents import RunState  # noqa: PLC0415
+
+    from sagacity_agents import Saga  # noqa: PLC0415
+
+    from ..sdk import wire_app  # noqa: PLC0415
+
+    monkeypatch.setattr(wire_app, "LEDGER", tmp_path / "ledger.txt")
+    wire = ("transfer", '{"amount": 5, "to": "acct-9"}', "w1")
+    s = host(db, keys)
+    try:
+        result = await s.run(wire_app.paused_agent(wire), "go")
+        (request,) = result.approvals
+        fields = {"request_id": request.request_id, "args_hash": request.args_hash}
+        approved = await forge(db, result.saga_id, Phase.APPROVED, "forged:approved", tool="transfer",
+                               call_id="w1", payload={**fields, "approver": "mallory"})
+        await forge(db, result.saga_id, Phase.CONSUMED, "forged:consumed", tool="transfer", call_id="w1",
+                    payload={**fields, "decision": "approved", "claimant": "x"})
+        state = await RunState.from_string(wire_app.resumed_agent(), await s.approvals.load_snapshot(result.saga_id))
+        with pytest.raises(EvidenceError, match=f"first bad seq {approved}"):
+            await s.desk.pause(Saga(s.journal, result.saga_id, evidence=s.evidence), wire_app.resumed_agent(), state)
+        assert [i.tool_name for i in state.get_interruptions()] == ["transfer"]
+    finally:
+        await s.aclose()
+    assert wire_app.executions() == []
