@@ -28,6 +28,7 @@ __all__ = [
     "COMPACT_BELOW",
     "NEST_INDENT",
     "PHASE_STYLES",
+    "adoption_lines",
     "call_depths",
     "data_text",
     "journal_table",
@@ -335,6 +336,20 @@ def journal_table(
     return table
 
 
+def adoption_lines(adoption: Any) -> list[str]:
+    """What ``journal verify --keyring`` says about the journal's keyring adoption
+    (``core.authenticity.Adoption`` or ``None``: the reserved saga is empty): which adoption
+    counts, and every row or adoption of the reserved saga that was ignored, and why."""
+    if adoption is None:
+        return []
+    if adoption.adopted:
+        lines = [(f"keyring adoption {printable(adoption.adoption_id)}: {len(adoption.heads)} saga(s) "
+                  "listed as written before the keyring")]
+    else:
+        lines = ["keyring adoption: none counts; every untagged entry is BROKEN under the keyring"]
+    return lines + [f"keyring adoption: {printable(note)}" for note in adoption.notes]
+
+
 def verify_text(result: VerifyResult) -> Text:
     """``verify: ok ...`` or ``verify: BROKEN ...`` for one saga (saga id and detail escaped).
 
@@ -348,6 +363,8 @@ def verify_text(result: VerifyResult) -> Text:
         text.append(f"  saga {saga_id}  {result.entries} entries, head {head}")
         if result.anchor is not None:
             text.append(f", anchored seq {result.anchor.seq} matches")
+        if result.unauthenticated:
+            text.append(f", {result.unauthenticated} unauthenticated, before the keyring")
         return text
     text = Text("verify: ", style="bold")
     text.append("BROKEN", style="bold red")

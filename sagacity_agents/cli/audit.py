@@ -185,23 +185,26 @@ def audit_adopt_keyring(db: str, keyring: str, key_id: str | None) -> None:
     """Adopt the keyring on a journal that already holds entries (issue 19, A-02): verify every
     saga, then journal a signed marker listing every saga's head. Under the keyring, untagged
     entries up to those heads are then "unauthenticated, before the keyring"; any other untagged
-    entry, in any saga, is BROKEN. Run it once every writer has the keyring (exit 1, nothing
-    written, when a saga does not verify)."""
+    entry, in any saga, is BROKEN. Run it once every writer has the keyring, and once only:
+    exit 1, nothing written, when a saga does not verify, holds an untagged entry after a tagged
+    one, or the keyring is already adopted on this journal."""
     from ..core.authenticity import adopt_keyring  # noqa: PLC0415
 
     evidence = _evidence(None, keyring, key_id)
     if evidence.keyring is None or not evidence.keyring.can_sign:
         raise UsageFailure(f"the keyring {keyring} holds no private key to sign the marker with")
 
-    async def work(j: Journal) -> int:
+    async def work(j: Journal) -> tuple[str, int]:
         written = await adopt_keyring(j, evidence.keyring)
-        return sum(len(e.payload.get("heads") or {}) for e in written)
+        return (written[0].payload["adoption"],
+                sum(len(e.payload.get("heads") or {}) for e in written))
 
     console = make_console(highlight=False)
     try:
-        count = with_journal(db, work)
+        adoption, count = with_journal(db, work)
     except SagacityError as exc:
-        console.print(Text(str(exc), style="bold red"))
+        console.print(Text(f"keyring NOT adopted: {exc}", style="bold red"))
         raise SystemExit(1) from exc
-    console.print(f"keyring adopted: {count} saga(s) listed as written before it "
-                  f"(key {evidence.keyring.signing_key[0]})")
+    console.print(f"keyring adopted (adoption {adoption}, key {evidence.keyring.signing_key[0]}): "
+                  f"{count} saga(s) listed; their untagged entries up to the listed heads are "
+                  "\"before the keyring\", every other untagged entry is BROKEN under it")

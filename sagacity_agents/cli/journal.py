@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
@@ -22,6 +23,7 @@ from ..core.evidence import verify_sagas
 from ..core.journal import Journal
 from ..errors import ConfigurationError
 from ..render import (
+    adoption_lines,
     data_text,
     journal_table,
     make_console,
@@ -176,14 +178,17 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
         except ConfigurationError as exc:
             raise UsageFailure(str(exc)) from exc
 
-    async def check(j: Journal) -> list[VerifyResult]:
+    async def check(j: Journal) -> tuple[list[VerifyResult], Any]:
         sid = await resolve_saga(j, saga_id, also=list(heads or ())) if saga_id is not None else None
         if sid is not None and heads is not None and sid not in heads:
             raise UsageFailure(f"{heads_file} lists no head for saga {printable(sid)}")
-        return await verify_sagas(j, sid, heads=heads, evidence=evidence)
+        found = await verify_sagas(j, sid, heads=heads, evidence=evidence)
+        return found, (await evidence.adoption(j) if evidence is not None else None)
 
-    results = with_journal(db, check, closing=[evidence.checkpoints] if evidence else [])
+    results, adoption = with_journal(db, check, closing=[evidence.checkpoints] if evidence else [])
     console = make_console(highlight=False)
+    for note in adoption_lines(adoption):
+        console.print(data_text(note))
     if not results:
         console.print(f"verify: no sagas in {redacted_uri(db)}")
         return

@@ -138,8 +138,10 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
     Undos already COMPENSATED are not applied again; an INTENT or COMPENSATING without outcome
     is reported in doubt (exit 1) for a human to check and answer (`saga resolve`); the saga then
     stays open. It is closed once everything is undone (COMPENSATED). Refused while a run holds
-    the saga's lease. With --all, every saga that needs it is verified and recovered in turn;
-    exit 1 while any of them needs a human (or was refused).
+    the saga's lease. With --all, every saga is verified first and every one that needs it is
+    recovered in turn; a saga that does not verify (its first bad seq named) or whose entries
+    cannot be read is reported, never skipped; exit 1 while any of them needs a human (or was
+    refused).
     """
     if (saga_id is None) == (not recover_all):
         raise click.UsageError("give a SAGA_ID or --all (not both)")

@@ -52,16 +52,31 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConfigurationError, SignatureError
+from .canonical import parse_json, sha256_hex
 from .chain import ChainFault, ChainHead, check_anchor, verify_entries
-from .entries import GENESIS_HASH, JournalEntry, Phase
+from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry, Phase
 from .journal import Journal, utc_stamp
 from .signing import Keyring
 
 __all__ = [
-    "ADOPTION_SAGA", "ENTRY_STATEMENT", "RESOLUTION_STATEMENT", "Adoption", "EntryTagger",
-    "TagCache", "UntaggedRefusal", "adopt_keyring", "attach_tagger", "authenticated_entries", "authenticity_fault", "read_adoption",
-    "resolution_fields", "sign_resolution", "tag_statement", "unlinked_bytes",
+    "ADOPTION_SAGA",
+    "ENTRY_STATEMENT",
+    "RESOLUTION_STATEMENT",
+    "Adoption",
+    "EntryTagger",
+    "TagCache",
+    "UntaggedRefusal",
+    "adopt_keyring",
+    "attach_tagger",
+    "authenticated_entries",
+    "authenticity_fault",
+    "read_adoption",
+    "resolution_fields",
+    "sign_resolution",
+    "tag_statement",
+    "unlinked_bytes",
     "unlinked_from_pieces",
+    "untagged_after_tagged",
 ]
 
 ENTRY_STATEMENT = "sagacity.entry.v1"
@@ -222,59 +237,137 @@ class TagCache:
 
 @dataclass(frozen=True, slots=True)
 class Adoption:
-    """What the journal's signed keyring adoptions list: each saga's head when it was adopted."""
+    """What the journal's signed keyring adoption lists: each saga's head when it was adopted.
+
+    Only the *first* complete adoption counts (:func:`read_adoption`): a later one would vouch
+    for untagged entries written after the first, which is what an INSERT-only writer forges.
+    """
 
     heads: Mapping[str, tuple[ChainHead, ...]]
-    """saga id -> every head an adoption listed for it (one per adoption that listed it)."""
+    """saga id -> the head the adoption listed for it (one)."""
+    adoption_id: str | None = None
+    """The adoption that counts (``None``: none does, e.g. only an incomplete one)."""
+    notes: tuple[str, ...] = ()
+    """What was ignored in the reserved saga, and why (rows that are not signed adoption parts,
+    incomplete or later adoptions): ``journal verify`` prints them."""
+
+    @property
+    def adopted(self) -> bool:
+        """Whether an adoption counts (untagged entries up to its heads are "before the keyring")."""
+        return self.adoption_id is not None
 
     def before_keyring(self, saga_id: str) -> int:
         """The last seq of ``saga_id`` that may be untagged (0: none)."""
         return max((h.seq for h in self.heads.get(saga_id, ())), default=0)
 
 
+def _part_problem(entry: JournalEntry, keyring: Keyring, cache: TagCache) -> str | None:
+    """Why ``entry`` is not a signed KEYRING_ADOPTED part, or ``None``. Checked on the entry
+    alone (its bytes, its columns, its tag), not through the reserved saga's chain: a garbage
+    row an INSERT-only writer adds there cannot void a signed adoption (issue 19 review, A2)."""
+    phase = entry.phase.value if isinstance(entry.phase, Phase) else str(entry.phase)
+    if entry.phase is not Phase.KEYRING_ADOPTED:
+        return f"a {phase!r} row, not a KEYRING_ADOPTED part"
+    if entry.tag is None or entry.tag_key is None:
+        return "KEYRING_ADOPTED without a tag"
+    try:
+        obj = parse_json(entry.canonical)
+        consistent = (isinstance(obj, dict) and set(obj) == set(HASHED_FIELDS)
+                      and sha256_hex(entry.canonical) == entry.hash
+                      and all(obj[k] == v for k, v in entry.hashed_object().items() if k != "payload"))
+    except Exception:  # noqa: BLE001 - any unreadable row is garbage, reported as such
+        consistent = False
+    if not consistent or entry.saga_id != ADOPTION_SAGA:
+        return "its bytes, hash and columns disagree (not an entry the journal wrote)"
+    problem = cache.check(entry, keyring)
+    if problem is not None:
+        return problem
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    if not (isinstance(payload.get("adoption"), str) and _int(payload.get("part"))
+            and _int(payload.get("parts")) and isinstance(payload.get("heads"), dict)):
+        return "malformed adoption part"
+    return None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def read_adoption(entries: Sequence[JournalEntry], keyring: Keyring,
                   cache: TagCache | None = None) -> Adoption | None:
-    """The adoptions recorded in the entries of :data:`ADOPTION_SAGA`: only complete ones (every
-    part present) whose parts are tagged by a key of ``keyring`` and chain-verify.
+    """The keyring adoption recorded in the entries of :data:`ADOPTION_SAGA` (issue 19, A-02).
+
+    Each KEYRING_ADOPTED part is authenticated on its own (bytes, columns, tag by a key of
+    ``keyring``), so other rows of the reserved saga (garbage an INSERT-only writer adds, which
+    breaks that saga's chain and is reported BROKEN there) do not void it. Of the *complete*
+    adoptions (every part present), only the first (by the seq its last part was written at)
+    counts: a later one, e.g. written by a version that allowed re-adoption, is ignored, since
+    it would list untagged entries written after the first. Everything ignored is in ``notes``.
 
     Returns:
-        The :class:`Adoption`, or ``None`` when there is none.
+        The :class:`Adoption` (``adopted`` false when none counts), or ``None`` when the
+        reserved saga holds no row.
     """
-    if not entries or not verify_entries(ADOPTION_SAGA, entries).ok:
+    if not entries:
         return None
     cache = cache or TagCache()
-    parts: dict[str, dict[int, Mapping[str, Any]]] = {}
+    notes: list[str] = []
+    parts: dict[str, dict[int, tuple[int, Mapping[str, Any]]]] = {}
     counts: dict[str, int] = {}
     for entry in entries:
-        payload = entry.payload if isinstance(entry.payload, dict) else {}
-        if entry.phase is not Phase.KEYRING_ADOPTED or entry.tag is None or entry.tag_key is None:
+        problem = _part_problem(entry, keyring, cache)
+        if problem is not None:
+            notes.append(f"{ADOPTION_SAGA} seq {entry.seq} ignored: {problem}")
             continue
-        if cache.check(entry, keyring) is not None:
-            continue
-        adoption, part, total = payload.get("adoption"), payload.get("part"), payload.get("parts")
-        if isinstance(adoption, str) and isinstance(part, int) and isinstance(total, int):
-            parts.setdefault(adoption, {})[part] = payload.get("heads") or {}
-            counts[adoption] = total
-    heads: dict[str, list[ChainHead]] = {}
+        payload = entry.payload
+        parts.setdefault(payload["adoption"], {}).setdefault(payload["part"], (entry.seq, payload["heads"]))
+        counts[payload["adoption"]] = payload["parts"]
+    complete: list[tuple[int, str]] = []
     for adoption, got in parts.items():
         if set(got) != set(range(1, counts[adoption] + 1)):
-            continue  # incomplete: an adoption interrupted half-way grandfathers nothing
-        for listed in got.values():
-            for saga_id, head in listed.items():
-                if isinstance(head, dict) and isinstance(head.get("seq"), int) \
-                        and isinstance(head.get("hash"), str):
-                    heads.setdefault(saga_id, []).append(ChainHead(head["seq"], head["hash"]))
-    if not heads and not parts:
-        return None
-    return Adoption({sid: tuple(h) for sid, h in heads.items()})
+            notes.append(f"adoption {adoption} ignored: incomplete ({len(got)} of {counts[adoption]} "
+                         "parts), it lists nothing as before the keyring")
+            continue
+        complete.append((max(seq for seq, _ in got.values()), adoption))
+    if not complete:
+        return Adoption({}, None, tuple(notes))
+    complete.sort()
+    first = complete[0][1]
+    notes += [f"adoption {later} ignored: only the first adoption ({first}) lists what is before "
+              "the keyring (a later one would vouch for untagged entries written after it)"
+              for _, later in complete[1:]]
+    heads: dict[str, tuple[ChainHead, ...]] = {}
+    for _, listed in sorted(parts[first].values()):
+        for saga_id, head in listed.items():
+            if isinstance(head, dict) and isinstance(head.get("seq"), int) \
+                    and isinstance(head.get("hash"), str):
+                heads[saga_id] = (ChainHead(head["seq"], head["hash"]),)
+    return Adoption(heads, first, tuple(notes))
+
+
+def untagged_after_tagged(entries: Sequence[JournalEntry]) -> JournalEntry | None:
+    """The first untagged entry that follows a tagged one in a saga (``None``: none). No writer
+    goes back to writing untagged entries once a keyring tags its saga: an adoption never lists
+    such an entry as "before the keyring" (issue 19 review, A1)."""
+    tagged = False
+    for entry in entries:
+        if entry.tag is not None and entry.tag_key is not None:
+            tagged = True
+        elif tagged:
+            return entry
+    return None
 
 
 async def adopt_keyring(journal: Journal, keyring: Keyring, *, part_size: int = ADOPTION_PART) -> list[JournalEntry]:
     """Adopt ``keyring`` on a journal that holds untagged entries (A-02): verify every saga's
-    chain and structure, then journal KEYRING_ADOPTED entries (tagged) in :data:`ADOPTION_SAGA`
-    listing every saga's head. From then on, under the keyring, untagged entries up to those
-    heads are reported "unauthenticated, before the keyring" and every other untagged entry is
-    refused. Run it once every writer has the keyring (their entries are then tagged).
+    chain and structure and that no untagged entry follows a tagged one, then journal
+    KEYRING_ADOPTED entries (tagged) in :data:`ADOPTION_SAGA` listing every saga's head. From
+    then on, under the keyring, untagged entries up to those heads are reported
+    "unauthenticated, before the keyring" and every other untagged entry is refused. Run it
+    once every writer has the keyring (their entries are then tagged). **Once**: a journal
+    whose reserved saga already holds a complete adoption signed by a key of ``keyring`` is
+    refused (a second adoption would list the untagged entries written since the first:
+    exactly what an INSERT-only writer forges).
 
     Args:
         journal: the journal.
@@ -286,16 +379,25 @@ async def adopt_keyring(journal: Journal, keyring: Keyring, *, part_size: int = 
 
     Raises:
         ConfigurationError: the keyring cannot sign.
-        EvidenceError: a saga does not verify (its chain or its structure): nothing written;
-            anchor or repair it first (adopting would vouch for it).
+        SagaStateError: the keyring is already adopted on this journal: nothing written.
+        EvidenceError: a saga does not verify (its chain or its structure) or holds an untagged
+            entry after a tagged one: nothing written; anchor or repair it first (adopting
+            would vouch for it).
         JournalError: the journal could not be read or written.
     """
-    from ..errors import EvidenceError  # noqa: PLC0415
+    from ..errors import EvidenceError, SagaStateError  # noqa: PLC0415
     from .structure import structure_problem  # noqa: PLC0415
 
     attach_tagger(journal, keyring)
     if not keyring.can_sign:
         raise ConfigurationError("adopting a keyring needs a keyring with a signing key")
+    existing = read_adoption(await journal.entries(ADOPTION_SAGA), keyring)
+    if existing is not None and existing.adopted:
+        raise SagaStateError(
+            f"the keyring is already adopted on this journal (adoption {existing.adoption_id}, "
+            f"{len(existing.heads)} saga(s) listed); a second adoption would vouch for untagged "
+            "entries written since, so it is refused: nothing written. An untagged entry after "
+            "the adoption stays BROKEN under the keyring (docs/threat-model.md, A-02)")
     heads: dict[str, dict[str, Any]] = {}
     for saga_id in await journal.saga_ids():
         if saga_id == ADOPTION_SAGA:
@@ -303,6 +405,13 @@ async def adopt_keyring(journal: Journal, keyring: Keyring, *, part_size: int = 
         entries = await journal.entries(saga_id)
         result = verify_entries(saga_id, entries)
         problem = None if not result.ok else structure_problem(entries)
+        late = untagged_after_tagged(entries) if result.ok and problem is None else None
+        if late is not None:
+            raise EvidenceError(
+                f"saga {saga_id}: seq {late.seq} carries no tag but follows a tagged entry (no "
+                "writer does that: a forgery, or a writer still without the keyring); not "
+                "listing it as before the keyring: nothing written", saga_id=saga_id,
+                bad_seq=late.seq, fault=ChainFault.UNAUTHENTICATED.value)
         if not result.ok or problem is not None:
             seq = result.bad_seq if not result.ok else problem[0]  # type: ignore[index]
             raise EvidenceError(
@@ -382,6 +491,7 @@ def authenticity_fault(
         many untagged entries the adoption lists as written before the keyring.
     """
     listed: Iterable[ChainHead] = adoption.heads.get(saga_id, ()) if adoption is not None else ()
+    adopted = adoption is not None and adoption.adopted
     for head in listed:
         anchored = check_anchor(saga_id, entries, head)
         if anchored is not None and anchored.bad_seq is not None and anchored.fault is not None:
@@ -396,7 +506,7 @@ def authenticity_fault(
             else:
                 return (entry.seq, ChainFault.UNAUTHENTICATED,
                         f"{entry.phase.value if isinstance(entry.phase, Phase) else entry.phase} "
-                        "carries no tag" + (" and is after the keyring's adoption" if adoption
+                        "carries no tag" + (" and is after the keyring's adoption" if adopted
                                            else " (no keyring adoption lists it)")), untagged_before
         else:
             problem = cache.check(entry, keyring)

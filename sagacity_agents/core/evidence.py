@@ -39,7 +39,7 @@ from .journal import Journal, utc_stamp
 from .signing import Keyring
 from .structure import structure_problem
 
-__all__ = ["DECISION_STATEMENT", "Evidence", "sign_decision", "verified_entries", "verify_sagas"]
+__all__ = ["DECISION_STATEMENT", "Evidence", "refusal", "sign_decision", "verified_entries", "verify_sagas"]
 
 DECISION_STATEMENT = "sagacity.decision.v1"
 """The ``type`` of a decision statement."""
@@ -126,14 +126,16 @@ class Evidence:
         object.__setattr__(self, "_adopted", None)
 
     async def adoption(self, journal: Journal) -> Adoption | None:
-        """The journal's signed keyring adoptions (``core.authenticity``; ``None``: none, or no
-        keyring here). One found is kept: adoptions are only ever added."""
+        """The journal's signed keyring adoption (``core.authenticity.read_adoption``; ``None``:
+        the reserved saga is empty, or no keyring here). One that counts is kept: only the first
+        complete adoption counts, and nothing written later changes it."""
         if self.keyring is None:
             return None
         found = getattr(self, "_adopted", None)
         if found is None:
             found = read_adoption(await journal.entries(ADOPTION_SAGA), self.keyring, self.tags)
-            object.__setattr__(self, "_adopted", found)
+            if found is not None and found.adopted:
+                object.__setattr__(self, "_adopted", found)
         return found
 
     async def _anchor(self, saga_id: str) -> tuple[ChainHead | None, VerifyResult | None, list[Checkpoint]]:
@@ -230,14 +232,18 @@ class Evidence:
         """
         result, entries = await self._verify(journal, saga_id)
         if not result.ok:
-            raise EvidenceError(
-                f"saga {saga_id} does not verify, first bad seq {result.bad_seq} "
-                f"({result.fault.value if result.fault else 'fault'}: {result.detail}); "
-                "refusing to act on it: nothing was run, undone, decided or closed",
-                saga_id=saga_id, bad_seq=result.bad_seq,
-                fault=result.fault.value if result.fault else None,
-            )
+            raise refusal(result)
         return entries
+
+    async def checked_entries(self, journal: Journal, saga_id: str) -> tuple[VerifyResult, list[JournalEntry]]:
+        """The saga's verdict (as :meth:`verify`) and its entries as read, without raising:
+        for a caller that goes through many sagas (``recover --all``) and reports a saga that
+        does not verify instead of stopping. Act on the entries only when the verdict is ok.
+
+        Raises:
+            JournalError: the journal could not be read.
+        """
+        return await self._verify(journal, saga_id)
 
     @property
     def decision_key_problem(self) -> str | None:
@@ -279,6 +285,18 @@ class Evidence:
         checkpoint = sign_checkpoint(self.keyring, saga_id, head.seq, head.hash, utc_stamp())
         await self.checkpoints.put(checkpoint)
         return checkpoint
+
+
+def refusal(result: VerifyResult) -> EvidenceError:
+    """The :class:`EvidenceError` for a saga whose ``result`` is not ok (first bad seq, fault
+    and detail named; nothing was done on it)."""
+    return EvidenceError(
+        f"saga {result.saga_id} does not verify, first bad seq {result.bad_seq} "
+        f"({result.fault.value if result.fault else 'fault'}: {result.detail}); "
+        "refusing to act on it: nothing was run, undone, decided or closed",
+        saga_id=result.saga_id, bad_seq=result.bad_seq,
+        fault=result.fault.value if result.fault else None,
+    )
 
 
 CHAIN_ONLY = Evidence()

@@ -51,7 +51,7 @@ from .journal import FENCE_KEY, LATE_KEY, Journal, append_each, utc_now
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "check_lease_seconds",
-    "completed_unclosed", "intent_in_doubt_note", "lease_of", "new_holder_id",
+    "completed_unclosed", "intent_in_doubt_note", "lease_of", "lease_seconds", "new_holder_id",
 ]
 
 DEFAULT_LEASE_SECONDS = 30.0
@@ -129,7 +129,7 @@ def lease_of(entries: Sequence[JournalEntry]) -> Lease | None:
     holder = str(payload.get("holder") or "")
     if not holder:
         return None
-    seconds = float(payload.get("lease_seconds") or DEFAULT_LEASE_SECONDS)
+    seconds = lease_seconds(payload.get("lease_seconds"))
     ended = False
     newest = first
     for later in entries[start + 1:]:
@@ -138,10 +138,36 @@ def lease_of(entries: Sequence[JournalEntry]) -> Lease | None:
         elif later.phase is Phase.RUN_ENDED and isinstance(later.payload, dict) \
                 and later.payload.get("holder") == holder:
             ended = True
-        if _renews(later, first.seq, holder):
+        if _renews(later, first.seq, holder) and _stamp(later.recorded_at) is not None:
             newest = later
-    expires = _parse_stamp(newest.recorded_at) + dt.timedelta(seconds=seconds)
+    began = _stamp(newest.recorded_at)
+    try:
+        expires = began + dt.timedelta(seconds=seconds) if began is not None else _NEVER_HELD
+    except OverflowError:  # a duration past the calendar: held for good (a human ends it)
+        expires = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
     return Lease(holder, first.seq, seconds, expires, ended)
+
+
+_NEVER_HELD = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+
+
+def _stamp(recorded_at: Any) -> dt.datetime | None:
+    """``recorded_at`` as a time, or ``None`` when a row holds something else."""
+    try:
+        return _parse_stamp(recorded_at)
+    except (TypeError, ValueError):
+        return None
+
+
+def lease_seconds(value: Any) -> float:
+    """A RUN_STARTED's ``lease_seconds`` as a duration: a finite number > 0, else
+    :data:`DEFAULT_LEASE_SECONDS` (the library writes only such numbers; anything else, a
+    string, a negative, NaN or infinity, is a row someone else wrote, issue 19 review A4, and
+    must not stop a reader such as ``recover --all``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return DEFAULT_LEASE_SECONDS
+    seconds = float(value)
+    return seconds if math.isfinite(seconds) and seconds > 0 else DEFAULT_LEASE_SECONDS
 
 
 def _renews(entry: JournalEntry, run_seq: int, holder: str) -> bool:

@@ -18,6 +18,9 @@ writes, before recovery or anything else acts on them:
   forged RUN_STARTED followed by a forged outcome under it is refused at the outcome. (The
   outer call of a nested agent tool is read-only and may get its outcome from the run that
   resumes it, F-10: never undone, so left out.)
+* **Nothing in doubt at the close.** A SAGA_CLOSED follows no INTENT and no undo's
+  COMPENSATING without an outcome (a human's RESOLVED counts as one): a run that ends with a
+  call in doubt leaves the saga open, IN_DOUBT, and recovery closes it only when nothing is.
 * **Undo outcomes belong to their claim's writer.** COMPENSATED and COMPENSATION_FAILED answer
   the COMPENSATING named by ``compensating_seq``: same tool, call id and fence; and a
   COMPENSATING names, in ``target_seq``, an outcome of the same call.
@@ -34,6 +37,7 @@ from typing import Any
 
 from .entries import OUTCOME_PHASES, JournalEntry, Phase
 from .journal import FENCE_KEY, LATE_KEY, LATE_PHASES
+from .ledger import SagaLedger
 
 __all__ = ["structure_problem"]
 
@@ -99,11 +103,26 @@ def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None
         elif late:
             return entry.seq, "a late entry without the fence of the lease it lost"
         problem = _answer_problem(entry, payload, by_seq, intents_by_key)
+        if problem is None and entry.phase is Phase.SAGA_CLOSED:
+            problem = _closed_in_doubt(entries, entry)
         if problem is not None:
             return entry.seq, problem
         if entry.phase is Phase.RUN_STARTED:
             newest_run = entry.seq
     return None
+
+
+def _closed_in_doubt(entries: Sequence[JournalEntry], closed: JournalEntry) -> str | None:
+    """Why ``closed`` (a SAGA_CLOSED) closes a saga with something in doubt, or ``None``: no run
+    closes one while an INTENT or an undo's COMPENSATING has no outcome (a human's RESOLVED
+    counts as one): ``finish`` leaves such a saga open, IN_DOUBT, and recovery closes only when
+    its report is clean (``core.compensation``; the ledger read here, ``core.ledger``, is theirs)."""
+    ledger = SagaLedger([e for e in entries if e.seq < closed.seq])
+    doubt = sorted(e.seq for e in [*ledger.in_doubt(), *ledger.undo_in_doubt()])
+    if not doubt:
+        return None
+    return (f"SAGA_CLOSED while seq {', '.join(map(str, doubt))} is in doubt (an INTENT or "
+            "COMPENSATING without outcome): no run closes a saga with a call in doubt")
 
 
 def _answer_problem(

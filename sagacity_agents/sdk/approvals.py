@@ -207,13 +207,21 @@ class ApprovalDesk:
         whose consumed decision is still unused in this saga (same call id and hash) reuses it;
         every other call gets a request and an AWAITING_APPROVAL entry. When requests were made,
         the snapshot (without application context and approvals) is stored for resume.
+
+        Raises:
+            EvidenceError: the saga does not verify (the decisions to reuse are read from
+                verified entries only, as resume reads them); nothing was reused or asked.
+            JournalError: the journal could not be read or written.
         """
         graph = agent_graph(agent)
         now = self.clock()
         # Decisions a resume consumed and no INTENT used yet: the SDK asked again for the same
-        # call (C-05); the journal, not memory, says so (works in any process).
+        # call (C-05); the journal, not memory, says so (works in any process). Read through the
+        # evidence check as resume reads them (issue 19 review, A6): under a keyring a forged,
+        # untagged APPROVED + CONSUMED is refused, never reused.
         unused = {(d.tool, d.call_id, d.args_hash): d
-                  for d in consumed_decisions(await self.journal.entries(saga.saga_id))
+                  for d in consumed_decisions(await verified_entries(self.journal, saga.saga_id,
+                                                                     self.evidence))
                   if d.used_by is None}
         waiting: list[tuple[str, str | None, dict[str, Any], str | None, str]] = []
         kinds: dict[str | None, str | None] = {}

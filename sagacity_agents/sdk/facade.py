@@ -20,18 +20,20 @@ from agents import Agent, RunHooks, Runner
 
 from ..core.approval import ApprovalStore, wait_for_decision
 from ..core.chain import ChainHead, VerifyResult
-from ..core.evidence import verify_sagas
+from ..core.evidence import refusal, verify_sagas
 from ..core.entries import JournalEntry
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS, check_lease_seconds, completed_unclosed
 from ..core.recovery import recovery_reason
-from ..core.authenticity import attach_tagger
+from ..core.authenticity import ADOPTION_SAGA, attach_tagger
 from ..core.resolution import resolve_in_doubt
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
 from ..core.grants import requests_void
 from ..core.signing import Keyring
-from ..errors import ApprovalError, ConfigurationError, SagacityError, SagaStateError
+from ..errors import (
+    ApprovalError, ConfigurationError, JournalError, SagacityError, SagaStateError, describe_error,
+)
 from ..settings import DEFAULT_JOURNAL_PATH, evidence_from, journal_path
 from ..stores import approval_store_for, open_journal
 from .approvals import ApprovalDesk
@@ -332,28 +334,49 @@ class Sagacity:
         expired without RUN_ENDED, or a last run that ended IN_DOUBT / COMPENSATION_FAILED.
         Never a saga waiting for approval, an idle ``close=False`` saga, or a running one.
 
-        Each saga is verified and recovered as by :meth:`recover`; a saga that is refused (its
-        evidence does not verify, a run took it meanwhile) is reported and the others go on.
+        Sagas are selected from *verified* entries only (issue 19 review, A4): every saga is
+        first checked as :meth:`verify` checks it (chain, structure and, when configured,
+        checkpoints, tags and signatures); one that does not verify is reported (its
+        :class:`EvidenceError` names the first bad seq) for a human, never skipped on the word
+        of an entry nobody authenticated (a forged SAGA_CLOSED or RUN_ENDED). A saga whose rows
+        cannot be read as a saga's, or whose recovery fails unexpectedly, is reported too, and
+        the others go on. A saga that is refused (a run took it meanwhile) likewise.
 
         Args:
             agent: an agent whose declarations hold the undos of every saga's tools.
 
         Returns:
             ``(saga_id, why it needed recovery, SagaResult or the refusal)`` per saga, oldest
-            saga first. Anything not COMPENSATED needs a human.
+            saga first. Anything not COMPENSATED (or COMPLETED) needs a human.
 
         Raises:
             JournalError: the journal could not be read.
         """
         done: list[tuple[str, str, SagaResult | SagacityError]] = []
         for saga_id in await self.journal.saga_ids():
-            why = recovery_reason(await self.journal.entries(saga_id))
-            if why is None or any(r.consumed_at is None for r in await self.approvals.list(saga_id)):
-                continue  # nothing to recover, or it waits for a human decision (then resume)
+            if saga_id == ADOPTION_SAGA:
+                continue  # the keyring's markers: no runs (journal verify reports its rows)
+            try:
+                verdict, entries = await self.evidence.checked_entries(self.journal, saga_id)
+                if not verdict.ok:
+                    done.append((saga_id, "its journal does not verify: a human checks it", refusal(verdict)))
+                    continue
+                why = recovery_reason(entries)
+                if why is None or any(r.consumed_at is None for r in await self.approvals.list(saga_id)):
+                    continue  # nothing to recover, or it waits for a human decision (then resume)
+            except JournalError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one saga's rows must not stop the others
+                done.append((saga_id, "its entries cannot be read as a saga's: a human checks it",
+                             SagacityError(f"saga {saga_id}: {describe_error(exc)}")))
+                continue
             try:
                 done.append((saga_id, why, await self.recover(saga_id, agent)))
             except SagacityError as exc:
                 done.append((saga_id, why, exc))
+            except Exception as exc:  # noqa: BLE001 - reported; the other sagas are recovered
+                done.append((saga_id, why, SagacityError(f"saga {saga_id}: recovery failed: "
+                                                         f"{describe_error(exc)}")))
         return done
 
     async def resolve(

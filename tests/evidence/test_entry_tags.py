@@ -152,3 +152,20 @@ def test_the_stand_alone_tag_check_of_audit_format(populated, tmp_path):  # noqa
     with pytest.raises(InvalidSignature):
         namespace["check_tag"](forged, keys)
     assert base64.b64decode(tagged[0]["tag"])
+
+
+@pytest.mark.parametrize("key_id", ["../../etc/passwd", "/abs/key", "a/b", "", "k\x00"])
+def test_a05_the_documented_checks_refuse_a_key_id_that_is_a_path(tmp_path, key_id):
+    """docs/audit-format.md's check_tag and check_checkpoint take the key id from the export,
+    which its writer chose: one that is not a key id (the Keyring's pattern) is refused before
+    any file is opened."""
+    namespace: dict = {}
+    exec(doc_blocks()[1] + "\n" + doc_blocks()[2], namespace)  # noqa: S102 - the documented code
+    opened: list = []
+    namespace["open"] = lambda *a, **k: opened.append(a) or (_ for _ in ()).throw(AssertionError("opened"))
+    with pytest.raises(KeyError, match="not a key id"):
+        namespace["check_tag"]({"tag_key": key_id, "canonical": "", "tag": ""}, str(tmp_path))
+    with pytest.raises(KeyError, match="not a key id"):
+        namespace["check_checkpoint"]({"key_id": key_id, "saga_id": "s", "seq": 1, "hash": "h",
+                                       "time": "t", "signature": ""}, str(tmp_path))
+    assert opened == []

@@ -74,6 +74,9 @@ async def test_recover_refuses_a_saga_closed_cleanly():
     journal = InMemoryJournal()
     log: list = []
     sid = await crashed_saga(journal)
+    # c3's outcome first: no run closes a saga with a call in doubt (core/structure.py)
+    await journal.append(sid, Phase.FAILED, write_key="c3:outcome", tool="step", call_id="c3",
+                         payload={"intent_seq": 6, "error": "stopped"})
     await journal.append(sid, Phase.SAGA_CLOSED, write_key="saga:closed", payload={"status": "COMPENSATED"})
     with pytest.raises(SagaStateError, match="closed"):
         await Sagacity(journal).recover(sid, agent(scripted(), tools(log)))
