@@ -143,3 +143,24 @@ async def test_m03_same_agent_name_same_id_different_undos_refused_at_start(jour
     with pytest.raises(ConfigurationError, match="declaration id"):
         await Sagacity(journals()).run(a, "go")
     assert hotels.live == [] and cars.live == []
+
+
+async def test_m03_a_pause_journals_the_agent_that_asked():
+    """The AWAITING_APPROVAL entry names the agent whose call waits (``sagacity approvals show``
+    prints it): two agents' ``wire`` tools are told apart by a human."""
+    from sagacity_agents import InMemoryApprovalStore, InMemoryJournal, Phase, irreversible
+
+    @function_tool(needs_approval=True)
+    @irreversible
+    def wire(amount: int) -> str:
+        return "sent"
+
+    b = Agent(name="agent_b", model=scripted([("wire", {"amount": 9}, "w2")], "ok"), tools=[wire])
+    a = Agent(name="agent_a", model=scripted([("transfer_to_agent_b", {}, "h1")]),
+              tools=[wire], handoffs=[b])
+    journal = InMemoryJournal()
+    result = await Sagacity(journal, approvals=InMemoryApprovalStore()).run(a, "go")
+    assert result.status is SagaStatus.AWAITING_APPROVAL
+    paused = [e for e in await journal.entries(result.saga_id)
+              if e.phase is Phase.AWAITING_APPROVAL]
+    assert [e.payload["agent"] for e in paused] == ["agent_b"]
