@@ -127,12 +127,13 @@ def approvals_list(db: str, show_all: bool) -> None:
 @click.argument("request_id")
 @db_option()
 def approvals_show(request_id: str, db: str) -> None:
-    """Show one request: the arguments the tool would receive, their hash, the saga, its age."""
+    """Show one request: the arguments the tool would receive, their hash, the saga, its age,
+    and the agent that asked (as journaled at the pause)."""
 
-    async def load(store: ApprovalStore) -> tuple[ApprovalRequest | None, str | None, str | None]:
+    async def load(store: ApprovalStore) -> tuple[ApprovalRequest | None, dict[str, Any], str | None]:
         request = await store.get(request_id)
         if request is None:
-            return None, None, None
+            return None, {}, None
         # The tool's reversibility as journaled when the run paused, and whether the saga is
         # over (the journal, not the store).
         journal = open_journal(db)
@@ -143,10 +144,11 @@ def approvals_show(request_id: str, db: str) -> None:
         paused = [e for e in entries
                   if e.phase is Phase.AWAITING_APPROVAL and isinstance(e.payload, dict)
                   and e.payload.get("request_id") == request_id]
-        kind = paused[-1].payload.get("reversibility") if paused else None
-        return request, kind if isinstance(kind, str) else None, requests_void(entries)
+        return request, (paused[-1].payload if paused else {}), requests_void(entries)
 
-    request, reversibility, void = _with_store(db, load)
+    request, paused, void = _with_store(db, load)
+    reversibility = paused.get("reversibility")
+    agent = paused.get("agent")  # journaled since issue 20's review; older pauses: not known
     if request is None:
         raise UsageFailure(f"no approval request {request_id!r} (see: sagacity approvals list)")
     try:
@@ -168,7 +170,9 @@ def approvals_show(request_id: str, db: str) -> None:
     facts.add_row("request", data_text(request.request_id))
     facts.add_row("saga", data_text(request.saga_id))
     facts.add_row("tool", data_text(request.tool))
-    facts.add_row("reversibility", data_text(reversibility or "not journaled"))
+    facts.add_row("agent", data_text(agent if isinstance(agent, str) else "not journaled"))
+    facts.add_row("reversibility", data_text(reversibility if isinstance(reversibility, str)
+                                             else "not journaled"))
     facts.add_row("call id", data_text(request.call_id))
     facts.add_row("asked", data_text(f"{request.created_at} ({_age(request.created_at)} ago)"))
     facts.add_row("expires", data_text(request.expires_at or "never"))

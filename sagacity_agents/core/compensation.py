@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ClaimTakenError, JournalWriteError, LeaseLostError, describe_error
-from .declarations import Reversibility, ToolDeclaration, declaration_by_id, is_ambiguous
+from .declarations import (
+    Reversibility, ToolDeclaration, declaration_by_id, interchangeable, is_ambiguous,
+)
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .grants import consumed_decisions
@@ -141,21 +143,41 @@ def _journaled_result(payload: dict[str, Any]) -> Any:
 
 
 def _declaration_for(
-    declarations: Mapping[str, ToolDeclaration], tool: str, decl_id: Any
-) -> ToolDeclaration | None:
-    if not isinstance(decl_id, str):
-        return declarations.get(tool)
-    named = declarations.get(tool)
-    if named is not None and named.declaration_id == decl_id:
-        return named
-    # Bound under another name: only when exactly one tool of the saga has that id (several
-    # would make the choice a guess, and a wrong undo is worse than none).
-    found = {id(d): d for d in declarations.values() if d.declaration_id == decl_id}
+    declarations: Mapping[str, ToolDeclaration], tool: str, decl_id: Any, agent: Any = None,
+    by_agent: Mapping[tuple[str | None, str], ToolDeclaration] | None = None,
+) -> tuple[ToolDeclaration | None, str | None]:
+    """The declaration whose undo compensates an INTENT of ``tool`` journaled with ``decl_id``
+    by ``agent``, or ``None`` and why not (M-03: the wrong undo must never run).
+
+    First the declaration bound for the INTENT's (agent, tool), if it has the journaled id; else
+    the one declaration of the saga with that id (several different ones, e.g. one factory's
+    tools on agents the INTENT's agent does not name: refused, not guessed); else, when the saga
+    bound none, the one this process made under the id (:func:`declaration_by_id`)."""
+    by_agent = by_agent or {}
+    bound = by_agent.get((agent, tool)) if isinstance(agent, str) else None
+    if bound is not None and (bound.declaration_id == decl_id or not isinstance(decl_id, str)):
+        return bound, None
+    if isinstance(decl_id, str):
+        pool = [d for d in (*by_agent.values(), *declarations.values()) if d.declaration_id == decl_id]
+    else:  # journals written before ids: by tool name, if only one declaration has it
+        pool = [d for (_, name), d in by_agent.items() if name == tool]
+        pool += [d for name, d in declarations.items() if name == tool]
+    found: list[ToolDeclaration] = []
+    for decl in pool:
+        if not any(interchangeable(decl, known) for known in found):
+            found.append(decl)
     if len(found) == 1:
-        return next(iter(found.values()))
+        return found[0], None
     if found:
-        return None
-    return declaration_by_id(decl_id)
+        return None, (f"{len(found)} different declarations of this saga share "
+                      + (f"declaration {decl_id}" if isinstance(decl_id, str) else f"tool name {tool!r}")
+                      + f" and none is bound for the journaled agent {agent!r}; the undo is not "
+                      "guessed (a wrong undo is worse than none): recover with the agent graph "
+                      "that ran it, or give each tool its own id with "
+                      "compensable(..., declaration_id=...)")
+    if not isinstance(decl_id, str):
+        return None, None
+    return declaration_by_id(decl_id), None
 
 
 async def _claim_undo(
@@ -191,6 +213,7 @@ async def compensate(
     claimant: str | None = None,
     stop: StopSignal | None = None,
     retry_timed_out: bool = True,
+    agent_declarations: Mapping[tuple[str | None, str], ToolDeclaration] | None = None,
 ) -> CompensationReport:
     """Undo the saga's EXECUTED compensatable effects in reverse sequence and report.
 
@@ -213,6 +236,10 @@ async def compensate(
         retry_timed_out: retry undos whose latest attempt timed out or was cancelled (a
             recovery); ``False`` reports them in doubt without running them again (a second
             pass of the same run, which just gave up on them).
+        agent_declarations: (agent name, tool name) -> declaration. An INTENT that journals its
+            agent is undone by the declaration bound for its (agent, tool) when that one has the
+            journaled id; when several different declarations share the id and none is bound
+            for the INTENT's agent, the undo is not run (reported failed, still dirty).
 
     Returns:
         The report. Undos that raise are journaled as COMPENSATION_FAILED and listed under
@@ -296,7 +323,8 @@ async def compensate(
                 "`recover` runs it"))
             continue
         decl_id = intent_payload.get("declaration")
-        decl = _declaration_for(declarations, call.intent.tool or "", decl_id)
+        decl, unsure = _declaration_for(declarations, call.intent.tool or "", decl_id,
+                                        intent_payload.get("agent"), agent_declarations)
         key = idempotency_key(saga_id, call.outcome.seq)
         attempt = len(call.attempts) + 1
         claim = {"target_seq": call.outcome.seq, "idempotency_key": key, "attempt": attempt,
@@ -331,7 +359,9 @@ async def compensate(
         elif decl is None or decl.undo is None:
             error = f"no undo registered for tool {call.intent.tool!r} in this process" + (
                 f" (declaration {decl_id})" if decl_id else "")
-            if isinstance(decl_id, str) and is_ambiguous(decl_id):
+            if unsure is not None:
+                error = f"undo not run: {unsure}"
+            elif isinstance(decl_id, str) and is_ambiguous(decl_id):
                 error = (f"declaration {decl_id} names several different tools in this process "
                          "(one factory or lambdas); the undo is not guessed: give each tool its "
                          "own id with compensable(..., declaration_id=...)")

@@ -29,6 +29,7 @@ __all__ = [
     "Verdict",
     "check_undo",
     "declaration_by_id",
+    "interchangeable",
     "is_ambiguous",
     "stable_module_name",
 ]
@@ -227,7 +228,8 @@ def _same_tool(a: ToolDeclaration, b: ToolDeclaration) -> bool:
     """Whether two declarations under one id are the same tool made again (a factory called
     twice with the same plain values, a module reloaded): same reversibility, same undo code,
     same plain captured values. Objects captured count by type: a factory whose tools differ only
-    by the objects they capture cannot be told apart here and needs explicit ids."""
+    by the objects they capture cannot be told apart here and needs explicit ids (within a saga,
+    compensation tells them apart by the INTENT's agent, M-03: ``interchangeable``)."""
     if a.reversibility is not b.reversibility:
         return False
     code_a = getattr(a.undo, "__code__", a.undo)
@@ -246,6 +248,15 @@ def _plain_cells(func: Any) -> list[Any]:
         values.append(value if isinstance(value, (str, int, float, bool, type(None)))
                       else type(value).__qualname__)
     return values
+
+
+def interchangeable(a: ToolDeclaration, b: ToolDeclaration) -> bool:
+    """Whether ``a`` and ``b`` would compensate alike: the same object, or the same id,
+    reversibility and undo callable (one function declared once, bound on several agents).
+    Two declarations a factory made (each with its own undo closure) are not interchangeable,
+    even when :func:`_same_tool` cannot tell them apart."""
+    return a is b or (a.declaration_id == b.declaration_id and a.reversibility is b.reversibility
+                      and a.undo is b.undo)
 
 
 def _register(decl: ToolDeclaration) -> None:

@@ -225,6 +225,7 @@ class ApprovalDesk:
                   if d.used_by is None}
         waiting: list[tuple[str, str | None, dict[str, Any], str | None, str]] = []
         kinds: dict[str | None, str | None] = {}
+        agents: dict[str | None, str | None] = {}  # which agent asked (one name on two agents)
         for item in state.get_interruptions():
             name = item.tool_name or ""
             raw = item.arguments or ""
@@ -250,6 +251,7 @@ class ApprovalDesk:
                 continue
             waiting.append((name, call_id, args, raw_kept, digest))
             kinds[call_id] = _reversibility_of(_tool_of(graph, item))
+            agents[call_id] = getattr(getattr(item, "agent", None), "name", None)
         if not waiting:
             return PauseOutcome((), state)
         # The snapshot's hash is journaled with every request, inside the chain: resume refuses a
@@ -276,7 +278,7 @@ class ApprovalDesk:
                 payload={"request_id": request.request_id, "args": args, "raw_args": raw_kept,
                          "args_hash": digest, "expires_at": request.expires_at,
                          "snapshot_sha256": snapshot_hash,
-                         "reversibility": kinds[call_id]},
+                         "reversibility": kinds[call_id], "agent": agents[call_id]},
             )
             await self.store.create(request)
             requests.append(request)

@@ -56,7 +56,8 @@ class SagaEnding(ExternalCalls):
         still_running = await self.settle()
         stop = self.compensation_stop
         report = await compensate(self.journal, self.saga_id, self.declarations,
-                                  evidence=self.evidence, stop=stop)
+                                  evidence=self.evidence, stop=stop,
+                                  agent_declarations=self.agent_declarations)
         while still_running and not stop.is_set():
             before = still_running
             still_running = await self.settle()
@@ -65,7 +66,8 @@ class SagaEnding(ExternalCalls):
             # Undos this run just gave up on (timed out) are left to recovery, not rerun here.
             report = _merge(report, await compensate(self.journal, self.saga_id, self.declarations,
                                                      evidence=self.evidence, stop=stop,
-                                                     retry_timed_out=False))
+                                                     retry_timed_out=False,
+                                                     agent_declarations=self.agent_declarations))
         self.report = report
         return report
 

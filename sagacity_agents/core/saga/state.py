@@ -17,9 +17,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import LeaseLostError
+from ...errors import ConfigurationError, LeaseLostError
 from ..compensation import CompensationItem, CompensationReport
-from ..declarations import ToolDeclaration
+from ..declarations import ToolDeclaration, interchangeable
 from ..entries import JournalEntry, Phase
 from ..evidence import Evidence
 from ..fence import FencedJournal
@@ -159,18 +159,36 @@ class SagaState:
         framework settings (e.g. ``timeout`` seconds, used to say a cancellation was a timeout).
 
         Two agents of one saga may each have their own tool of one name (M-03): every INTENT
-        journals its declaration id and agent, and compensation finds the undo by that id, so the
-        second declaration is kept beside the first (:meth:`declaration_for` by agent name) rather
-        than refused. Name-only lookups (``declarations``) keep the first; so does an agent name
-        several agents share. (Two different tools of one name on one agent object are refused by
-        the adapter's graph walk, which knows agents by identity.)
+        journals its declaration id and agent, and compensation finds the undo by the INTENT's
+        (agent, tool) when that declaration has the journaled id, else by the id when exactly one
+        declaration of the saga has it; so the second declaration is kept beside the first
+        (:meth:`declaration_for` by agent name) rather than refused. Name-only lookups
+        (``declarations``) keep the first. (Two different tools of one name on one agent object
+        are refused by the adapter's graph walk, which knows agents by identity.)
+
+        Refused: a different declaration (another undo) under the same agent *name*, tool name
+        and declaration id as one bound already (two agents of one name, each with a tool a
+        factory made): neither the id nor the agent could tell their calls apart, and a wrong
+        undo is worse than none.
 
         Args:
             tool: the tool's name as calls are journaled (the SDK's qualified name).
             declaration: its saga declaration.
             agent: the name of the agent that has the tool (``None``: not known).
             settings: the tool's framework settings.
+
+        Raises:
+            ConfigurationError: the clash above; give each tool its own id
+                (``compensable(..., declaration_id=...)``) or the agents distinct names.
         """
+        bound = self.agent_declarations.get((agent, tool))
+        if (bound is not None and bound.declaration_id == declaration.declaration_id
+                and not interchangeable(bound, declaration)):
+            raise ConfigurationError(
+                f"tool {tool!r}: two different declarations (different undos) under one "
+                f"declaration id {declaration.declaration_id!r} on agents both named "
+                f"{agent!r}; compensation could not tell their calls apart. Give each tool its "
+                "own id with compensable(..., declaration_id=...) or the agents distinct names")
         self.agent_declarations.setdefault((agent, tool), declaration)
         self.declarations.setdefault(tool, declaration)
         if settings:
