@@ -13,6 +13,7 @@ no inline script or style) and ``Cache-Control: no-store`` (arguments hold perso
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 from dataclasses import dataclass, field
@@ -30,11 +31,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..core.checkpoints import CheckpointStore
 from ..core.signing import Keyring
 from ..errors import JournalError
+from ..visible import escape as escape_hidden
 from .api import router as api_router
 from .auth import Authenticator, Forbidden, Sessions, TokenLogin, authenticate
 from .decisions import DecisionWatcher, OnDecided, Refused
 from .pages import base_of, render
 from .pages import router as pages_router
+from .views import visible_html
 
 __all__ = ["CSP", "Inbox", "create_app"]
 
@@ -72,16 +75,26 @@ class Inbox:
     """The pages' title."""
     owns: bool
     """Whether :meth:`aclose` closes ``sagacity`` (this app opened it)."""
-    templates: Environment = field(default_factory=lambda: Environment(
-        loader=FileSystemLoader(HERE / "templates"),
-        autoescape=select_autoescape(default=True, default_for_string=True)))
-    """The pages' Jinja2 templates (autoescape on)."""
+    templates: Environment = field(default_factory=lambda: templates())
+    """The pages' Jinja2 templates (autoescape on; every value shown visibly escaped)."""
 
     async def aclose(self) -> None:
         """Stop the watcher; close the journal and store when this app opened them."""
         await self.watcher.aclose()
         if self.owns:
             await self.sagacity.aclose()
+
+
+def templates() -> Environment:
+    """The pages' Jinja2 environment: autoescape on, and every ``{{ value }}`` through
+    :func:`~.views.visible_html` (invisible and reordering code points shown escaped and
+    highlighted); ``|plain`` gives the escaped text without highlighting (for ``<title>``),
+    ``|json_text`` a non-string value as JSON text (non-ASCII kept, so it is highlighted too)."""
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), finalize=visible_html,
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+    env.filters["plain"] = escape_hidden
+    env.filters["json_text"] = lambda value: json.dumps(value, ensure_ascii=False)
+    return env
 
 
 def _error(status: int, code: str, message: str, **details: Any) -> JSONResponse:
