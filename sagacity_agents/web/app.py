@@ -201,10 +201,18 @@ def create_app(
         except Forbidden as exc:
             return _error(403, "forbidden", str(exc) or "not allowed")
         if caller is None:
-            if not _wants_json(request) and isinstance(authenticator, TokenLogin):
+            if _wants_json(request):
+                return _error(401, "unauthenticated", "sign in first (no identity in this request)")
+            if isinstance(authenticator, TokenLogin):
                 return RedirectResponse(f"{base_of(request)}/login", status_code=303)
-            return _error(401, "unauthenticated", "sign in first (no identity in this request)")
+            return render(request, "error.html", 401, code="unauthenticated",
+                          message="no identity in this request: reach the inbox through the "
+                          "proxy that signs you in")
         request.state.caller = caller
+        if caller.new_cookie is not None and request.method in ("GET", "HEAD"):
+            response = await call_next(request)
+            sessions.set_cookie(response, caller.new_cookie, f"{base_of(request)}/")
+            return response  # type: ignore[no-any-return]
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             token = request.headers.get("x-csrf-token")
             if token is None and "form" in request.headers.get("content-type", ""):

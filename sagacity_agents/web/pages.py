@@ -70,17 +70,19 @@ async def login(request: Request) -> Response:
     if identity is None:
         return render(request, "login.html", 401, failed=True)
     response = RedirectResponse(f"{base_of(request)}/", status_code=303)
-    response.set_cookie(inbox.sessions.cookie, inbox.sessions.issue(identity),
-                        max_age=int(inbox.sessions.max_age), path=f"{base_of(request)}/",
-                        httponly=True, samesite="strict", secure=inbox.sessions.secure)
+    value, _ = inbox.sessions.issue(identity, inbox.authenticator.digest_of(identity))
+    inbox.sessions.set_cookie(response, value, f"{base_of(request)}/")
     return response
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    """Forget the session cookie."""
+    """Revoke the session (in this process: see :mod:`.auth`) and delete its cookie. Under a
+    proxy's identity the next page starts a new session (a new CSRF token)."""
     inbox = request.app.state.inbox
-    response = RedirectResponse(f"{base_of(request)}/login", status_code=303)
+    inbox.sessions.revoke(request.state.caller)
+    login = isinstance(inbox.authenticator, TokenLogin)
+    response = RedirectResponse(f"{base_of(request)}/{'login' if login else ''}", status_code=303)
     response.delete_cookie(inbox.sessions.cookie, path=f"{base_of(request)}/")
     return response
 
