@@ -16,12 +16,15 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
+from starlette.applications import Starlette
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -39,7 +42,7 @@ from .pages import base_of, render
 from .pages import router as pages_router
 from .views import visible_html
 
-__all__ = ["CSP", "Inbox", "create_app"]
+__all__ = ["CSP", "Inbox", "create_app", "mount_inbox"]
 
 log = logging.getLogger("sagacity_agents.web")
 
@@ -58,9 +61,12 @@ class Inbox:
     """What the app's routes share (``app.state.inbox``): the :class:`Sagacity` deciding, the
     authenticator and sessions, the decision watcher, the templates.
 
-    Close it with :meth:`aclose` when the application stops (the stand-alone app does it in its
-    lifespan; an app that mounts the inbox calls it from its own lifespan: Starlette runs no
-    lifespan of a mounted app).
+    Starlette runs no lifespan of a mounted app: mount it with :func:`mount_inbox`, which wires
+    :meth:`running` into the host's lifespan (the poller starts with the host, so decisions
+    made elsewhere reach ``on_decided`` with no request to the inbox, and :meth:`aclose` runs at
+    shutdown), or enter ``inbox.state.inbox.running()`` in your own lifespan. Served alone, the
+    app's own lifespan does it. Without either, polling starts at the inbox's first request
+    (logged as a warning).
     """
 
     sagacity: Any
@@ -78,8 +84,30 @@ class Inbox:
     templates: Environment = field(default_factory=lambda: templates())
     """The pages' Jinja2 templates (autoescape on; every value shown visibly escaped)."""
 
+    started: bool = False
+    """Whether :meth:`start` ran (a lifespan wired the inbox)."""
+    closed: bool = False
+    """Whether :meth:`aclose` ran."""
+
+    def start(self) -> None:
+        """Start polling for decisions made elsewhere, on the running event loop (idempotent)."""
+        self.started = True
+        self.watcher.start()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """:meth:`start`, then :meth:`aclose` on exit: what a host's lifespan enters."""
+        self.start()
+        try:
+            yield
+        finally:
+            await self.aclose()
+
     async def aclose(self) -> None:
-        """Stop the watcher; close the journal and store when this app opened them."""
+        """Stop the watcher; close the journal and store when this app opened them (once)."""
+        if self.closed:
+            return
+        self.closed = True
         await self.watcher.aclose()
         if self.owns:
             await self.sagacity.aclose()
@@ -162,13 +190,10 @@ def create_app(
     inbox = Inbox(sagacity, authenticator, sessions,
                   DecisionWatcher(sagacity.approvals, on_decided, poll_interval), title, owns)
 
-    from contextlib import asynccontextmanager
-
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
-        inbox.watcher.start()
-        yield
-        await inbox.aclose()
+        async with inbox.running():
+            yield
 
     app = FastAPI(title=f"sagacity-agents: {title}", docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json", lifespan=lifespan,
@@ -181,7 +206,11 @@ def create_app(
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
-        inbox.watcher.start()
+        if not inbox.started:
+            log.warning("the approval inbox's lifespan is not wired (mount it with mount_inbox, "
+                        "or enter inbox.state.inbox.running() in your lifespan): decisions made "
+                        "elsewhere reached on_decided only from this first request on")
+            inbox.start()
         response = await _guarded(request, call_next)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
@@ -245,3 +274,24 @@ def create_app(
         return _error(503, "storage_unavailable", str(exc))
 
     return app
+
+
+def mount_inbox(host: Starlette, path: str, inbox: FastAPI) -> None:
+    """Mount ``inbox`` (from :func:`create_app`) on ``host`` at ``path`` and wire its lifespan
+    into the host's: the inbox starts after the host's own startup (its poller calls
+    ``on_decided`` for decisions made elsewhere, with no request to the inbox) and closes
+    before the host's own shutdown (so a journal the host closes is still open for it).
+
+    Call it once the host is built (``FastAPI(lifespan=...)`` or ``Starlette(...)``), before it
+    is served; serve the host with its lifespan on (uvicorn's default ``--lifespan auto``).
+    """
+    state: Inbox = inbox.state.inbox
+    previous = host.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        async with previous(app) as value, state.running():
+            yield value
+
+    host.router.lifespan_context = lifespan
+    host.mount(path, inbox)
