@@ -24,11 +24,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
-from starlette.applications import Starlette
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.checkpoints import CheckpointStore

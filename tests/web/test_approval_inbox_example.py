@@ -11,14 +11,19 @@ import httpx
 from tests.web.support import Server, eventually
 
 
-async def test_the_example_resumes_the_saga_it_mounted_the_inbox_for(tmp_path, monkeypatch):
-    monkeypatch.setenv("SAGACITY_DB", str(tmp_path / "journal.db"))
+def _load_example(tmp_path, monkeypatch):
+    """The example's module, reloaded with its journal and bank in ``tmp_path``."""
     monkeypatch.setenv("INBOX_TOKEN", "example-token-for-alice")
     monkeypatch.setenv("WIRE_BANK_DB", str(tmp_path / "bank.db"))
     import examples.wire_transfer.app as wire
 
     monkeypatch.setattr(wire, "BANK_DB", tmp_path / "bank.db")
-    example = importlib.reload(importlib.import_module("examples.approval_inbox.app"))
+    return importlib.reload(importlib.import_module("examples.approval_inbox.app"))
+
+
+async def test_the_example_resumes_the_saga_it_mounted_the_inbox_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAGACITY_DB", str(tmp_path / "journal.db"))
+    example = _load_example(tmp_path, monkeypatch)
     server = Server(example.app)
     try:
         headers = {"Authorization": "Bearer example-token-for-alice"}
@@ -54,12 +59,7 @@ async def test_a_cli_decision_resumes_with_no_request_to_the_inbox(tmp_path, mon
 
     db = str(tmp_path / "journal.db")
     monkeypatch.setenv("SAGACITY_DB", db)
-    monkeypatch.setenv("INBOX_TOKEN", "example-token-for-alice")
-    monkeypatch.setenv("WIRE_BANK_DB", str(tmp_path / "bank.db"))
-    import examples.wire_transfer.app as wire
-
-    monkeypatch.setattr(wire, "BANK_DB", tmp_path / "bank.db")
-    example = importlib.reload(importlib.import_module("examples.approval_inbox.app"))
+    example = _load_example(tmp_path, monkeypatch)
     server = Server(example.app)
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
