@@ -167,6 +167,13 @@ class TrustedHeader:
     from anywhere else is not authenticated by it, whatever the header says. Configure the proxy
     to strip the header from what clients send.
 
+    The address checked is the ASGI scope's ``client``, which must be the TCP peer: serve the
+    app with the server's proxy-header rewriting off (``uvicorn --no-proxy-headers``; what
+    ``sagacity serve`` does), or with ``--forwarded-allow-ips`` set to exactly the trusted
+    proxies. A client address rewritten from ``X-Forwarded-For`` by uvicorn has port 0 and is
+    refused here (any client could name a proxy's address in that header); other servers'
+    rewriting cannot be told apart, so do not enable it.
+
     Args:
         header: the header's name (e.g. ``X-Forwarded-User``).
         proxies: addresses or networks of the proxies (default: this host only).
@@ -187,6 +194,8 @@ class TrustedHeader:
     def __call__(self, request: Request) -> str | None:
         """The header's value when the request comes from a trusted proxy, else ``None``."""
         host = request.client.host if request.client else None
+        if request.client is not None and request.client.port == 0:
+            return None  # rewritten from X-Forwarded-For (uvicorn): not the peer's address
         try:
             address = ipaddress.ip_address(host) if host else None
         except ValueError:

@@ -98,10 +98,10 @@ async def paused_saga(location: str, bank: Bank, memo: str = "invoice 42", *,
 class Server:
     """``app`` served by uvicorn on 127.0.0.1 (a free port) in a thread, until :meth:`stop`."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, **config: Any) -> None:
         self.app = app
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                                    lifespan="on"))
+                                                    lifespan="on", **config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 15

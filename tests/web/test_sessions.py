@@ -96,3 +96,21 @@ async def test_an_unauthenticated_page_under_a_proxy_is_html(db, serve):
         assert "unauthenticated" in page.text
         api = await http.get("/api/approvals")
         assert api.status_code == 401 and api.json()["error"]["code"] == "unauthenticated"
+
+
+async def test_a_forwarded_address_is_not_a_proxy(db):
+    """An app served with proxy-header rewriting open to anyone (``--forwarded-allow-ips='*'``):
+    a client naming the proxy's address in X-Forwarded-For is not believed (port 0: rewritten)."""
+    from sagacity_agents.web import create_app
+    from tests.web.support import Server
+
+    app = create_app(db, authenticator=TrustedHeader("X-User", proxies=["10.9.9.9", "127.0.0.1"]))
+    server = Server(app, proxy_headers=True, forwarded_allow_ips="*")
+    try:
+        async with client(server, None) as http:
+            spoofed = await http.get("/api/me", headers={"X-User": "alice", "X-Forwarded-For": "10.9.9.9"})
+            assert spoofed.status_code == 401
+            direct = await http.get("/api/me", headers={"X-User": "alice"})
+            assert direct.status_code == 200 and direct.json()["identity"] == "alice"
+    finally:
+        server.stop()
