@@ -30,6 +30,7 @@ from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartException
 
 from ..core.checkpoints import CheckpointStore
 from ..core.signing import Keyring
@@ -125,6 +126,27 @@ def templates() -> Environment:
     return env
 
 
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI schema, with the security schemes every route needs."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version="1", description=app.description,
+                             routes=app.routes)
+        schema.setdefault("components", {})["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer",
+                       "description": "a TokenLogin secret (no CSRF token needed)"},
+            "session": {"type": "apiKey", "in": "cookie", "name": "sagacity_session",
+                        "description": "the session cookie set by the login form (or under a "
+                        "proxy's identity); every POST with it also needs X-CSRF-Token"},
+            "csrf": {"type": "apiKey", "in": "header", "name": "X-CSRF-Token",
+                     "description": "the session's CSRF token (GET /api/me)"},
+        }
+        schema["security"] = [{"bearer": []}, {"session": [], "csrf": []}]
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
 def _error(status: int, code: str, message: str, **details: Any) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message, **details}}, status_code=status)
 
@@ -200,6 +222,7 @@ def create_app(
                   description="Decide the irreversible tool calls that paused a saga, bound to "
                   "the SHA-256 of their exact arguments. Every route needs an identity.")
     app.state.inbox = inbox
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.include_router(api_router)
     app.include_router(pages_router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
@@ -245,8 +268,12 @@ def create_app(
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             token = request.headers.get("x-csrf-token")
             if token is None and "form" in request.headers.get("content-type", ""):
-                await request.body()  # cached: the route reads the form again
-                token = str((await request.form()).get("csrf_token", ""))
+                try:
+                    await request.body()  # cached: the route reads the form again
+                    token = str((await request.form()).get("csrf_token", ""))
+                except (StarletteHTTPException, MultiPartException) as exc:  # a part over 1 MB...
+                    return _error(getattr(exc, "status_code", 400), "invalid_request",
+                                  f"unreadable form: {getattr(exc, 'detail', None) or exc}")
             if not _same_origin(request) or not sessions.csrf_ok(caller, token):
                 return _error(403, "csrf_failed", "missing or wrong CSRF token: reload the page")
         return await call_next(request)  # type: ignore[no-any-return]

@@ -89,12 +89,13 @@ async def logout(request: Request) -> Response:
 
 @router.get("/")
 async def inbox_page(request: Request) -> Response:
-    """Pending requests oldest first (age, expiry), then the latest decided ones, greyed."""
+    """Pending requests oldest first (age, expiry), then the latest decided or expired ones,
+    greyed."""
     store = request.app.state.inbox.sagacity.approvals
     now = _now()
     every = await store.list(None)
-    pending = [request_view(r, now) for r in every if r.pending]
-    decided = [request_view(r, now) for r in every if not r.pending]
+    pending = [request_view(r, now) for r in every if r.pending and not r.expired(now)]
+    decided = [request_view(r, now) for r in every if not r.pending or r.expired(now)]
     decided.sort(key=lambda v: v["decided_at"] or v["consumed_at"] or "", reverse=True)
     return render(request, "inbox.html", pending=pending, decided=decided[:DECIDED_SHOWN])
 
@@ -148,7 +149,7 @@ async def sagas_page(request: Request, offset: int = 0) -> Response:
                   next_offset=offset + 50 if len(page) > 50 else None)
 
 
-@router.get("/sagas/{saga_id}")
+@router.get("/sagas/{saga_id:path}")
 async def saga_page(request: Request, saga_id: str) -> Response:
     """Any saga, paused or not: its timeline, its verification, its requests, its entries."""
     inbox = request.app.state.inbox

@@ -82,12 +82,13 @@ def make_agent(bank: Bank, memo: str = "invoice 42", iban: str = "DE893704004405
 
 
 async def paused_saga(location: str, bank: Bank, memo: str = "invoice 42", *,
-                      agent: dict[str, str] | None = None, **options: Any) -> tuple[str, Any]:
+                      agent: dict[str, str] | None = None, saga_id: str | None = None,
+                      **options: Any) -> tuple[str, Any]:
     """Run the agent until it pauses on the wire; return the saga id and the request
     (``agent``: more arguments of :func:`make_agent`)."""
     sagacity = Sagacity(location, **options)
     try:
-        result = await sagacity.run(make_agent(bank, memo, **(agent or {})), "Pay invoice 42")
+        result = await sagacity.run(make_agent(bank, memo, **(agent or {})), "Pay invoice 42", saga_id=saga_id)
         assert result.status is SagaStatus.AWAITING_APPROVAL, result.status
         (request,) = result.approvals
         return result.saga_id, request
