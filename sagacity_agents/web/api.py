@@ -61,16 +61,6 @@ def _inbox(request: Request) -> Any:
     return request.app.state.inbox
 
 
-async def reversibility_of(sagacity: Any, saga_id: str, request_id: str) -> str | None:
-    """The tool's reversibility journaled when the run paused (the journal, not the store)."""
-    for e in await sagacity.journal.entries(saga_id):
-        if e.phase is Phase.AWAITING_APPROVAL and isinstance(e.payload, dict) \
-                and e.payload.get("request_id") == request_id:
-            kind = e.payload.get("reversibility")
-            return kind if isinstance(kind, str) else None
-    return None
-
-
 async def reversibilities(sagacity: Any, saga_ids: set[str]) -> dict[str, str]:
     """Each request's journaled reversibility (by request id), for the sagas ``saga_ids``."""
     kinds: dict[str, str] = {}
@@ -81,6 +71,11 @@ async def reversibilities(sagacity: Any, saga_ids: set[str]) -> dict[str, str]:
                 if isinstance(rid, str) and isinstance(kind, str):
                     kinds[rid] = kind
     return kinds
+
+
+async def reversibility_of(sagacity: Any, saga_id: str, request_id: str) -> str | None:
+    """The tool's reversibility journaled when the run paused (the journal, not the store)."""
+    return (await reversibilities(sagacity, {saga_id})).get(request_id)
 
 
 async def shown_request(inbox: Any, request_id: str) -> dict[str, Any]:
