@@ -318,7 +318,7 @@ async def authenticate(request: Request, authenticator: Authenticator, sessions:
         Forbidden: the authenticator refused a caller it knows.
     """
     login = isinstance(authenticator, TokenLogin)
-    if login:
+    if isinstance(authenticator, TokenLogin):
         caller = sessions.read(request, authenticator.digest_of)
         if caller is not None:
             return caller
