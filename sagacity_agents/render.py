@@ -23,9 +23,11 @@ from rich.text import Text
 from .core.chain import VerifyResult
 from .core.entries import JournalEntry, Phase
 from .core.lease import lease_of
+from .visible import escape, segments
 
 __all__ = [
     "COMPACT_BELOW",
+    "ESCAPE_STYLE",
     "NEST_INDENT",
     "PHASE_STYLES",
     "adoption_lines",
@@ -76,17 +78,12 @@ STATUS_STYLES: dict[str, str] = {
 }
 
 
-_NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-_CONTROL_ESCAPES = {
-    code: _NAMED_ESCAPES.get(chr(code), f"\\u{code:04x}")
-    for code in (*range(0x20), *range(0x7F, 0xA0))
-}
-
-
 def printable(value: object) -> str:
-    """``str(value)`` with every C0 and C1 control character and DEL escaped (``\\n``, ``\\t``,
-    ``\\r``, else ``\\u001b``-style), so data from the journal cannot move the cursor, recolour
-    the terminal, set its title or split a table row.
+    """``str(value)`` with every control, format, separator and otherwise invisible code point
+    escaped (``\\n``, ``\\t``, ``\\r``, else ``\\u202e``-style; the rule of
+    :mod:`sagacity_agents.visible`, shared with the web inbox), so data from the journal can
+    neither move the cursor, recolour the terminal, set its title or split a table row, nor
+    reorder or hide what an approver reads (bidi overrides, zero-width characters).
 
     Args:
         value: any value; ``None`` becomes ``""``.
@@ -94,14 +91,22 @@ def printable(value: object) -> str:
     Returns:
         The escaped text.
     """
-    if value is None:
-        return ""
-    return str(value).translate(_CONTROL_ESCAPES)
+    return escape(value)
+
+
+ESCAPE_STYLE = "reverse"
+"""How an escaped code point is highlighted in rich output."""
 
 
 def data_text(value: object, style: str = "") -> Text:
-    """Journal data as a :class:`~rich.text.Text`: escaped by :func:`printable`, no markup."""
-    return Text(printable(value), style=style)
+    """Journal data as a :class:`~rich.text.Text`: escaped by :func:`printable` (each escape
+    highlighted in :data:`ESCAPE_STYLE`), no markup."""
+    text = Text(style=style)
+    if value is None:
+        return text
+    for piece, escaped in segments(str(value)):
+        text.append(piece, style=ESCAPE_STYLE if escaped else None)
+    return text
 
 
 PIPE_WIDTH = 160

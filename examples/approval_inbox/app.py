@@ -4,7 +4,9 @@ The payments agent of ``examples/wire_transfer`` pauses on its irreversible ``se
 app (FastAPI; any Starlette app mounts it the same way):
 
 * ``POST /pay`` starts a payment: the saga pauses, waiting for a human;
-* ``/approvals/`` is the inbox (``sagacity_agents.web.create_app``), mounted under a prefix;
+* ``/approvals/`` is the inbox (``sagacity_agents.web.create_app``), mounted under a prefix
+  with ``mount_inbox``, which runs the inbox's lifespan inside the app's (polling starts with
+  the app, not at the inbox's first request);
 * ``on_decided`` resumes the saga in the background once its request is decided: the app owns
   the agent and its context, so resuming stays its job. Decisions made elsewhere (the CLI, another
   replica) are seen by polling, and a second resume of the same saga is refused (run lease,
@@ -25,7 +27,7 @@ from fastapi import FastAPI
 
 from sagacity_agents import Sagacity
 from sagacity_agents.core.approval import ApprovalRequest
-from sagacity_agents.web import TokenLogin, create_app
+from sagacity_agents.web import TokenLogin, create_app, mount_inbox
 
 from ..wire_transfer.app import agent
 
@@ -56,14 +58,15 @@ inbox = create_app(sagacity, authenticator=TokenLogin({"alice": TOKEN}),
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Starlette runs no lifespan of a mounted app: close the inbox, then the journal, here."""
+    """Close the journal at shutdown (after the inbox: ``mount_inbox`` nests its lifespan
+    inside this one)."""
     yield
-    await inbox.state.inbox.aclose()
     await sagacity.aclose()
 
 
 app = FastAPI(title="payments", lifespan=lifespan)
-app.mount("/approvals", inbox)
+mount_inbox(app, "/approvals", inbox)  # not app.mount: that would run no lifespan of the inbox,
+# and decisions made with the CLI would reach resume_when_decided only after a request to it.
 
 
 @app.post("/pay")

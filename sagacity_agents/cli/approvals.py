@@ -24,6 +24,7 @@ from ..core.entries import Phase
 from ..core.grants import requests_void
 from ..errors import EncodingError, SagacityError
 from ..render import data_text, make_console, printable
+from ..visible import hidden_in
 from ..stores import open_approval_store, open_journal, redacted_uri
 from .base import CONTEXT_SETTINGS, UsageFailure, check_journal_file, with_sagacity, cli, db_option
 
@@ -181,6 +182,14 @@ def approvals_show(request_id: str, db: str) -> None:
         facts.add_row("decided by", data_text(f"{request.approver} ({request.reason or 'no reason given'})"))
     facts.add_row("args sha256", data_text(request.args_hash))
     console.print(facts)
+    found = hidden_in((request.request_id, request.saga_id, request.tool, request.call_id,
+                       request.args, request.raw_args, request.reason, request.approver))
+    if found:
+        console.print(Text.assemble(
+            ("WARNING: ", "bold red"), "this request holds invisible, control or reordering "
+            "characters, shown escaped (e.g. \\u202e): ", data_text(", ".join(found)),
+            ". Read each value as shown; what it looks like elsewhere may differ.",
+        ))
     # json.dumps escapes C0 characters but not DEL and C1; its own line breaks are kept.
     args_json = "\n".join(
         printable(line) for line in json.dumps(request.args, indent=2, ensure_ascii=False).split("\n")

@@ -45,14 +45,22 @@ def is_loopback(host: str) -> bool:
 @click.option("--trusted-header", help="Header a reverse proxy on this host sets to the identity.")
 @click.option("--keyring", type=click.Path(file_okay=False), default=None,
               help="Keyring directory ($SAGACITY_KEYRING): decisions are signed with its key.")
+@click.option("--proxy", "proxies", multiple=True, default=("127.0.0.1", "::1"), show_default=True,
+              help="Address or network of the proxy --trusted-header is believed from (repeatable).")
 @click.option("--root-path", default="", help="Prefix the proxy serves the inbox under.")
+@click.option("--secure-cookies/--no-secure-cookies", default=None,
+              help="Mark the session cookie Secure (HTTPS only). Default: on unless --host is "
+              "loopback (a TLS-terminating proxy in front makes the browser's side HTTPS).")
 def serve(db: str, host: str, port: int, tokens_file: str | None, trusted_header: str | None,
-          keyring: str | None, root_path: str) -> None:
+          keyring: str | None, proxies: tuple[str, ...], root_path: str,
+          secure_cookies: bool | None) -> None:
     """Serve the approval inbox (HTML at /, JSON at /api, OpenAPI at /openapi.json).
 
     Needs the web extra: pip install 'sagacity-agents[web]'. Decisions are journaled as the
     signed-in identity, through the same code as `sagacity approvals approve`. Sessions are
-    signed with $SAGACITY_WEB_SECRET (random per start when unset).
+    signed with $SAGACITY_WEB_SECRET (random per start when unset). Client addresses are the TCP
+    peers' (X-Forwarded-For is never used to rewrite them): --trusted-header is believed from
+    the --proxy addresses only.
     """
     check_journal_file(db)
     try:
@@ -72,14 +80,20 @@ def serve(db: str, host: str, port: int, tokens_file: str | None, trusted_header
         if tokens_file:
             authenticator = TokenLogin.from_file(tokens_file)
         elif trusted_header:
-            authenticator = TrustedHeader(trusted_header)
+            authenticator = TrustedHeader(trusted_header, proxies=proxies)
         else:
             token = secrets.token_urlsafe(24)
             authenticator = TokenLogin({getpass.getuser(): token})
             click.echo(f"sign in at http://{host}:{port}{root_path}/login with this one-time "
                        f"token (identity {getpass.getuser()}):\n{token}")
+        if secure_cookies is None:
+            secure_cookies = not is_loopback(host)
         app = create_app(db, authenticator=authenticator, keyring=keyring,
-                         secret_key=os.environ.get(SECRET_ENVVAR) or None)
+                         secret_key=os.environ.get(SECRET_ENVVAR) or None,
+                         secure_cookies=secure_cookies)
     except ConfigurationError as exc:
         raise click.ClickException(str(exc)) from exc
-    uvicorn.run(app, host=host, port=port, root_path=root_path, log_level="info")
+    # proxy_headers off: the client address TrustedHeader checks is the TCP peer, never a value
+    # a client wrote in X-Forwarded-For (and a local proxy setting it does not lock everyone out).
+    uvicorn.run(app, host=host, port=port, root_path=root_path, log_level="info",
+                proxy_headers=False)

@@ -3,8 +3,12 @@
 ``create_app(...)`` builds an ASGI application (FastAPI) to serve stand-alone
 (``sagacity serve``) or to mount in an application's own server::
 
-    from sagacity_agents.web import TokenLogin, create_app
-    app.mount("/approvals", create_app("journal.db", authenticator=TokenLogin({"alice": token})))
+    from sagacity_agents.web import TokenLogin, create_app, mount_inbox
+    inbox = create_app("journal.db", authenticator=TokenLogin({"alice": token}), on_decided=...)
+    mount_inbox(app, "/approvals", inbox)  # app.mount + the inbox's lifespan in app's
+
+(a bare ``app.mount`` runs no lifespan of the inbox: its poller would start only at the inbox's
+first request).
 
 Needs the ``web`` extra (``pip install 'sagacity-agents[web]'``); without it, importing this
 package raises :class:`~sagacity_agents.errors.ConfigurationError` naming it. This package is an
@@ -26,9 +30,9 @@ try:
 except ImportError as exc:  # pragma: no cover - tested in a fresh interpreter with the import blocked
     raise ConfigurationError(f"{INSTALL_HINT} ({exc.name} is missing)") from exc
 
-from .app import CSP, Inbox, create_app
+from .app import CSP, Inbox, create_app, mount_inbox
 from .auth import Authenticator, Forbidden, TokenLogin, TrustedHeader
 from .decisions import OnDecided, Refused
 
 __all__ = ["CSP", "INSTALL_HINT", "Authenticator", "Forbidden", "Inbox", "OnDecided", "Refused",
-           "TokenLogin", "TrustedHeader", "create_app"]
+           "TokenLogin", "TrustedHeader", "create_app", "mount_inbox"]

@@ -29,8 +29,26 @@ from .views import entry_view, request_view, saga_detail_status, saga_view, veri
 __all__ = ["router"]
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorOut} for status in (401, 403, 404, 409, 410, 422)
+    401: {"model": ErrorOut, "description": "`unauthenticated`: no identity"},
+    403: {"model": ErrorOut, "description": "`forbidden` (the authenticator refused) or "
+          "`csrf_failed` (a POST without the session's CSRF token, or cross-origin)"},
+    405: {"model": ErrorOut, "description": "`method_not_allowed`"},
+    422: {"model": ErrorOut, "description": "`invalid_request`: a malformed body or parameter"},
+    503: {"model": ErrorOut, "description": "`storage_unavailable`: the journal or the approval "
+          "store cannot be reached"},
 }
+"""Errors every route may answer (``http_error`` is any other HTTP status Starlette raises)."""
+
+DECISION_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "`not_found`"},
+    409: {"model": ErrorOut, "description": "`hash_mismatch`, `already_decided`, `saga_closed`, "
+          "`request_consumed`, `saga_not_verified`, `signing_key_required`, `decision_refused`"},
+    410: {"model": ErrorOut, "description": "`request_expired`"},
+    422: {"model": ErrorOut, "description": "`reason_required` or `invalid_request`"},
+}
+"""What a decision may answer besides :data:`ERRORS`."""
+
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "`not_found`"}}
 
 router = APIRouter(prefix="/api", responses=ERRORS)
 
@@ -43,14 +61,21 @@ def _inbox(request: Request) -> Any:
     return request.app.state.inbox
 
 
+async def reversibilities(sagacity: Any, saga_ids: set[str]) -> dict[str, str]:
+    """Each request's journaled reversibility (by request id), for the sagas ``saga_ids``."""
+    kinds: dict[str, str] = {}
+    for saga_id in saga_ids:
+        for e in await sagacity.journal.entries(saga_id):
+            if e.phase is Phase.AWAITING_APPROVAL and isinstance(e.payload, dict):
+                rid, kind = e.payload.get("request_id"), e.payload.get("reversibility")
+                if isinstance(rid, str) and isinstance(kind, str):
+                    kinds[rid] = kind
+    return kinds
+
+
 async def reversibility_of(sagacity: Any, saga_id: str, request_id: str) -> str | None:
     """The tool's reversibility journaled when the run paused (the journal, not the store)."""
-    for e in await sagacity.journal.entries(saga_id):
-        if e.phase is Phase.AWAITING_APPROVAL and isinstance(e.payload, dict) \
-                and e.payload.get("request_id") == request_id:
-            kind = e.payload.get("reversibility")
-            return kind if isinstance(kind, str) else None
-    return None
+    return (await reversibilities(sagacity, {saga_id})).get(request_id)
 
 
 async def shown_request(inbox: Any, request_id: str) -> dict[str, Any]:
@@ -77,31 +102,42 @@ async def me(request: Request) -> dict[str, Any]:
 @router.get("/approvals", response_model=ApprovalPage, summary="List approval requests")
 async def list_approvals(
     request: Request,
-    state: str = Query("pending", pattern="^(pending|decided|all)$",
-                       description="pending: awaiting a decision; decided: decided, not yet "
-                       "used by a resume; all: every request"),
+    state: str = Query("pending", pattern="^(pending|expired|decided|all)$",
+                       description="pending: awaiting a decision, not expired; expired: undecided "
+                       "past its expiry; decided: decided, not yet used by a resume; all: every "
+                       "request"),
     saga_id: str | None = Query(None, description="only this saga's requests"),
     offset: int = Query(0, ge=0), limit: int = Query(50, ge=1, le=500),
 ) -> dict[str, Any]:
-    """Requests oldest first. Cost: one read of the store's requests (of the saga if given)."""
-    store = _inbox(request).sagacity.approvals
-    requests = await store.list(saga_id, pending_only=state == "pending")
-    if state == "decided":
-        requests = [r for r in requests if r.decision is not None and r.consumed_at is None]
+    """Requests oldest first, each with its journaled reversibility. Cost: one read of the
+    store's requests (of the saga if given), and of the journal of each saga on the page."""
+    inbox = _inbox(request)
     now = _now()
+    requests = await inbox.sagacity.approvals.list(saga_id, pending_only=state in ("pending", "expired"))
+    if state == "pending":
+        requests = [r for r in requests if not r.expired(now)]
+    elif state == "expired":
+        requests = [r for r in requests if r.expired(now)]
+    elif state == "decided":
+        requests = [r for r in requests if r.decision is not None and r.consumed_at is None]
     page = requests[offset:offset + limit]
-    return {"items": [request_view(r, now) for r in page], "offset": offset, "limit": limit,
+    kinds = await reversibilities(inbox.sagacity, {r.saga_id for r in page})
+    return {"items": [request_view(r, now, reversibility=kinds.get(r.request_id)) for r in page],
+            "offset": offset, "limit": limit,
             "total": len(requests),
             "next_offset": offset + limit if offset + limit < len(requests) else None}
 
 
 @router.get("/approvals/count", response_model=CountOut, summary="Count pending requests")
 async def count_pending(request: Request) -> dict[str, int]:
-    """How many requests wait for a decision (the inbox polls it)."""
-    return {"pending": len(await _inbox(request).sagacity.approvals.list(None, pending_only=True))}
+    """How many requests wait for a decision, expired ones not counted (the inbox polls it)."""
+    now = _now()
+    waiting = await _inbox(request).sagacity.approvals.list(None, pending_only=True)
+    return {"pending": sum(1 for r in waiting if not r.expired(now))}
 
 
-@router.get("/approvals/{request_id}", response_model=ApprovalOut, summary="Show one request")
+@router.get("/approvals/{request_id}", response_model=ApprovalOut, summary="Show one request",
+            responses=NOT_FOUND)
 async def show_approval(request: Request, request_id: str) -> dict[str, Any]:
     """Everything a decision is about: the canonical validated arguments (and their RFC 8785
     text), the raw arguments where they differ, the SHA-256, the tool and its reversibility, the
@@ -121,7 +157,8 @@ async def _decide(request: Request, request_id: str, body: DecisionIn, approve: 
     return {"request": request_view(decided, _now(), reversibility=kind, full=True), "changed": changed}
 
 
-@router.post("/approvals/{request_id}/approve", response_model=DecisionOut, summary="Approve")
+@router.post("/approvals/{request_id}/approve", response_model=DecisionOut, summary="Approve",
+             responses=DECISION_ERRORS)
 async def approve(request: Request, request_id: str, body: DecisionIn) -> dict[str, Any]:
     """Approve as the authenticated caller, on the hash shown (409 ``hash_mismatch`` when it is
     not the request's). Journals APPROVED through the same code as ``sagacity approvals
@@ -129,7 +166,8 @@ async def approve(request: Request, request_id: str, body: DecisionIn) -> dict[s
     return await _decide(request, request_id, body, True)
 
 
-@router.post("/approvals/{request_id}/reject", response_model=DecisionOut, summary="Reject")
+@router.post("/approvals/{request_id}/reject", response_model=DecisionOut, summary="Reject",
+             responses=DECISION_ERRORS)
 async def reject(request: Request, request_id: str, body: DecisionIn) -> dict[str, Any]:
     """Reject as the authenticated caller; ``reason`` is required (the model is told it)."""
     return await _decide(request, request_id, body, False)
@@ -153,7 +191,26 @@ async def _entries(inbox: Any, saga_id: str) -> list[Any]:
     return entries
 
 
-@router.get("/sagas/{saga_id}", response_model=SagaDetailOut, summary="Show one saga")
+@router.get("/sagas/{saga_id:path}/entries", response_model=list[EntryOut], summary="A saga's journal",
+            responses=NOT_FOUND)
+async def saga_entries(request: Request, saga_id: str) -> list[dict[str, Any]]:
+    """Every entry of the saga, in ``seq`` order, as stored (verify before trusting)."""
+    return [entry_view(e) for e in await _entries(_inbox(request), saga_id)]
+
+
+@router.get("/sagas/{saga_id:path}/verify", response_model=VerifyOut, summary="Verify a saga",
+            responses=NOT_FOUND)
+async def verify_saga(request: Request, saga_id: str) -> dict[str, Any]:
+    """The saga's hash chain, and with checkpoints or a keyring configured its newest signed
+    checkpoint and decision signatures: ``ok``, or the first bad ``seq`` and why."""
+    inbox = _inbox(request)
+    await _entries(inbox, saga_id)
+    results = await inbox.sagacity.verify(saga_id)
+    return verify_view(results[0] if results else None, saga_id)
+
+
+@router.get("/sagas/{saga_id:path}", response_model=SagaDetailOut, summary="Show one saga",
+            responses=NOT_FOUND)
 async def show_saga(request: Request, saga_id: str) -> dict[str, Any]:
     """The saga's status (its whole chain read) and its approval requests."""
     inbox = _inbox(request)
@@ -162,19 +219,3 @@ async def show_saga(request: Request, saga_id: str) -> dict[str, Any]:
     requests = await inbox.sagacity.approvals.list(saga_id)
     return {"saga_id": saga_id, "status": saga_detail_status(entries), "entry_count": len(entries),
             "requests": [request_view(r, now) for r in requests]}
-
-
-@router.get("/sagas/{saga_id}/entries", response_model=list[EntryOut], summary="A saga's journal")
-async def saga_entries(request: Request, saga_id: str) -> list[dict[str, Any]]:
-    """Every entry of the saga, in ``seq`` order, as stored (verify before trusting)."""
-    return [entry_view(e) for e in await _entries(_inbox(request), saga_id)]
-
-
-@router.get("/sagas/{saga_id}/verify", response_model=VerifyOut, summary="Verify a saga")
-async def verify_saga(request: Request, saga_id: str) -> dict[str, Any]:
-    """The saga's hash chain, and with checkpoints or a keyring configured its newest signed
-    checkpoint and decision signatures: ``ok``, or the first bad ``seq`` and why."""
-    inbox = _inbox(request)
-    await _entries(inbox, saga_id)
-    results = await inbox.sagacity.verify(saga_id)
-    return verify_view(results[0] if results else None, saga_id)

@@ -13,8 +13,11 @@ no inline script or style) and ``Cache-Control: no-store`` (arguments hold perso
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,18 +28,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartException
 
 from ..core.checkpoints import CheckpointStore
 from ..core.signing import Keyring
 from ..errors import JournalError
+from ..visible import escape as escape_hidden
 from .api import router as api_router
 from .auth import Authenticator, Forbidden, Sessions, TokenLogin, authenticate
 from .decisions import DecisionWatcher, OnDecided, Refused
 from .pages import base_of, render
 from .pages import router as pages_router
+from .views import visible_html
 
-__all__ = ["CSP", "Inbox", "create_app"]
+__all__ = ["CSP", "Inbox", "create_app", "mount_inbox"]
 
 log = logging.getLogger("sagacity_agents.web")
 
@@ -55,9 +62,12 @@ class Inbox:
     """What the app's routes share (``app.state.inbox``): the :class:`Sagacity` deciding, the
     authenticator and sessions, the decision watcher, the templates.
 
-    Close it with :meth:`aclose` when the application stops (the stand-alone app does it in its
-    lifespan; an app that mounts the inbox calls it from its own lifespan: Starlette runs no
-    lifespan of a mounted app).
+    Starlette runs no lifespan of a mounted app: mount it with :func:`mount_inbox`, which wires
+    :meth:`running` into the host's lifespan (the poller starts with the host, so decisions
+    made elsewhere reach ``on_decided`` with no request to the inbox, and :meth:`aclose` runs at
+    shutdown), or enter ``inbox.state.inbox.running()`` in your own lifespan. Served alone, the
+    app's own lifespan does it. Without either, polling starts at the inbox's first request
+    (logged as a warning).
     """
 
     sagacity: Any
@@ -72,16 +82,69 @@ class Inbox:
     """The pages' title."""
     owns: bool
     """Whether :meth:`aclose` closes ``sagacity`` (this app opened it)."""
-    templates: Environment = field(default_factory=lambda: Environment(
-        loader=FileSystemLoader(HERE / "templates"),
-        autoescape=select_autoescape(default=True, default_for_string=True)))
-    """The pages' Jinja2 templates (autoescape on)."""
+    templates: Environment = field(default_factory=lambda: templates())
+    """The pages' Jinja2 templates (autoescape on; every value shown visibly escaped)."""
+
+    started: bool = False
+    """Whether :meth:`start` ran (a lifespan wired the inbox)."""
+    closed: bool = False
+    """Whether :meth:`aclose` ran."""
+
+    def start(self) -> None:
+        """Start polling for decisions made elsewhere, on the running event loop (idempotent)."""
+        self.started = True
+        self.watcher.start()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """:meth:`start`, then :meth:`aclose` on exit: what a host's lifespan enters."""
+        self.start()
+        try:
+            yield
+        finally:
+            await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the watcher; close the journal and store when this app opened them."""
+        """Stop the watcher; close the journal and store when this app opened them (once)."""
+        if self.closed:
+            return
+        self.closed = True
         await self.watcher.aclose()
         if self.owns:
             await self.sagacity.aclose()
+
+
+def templates() -> Environment:
+    """The pages' Jinja2 environment: autoescape on, and every ``{{ value }}`` through
+    :func:`~.views.visible_html` (invisible and reordering code points shown escaped and
+    highlighted); ``|plain`` gives the escaped text without highlighting (for ``<title>``),
+    ``|json_text`` a non-string value as JSON text (non-ASCII kept, so it is highlighted too)."""
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), finalize=visible_html,
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+    env.filters["plain"] = escape_hidden
+    env.filters["json_text"] = lambda value: json.dumps(value, ensure_ascii=False)
+    return env
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI schema, with the security schemes every route needs."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version="1", description=app.description,
+                             routes=app.routes)
+        schema.setdefault("components", {})["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer",
+                       "description": "a TokenLogin secret (no CSRF token needed)"},
+            "session": {"type": "apiKey", "in": "cookie", "name": "sagacity_session",
+                        "description": "the session cookie set by the login form (or under a "
+                        "proxy's identity); every POST with it also needs X-CSRF-Token"},
+            "csrf": {"type": "apiKey", "in": "header", "name": "X-CSRF-Token",
+                     "description": "the session's CSRF token (GET /api/me)"},
+        }
+        schema["security"] = [{"bearer": []}, {"session": [], "csrf": []}]
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def _error(status: int, code: str, message: str, **details: Any) -> JSONResponse:
@@ -149,26 +212,28 @@ def create_app(
     inbox = Inbox(sagacity, authenticator, sessions,
                   DecisionWatcher(sagacity.approvals, on_decided, poll_interval), title, owns)
 
-    from contextlib import asynccontextmanager
-
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
-        inbox.watcher.start()
-        yield
-        await inbox.aclose()
+        async with inbox.running():
+            yield
 
     app = FastAPI(title=f"sagacity-agents: {title}", docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json", lifespan=lifespan,
                   description="Decide the irreversible tool calls that paused a saga, bound to "
                   "the SHA-256 of their exact arguments. Every route needs an identity.")
     app.state.inbox = inbox
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.include_router(api_router)
     app.include_router(pages_router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
-        inbox.watcher.start()
+        if not inbox.started:
+            log.warning("the approval inbox's lifespan is not wired (mount it with mount_inbox, "
+                        "or enter inbox.state.inbox.running() in your lifespan): decisions made "
+                        "elsewhere reached on_decided only from this first request on")
+            inbox.start()
         response = await _guarded(request, call_next)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
@@ -188,15 +253,27 @@ def create_app(
         except Forbidden as exc:
             return _error(403, "forbidden", str(exc) or "not allowed")
         if caller is None:
-            if not _wants_json(request) and isinstance(authenticator, TokenLogin):
+            if _wants_json(request):
+                return _error(401, "unauthenticated", "sign in first (no identity in this request)")
+            if isinstance(authenticator, TokenLogin):
                 return RedirectResponse(f"{base_of(request)}/login", status_code=303)
-            return _error(401, "unauthenticated", "sign in first (no identity in this request)")
+            return render(request, "error.html", 401, code="unauthenticated",
+                          message="no identity in this request: reach the inbox through the "
+                          "proxy that signs you in")
         request.state.caller = caller
+        if caller.new_cookie is not None and request.method in ("GET", "HEAD"):
+            response = await call_next(request)
+            sessions.set_cookie(response, caller.new_cookie, f"{base_of(request)}/")
+            return response  # type: ignore[no-any-return]
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             token = request.headers.get("x-csrf-token")
             if token is None and "form" in request.headers.get("content-type", ""):
-                await request.body()  # cached: the route reads the form again
-                token = str((await request.form()).get("csrf_token", ""))
+                try:
+                    await request.body()  # cached: the route reads the form again
+                    token = str((await request.form()).get("csrf_token", ""))
+                except (StarletteHTTPException, MultiPartException) as exc:  # a part over 1 MB...
+                    return _error(getattr(exc, "status_code", 400), "invalid_request",
+                                  f"unreadable form: {getattr(exc, 'detail', None) or exc}")
             if not _same_origin(request) or not sessions.csrf_ok(caller, token):
                 return _error(403, "csrf_failed", "missing or wrong CSRF token: reload the page")
         return await call_next(request)  # type: ignore[no-any-return]
@@ -224,3 +301,24 @@ def create_app(
         return _error(503, "storage_unavailable", str(exc))
 
     return app
+
+
+def mount_inbox(host: Starlette, path: str, inbox: FastAPI) -> None:
+    """Mount ``inbox`` (from :func:`create_app`) on ``host`` at ``path`` and wire its lifespan
+    into the host's: the inbox starts after the host's own startup (its poller calls
+    ``on_decided`` for decisions made elsewhere, with no request to the inbox) and closes
+    before the host's own shutdown (so a journal the host closes is still open for it).
+
+    Call it once the host is built (``FastAPI(lifespan=...)`` or ``Starlette(...)``), before it
+    is served; serve the host with its lifespan on (uvicorn's default ``--lifespan auto``).
+    """
+    state: Inbox = inbox.state.inbox
+    previous = host.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        async with previous(app) as value, state.running():
+            yield value
+
+    host.router.lifespan_context = lifespan
+    host.mount(path, inbox)

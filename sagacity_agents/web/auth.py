@@ -12,10 +12,26 @@ authenticated: 401), sync or async; it may raise :class:`Forbidden` (authenticat
 * :class:`TrustedHeader`: the identity a reverse proxy put in a header (off unless configured;
   only believed from the proxy's own addresses).
 
+A session cookie is believed only while its identity is still the authenticator's:
+
+* with :class:`TokenLogin`, the cookie carries a fingerprint of the secret the person signed in
+  with (an HMAC under the app's key of the secret's SHA-256); a request whose identity is no
+  longer configured, or whose secret changed, is not authenticated (stateless: every replica
+  sharing the key and the tokens file decides the same);
+* with any other authenticator (:class:`TrustedHeader`, your own), the authenticator is asked on
+  every request, and the cookie only carries the session's nonce: a cookie of another identity
+  is replaced by a fresh one.
+
+Signing out revokes the session's nonce in this process (a copy of the cookie replayed to the
+same process is refused) and deletes the cookie. The revocation is not shared between replicas:
+a copy replayed to another replica stays valid until it expires (``session_seconds``) unless the
+identity's secret is changed or removed; keep sessions short where that matters.
+
 Every POST needs a CSRF token (the ``csrf_token`` form field, or the ``X-CSRF-Token`` header):
 an HMAC of the identity and the session's nonce under the app's secret key, so a page of another
-site cannot make a logged-in browser decide. A bearer-token request is exempt: a browser never
-attaches that header by itself.
+site cannot make a logged-in browser decide; a new session (sign-in, or a new cookie under a
+proxy's identity) has a new nonce, hence a new token. A bearer-token request is exempt: a browser
+never attaches that header by itself.
 """
 
 from __future__ import annotations
@@ -25,12 +41,14 @@ import hmac
 import inspect
 import ipaddress
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import Request
+from starlette.responses import Response
 
 from ..errors import ConfigurationError
 
@@ -117,6 +135,14 @@ class TokenLogin:
             tokens[parts[0]] = parts[1]
         return cls(tokens)
 
+    def digest_of(self, identity: str) -> bytes | None:
+        """The SHA-256 of ``identity``'s configured secret (``None``: not configured): what a
+        session cookie's fingerprint is checked against."""
+        for digest, known in self._digests:
+            if known == identity:
+                return digest
+        return None
+
     def identity_of(self, secret: str) -> str | None:
         """The identity whose secret is ``secret`` (constant time per configured secret)."""
         given = _digest(secret)
@@ -141,6 +167,13 @@ class TrustedHeader:
     from anywhere else is not authenticated by it, whatever the header says. Configure the proxy
     to strip the header from what clients send.
 
+    The address checked is the ASGI scope's ``client``, which must be the TCP peer: serve the
+    app with the server's proxy-header rewriting off (``uvicorn --no-proxy-headers``; what
+    ``sagacity serve`` does), or with ``--forwarded-allow-ips`` set to exactly the trusted
+    proxies. A client address rewritten from ``X-Forwarded-For`` by uvicorn has port 0 and is
+    refused here (any client could name a proxy's address in that header); other servers'
+    rewriting cannot be told apart, so do not enable it.
+
     Args:
         header: the header's name (e.g. ``X-Forwarded-User``).
         proxies: addresses or networks of the proxies (default: this host only).
@@ -161,6 +194,8 @@ class TrustedHeader:
     def __call__(self, request: Request) -> str | None:
         """The header's value when the request comes from a trusted proxy, else ``None``."""
         host = request.client.host if request.client else None
+        if request.client is not None and request.client.port == 0:
+            return None  # rewritten from X-Forwarded-For (uvicorn): not the peer's address
         try:
             address = ipaddress.ip_address(host) if host else None
         except ValueError:
@@ -180,6 +215,8 @@ class Caller:
     """The session's nonce ("" without a session): what the CSRF token is bound to."""
     bearer: bool = False
     """Authenticated by a bearer token (no CSRF token needed)."""
+    new_cookie: str | None = None
+    """A session cookie to set on the response (a new session under a non-login authenticator)."""
 
 
 class Sessions:
@@ -206,13 +243,25 @@ class Sessions:
         self.max_age = max_age
         self.cookie = cookie
         self.secure = secure
+        self._revoked: dict[str, float] = {}
 
-    def issue(self, identity: str) -> str:
-        """A new session cookie value for ``identity`` (with a fresh nonce)."""
-        return self._serializer.dumps({"id": identity, "n": secrets.token_hex(16)})
+    def fingerprint(self, digest: bytes | None) -> str:
+        """The fingerprint of a secret's SHA-256 a session carries (``""`` for ``None``)."""
+        if digest is None:
+            return ""
+        return hmac.new(self._key, b"credential\x00" + digest, hashlib.sha256).hexdigest()[:32]
 
-    def read(self, request: Request) -> Caller | None:
-        """The caller of the request's session cookie, ``None`` without a valid, unexpired one."""
+    def issue(self, identity: str, credential: bytes | None = None) -> tuple[str, str]:
+        """A new session for ``identity``: ``(cookie value, nonce)``, with a fresh nonce and the
+        fingerprint of ``credential`` (the SHA-256 of the secret signed in with)."""
+        nonce = secrets.token_hex(16)
+        value = self._serializer.dumps({"id": identity, "n": nonce, "c": self.fingerprint(credential)})
+        return value, nonce
+
+    def read(self, request: Request, credential_of: Callable[[str], bytes | None] | None = None) -> Caller | None:
+        """The caller of the request's session cookie, ``None`` without a valid, unexpired,
+        unrevoked one; with ``credential_of`` (identity to its secret's current SHA-256), also
+        ``None`` when the cookie's fingerprint is not that secret's (revoked or changed)."""
         value = request.cookies.get(self.cookie)
         if not value:
             return None
@@ -220,11 +269,29 @@ class Sessions:
             data = self._serializer.loads(value, max_age=int(self.max_age))
         except BadSignature:
             return None
-        identity = check_identity(data.get("id")) if isinstance(data, dict) else None
-        nonce = data.get("n") if isinstance(data, dict) else None
-        if identity is None or not isinstance(nonce, str):
+        if not isinstance(data, dict):
             return None
+        identity, nonce = check_identity(data.get("id")), data.get("n")
+        if identity is None or not isinstance(nonce, str) or not nonce or nonce in self._revoked:
+            return None
+        if credential_of is not None:
+            current = credential_of(identity)
+            if current is None or not hmac.compare_digest(self.fingerprint(current), str(data.get("c", ""))):
+                return None
         return Caller(identity, nonce)
+
+    def revoke(self, caller: Caller) -> None:
+        """Refuse ``caller``'s session cookie from now on, in this process (signing out)."""
+        now = time.monotonic()
+        self._revoked = {n: t for n, t in self._revoked.items() if t > now}
+        if caller.nonce:
+            self._revoked[caller.nonce] = now + self.max_age
+
+    def set_cookie(self, response: Response, value: str, path: str) -> None:
+        """Set the session cookie on ``response`` (HttpOnly, SameSite=Strict, ``Secure`` as
+        configured) for the app's ``path``."""
+        response.set_cookie(self.cookie, value, max_age=int(self.max_age), path=path,
+                            httponly=True, samesite="strict", secure=self.secure)
 
     def csrf_token(self, caller: Caller) -> str:
         """The CSRF token of ``caller`` (HMAC-SHA-256 of identity and nonce)."""
@@ -235,23 +302,36 @@ class Sessions:
         """Whether ``token`` is ``caller``'s CSRF token (constant time); bearer callers need none."""
         if caller.bearer:
             return True
-        return bool(token) and hmac.compare_digest(self.csrf_token(caller), str(token))
+        return bool(caller.nonce) and bool(token) and \
+            hmac.compare_digest(self.csrf_token(caller), str(token))
 
 
 async def authenticate(request: Request, authenticator: Authenticator, sessions: Sessions) -> Caller | None:
-    """The request's caller: its session cookie first, then ``authenticator``.
+    """The request's caller.
+
+    With :class:`TokenLogin`: the session cookie when its secret's fingerprint is still the
+    configured one, else a bearer token. With any other authenticator: the identity it returns
+    for this request, with the cookie's nonce when the cookie is that identity's, else with a
+    new session (:attr:`Caller.new_cookie`).
 
     Raises:
         Forbidden: the authenticator refused a caller it knows.
     """
-    caller = sessions.read(request)
-    if caller is not None:
-        return caller
+    login = isinstance(authenticator, TokenLogin)
+    if isinstance(authenticator, TokenLogin):
+        caller = sessions.read(request, authenticator.digest_of)
+        if caller is not None:
+            return caller
     found = authenticator(request)
     if inspect.isawaitable(found):
         found = await found
     identity = check_identity(found)
     if identity is None:
         return None
-    bearer = isinstance(authenticator, TokenLogin)
-    return Caller(identity, "", bearer=bearer)
+    if login:
+        return Caller(identity, "", bearer=True)
+    session = sessions.read(request)
+    if session is not None and session.identity == identity:
+        return session
+    value, nonce = sessions.issue(identity)
+    return Caller(identity, nonce, new_cookie=value)

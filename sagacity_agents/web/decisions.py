@@ -17,8 +17,12 @@ code                  status  when
 ``request_consumed``  409     a resume (or a recovery) already used the request
 ``request_expired``   410     the request's expiry has passed
 ``saga_not_verified`` 409     the saga's journal does not verify (``EvidenceError``)
+``signing_key_required`` 409  the journal's entries are signed (a keyring was adopted) and
+                              this process has no signing key: its decision would not verify
 ``decision_refused``  409     any other refusal of the desk (store edited, no signing key...)
 ====================  ======  ============================================================
+
+A reason longer than :data:`MAX_REASON` characters is ``invalid_request`` (422).
 
 :class:`DecisionWatcher` calls ``on_decided(saga_id, requests)`` in the background once every
 unconsumed request of a saga is decided: at once for decisions made through this app, and by
@@ -38,10 +42,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..core.approval import ApprovalRequest, ApprovalStore
+from ..core.authenticity import ADOPTION_SAGA
 from ..core.entries import Phase
 from ..errors import ApprovalError, EvidenceError
 
-__all__ = ["DecisionWatcher", "OnDecided", "Refused", "decide"]
+__all__ = ["MAX_REASON", "DecisionWatcher", "OnDecided", "Refused", "decide", "signing_problem"]
+
+MAX_REASON = 2000
+"""Longest reason accepted (characters), from the API and the form alike."""
 
 log = logging.getLogger("sagacity_agents.web")
 
@@ -101,6 +109,8 @@ async def decide(sagacity: Any, request_id: str, *, approve: bool, identity: str
         Refused: with the code of the module's table.
     """
     reason = (reason or "").strip() or None
+    if reason is not None and len(reason) > MAX_REASON:
+        raise Refused(422, "invalid_request", f"reason: at most {MAX_REASON} characters")
     if not approve and reason is None:
         raise Refused(422, "reason_required", "a rejection needs a reason (the model is told it)")
     request = await sagacity.approvals.get(request_id)
@@ -111,8 +121,14 @@ async def decide(sagacity: Any, request_id: str, *, approve: bool, identity: str
                       "the arguments' hash you were shown is not this request's: reload the "
                       "request and decide on what it shows now", args_hash=request.args_hash)
     wanted = "approved" if approve else "rejected"
-    if request.decision is not None and request.consumed_at is None:
+    if request.decision is not None and (request.consumed_at is None or (
+            request.decision == wanted and request.approver == identity)):
+        # Decided (and perhaps already used by the resume on_decided started): the same
+        # identity's same decision is a double submit, answered with the stored decision.
         return _settled(request, identity, wanted, False)
+    problem = await signing_problem(sagacity, request.saga_id)
+    if problem is not None:
+        raise Refused(409, "signing_key_required", problem)
     try:
         if approve:
             decided = await sagacity.approve(request_id, approver=identity, reason=reason)
@@ -126,6 +142,27 @@ async def decide(sagacity: Any, request_id: str, *, approve: bool, identity: str
             raise outcome from exc
         return outcome, False  # a double submit that lost the race to its twin
     return _settled(decided, identity, wanted, decided.decided_at != request.decided_at)
+
+
+async def signing_problem(sagacity: Any, saga_id: str) -> str | None:
+    """Why this process must not decide in ``saga_id``'s journal (``None``: it may).
+
+    A process without a signing key (no keyring, or none allowed to sign decisions) would
+    write an untagged, unsigned APPROVED; in a journal that adopted a keyring (a
+    KEYRING_ADOPTED entry in the reserved ``sagacity.keyring`` saga) or whose saga holds
+    tagged entries, ``verify`` and every resume would then call that saga BROKEN. With a
+    keyring configured the desk's own check applies (``decision_refused``). Cost without a
+    keyring: the reserved saga's and the saga's entries read once per decision.
+    """
+    if sagacity.evidence.keyring is not None:
+        return None  # the desk itself refuses a keyring without an allowed signing key
+    signed = bool(await sagacity.journal.entries(ADOPTION_SAGA)) or any(
+        e.tag is not None for e in await sagacity.journal.entries(saga_id))
+    if not signed:
+        return None
+    return (f"this journal's entries are signed (a keyring was adopted) and this server has no "
+            f"keyring: a decision made here would make saga {saga_id} fail verification. Start "
+            "it with the keyring (--keyring / $SAGACITY_KEYRING) holding a decision key")
 
 
 async def _classify(sagacity: Any, before: ApprovalRequest, identity: str, wanted: str,

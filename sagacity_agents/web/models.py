@@ -55,6 +55,10 @@ class ApprovalOut(BaseModel):
     reason: str | None
     decided_at: str | None
     consumed_at: str | None
+    hidden_characters: list[str] = Field(
+        default_factory=list, description="invisible, control or reordering code points in the "
+        "request's values (e.g. 'U+202E RIGHT-TO-LEFT OVERRIDE'): the inbox shows them escaped "
+        "and warns; a client showing the values to a person should too")
 
 
 class ApprovalPage(BaseModel):

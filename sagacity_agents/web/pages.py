@@ -70,29 +70,32 @@ async def login(request: Request) -> Response:
     if identity is None:
         return render(request, "login.html", 401, failed=True)
     response = RedirectResponse(f"{base_of(request)}/", status_code=303)
-    response.set_cookie(inbox.sessions.cookie, inbox.sessions.issue(identity),
-                        max_age=int(inbox.sessions.max_age), path=f"{base_of(request)}/",
-                        httponly=True, samesite="strict", secure=inbox.sessions.secure)
+    value, _ = inbox.sessions.issue(identity, inbox.authenticator.digest_of(identity))
+    inbox.sessions.set_cookie(response, value, f"{base_of(request)}/")
     return response
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    """Forget the session cookie."""
+    """Revoke the session (in this process: see :mod:`.auth`) and delete its cookie. Under a
+    proxy's identity the next page starts a new session (a new CSRF token)."""
     inbox = request.app.state.inbox
-    response = RedirectResponse(f"{base_of(request)}/login", status_code=303)
+    inbox.sessions.revoke(request.state.caller)
+    login = isinstance(inbox.authenticator, TokenLogin)
+    response = RedirectResponse(f"{base_of(request)}/{'login' if login else ''}", status_code=303)
     response.delete_cookie(inbox.sessions.cookie, path=f"{base_of(request)}/")
     return response
 
 
 @router.get("/")
 async def inbox_page(request: Request) -> Response:
-    """Pending requests oldest first (age, expiry), then the latest decided ones, greyed."""
+    """Pending requests oldest first (age, expiry), then the latest decided or expired ones,
+    greyed."""
     store = request.app.state.inbox.sagacity.approvals
     now = _now()
     every = await store.list(None)
-    pending = [request_view(r, now) for r in every if r.pending]
-    decided = [request_view(r, now) for r in every if not r.pending]
+    pending = [request_view(r, now) for r in every if r.pending and not r.expired(now)]
+    decided = [request_view(r, now) for r in every if not r.pending or r.expired(now)]
     decided.sort(key=lambda v: v["decided_at"] or v["consumed_at"] or "", reverse=True)
     return render(request, "inbox.html", pending=pending, decided=decided[:DECIDED_SHOWN])
 
@@ -146,7 +149,7 @@ async def sagas_page(request: Request, offset: int = 0) -> Response:
                   next_offset=offset + 50 if len(page) > 50 else None)
 
 
-@router.get("/sagas/{saga_id}")
+@router.get("/sagas/{saga_id:path}")
 async def saga_page(request: Request, saga_id: str) -> Response:
     """Any saga, paused or not: its timeline, its verification, its requests, its entries."""
     inbox = request.app.state.inbox

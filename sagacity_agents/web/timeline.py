@@ -5,7 +5,9 @@ for approval (with its decision), and per undo (COMPENSATING to its outcome: und
 call first); then, dashed, the undos that would run if the saga were compensated now (what a
 rejection with ``fail_on_rejection``, or a recovery, would undo). The x axis is the entry's
 ``seq``. Every text comes from the journal, i.e. from a model: each one goes through
-:func:`html.escape`, and the SVG uses classes and presentation attributes only (no inline
+:func:`html.escape`, its invisible and reordering code points shown escaped
+(:mod:`sagacity_agents.visible`; highlighted in the label), and the SVG uses classes and
+presentation attributes only (no inline
 style, no script), so the page's Content-Security-Policy holds.
 """
 
@@ -19,6 +21,7 @@ from ..core.compensation import SagaLedger
 from ..core.declarations import Reversibility
 from ..core.entries import JournalEntry, Phase
 from ..render import phase_name
+from ..visible import escape, segments
 
 __all__ = ["Row", "timeline_rows", "timeline_svg"]
 
@@ -133,15 +136,27 @@ def timeline_svg(entries: Sequence[JournalEntry], current_request: str | None = 
         y = ROW * (i + 1) + 4
         width = max(x(row.end) - x(row.start), 0.0) + plot / span
         css = f"bar {row.kind}" + (" current" if row.current else "")
-        label = html.escape(row.label, quote=True)
+        label = html.escape(escape(row.label), quote=True)
         parts.append(
             f'<g class="row"><title>{label} (seq {row.start}..{row.end})</title>'
-            f'<text class="label" x="{LABEL - 8}" y="{y + 15}" text-anchor="end">{html.escape(_short(row.label))}</text>'
+            f'<text class="label" x="{LABEL - 8}" y="{y + 15}" text-anchor="end">{_svg_text(row.label)}</text>'
             f'<rect class="{css}" x="{x(row.start):.1f}" y="{y}" width="{width:.1f}" height="{ROW - 8}" rx="3"/></g>'
         )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _short(text: str, limit: int = 44) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _svg_text(text: str, limit: int = 44) -> str:
+    """``text`` as SVG text: hidden code points escaped in a highlighted ``<tspan>``, the rest
+    HTML-escaped, cut to ``limit`` characters as shown (an escape is never cut in half)."""
+    out: list[str] = []
+    used = 0
+    for piece, original in segments(text):
+        if used + len(piece) > limit:
+            if not original:
+                out.append(html.escape(piece[: max(limit - 1 - used, 0)]))
+            out.append("…")
+            break
+        used += len(piece)
+        out.append(f'<tspan class="esc">{html.escape(piece)}</tspan>' if original else html.escape(piece))
+    return "".join(out)

@@ -2,7 +2,9 @@
 
 The same dictionaries feed the JSON API (:mod:`.api`, typed by :mod:`.models`) and the HTML
 templates, so a page never shows what the API would not say. Values are returned as stored:
-escaping is the template's job (Jinja2 autoescape) and JSON's.
+escaping is the template's job (Jinja2 autoescape, and :func:`visible_html` for every value a
+template shows: :mod:`sagacity_agents.visible`) and JSON's. ``hidden_characters`` names the
+invisible, control and reordering code points a request's values hold (the page warns).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from ..core.approval import ApprovalRequest, args_hash
 from ..core.canonical import canonical_bytes
 from ..core.chain import VerifyResult
@@ -18,9 +22,10 @@ from ..core.entries import JournalEntry, Phase
 from ..core.journal import SagaSummary
 from ..errors import EncodingError
 from ..render import phase_name, saga_status
+from ..visible import code_point_name, hidden, hidden_in, segments
 
 __all__ = ["age_text", "entry_view", "request_state", "request_view", "saga_view",
-           "summary_status", "verify_view"]
+           "summary_status", "verify_view", "visible_html"]
 
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -30,6 +35,22 @@ def _parse(stamp: str | None) -> dt.datetime | None:
         return dt.datetime.strptime(stamp, _FORMAT).replace(tzinfo=dt.UTC) if stamp else None
     except ValueError:
         return None
+
+
+def visible_html(value: object) -> object:
+    """A template value as HTML where every hidden code point (:mod:`sagacity_agents.visible`)
+    is an escape such as ``\\u202e`` in a highlighted ``<span class="esc">`` naming it; the rest
+    HTML-escaped. Markup and non-strings are returned unchanged (autoescape handles them): the
+    templates' ``finalize``, so every ``{{ value }}`` goes through it."""
+    if isinstance(value, Markup) or not isinstance(value, str) or not any(hidden(c) for c in value):
+        return value
+    html = Markup()
+    for piece, original in segments(value):
+        if original:
+            html += Markup('<span class="esc" title="{}">{}</span>').format(code_point_name(original), piece)
+        else:
+            html += escape(piece)
+    return html
 
 
 def age_text(seconds: float | None) -> str:
@@ -72,6 +93,9 @@ def request_view(request: ApprovalRequest, now: dt.datetime, *, reversibility: s
         "state": request_state(request, now), "decision": request.decision,
         "approver": request.approver, "reason": request.reason,
         "decided_at": request.decided_at, "consumed_at": request.consumed_at,
+        "hidden_characters": hidden_in((request.request_id, request.saga_id, request.tool,
+                                        request.call_id, request.args, request.raw_args,
+                                        request.reason, request.approver)),
     }
     if full:
         try:

@@ -35,7 +35,8 @@ class Bank:
         self.lock = threading.Lock()
 
 
-def make_agent(bank: Bank, memo: str = "invoice 42") -> Agent[Any]:
+def make_agent(bank: Bank, memo: str = "invoice 42", iban: str = "DE89370400440532013000",
+               call_id: str = "call_wire") -> Agent[Any]:
     """A fresh payments agent: holds funds (compensatable), then asks for a wire (irreversible);
     its rule-based model answers once the wire's output is in its input (so a resume in any
     process finishes it)."""
@@ -71,8 +72,8 @@ def make_agent(bank: Bank, memo: str = "invoice 42") -> Agent[Any]:
             if len(outputs) >= 2:
                 self.enqueue([assistant_message(f"Done: {outputs[-1]}")])
             elif outputs:
-                self.enqueue([function_call("send_wire", {"amount_eur": "2500", "iban": "DE89370400440532013000",
-                                                          "memo": memo}, call_id="call_wire")])
+                self.enqueue([function_call("send_wire", {"amount_eur": "2500", "iban": iban,
+                                                          "memo": memo}, call_id=call_id)])
             else:
                 self.enqueue([function_call("hold_funds", {"amount_eur": 2500}, call_id="call_hold")])
             return await super().get_response(system_instructions, input, *args, **kwargs)
@@ -80,11 +81,14 @@ def make_agent(bank: Bank, memo: str = "invoice 42") -> Agent[Any]:
     return Agent(name="payments", model=Model(), tools=[hold_funds, send_wire])
 
 
-async def paused_saga(location: str, bank: Bank, memo: str = "invoice 42", **options: Any) -> tuple[str, Any]:
-    """Run the agent until it pauses on the wire; return the saga id and the request."""
+async def paused_saga(location: str, bank: Bank, memo: str = "invoice 42", *,
+                      agent: dict[str, str] | None = None, saga_id: str | None = None,
+                      **options: Any) -> tuple[str, Any]:
+    """Run the agent until it pauses on the wire; return the saga id and the request
+    (``agent``: more arguments of :func:`make_agent`)."""
     sagacity = Sagacity(location, **options)
     try:
-        result = await sagacity.run(make_agent(bank, memo), "Pay invoice 42")
+        result = await sagacity.run(make_agent(bank, memo, **(agent or {})), "Pay invoice 42", saga_id=saga_id)
         assert result.status is SagaStatus.AWAITING_APPROVAL, result.status
         (request,) = result.approvals
         return result.saga_id, request
@@ -95,10 +99,10 @@ async def paused_saga(location: str, bank: Bank, memo: str = "invoice 42", **opt
 class Server:
     """``app`` served by uvicorn on 127.0.0.1 (a free port) in a thread, until :meth:`stop`."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, **config: Any) -> None:
         self.app = app
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                                    lifespan="on"))
+                                                    lifespan="on", **config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 15

@@ -15,31 +15,11 @@ import pytest
 from sagacity_agents import Sagacity
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.signing import generate_key
-from sagacity_agents.web import Forbidden, TokenLogin, create_app
+from sagacity_agents.web import Forbidden
 from tests.backends import BACKENDS
-from tests.web.support import TOKENS, Bank, Server, client, paused_saga
+from tests.web.support import TOKENS, Bank, client, paused_saga
 
 SQL = [b for b in BACKENDS if b.name != "memory"]  # the app and the test share the storage
-
-
-@pytest.fixture
-def db(tmp_path) -> str:
-    return str(tmp_path / "inbox.db")
-
-
-@pytest.fixture
-def serve():
-    servers: list[Server] = []
-
-    def start(location, **options):
-        options.setdefault("authenticator", TokenLogin(TOKENS))
-        server = Server(create_app(location, **options))
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 async def test_every_route_needs_an_identity(db, serve):

@@ -10,14 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import time
-from typing import Any
-
-import pytest
 
 from sagacity_agents import Sagacity
 from sagacity_agents.web import TokenLogin, create_app
+from tests.web.browsing import no_dialog, sign_in, wait_for
 from tests.web.support import (
     HOSTILE_MEMO,
     TOKENS,
@@ -27,68 +23,6 @@ from tests.web.support import (
     make_agent,
     paused_saga,
 )
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-
-
-@pytest.fixture
-def browser() -> Any:
-    """A headless Chromium (``--no-sandbox``: CI runs as root)."""
-    if not (CHROMIUM and CHROMEDRIVER):
-        message = "no chromium / chromedriver (apt-get install chromium chromium-driver)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} and CI is set: the browser tests must run", pytrace=False)
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,1400"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
-
-
-def sign_in(driver: Any, server: Server, who: str = "alice") -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.get(f"{server.url}/")
-    assert driver.current_url.endswith("/login")
-    driver.find_element(By.ID, "secret").send_keys(TOKENS[who])
-    driver.find_element(By.CSS_SELECTOR, "form.login button").click()
-    wait_for(lambda: driver.find_element(By.ID, "identity").text == who)
-
-
-def wait_for(check: Any, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s")
-        time.sleep(0.1)
-
-
-def no_dialog(driver: Any) -> None:
-    """No alert, confirm or prompt is open (a script that ran would have opened one)."""
-    from selenium.common.exceptions import NoAlertPresentException
-
-    try:
-        alert = driver.switch_to.alert
-        text = alert.text
-    except NoAlertPresentException:
-        return
-    raise AssertionError(f"a dialog opened: {text!r}")
 
 
 async def test_approve_a_wire_and_the_callback_resumes_it_once(tmp_path, browser):

@@ -4,11 +4,13 @@ from a real process, and the ``web`` extra's clear error when it is missing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import httpx
 from click.testing import CliRunner
@@ -38,33 +40,57 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_serve_runs_the_inbox(tmp_path):
-    db = str(tmp_path / "inbox.db")
-    _, request = asyncio.run(paused_saga(db, Bank()))
-    tokens = tmp_path / "tokens"
-    tokens.write_text("".join(f"{who} {secret}\n" for who, secret in TOKENS.items()))
+@contextlib.contextmanager
+def serving(db: str, *options: str) -> Iterator[str]:
+    """``sagacity serve --db DB OPTIONS`` in a process of its own on a free port; its URL."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "sagacity_agents.cli", "serve", "--db", db, "--port", str(port),
-         "--tokens", str(tokens)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "SAGACITY_WEB_SECRET": "s" * 32})
+        [sys.executable, "-m", "sagacity_agents.cli", "serve", "--db", db, "--port", str(port), *options],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "SAGACITY_WEB_SECRET": "s" * 32})
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 20
         while True:
             try:
-                if httpx.get(f"{url}/login", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/static/inbox.css", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             assert process.poll() is None and time.monotonic() < deadline, "serve did not start"
             time.sleep(0.1)
-        assert httpx.get(f"{url}/api/approvals").status_code == 401
-        listed = httpx.get(f"{url}/api/approvals", headers={"Authorization": f"Bearer {TOKENS['alice']}"})
-        assert [r["request_id"] for r in listed.json()["items"]] == [request.request_id]
+        yield url
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_serve_runs_the_inbox(tmp_path):
+    db = str(tmp_path / "inbox.db")
+    _, request = asyncio.run(paused_saga(db, Bank()))
+    tokens = tmp_path / "tokens"
+    tokens.write_text("".join(f"{who} {secret}\n" for who, secret in TOKENS.items()))
+    with serving(db, "--tokens", str(tokens)) as url:
+        assert httpx.get(f"{url}/api/approvals").status_code == 401
+        listed = httpx.get(f"{url}/api/approvals", headers={"Authorization": f"Bearer {TOKENS['alice']}"})
+        assert [r["request_id"] for r in listed.json()["items"]] == [request.request_id]
+        login = httpx.post(f"{url}/login", data={"secret": TOKENS["alice"]})
+        assert "secure" not in login.headers["set-cookie"].lower()  # loopback: plain HTTP works
+    with serving(db, "--tokens", str(tokens), "--secure-cookies") as url:
+        login = httpx.post(f"{url}/login", data={"secret": TOKENS["alice"]})
+        assert "; secure" in login.headers["set-cookie"].lower()
+
+
+def test_serve_behind_a_local_proxy_that_sets_x_forwarded_for(tmp_path):
+    """A proxy on this host adds X-Forwarded-For: the identity header is still believed (the
+    peer is the proxy), and no client can pose as the proxy by writing that header."""
+    db = str(tmp_path / "inbox.db")
+    asyncio.run(paused_saga(db, Bank()))
+    with serving(db, "--trusted-header", "X-User") as url:
+        proxied = httpx.get(f"{url}/api/me", headers={"X-User": "alice", "X-Forwarded-For": "203.0.113.5"})
+        assert proxied.status_code == 200 and proxied.json()["identity"] == "alice"
+    with serving(db, "--trusted-header", "X-User", "--proxy", "10.9.9.9") as url:
+        spoofed = httpx.get(f"{url}/api/me", headers={"X-User": "alice", "X-Forwarded-For": "10.9.9.9"})
+        assert spoofed.status_code == 401
 
 
 def test_without_the_web_extra_the_error_names_it():
