@@ -51,12 +51,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import ConfigurationError, SignatureError
+from ..errors import ConfigurationError
 from .canonical import parse_json, sha256_hex
 from .chain import ChainFault, ChainHead, check_anchor, verify_entries
 from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry, Phase
 from .journal import Journal, utc_stamp
-from .signing import Keyring
+from .signing import Keyring, signed_record_problem
 
 __all__ = [
     "ADOPTION_SAGA",
@@ -460,16 +460,10 @@ def _resolution_problem(entry: JournalEntry, keyring: Keyring, allowed: frozense
     signed = payload.get("signature")
     if signed is None:
         return "RESOLVED entry carries no signature (a human's answer is signed under a keyring)"
-    if not isinstance(signed, dict) or not all(isinstance(signed.get(k), str) for k in ("key_id", "time", "signature")):
-        return "malformed resolution signature"
-    if allowed is not None and signed["key_id"] not in allowed:
-        return f"resolution signed with key {signed['key_id']!r}, which may not sign decisions"
-    try:
-        keyring.verify(RESOLUTION_STATEMENT, resolution_fields(entry.saga_id, payload, signed["time"],
-                                                               signed["key_id"]), signed["signature"])
-    except SignatureError as exc:
-        return f"resolution: {exc}"
-    return None
+    return signed_record_problem(
+        keyring, RESOLUTION_STATEMENT, "resolution", signed,
+        lambda time, key_id: resolution_fields(entry.saga_id, payload, time, key_id), allowed,
+    )
 
 
 def authenticity_fault(

@@ -36,7 +36,7 @@ from .authenticity import ADOPTION_SAGA, Adoption, TagCache, authenticity_fault,
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
 from .journal import Journal, utc_stamp
-from .signing import Keyring
+from .signing import Keyring, signed_record_problem
 from .structure import structure_problem
 
 __all__ = ["DECISION_STATEMENT", "Evidence", "refusal", "sign_decision", "verified_entries", "verify_sagas"]
@@ -83,19 +83,14 @@ def _decision_problem(entry: JournalEntry, keyring: Keyring, allowed: frozenset[
         # Only approvals must be signed: a rejection runs nothing, and the library writes some
         # itself (arguments that do not validate are rejected without asking a human).
         return "APPROVED entry carries no decision signature" if entry.phase is Phase.APPROVED else None
-    if not isinstance(signed, dict) or not all(isinstance(signed.get(k), str) for k in ("key_id", "time", "signature")):
-        return "malformed decision signature"
-    if allowed is not None and signed["key_id"] not in allowed:
-        return f"decision signed with key {signed['key_id']!r}, which may not sign decisions"
-    fields = _decision_fields(
-        entry.saga_id, str(payload.get("request_id")), entry.call_id, str(payload.get("args_hash")),
-        entry.phase is Phase.APPROVED, str(payload.get("approver")), signed["time"], signed["key_id"],
+    return signed_record_problem(
+        keyring, DECISION_STATEMENT, "decision", signed,
+        lambda time, key_id: _decision_fields(
+            entry.saga_id, str(payload.get("request_id")), entry.call_id,
+            str(payload.get("args_hash")), entry.phase is Phase.APPROVED,
+            str(payload.get("approver")), time, key_id),
+        allowed,
     )
-    try:
-        keyring.verify(DECISION_STATEMENT, fields, signed["signature"])
-    except SignatureError as exc:
-        return f"decision: {exc}"
-    return None
 
 
 @dataclass(frozen=True)

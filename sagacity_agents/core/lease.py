@@ -164,10 +164,10 @@ def lease_seconds(value: Any) -> float:
     :data:`DEFAULT_LEASE_SECONDS` (the library writes only such numbers; anything else, a
     string, a negative, NaN or infinity, is a row someone else wrote, issue 19 review A4, and
     must not stop a reader such as ``recover --all``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    try:
+        return check_lease_seconds(value)
+    except ValueError:
         return DEFAULT_LEASE_SECONDS
-    seconds = float(value)
-    return seconds if math.isfinite(seconds) and seconds > 0 else DEFAULT_LEASE_SECONDS
 
 
 def _renews(entry: JournalEntry, run_seq: int, holder: str) -> bool:

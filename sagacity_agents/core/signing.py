@@ -16,14 +16,14 @@ from __future__ import annotations
 import base64
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError, SignatureError
 from .canonical import encode_canonical, to_canonical_value
 
-__all__ = ["Keyring", "generate_key", "statement_bytes"]
+__all__ = ["Keyring", "generate_key", "signed_record_problem", "statement_bytes"]
 
 _KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -189,3 +189,30 @@ def generate_key(directory: str | Path, key_id: str) -> tuple[Path, Path]:
     public_path.write_bytes(key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return private_path, public_path
+
+
+def signed_record_problem(
+    keyring: Keyring, kind: str, what: str, signed: Any,
+    fields: Callable[[str, str], Mapping[str, Any]], allowed: frozenset[str] | None,
+) -> str | None:
+    """Why a journaled signature record ``{"key_id", "time", "signature"}`` does not verify, or
+    ``None`` (a human's signed decision or answer: ``core.evidence``, ``core.authenticity``).
+
+    Args:
+        keyring: the verify keys.
+        kind: the statement type the signature covers.
+        what: how the record is named in the problem ("decision", "resolution").
+        signed: the record as journaled (anything: it is checked).
+        fields: ``fields(time, key_id)``: the statement's fields, rebuilt from the entry.
+        allowed: key ids that may sign such records (``None``: any key of the keyring).
+    """
+    if not isinstance(signed, dict) or not all(isinstance(signed.get(k), str)
+                                               for k in ("key_id", "time", "signature")):
+        return f"malformed {what} signature"
+    if allowed is not None and signed["key_id"] not in allowed:
+        return f"{what} signed with key {signed['key_id']!r}, which may not sign decisions"
+    try:
+        keyring.verify(kind, fields(signed["time"], signed["key_id"]), signed["signature"])
+    except SignatureError as exc:
+        return f"{what}: {exc}"
+    return None
