@@ -114,6 +114,21 @@ def _identity(tool: FunctionTool, decl: ToolDeclaration | None) -> int:
     return id(getattr(tool, "__wrapped__", None) or tool)
 
 
+def _origin(tool: FunctionTool, decl: ToolDeclaration | None, index: int) -> str:
+    """Where a tool object comes from, so two tools of one name read differently in an error:
+    its place in ``agent.tools`` and its function (or the agent behind ``as_tool``)."""
+    inner = sdk.agent_of_tool(tool)
+    if isinstance(inner, Agent):
+        what = f"agent {inner.name!r} as a tool"
+    elif decl is not None:
+        what = f"declared {decl.declaration_id or decl.name}"
+    else:
+        func = getattr(tool, "__wrapped__", None) or tool
+        name = getattr(func, "__qualname__", None) or type(func).__name__
+        what = f"{getattr(func, '__module__', None) or '?'}:{name}"
+    return f"tools[{index}], {what}"
+
+
 def _unreachable(path: str, what: str) -> SdkConfigurationError:
     return SdkConfigurationError(
         f"{path}: {what}; the saga layer cannot check or bind the tools behind it. This is a "
@@ -141,7 +156,8 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
     """
     agents: list[Agent[Any]] = []
     sites: list[ToolSite] = []
-    by_key: dict[tuple[int, str], tuple[int, ToolSite]] = {}  # (agent, key) -> (identity, site)
+    # (agent, key) -> (identity, site, origin)
+    by_key: dict[tuple[int, str], tuple[int, ToolSite, str]] = {}
     seen: set[int] = set()
     stack: list[tuple[Agent[Any], str]] = [(root, root.name)]
     while stack:
@@ -150,7 +166,7 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
             continue
         seen.add(id(agent))
         agents.append(agent)
-        for tool in getattr(agent, "tools", None) or ():
+        for index, tool in enumerate(getattr(agent, "tools", None) or ()):
             if not isinstance(tool, FunctionTool):
                 continue  # hosted tools run at the provider: nothing of ours to journal
             decl = declaration_of(tool)
@@ -158,12 +174,13 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
             site = ToolSite(key, agent.name, tool, decl, f"{path} -> tool {key}")
             known = by_key.get((id(agent), key))
             if known is None:
-                by_key[(id(agent), key)] = (_identity(tool, decl), site)
+                by_key[(id(agent), key)] = (_identity(tool, decl), site, _origin(tool, decl, index))
                 sites.append(site)
             elif known[0] != _identity(tool, decl):
                 raise SdkConfigurationError(
                     f"agent {agent.name!r} has two different tools named {site.key!r}: "
-                    f"{known[1].path} and {site.path}. The SDK lets the last one win; which one "
+                    f"{known[1].path} ({known[2]}) and {site.path} "
+                    f"({_origin(tool, decl, index)}). The SDK lets the last one win; which one "
                     "a journaled call, its undo or its approval belongs to would be a guess; "
                     "give one of them another name (function_tool(name_override=...))"
                 )
