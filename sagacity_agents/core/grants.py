@@ -76,6 +76,10 @@ def consumed_decisions(entries: Sequence[JournalEntry]) -> list[ConsumedDecision
     return decisions
 
 
+NO_DECISION = "no consumed approval"
+"""How :func:`grant_for_call`'s reason starts when the journal holds no decision for the call."""
+
+
 def grant_for_call(
     entries: Sequence[JournalEntry], *, tool: str, call_id: str | None, args_hash: str,
     claimed: frozenset[str] | set[str] = frozenset(),
@@ -96,7 +100,7 @@ def grant_for_call(
     """
     mine = [d for d in consumed_decisions(entries) if d.tool == tool and d.call_id == call_id]
     if not mine:
-        return None, "no consumed approval for this call in this saga's journal"
+        return None, f"{NO_DECISION} for this call in this saga's journal"
     problems = []
     for d in reversed(mine):
         if d.args_hash != args_hash:
