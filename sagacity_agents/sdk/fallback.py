@@ -174,7 +174,10 @@ def protect_tool(
         ctx = data.context
         if await _before_approval(protected, ctx):
             return ToolGuardrailFunctionOutput.allow()
-        saga.declarations.setdefault(ctx.tool_name, decl)
+        try:
+            saga.note_declaration(ctx.tool_name, decl, getattr(data.agent, "name", None))
+        except Exception as exc:  # noqa: BLE001 - fail closed: a call we could not undo right
+            return ToolGuardrailFunctionOutput.raise_exception(output_info=str(exc))
         if saga.refuses_effects(decl):  # FailurePolicy.REFUSE_EFFECTS, after a failure
             return ToolGuardrailFunctionOutput.reject_content(await saga.refuse_call(
                 decl, ctx.tool_name, ctx.tool_call_id, None, raw_args=ctx.tool_arguments,

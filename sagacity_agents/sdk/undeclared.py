@@ -34,8 +34,8 @@ from .binding import undeclared_error
 from .tools import declaration_of
 
 __all__ = [
-    "UndeclaredToolFailed", "begin_undeclared", "end_undeclared", "is_undeclared",
-    "observe_custom_tool", "reported_failure",
+    "UndeclaredToolFailed", "begin_undeclared", "custom_tool_arguments", "end_undeclared",
+    "is_undeclared", "observe_custom_tool", "pending_raw_arguments", "reported_failure",
 ]
 
 _FAILURE_ATTR = "_sagacity_custom_tool_failure"
@@ -128,10 +128,28 @@ def observe_custom_tool(tool: Any) -> None:
     tool.on_invoke_tool = observed
 
 
+def custom_tool_arguments(text: str) -> str:
+    """The raw arguments a ``CustomTool`` call is journaled (and its approval hashed) with: its
+    one raw string as ``{"input": text}``, JSON text."""
+    return json.dumps({"input": text})
+
+
+def pending_raw_arguments(item: Any) -> str:
+    """The raw arguments of a paused call (a ``ToolApprovalItem``) as its INTENT will journal
+    them: a custom tool call's raw string as :func:`custom_tool_arguments`, else the JSON text
+    the model sent."""
+    raw_item = getattr(item, "raw_item", None)
+    kind = raw_item.get("type") if isinstance(raw_item, dict) else getattr(raw_item, "type", None)
+    if kind == "custom_tool_call":
+        text = raw_item.get("input") if isinstance(raw_item, dict) else getattr(raw_item, "input", None)
+        return custom_tool_arguments(text if isinstance(text, str) else "")
+    return getattr(item, "arguments", None) or ""
+
+
 def _key_and_raw(context: Any, tool: Any) -> tuple[str, str]:
     """The name a call is journaled under, and its raw arguments (a JSON object's text)."""
     if isinstance(tool, CustomTool):
-        return tool.name, json.dumps({"input": getattr(context, "tool_arguments", None) or ""})
+        return tool.name, custom_tool_arguments(getattr(context, "tool_arguments", None) or "")
     key = getattr(context, "qualified_tool_name", None) or tool.qualified_name
     return key, getattr(context, "tool_arguments", None) or ""
 

@@ -222,3 +222,151 @@ async def test_m03_protect_tool_same_name_on_two_agents_each_undone_by_its_own_u
               if e.phase is Phase.INTENT and e.tool == "search"}
     assert agents == {"s1": "a", "s2": "b"}
     assert result.report.clean
+
+
+# --- second review --------------------------------------------------------------------------
+
+def lookalike(tag: str, log: list, *, protect: bool):
+    """A ``search`` built by one factory: the same declaration id for every tag."""
+
+    class Client:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    client = Client(tag)
+    if protect:
+        @function_tool(name_override="search")
+        def plain(q: str) -> str:
+            log.append(f"do-{client.name} {q}")
+            return client.name
+
+        return protect_tool(plain, reversibility="compensatable",
+                            undo=lambda ctx: log.append(f"undo-{client.name} {ctx.raw_args}"))
+
+    @function_tool(name_override="search")
+    @compensable(undo=lambda ctx: log.append(f"undo-{client.name} {ctx.args['q']}"))
+    def search(q: str) -> str:
+        log.append(f"do-{client.name} {q}")
+        return client.name
+
+    return search
+
+
+@pytest.mark.parametrize("protect", [False, True], ids=["compensable", "protect_tool"])
+async def test_m03_agent_run_in_a_tool_body_is_undone_by_its_own_tool_not_a_lookalike(journal, protect):
+    """M-03: an agent run with ``Runner.run`` inside a tool body (no graph walk sees it) has a
+    ``search`` with the same declaration id as the outer agent's (one factory). Each call binds
+    its own declaration under its agent as it starts: the inner call is undone by the inner
+    tool's undo, the outer by the outer's."""
+    from agents import Runner
+
+    from sagacity_agents import read_only
+
+    log: list = []
+    inner = Agent(name="inner", model=scripted([("search", {"q": "in"}, "s2")], "done"),
+                  tools=[lookalike("INNER", log, protect=protect)])
+
+    @function_tool
+    @read_only
+    async def delegate(q: str) -> str:
+        return str((await Runner.run(inner, q)).final_output)
+
+    model = scripted([("search", {"q": "out"}, "s1")], [("delegate", {"q": "x"}, "d1")],
+                     [("charge", {"amount": 1}, "c1")], "k")
+    outer = Agent(name="outer", model=model,
+                  tools=[lookalike("OUTER", log, protect=protect), delegate, declined()])
+    result = await Sagacity(journal, policy="continue").run(outer, "go")
+    assert result.status is SagaStatus.COMPENSATED
+    undo_in = 'undo-INNER {"q":"in"}' if protect else "undo-INNER in"
+    undo_out = 'undo-OUTER {"q":"out"}' if protect else "undo-OUTER out"
+    assert log == ["do-OUTER out", "do-INNER in", undo_in, undo_out]
+
+
+def test_m03_an_agent_missing_from_the_graph_given_is_not_undone_by_a_lookalike():
+    """M-03: recovery given a graph without the agent that made a call (an agent met only at
+    run time) finds one declaration with the journaled id, bound for another agent: the undo
+    is refused with the reason, never guessed."""
+    from sagacity_agents.core.compensation import _declaration_for
+    from sagacity_agents.core.declarations import Reversibility, ToolDeclaration
+
+    outer = ToolDeclaration(name="search", reversibility=Reversibility.COMPENSATABLE,
+                            undo=lambda ctx: None, declaration_id="app:mk.<locals>.search#1")
+    decl, why = _declaration_for({"search": outer}, "search", outer.declaration_id, "inner",
+                                 {("outer", "search"): outer})
+    assert decl is None
+    assert "journaled agent 'inner' is not in the agent graph given here" in why
+    assert "bound only for 'outer'" in why
+    # the agent that is in the graph still finds its own
+    assert _declaration_for({"search": outer}, "search", outer.declaration_id, "outer",
+                            {("outer", "search"): outer}) == (outer, None)
+
+
+@pytest.mark.parametrize("how", ["as_tool", "protect_tool"])
+async def test_m01_agent_tool_paused_for_an_inner_approval_resumes_verifiable(journal, how):
+    """M-01: a plain ``as_tool`` agent (or one protected as compensatable) whose inner tool asks
+    for an approval: the run pauses with the outer call in flight; the resumed run writes that
+    call's outcome under its own lease. The journal verifies, and a later failure is
+    compensated (the earlier ``book`` undone), not refused as a forgery."""
+    effects: list = []
+
+    @function_tool(needs_approval=True)
+    def wire(amount: int) -> str:
+        effects.append(f"wire {amount}")
+        return "wired"
+
+    @function_tool
+    @compensable(undo=lambda ctx: effects.append("undo book"))
+    def book(x: int) -> str:
+        effects.append("book")
+        return "booked"
+
+    inner_model = scripted([("wire", {"amount": 7}, "w1")], "inner done", "inner done")
+    outer_model = scripted([("book", {"x": 1}, "b1")], [("ask", {"input": "pay"}, "a1")],
+                           [("charge", {"amount": 1}, "c1")], "k")
+    inner = Agent(name="inner", model=inner_model, tools=[wire])
+
+    def build() -> Agent:
+        ask = inner.as_tool(tool_name="ask", tool_description="pays")
+        if how == "protect_tool":
+            ask = protect_tool(ask, reversibility="compensatable", undo=lambda ctx: effects.append("undo ask"))
+        return Agent(name="outer", model=outer_model, tools=[book, ask, declined()])
+
+    sagacity = Sagacity(journal, policy="continue")
+    paused = await sagacity.run(build(), "go")
+    assert paused.status is SagaStatus.AWAITING_APPROVAL
+    await sagacity.approve(paused.approvals[0].request_id, approver="ana")
+    done = await sagacity.resume(paused.saga_id, build())
+    assert done.status is SagaStatus.COMPENSATED, done.exception
+    assert "wire 7" in effects and "undo book" in effects
+    (verdict,) = await sagacity.verify(paused.saga_id)
+    assert verdict.ok, verdict.detail
+
+
+async def test_m01_custom_tool_with_needs_approval_is_approved_on_its_raw_input(journal):
+    """M-01: a CustomTool with ``needs_approval=True`` pauses through ours; the request binds
+    ``{"input": text}`` (the raw string, not parsed as JSON), the same value its INTENT is
+    checked against: approved, it runs once and its INTENT names the request."""
+    effects: list = []
+
+    async def run(ctx, text: str) -> str:
+        effects.append(text)
+        return "1 row deleted"
+
+    def build(first: bool) -> Agent:
+        model = ScriptedModel()
+        if first:
+            model.enqueue([custom_call("DELETE FROM users", "q1")])
+        model.enqueue([assistant_message("ok")])
+        tool = CustomTool(name="run_sql", description="raw SQL", on_invoke_tool=run, needs_approval=True)
+        return Agent(name="db", model=model, tools=[tool])
+
+    sagacity = Sagacity(journal)
+    paused = await sagacity.run(build(True), "go")
+    assert paused.status is SagaStatus.AWAITING_APPROVAL and effects == []
+    (request,) = paused.approvals
+    assert request.args == {"input": "DELETE FROM users"}
+    await sagacity.approve(request.request_id, approver="ana")
+    done = await sagacity.resume(paused.saga_id, build(False))
+    assert done.status is SagaStatus.COMPLETED and effects == ["DELETE FROM users"]
+    (intent,) = [e for e in await journal.entries(paused.saga_id) if e.phase is Phase.INTENT]
+    assert intent.payload["request_id"] == request.request_id
