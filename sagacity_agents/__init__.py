@@ -25,7 +25,7 @@ from .core.chain import (
 from .core.checkpoints import Checkpoint, CheckpointStore
 from .core.compensation import CompensationItem, CompensationReport, compensate
 from .core.declarations import Reversibility, ToolDeclaration, Verdict
-from .core.undo import CompensationContext, idempotency_key
+from .core.undo import CompensationContext, call_idempotency_key, idempotency_key
 from .core.entries import JournalEntry, Phase
 from .core.evidence import Evidence
 from .core.journal import Journal
@@ -33,7 +33,9 @@ from .backends.directory.checkpoints import DirectoryCheckpointStore
 from .backends.memory.approvals import InMemoryApprovalStore
 from .backends.memory.journal import InMemoryJournal
 from .core.signing import Keyring
-from .core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, record_undo_data
+from .core.saga import (
+    FailurePolicy, FailureRecord, Saga, SagaStatus, current_idempotency_key, record_undo_data,
+)
 from .backends.postgres.approvals import PostgresApprovalStore
 from .backends.postgres.checkpoints import PostgresCheckpointStore
 from .backends.postgres.journal import PostgresJournal
@@ -166,12 +168,14 @@ __all__ = [
     "heads_from_json",
     "heads_of",
     "heads_to_json",
+    "call_idempotency_key",
     "idempotency_key",
     "irreversible",
     "nested_agent_tool",
     "no_undo",
     "protect_tool",
     "read_only",
+    "current_idempotency_key",
     "record_undo_data",
     "saga_output_guardrail",
     "saga_tool_guardrail",

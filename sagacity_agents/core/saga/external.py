@@ -24,13 +24,16 @@ class ExternalCalls(CallRecording):
 
     async def begin_external_call(
         self, decl: ToolDeclaration | None, tool: str, call_id: str | None, raw_args: str, *,
-        agent: str | None = None,
+        agent: str | None = None, grant_args: dict[str, Any] | None = None,
     ) -> JournalEntry:
         """Journal the INTENT of a call whose body we cannot wrap (raw arguments journaled).
 
         ``decl`` ``None`` is a tool nobody declared: journaled with reversibility
         ``"undeclared"`` (no approval check, no classifier), reported "no undo declared" when the
         saga fails. ``agent`` is the name of the agent whose tool it is (journaled).
+        ``grant_args`` is what an irreversible call's approval was bound to, when that is more
+        than its raw arguments (an MCP tool: the arguments and the tool's definition); default:
+        the canonical raw arguments.
 
         The outcome comes later through :meth:`end_external_call`. The call is not counted in
         flight meanwhile: the seams that bring its outcome run before the SDK moves on, so
@@ -45,7 +48,8 @@ class ExternalCalls(CallRecording):
         request_id = None
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
-            request_id = await self._check_grant(tool, call_id, raw_args_value(raw_args), invocation)
+            bound = grant_args if grant_args is not None else raw_args_value(raw_args)
+            request_id = await self._check_grant(tool, call_id, bound, invocation)
         intent = await self._write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id,
                                           agent)
         self.last_journaled = time.monotonic()
