@@ -40,6 +40,8 @@ class Payments:
         self.path = path
 
     def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        if not self.path.exists():
+            return []  # the server never ran a tool
         with sqlite3.connect(self.path) as db:
             return db.execute(sql, args).fetchall()
 
