@@ -48,6 +48,11 @@ def protection_named(name: str, *, needed_for: str = "") -> McpProtection:
             f"servers protected here: {known}. Re-create it under the same name and protect it "
             "with protect_mcp_server(server, policy=...) (with the CLI: --app module:attr giving "
             "an agent whose mcp_servers include it)")
+    if getattr(found.server, "session", True) is None:  # a client-session server never connected
+        raise McpServerMissingError(
+            f"MCP server {name!r} is protected in this process but not connected"
+            f"{' (' + needed_for + ')' if needed_for else ''}: connect it first (async with server, "
+            "or connected_mcp_servers(agent); the CLI does it for --app)")
     return found
 
 
