@@ -46,6 +46,7 @@ from agents.tool_guardrails import (
     tool_output_guardrail,
 )
 
+from ...core.canonical import canonical_bytes, sha256_hex
 from ...core.declarations import Reversibility, ToolDeclaration
 from ...core.saga import Saga, current_saga
 from ...core.saga.payloads import raw_args_value
@@ -102,7 +103,7 @@ class McpProtection:
     Attributes:
         server: the ``agents.mcp`` server. server_name: its name (what the journal names).
         policy: the :class:`~.policy.McpPolicy`. mode: ``"enforce"`` or ``"observe"``.
-        declarations: tool name -> ``ToolDeclaration`` (id ``mcp:SERVER:TOOL``).
+        declarations: tool name -> ``ToolDeclaration`` (id ``mcp:SERVER:TOOL#DIGEST``).
         seen: tool name -> calls journaled through this protection in this process.
     """
 
@@ -120,7 +121,7 @@ class McpProtection:
                 self.declarations[name] = ToolDeclaration(
                     name=f"{self.server_name}.{name}", reversibility=entry.reversibility,
                     undo=self._undo(entry.undo) if entry.undo is not None else None,
-                    declaration_id=f"mcp:{self.server_name}:{name}")
+                    declaration_id=_declaration_id(self.server_name, name, entry))
             except DeclarationError as exc:
                 raise as_user_error(exc) from None
 
@@ -297,6 +298,19 @@ class _WithArguments:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ctx, name)
+
+
+def _declaration_id(server: str, name: str, entry: McpToolPolicy) -> str:
+    """``mcp:SERVER:TOOL#`` + 12 hex digits of SHA-256 of the policy entry (reversibility, undo
+    tool and arguments; a callable counts by its qualified name). Journaled with each INTENT: a
+    recovery finds the undo of the entry that was in force, in any process that loads the same
+    policy, and two policies for one tool never share an id (which would make it ambiguous)."""
+    undo = entry.undo
+    args: Any = None
+    if undo is not None:
+        args = getattr(undo.arguments, "__qualname__", None) if callable(undo.arguments) else dict(undo.arguments)
+    shape = {"reversibility": entry.reversibility.value, "undo": undo.tool if undo else None, "arguments": args}
+    return f"mcp:{server}:{name}#{sha256_hex(canonical_bytes(shape))[:12]}"
 
 
 def _chain_approval(protection: McpProtection, previous: Any) -> Any:

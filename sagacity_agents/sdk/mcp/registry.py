@@ -1,7 +1,7 @@
 """MCP servers by name, for the undos and approvals that need a server after the run that met it.
 
 An MCP call's undo is another call on the server *of the same name* (issue 21, N-04): the
-journal names the server (``declaration`` ``mcp:SERVER:TOOL``), never a connection. Every
+journal names the server (``declaration`` ``mcp:SERVER:TOOL#DIGEST``), never a connection. Every
 ``protect_mcp_server`` registers its server here under ``server.name``; a process that recovers
 or resumes a saga re-creates its servers (the application given with ``--app module:attr``
 builds the agent and its ``mcp_servers``, protecting each), which registers them again, and
