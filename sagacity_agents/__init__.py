@@ -66,6 +66,7 @@ from .errors import (
 _SDK_NAMES = {
     "Decision": ".sdk.results",
     "HooksNotEnteredError": ".sdk.hooks",
+    "McpPolicy": ".sdk.mcp",
     "SagaRecovered": ".sdk.results",
     "SagaResult": ".sdk.results",
     "SagaRunHooks": ".sdk.hooks",
@@ -78,6 +79,7 @@ _SDK_NAMES = {
     "irreversible": ".sdk.tools",
     "nested_agent_tool": ".sdk.fallback",
     "no_undo": ".sdk.tools",
+    "protect_mcp_server": ".sdk.mcp",
     "protect_tool": ".sdk.fallback",
     "read_only": ".sdk.tools",
     "saga_output_guardrail": ".sdk.guardrails",
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
     from .sdk.facade import Sagacity
     from .sdk.fallback import nested_agent_tool, protect_tool
     from .sdk.guardrails import saga_output_guardrail, saga_tool_guardrail
+    from .sdk.mcp import McpPolicy, protect_mcp_server
     from .sdk.hooks import HooksNotEnteredError, RunLeaseLostError, SagaRunHooks, SagaStopped
     from .sdk.results import Decision, SagaRecovered, SagaResult, StreamAbandoned
     from .sdk.streaming import SagaStream
@@ -136,6 +139,7 @@ __all__ = [
     "JournalWriteError",
     "Keyring",
     "LeaseLostError",
+    "McpPolicy",
     "Phase",
     "PostgresApprovalStore",
     "PostgresCheckpointStore",
@@ -163,19 +167,20 @@ __all__ = [
     "Verdict",
     "VerifyResult",
     "args_hash",
+    "call_idempotency_key",
     "compensable",
     "compensate",
+    "current_idempotency_key",
     "heads_from_json",
     "heads_of",
     "heads_to_json",
-    "call_idempotency_key",
     "idempotency_key",
     "irreversible",
     "nested_agent_tool",
     "no_undo",
+    "protect_mcp_server",
     "protect_tool",
     "read_only",
-    "current_idempotency_key",
     "record_undo_data",
     "saga_output_guardrail",
     "saga_tool_guardrail",

@@ -12,30 +12,29 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import ConfigurationError
 
-if TYPE_CHECKING:
-    from .protect import McpProtection
-
 __all__ = ["McpServerMissingError", "connected_mcp_servers", "protection_named", "register"]
 
-_BY_NAME: dict[str, McpProtection] = {}
+_BY_NAME: dict[str, Any] = {}
+"""Server name -> its ``protect.McpProtection`` (typed ``Any``: the protection imports this
+module, not the other way round)."""
 
 
 class McpServerMissingError(ConfigurationError):
     """The MCP server a journaled call or approval names is not known in this process."""
 
 
-def register(protection: McpProtection) -> None:
+def register(protection: Any) -> None:
     """Make ``protection`` the one its server's name finds (a later server of that name, such as
     the one a recovery re-creates, replaces the earlier)."""
     _BY_NAME[protection.server_name] = protection
 
 
-def protection_named(name: str, *, needed_for: str = "") -> McpProtection:
-    """The protection of the server called ``name`` in this process.
+def protection_named(name: str, *, needed_for: str = "") -> Any:
+    """The protection (``protect.McpProtection``) of the server called ``name`` in this process.
 
     Raises:
         McpServerMissingError: none: the message names the server and how to provide it.
