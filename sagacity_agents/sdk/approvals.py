@@ -44,6 +44,7 @@ from ..core.saga import Grant, Saga
 from ..errors import ApprovalError, ClaimTakenError, EncodingError, describe_error
 from .fallback import rebuild_pending_calls
 from .graph import AgentGraph, agent_graph
+from .local_tools import shell_approval_subject
 from .mcp.approval import definition_change, mcp_approval_subject
 from .tools import DECLARATION_ATTR, declaration_of
 
@@ -112,14 +113,15 @@ def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[st
 
 async def _approval_args(graph: AgentGraph, item: Any) -> tuple[dict[str, Any], str | None]:
     """What an approval of the paused call ``item`` is bound to: for a protected MCP server's
-    tool, its arguments and its definition as listed now (``sdk.mcp.approval``); otherwise
+    tool, its arguments and its definition as listed now (``sdk.mcp.approval``); for a protected
+    shell tool, its commands and working directory (``sdk.local_tools``); otherwise
     :func:`pending_call_arguments`.
 
     Raises:
         ApprovalError: as :func:`pending_call_arguments`, or the MCP tool's definition cannot be
             read.
     """
-    subject = await mcp_approval_subject(item)
+    subject = shell_approval_subject(item) or await mcp_approval_subject(item)
     if subject is not None:
         return subject, None
     return pending_call_arguments(_tool_of(graph, item), item.arguments or "")
