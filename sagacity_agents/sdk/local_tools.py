@@ -26,7 +26,14 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, ApplyPatchTool, ComputerTool, HostedMCPTool, LocalShellTool, ShellTool
+from agents import (
+    Agent,
+    ApplyPatchTool,
+    ComputerTool,
+    HostedMCPTool,
+    LocalShellTool,
+    ShellTool,
+)
 
 from ..core.declarations import Reversibility, ToolDeclaration
 from ..core.saga import current_saga, record_undo_data

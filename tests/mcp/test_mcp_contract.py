@@ -8,7 +8,11 @@ from typing import Any
 
 from agents import Agent, RunHooks
 from agents.testing import ScriptedModel, assistant_message, function_call
-from agents.tool_guardrails import ToolGuardrailFunctionOutput, tool_input_guardrail, tool_output_guardrail
+from agents.tool_guardrails import (
+    ToolGuardrailFunctionOutput,
+    tool_input_guardrail,
+    tool_output_guardrail,
+)
 
 from sagacity_agents import Phase, Sagacity, SagaStatus
 from sagacity_agents.sdk import _sdk_internals as sdk

@@ -107,3 +107,19 @@ async def test_N01_enforce_refuses_a_tool_the_policy_does_not_name(payments: Pay
     failed = next(e for e in entries if e.phase is Phase.FAILED and e.tool == "ship")
     assert failed.payload.get("not_run") is True
     assert payments.rows("SELECT refunded FROM charges") == [(1,)]
+
+
+async def test_N01_an_undo_answered_with_isError_is_compensation_failed(payments: Payments, tmp_path) -> None:
+    policy = json.loads(json.dumps(POLICY))
+    policy["tools"]["charge"]["undo"]["arguments"] = {"charge_id": "$.args.customer"}  # a wrong id
+    model = ScriptedModel()
+    _charge_then(model, ("ship", {"order": "o1", "address": ""}))
+    async with stdio_server(payments) as server:
+        protect_mcp_server(server, policy=policy)
+        sagacity = Sagacity(tmp_path / "j.db")
+        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server]), "go")
+        await sagacity.aclose()
+    assert result.status is SagaStatus.COMPENSATION_FAILED
+    (failed,) = result.report.failed
+    assert "refund" in failed.detail and "isError" in failed.detail
+    assert payments.rows("SELECT refunded FROM charges") == [(0,)]  # still dirty, and said so

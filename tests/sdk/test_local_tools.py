@@ -9,17 +9,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, ApplyPatchTool, HostedMCPTool, ShellTool, WebSearchTool, function_tool
+from agents import (
+    Agent,
+    ApplyPatchTool,
+    HostedMCPTool,
+    ShellTool,
+    WebSearchTool,
+    function_tool,
+)
 from agents.testing import ScriptedModel, assistant_message, function_call
 from openai.types.responses.response_apply_patch_tool_call import (
     OperationCreateFile,
     OperationUpdateFile,
     ResponseApplyPatchToolCall,
 )
-from openai.types.responses.response_function_shell_tool_call import Action, ResponseFunctionShellToolCall
+from openai.types.responses.response_function_shell_tool_call import (
+    Action,
+    ResponseFunctionShellToolCall,
+)
 
 from sagacity_agents import ConfigurationError, Phase, Sagacity, SagaStatus, no_undo
-from sagacity_agents.sdk.local_tools import OutsideSagaWarning, protect_apply_patch, protect_shell
+from sagacity_agents.sdk.local_tools import (
+    OutsideSagaWarning,
+    protect_apply_patch,
+    protect_shell,
+)
 
 ORIGINAL = b"line one\r\nline two\x00\xff\n"  # CRLF, NUL and a non-UTF-8 byte: byte for byte
 
@@ -128,9 +142,9 @@ def test_N05_tools_outside_the_saga_listed_and_hosted_mcp_refused_under_strict(t
                                         "server_url": "https://example.invalid/mcp",
                                         "require_approval": "never"})
     agent = Agent(name="a", model=ScriptedModel(), tools=[WebSearchTool(), hosted])
-    from sagacity_agents.sdk.binding import bind_agent
-    from sagacity_agents.core.saga import Saga
     from sagacity_agents import InMemoryJournal
+    from sagacity_agents.core.saga import Saga
+    from sagacity_agents.sdk.binding import bind_agent
 
     saga = Saga(InMemoryJournal())
     with warnings.catch_warnings(record=True) as caught:
