@@ -27,16 +27,21 @@ def _charge_then(model: ScriptedModel, second: tuple[str, dict]) -> None:
     model.enqueue([assistant_message("done")])
 
 
-async def test_N01_refund_undone_through_server_after_failing_next_step(payments: Payments, tmp_path) -> None:
+async def _charge_and_ship(payments: Payments, tmp_path, policy: dict = POLICY, address: str = ""):
+    """One saga: charge, then ship (``isError`` for an empty address: the carrier refuses)."""
     model = ScriptedModel()
-    _charge_then(model, ("ship", {"order": "o1", "address": ""}))  # isError: the carrier refuses
+    _charge_then(model, ("ship", {"order": "o1", "address": address}))
     async with stdio_server(payments) as server:
-        protect_mcp_server(server, policy=POLICY)
-        agent = Agent(name="shop", model=model, mcp_servers=[server])
+        protect_mcp_server(server, policy=policy)
         sagacity = Sagacity(tmp_path / "j.db")
-        result = await sagacity.run(agent, "charge and ship")
+        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server]), "charge and ship")
         entries = await sagacity.journal.entries(result.saga_id)
         await sagacity.aclose()
+    return result, entries
+
+
+async def test_N01_refund_undone_through_server_after_failing_next_step(payments: Payments, tmp_path) -> None:
+    result, entries = await _charge_and_ship(payments, tmp_path)
     assert result.status is SagaStatus.COMPENSATED
     charge_id = payments.rows("SELECT id FROM charges")[0][0]
     assert payments.rows("SELECT refunded FROM charges") == [(1,)]  # undone once
@@ -50,15 +55,7 @@ async def test_N01_refund_undone_through_server_after_failing_next_step(payments
 
 
 async def test_N03_meta_carries_forward_and_undo_idempotency_keys(payments: Payments, tmp_path) -> None:
-    model = ScriptedModel()
-    _charge_then(model, ("ship", {"order": "o1", "address": ""}))
-    async with stdio_server(payments) as server:
-        protect_mcp_server(server, policy=POLICY)
-        agent = Agent(name="shop", model=model, mcp_servers=[server])
-        sagacity = Sagacity(tmp_path / "j.db")
-        result = await sagacity.run(agent, "charge and ship")
-        entries = await sagacity.journal.entries(result.saga_id)
-        await sagacity.aclose()
+    result, entries = await _charge_and_ship(payments, tmp_path)
     intent = next(e for e in entries if e.phase is Phase.INTENT and e.tool == "charge")
     compensating = next(e for e in entries if e.phase is Phase.COMPENSATING)
     (_, _, charge_meta), = payments.calls("charge")
@@ -94,14 +91,7 @@ async def test_N03_decorated_tool_reads_the_same_forward_key(tmp_path) -> None:
 
 async def test_N01_enforce_refuses_a_tool_the_policy_does_not_name(payments: Payments, tmp_path) -> None:
     policy = {"tools": {k: v for k, v in POLICY["tools"].items() if k != "ship"}}
-    model = ScriptedModel()
-    _charge_then(model, ("ship", {"order": "o1", "address": "x"}))
-    async with stdio_server(payments) as server:
-        protect_mcp_server(server, policy=policy)
-        sagacity = Sagacity(tmp_path / "j.db")
-        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server]), "go")
-        entries = await sagacity.journal.entries(result.saga_id)
-        await sagacity.aclose()
+    result, entries = await _charge_and_ship(payments, tmp_path, policy, address="x")
     assert payments.calls("ship") == []  # never reached the server
     assert result.status is SagaStatus.COMPENSATED
     failed = next(e for e in entries if e.phase is Phase.FAILED and e.tool == "ship")
@@ -112,13 +102,7 @@ async def test_N01_enforce_refuses_a_tool_the_policy_does_not_name(payments: Pay
 async def test_N01_an_undo_answered_with_isError_is_compensation_failed(payments: Payments, tmp_path) -> None:
     policy = json.loads(json.dumps(POLICY))
     policy["tools"]["charge"]["undo"]["arguments"] = {"charge_id": "$.args.customer"}  # a wrong id
-    model = ScriptedModel()
-    _charge_then(model, ("ship", {"order": "o1", "address": ""}))
-    async with stdio_server(payments) as server:
-        protect_mcp_server(server, policy=policy)
-        sagacity = Sagacity(tmp_path / "j.db")
-        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server]), "go")
-        await sagacity.aclose()
+    result, _entries = await _charge_and_ship(payments, tmp_path, policy)
     assert result.status is SagaStatus.COMPENSATION_FAILED
     (failed,) = result.report.failed
     assert "refund" in failed.detail and "isError" in failed.detail
