@@ -202,14 +202,14 @@ def protect_shell(tool: ShellTool, *, working_directory: str, reversibility: Rev
 def shell_approval_subject(item: Any) -> dict[str, Any] | None:
     """What an approval of the paused shell call ``item`` is bound to (its commands and the
     protected tool's working directory), or ``None`` when it is not a protected shell call."""
-    raw = getattr(item, "raw_item", None)
+    raw: Any = getattr(item, "raw_item", None)
     kind = raw.get("type") if isinstance(raw, dict) else getattr(raw, "type", None)
     if kind != "shell_call":
         return None
     for tool in getattr(getattr(item, "agent", None), "tools", None) or ():
         if isinstance(tool, ShellTool) and tool.name == item.tool_name and hasattr(tool, SHELL_CWD_ATTR):
-            action = raw.get("action") if isinstance(raw, dict) else raw.action
-            commands = action.get("commands") if isinstance(action, dict) else action.commands
+            action: Any = raw.get("action") if isinstance(raw, dict) else raw.action
+            commands: Any = action.get("commands") if isinstance(action, dict) else action.commands
             return {"commands": list(commands), "working_directory": getattr(tool, SHELL_CWD_ATTR)}
     return None
 

@@ -136,9 +136,9 @@ def result_document(result: Any) -> Any:
         if isinstance(structured, Mapping):
             return structured
         output = result.get("output")
-        texts = [output] if isinstance(output, (str, Mapping)) else list(output or [])
-        texts = [t.get("text") if isinstance(t, Mapping) else t for t in texts]
-        texts = [t for t in texts if isinstance(t, str)]
+        items: list[Any] = [output] if isinstance(output, (str, Mapping)) else list(output or [])
+        texts = [t for t in (i.get("text") if isinstance(i, Mapping) else i for i in items)
+                 if isinstance(t, str)]
         if len(texts) == 1:
             try:
                 parsed = parse_json(texts[0])
