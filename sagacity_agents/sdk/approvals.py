@@ -45,7 +45,7 @@ from ..errors import ApprovalError, ClaimTakenError, EncodingError, describe_err
 from .fallback import rebuild_pending_calls
 from .graph import AgentGraph, agent_graph
 from .local_tools import shell_approval_subject
-from .mcp.approval import definition_change, mcp_approval_subject
+from .mcp.approval import definition_change, mcp_approval_subject, mcp_reversibility
 from .tools import DECLARATION_ATTR, declaration_of
 
 __all__ = ["ApprovalDesk", "PauseOutcome", "pending_call_arguments"]
@@ -268,7 +268,7 @@ class ApprovalDesk:
                     state.reject(item)
                 continue
             waiting.append((name, call_id, args, raw_kept, digest))
-            kinds[call_id] = _reversibility_of(_tool_of(graph, item))
+            kinds[call_id] = _reversibility_of(_tool_of(graph, item)) or mcp_reversibility(item)
             agents[call_id] = getattr(getattr(item, "agent", None), "name", None)
         if not waiting:
             return PauseOutcome((), state)
@@ -525,7 +525,7 @@ class ApprovalDesk:
                 )
             if request.expired(now):
                 raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}")
-            kind_now = _reversibility_of(_tool_of(graph, item))
+            kind_now = _reversibility_of(_tool_of(graph, item)) or mcp_reversibility(item)
             if kind_now != paused_kinds.get(request.request_id):
                 raise ApprovalError(
                     f"tool {name!r} is declared {kind_now or 'without a saga decorator'} in the "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from agents import Agent
@@ -89,4 +90,5 @@ def test_N02_approvals_show_prints_the_stored_definition_without_a_server(paymen
     assert shown.exit_code == 0, shown.output
     assert '"mcp_tool"' in shown.output and "Wire money to an account" in shown.output
     assert '"input_schema"' in shown.output
+    assert re.search(r"reversibility\s+irreversible", shown.output)  # the policy's, journaled
     assert "MCP tool's definition as its server listed it" in " ".join(shown.output.split())

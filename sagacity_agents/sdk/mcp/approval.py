@@ -20,7 +20,7 @@ from ...core.saga.payloads import raw_args_value
 from ...errors import ApprovalError
 from .registry import protection_named
 
-__all__ = ["definition_change", "mcp_approval_subject"]
+__all__ = ["definition_change", "mcp_approval_subject", "mcp_reversibility"]
 
 
 def _server_of(item: Any) -> str | None:
@@ -52,6 +52,19 @@ async def mcp_approval_subject(item: Any) -> dict[str, Any] | None:
     if definition is None:
         raise ApprovalError(f"MCP server {server!r} no longer lists the tool {item.tool_name!r}")
     return {"arguments": raw_args_value(item.arguments or ""), "mcp_tool": definition}
+
+
+def mcp_reversibility(item: Any) -> str | None:
+    """The reversibility the policy of a protected MCP server gives the paused call's tool (by
+    name), journaled with the pause and compared at resume; ``None`` for any other call."""
+    server = _server_of(item)
+    if server is None:
+        return None
+    try:
+        entry = protection_named(server).policy.tools.get(item.tool_name or "")
+    except Exception:  # noqa: BLE001 - not protected here: the subject check refuses it anyway
+        return None
+    return entry.reversibility.value if entry is not None else None
 
 
 def _schema_change(old: Any, new: Any) -> str:
