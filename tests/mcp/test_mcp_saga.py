@@ -107,3 +107,26 @@ async def test_N01_an_undo_answered_with_isError_is_compensation_failed(payments
     (failed,) = result.report.failed
     assert "refund" in failed.detail and "isError" in failed.detail
     assert payments.rows("SELECT refunded FROM charges") == [(0,)]  # still dirty, and said so
+
+
+async def test_N01_strict_runs_tools_the_policy_names_and_refuses_an_unprotected_server(
+        payments: Payments, tmp_path) -> None:
+    for protect in (True, False):
+        model = ScriptedModel()
+        model.enqueue([function_call("balance", json.dumps({"customer": "ann"}), call_id="b1")])
+        model.enqueue([assistant_message("done")])
+        async with stdio_server(payments) as server:
+            if protect:
+                protect_mcp_server(server, policy=POLICY)
+            sagacity = Sagacity(tmp_path / f"j{protect}.db", strict=True)
+            result = await sagacity.run(Agent(name="a", model=model, mcp_servers=[server]), "go")
+            entries = await sagacity.journal.entries(result.saga_id)
+            await sagacity.aclose()
+        intents = [e for e in entries if e.phase is Phase.INTENT]
+        if protect:
+            assert result.status is SagaStatus.COMPLETED
+            assert [e.payload["reversibility"] for e in intents] == ["read_only"]
+        else:
+            assert result.status is not SagaStatus.COMPLETED
+            assert intents == []  # refused before the server was called
+    assert len(payments.calls("balance")) == 1
