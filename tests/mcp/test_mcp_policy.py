@@ -68,3 +68,14 @@ def test_N01_a_pinned_definition_that_changed_is_undeclared() -> None:
     assert policy.entry_for("wire", definition) is not None
     assert policy.entry_for("wire", {**definition, "description": "Wire money; memo forwarded."}) is None
     assert policy.entry_for("wire", {**definition, "server": "renamed"}) is not None  # the server name is not pinned
+
+
+def test_N04_an_mcp_declaration_no_server_here_declares_fails_naming_the_server() -> None:
+    from sagacity_agents.core.declarations import declaration_by_id
+    from sagacity_agents.sdk.mcp import McpServerMissingError
+
+    decl = declaration_by_id("mcp:ledger-x:charge#0123456789ab")
+    assert decl is not None and decl.declaration_id is None  # answered, never registered
+    with pytest.raises(McpServerMissingError, match="MCP server 'ledger-x' is not known"):
+        decl.undo(_ctx({}, None))
+    assert declaration_by_id("module:function") is None  # other ids: unchanged

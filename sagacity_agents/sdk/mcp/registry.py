@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ...core.declarations import Reversibility, ToolDeclaration, add_declaration_finder
 from ...errors import ConfigurationError
 
 __all__ = ["McpServerMissingError", "connected_mcp_servers", "protection_named", "register"]
@@ -93,3 +94,26 @@ async def connected_mcp_servers(agent: Any) -> AsyncIterator[list[Any]]:
         for server in reversed(opened):
             with contextlib.suppress(Exception):
                 await server.cleanup()
+
+
+def _unresolved_mcp_undo(declaration_id: str) -> ToolDeclaration | None:
+    """For a journaled ``mcp:SERVER:TOOL#DIGEST`` id no protection of this process declares: a
+    declaration whose undo fails saying why (the server is not protected here, or its policy
+    gives the tool another entry than when the call ran), so the report names the server and
+    ``recover`` retries once the application provides it; ``None`` for other ids."""
+    if not declaration_id.startswith("mcp:"):
+        return None
+    server, _, rest = declaration_id[4:].partition(":")
+    tool = rest.partition("#")[0]
+
+    def undo(ctx: Any) -> None:
+        protection_named(server, needed_for=f"undo of {tool}, declaration {declaration_id}")
+        raise ConfigurationError(
+            f"MCP server {server!r} is protected in this process, but its policy gives {tool!r} "
+            f"another entry than when the call ran (declaration {declaration_id}); the undo is "
+            "not guessed: protect the server with the policy in force then, and recover again")
+
+    return ToolDeclaration(name=f"{server}.{tool}", reversibility=Reversibility.COMPENSATABLE, undo=undo)
+
+
+add_declaration_finder(_unresolved_mcp_undo)
