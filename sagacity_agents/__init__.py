@@ -25,7 +25,7 @@ from .core.chain import (
 from .core.checkpoints import Checkpoint, CheckpointStore
 from .core.compensation import CompensationItem, CompensationReport, compensate
 from .core.declarations import Reversibility, ToolDeclaration, Verdict
-from .core.undo import CompensationContext, idempotency_key
+from .core.undo import CompensationContext, call_idempotency_key, idempotency_key
 from .core.entries import JournalEntry, Phase
 from .core.evidence import Evidence
 from .core.journal import Journal
@@ -33,7 +33,9 @@ from .backends.directory.checkpoints import DirectoryCheckpointStore
 from .backends.memory.approvals import InMemoryApprovalStore
 from .backends.memory.journal import InMemoryJournal
 from .core.signing import Keyring
-from .core.saga import FailurePolicy, FailureRecord, Saga, SagaStatus, record_undo_data
+from .core.saga import (
+    FailurePolicy, FailureRecord, Saga, SagaStatus, current_idempotency_key, record_undo_data,
+)
 from .backends.postgres.approvals import PostgresApprovalStore
 from .backends.postgres.checkpoints import PostgresCheckpointStore
 from .backends.postgres.journal import PostgresJournal
@@ -64,6 +66,7 @@ from .errors import (
 _SDK_NAMES = {
     "Decision": ".sdk.results",
     "HooksNotEnteredError": ".sdk.hooks",
+    "McpPolicy": ".sdk.mcp",
     "SagaRecovered": ".sdk.results",
     "SagaResult": ".sdk.results",
     "SagaRunHooks": ".sdk.hooks",
@@ -76,6 +79,7 @@ _SDK_NAMES = {
     "irreversible": ".sdk.tools",
     "nested_agent_tool": ".sdk.fallback",
     "no_undo": ".sdk.tools",
+    "protect_mcp_server": ".sdk.mcp",
     "protect_tool": ".sdk.fallback",
     "read_only": ".sdk.tools",
     "saga_output_guardrail": ".sdk.guardrails",
@@ -86,6 +90,7 @@ if TYPE_CHECKING:
     from .sdk.facade import Sagacity
     from .sdk.fallback import nested_agent_tool, protect_tool
     from .sdk.guardrails import saga_output_guardrail, saga_tool_guardrail
+    from .sdk.mcp import McpPolicy, protect_mcp_server
     from .sdk.hooks import HooksNotEnteredError, RunLeaseLostError, SagaRunHooks, SagaStopped
     from .sdk.results import Decision, SagaRecovered, SagaResult, StreamAbandoned
     from .sdk.streaming import SagaStream
@@ -134,6 +139,7 @@ __all__ = [
     "JournalWriteError",
     "Keyring",
     "LeaseLostError",
+    "McpPolicy",
     "Phase",
     "PostgresApprovalStore",
     "PostgresCheckpointStore",
@@ -161,8 +167,10 @@ __all__ = [
     "Verdict",
     "VerifyResult",
     "args_hash",
+    "call_idempotency_key",
     "compensable",
     "compensate",
+    "current_idempotency_key",
     "heads_from_json",
     "heads_of",
     "heads_to_json",
@@ -170,6 +178,7 @@ __all__ = [
     "irreversible",
     "nested_agent_tool",
     "no_undo",
+    "protect_mcp_server",
     "protect_tool",
     "read_only",
     "record_undo_data",

@@ -194,8 +194,10 @@ def approvals_show(request_id: str, db: str) -> None:
     args_json = "\n".join(
         printable(line) for line in json.dumps(request.args, indent=2, ensure_ascii=False).split("\n")
     )
-    console.print(Panel(Syntax(args_json, "json"),
-                        title="arguments the tool will receive", title_align="left"))
+    mcp = isinstance(request.args, dict) and set(request.args) == {"arguments", "mcp_tool"}
+    title = ("arguments, and the MCP tool's definition as its server listed it at the pause "
+             "(an approval covers both)" if mcp else "arguments the tool will receive")
+    console.print(Panel(Syntax(args_json, "json"), title=title, title_align="left"))
     if request.raw_args is not None:
         console.print(Panel(data_text(request.raw_args), title="raw arguments from the model",
                             title_align="left"))

@@ -53,6 +53,15 @@ def load_app(spec: str) -> Any:
     return obj
 
 
+def connected_mcp_servers(agent: Any) -> Any:
+    """Connect the agent graph's MCP servers for the time of a resume or recovery (issue 21,
+    N-04: their tools exist only once listed, and undos are calls on them); imported here, not
+    at start-up, as the SDK is."""
+    from ..sdk.mcp.registry import connected_mcp_servers as connect
+
+    return connect(agent)
+
+
 @cli.group(context_settings=CONTEXT_SETTINGS, short_help="Resume or recover sagas.")
 def saga() -> None:
     """Operate on sagas: resume one waiting for approval, recover one left behind by a crash."""
@@ -76,7 +85,8 @@ def saga_resume(saga_id: str, app: str, context_json: str | None, db: str) -> No
     context = json.loads(context_json) if context_json else None
 
     async def work(sagacity: Any) -> Any:
-        return await sagacity.resume(saga_id, agent, context=context)
+        async with connected_mcp_servers(agent):  # MCP tools exist once their servers are listed
+            return await sagacity.resume(saga_id, agent, context=context)
 
     result = with_sagacity(db, work)
     console = make_console(highlight=False)
@@ -150,7 +160,8 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
     if saga_id is not None:
 
         async def work(sagacity: Any) -> Any:
-            return await sagacity.recover(saga_id, agent)
+            async with connected_mcp_servers(agent):  # undos through the servers of those names
+                return await sagacity.recover(saga_id, agent)
 
         result = with_sagacity(db, work)
         _print_recovery(console, result)
@@ -159,7 +170,8 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
         return
 
     async def work_all(sagacity: Any) -> Any:
-        return await sagacity.recover_all(agent)
+        async with connected_mcp_servers(agent):
+            return await sagacity.recover_all(agent)
 
     outcomes = with_sagacity(db, work_all)
     if not outcomes:

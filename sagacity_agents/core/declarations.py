@@ -27,6 +27,7 @@ __all__ = [
     "ToolDeclaration",
     "Undo",
     "Verdict",
+    "add_declaration_finder",
     "check_undo",
     "declaration_by_id",
     "interchangeable",
@@ -267,6 +268,24 @@ def _register(decl: ToolDeclaration) -> None:
     _BY_ID[decl.declaration_id] = decl
 
 
+_FINDERS: list[Callable[[str], ToolDeclaration | None]] = []
+"""Adapters' finders of declarations no code of this process made under an id (see
+:func:`add_declaration_finder`)."""
+
+
+def add_declaration_finder(finder: Callable[[str], ToolDeclaration | None]) -> None:
+    """Let an adapter answer :func:`declaration_by_id` for ids no declaration of this process
+    carries (idempotent). The MCP adapter uses it so that the undo of a call on a server this
+    process does not have fails naming that server, instead of "no undo registered".
+
+    Args:
+        finder: ``(declaration_id) -> ToolDeclaration | None``; it must return a declaration
+            without ``declaration_id`` (one that is not registered), or ``None``.
+    """
+    if finder not in _FINDERS:
+        _FINDERS.append(finder)
+
+
 def declaration_by_id(declaration_id: str) -> ToolDeclaration | None:
     """The declaration made in this process under ``declaration_id`` (the latest one), or
     ``None``. Recovery uses it for tools it meets only at run time (an agent run inside a tool
@@ -277,7 +296,12 @@ def declaration_by_id(declaration_id: str) -> ToolDeclaration | None:
     """
     if declaration_id in _AMBIGUOUS:
         return None
-    return _BY_ID.get(declaration_id)
+    found = _BY_ID.get(declaration_id)
+    for finder in _FINDERS if found is None else ():
+        found = finder(declaration_id)
+        if found is not None:
+            break
+    return found
 
 
 def is_ambiguous(declaration_id: str) -> bool:

@@ -31,7 +31,7 @@ from .entries import JournalEntry, Phase
 from .journal import Journal
 
 __all__ = [
-    "CompensationContext", "StopSignal", "UndoRun", "idempotency_key", "late_end_writer",
+    "CompensationContext", "StopSignal", "UndoRun", "call_idempotency_key", "idempotency_key", "late_end_writer",
     "late_undo_ends", "lost_undo_data", "mark_in_doubt", "run_undo",
 ]
 
@@ -45,6 +45,18 @@ def idempotency_key(saga_id: str, seq: int) -> str:
     SHA-256(``saga_id`` NUL ``seq``). Pass it to the remote API's idempotency header.
     """
     return "sgc-" + sha256_hex(f"{saga_id}\x00{seq}".encode())[:32]
+
+
+def call_idempotency_key(saga_id: str, intent_seq: int) -> str:
+    """The idempotency key of the call whose INTENT is entry ``intent_seq`` of ``saga_id`` (the
+    forward call, not its undo).
+
+    ``"sgc-call-"`` + the first 32 hex digits of SHA-256(``saga_id`` NUL ``"call"`` NUL
+    ``intent_seq``): the same in every process that reads the journal, and never equal to an
+    undo's key (:func:`idempotency_key`). Sent to MCP servers in ``_meta`` (issue 21, N-03);
+    a decorated tool's body reads its own with ``current_idempotency_key()``.
+    """
+    return "sgc-call-" + sha256_hex(f"{saga_id}\x00call\x00{intent_seq}".encode())[:32]
 
 
 @dataclass(frozen=True, slots=True)

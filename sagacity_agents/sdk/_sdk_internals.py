@@ -41,10 +41,12 @@ __all__ = [
     "get_default_agent_runner",
     "handoff_target",
     "is_dead_handoff",
+    "mcp_approval_policy",
     "normalize_callable_object",
     "resolve_function_tool_failure_error_function",
     "set_default_agent_runner",
     "set_function_tool_failure_error_function",
+    "set_mcp_approval_policy",
     "validate_run_hooks",
 ]
 
@@ -123,3 +125,30 @@ def normalize_callable_object(func: Any) -> Any:
     """
     adapter, _description = _normalize_function_tool_callable(func, None, "-", False)
     return adapter
+
+
+def mcp_approval_policy(server: Any) -> Any:
+    """The approval policy an MCP server was built with, as the SDK normalized it.
+
+    ``MCPServer.__init__(require_approval=...)`` keeps it only in ``_needs_approval_policy``
+    (agents 0.24, ``agents/mcp/server.py``): ``False`` / ``True``, a ``{tool name: bool}`` dict,
+    or a callable ``(run_context, agent, mcp_tool) -> bool`` (maybe awaitable).
+
+    Returns:
+        That value, or :data:`UNKNOWN` when the server has no such attribute (the SDK changed).
+    """
+    return getattr(server, "_needs_approval_policy", UNKNOWN)
+
+
+def set_mcp_approval_policy(server: Any, policy: Any) -> None:
+    """Give an MCP server a callable approval policy ``(run_context, agent, mcp_tool) -> bool``,
+    as ``require_approval=callable`` would have (the SDK keeps callables as they are).
+
+    Raises:
+        TypeError: the server has no ``_needs_approval_policy`` (the SDK changed): refusing is
+            safer than letting irreversible MCP tools run without a human.
+    """
+    if mcp_approval_policy(server) is UNKNOWN:
+        raise TypeError(f"{type(server).__name__} has no approval policy this version can extend "
+                        "(agents 0.24 MCPServer._needs_approval_policy)")
+    server._needs_approval_policy = policy

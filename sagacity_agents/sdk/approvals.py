@@ -44,6 +44,8 @@ from ..core.saga import Grant, Saga
 from ..errors import ApprovalError, ClaimTakenError, EncodingError, describe_error
 from .fallback import rebuild_pending_calls
 from .graph import AgentGraph, agent_graph
+from .local_tools import shell_approval_subject
+from .mcp.approval import definition_change, mcp_approval_subject, mcp_reversibility
 from .tools import DECLARATION_ATTR, declaration_of
 from .undeclared import pending_raw_arguments
 
@@ -108,6 +110,22 @@ def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[st
     except EncodingError:
         same = False
     return canonical, None if same else raw
+
+
+async def _approval_args(graph: AgentGraph, item: Any) -> tuple[dict[str, Any], str | None]:
+    """What an approval of the paused call ``item`` is bound to: for a protected MCP server's
+    tool, its arguments and its definition as listed now (``sdk.mcp.approval``); for a protected
+    shell tool, its commands and working directory (``sdk.local_tools``); otherwise
+    :func:`pending_call_arguments`.
+
+    Raises:
+        ApprovalError: as :func:`pending_call_arguments`, or the MCP tool's definition cannot be
+            read.
+    """
+    subject = shell_approval_subject(item) or await mcp_approval_subject(item)
+    if subject is not None:
+        return subject, None
+    return pending_call_arguments(_tool_of(graph, item), pending_raw_arguments(item))
 
 
 def _reversibility_of(tool: FunctionTool | None) -> str | None:
@@ -232,7 +250,7 @@ class ApprovalDesk:
             raw = pending_raw_arguments(item)
             call_id = getattr(item, "call_id", None)
             try:
-                args, raw_kept = pending_call_arguments(_tool_of(graph, item), raw)
+                args, raw_kept = await _approval_args(graph, item)
             except (ApprovalError, EncodingError) as exc:
                 await self.journal.append(
                     saga.saga_id, Phase.REJECTED, write_key=f"auto-reject:{uuid.uuid4().hex}",
@@ -251,7 +269,7 @@ class ApprovalDesk:
                     state.reject(item)
                 continue
             waiting.append((name, call_id, args, raw_kept, digest))
-            kinds[call_id] = _reversibility_of(_tool_of(graph, item))
+            kinds[call_id] = _reversibility_of(_tool_of(graph, item)) or mcp_reversibility(item)
             agents[call_id] = getattr(getattr(item, "agent", None), "name", None)
         if not waiting:
             return PauseOutcome((), state)
@@ -489,7 +507,7 @@ class ApprovalDesk:
             name = item.tool_name or ""
             call_id = getattr(item, "call_id", None)
             try:
-                args, _raw = pending_call_arguments(_tool_of(graph, item), pending_raw_arguments(item))
+                args, _raw = await _approval_args(graph, item)
             except (ApprovalError, EncodingError):
                 state.reject(item, rejection_message=AUTO_REJECTION)
                 continue
@@ -508,13 +526,17 @@ class ApprovalDesk:
                 )
             if request.expired(now):
                 raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}")
-            kind_now = _reversibility_of(_tool_of(graph, item))
+            kind_now = _reversibility_of(_tool_of(graph, item)) or mcp_reversibility(item)
             if kind_now != paused_kinds.get(request.request_id):
                 raise ApprovalError(
                     f"tool {name!r} is declared {kind_now or 'without a saga decorator'} in the "
                     f"agent given to resume, but was {paused_kinds.get(request.request_id)} "
                     "when the run paused; resume with the same tools"
                 )
+            change = definition_change(request.args, args)
+            if change is not None:  # a "rug pull" (issue 21, N-02): refused, naming what changed
+                raise ApprovalError(f"pending call {call_id} ({name}) of request {request.request_id}: "
+                                    f"{change}; the approval does not cover it, resume refused")
             if args_hash(args) != request.args_hash:
                 raise ApprovalError(
                     f"pending call {call_id} ({name}) in the snapshot does not match request "

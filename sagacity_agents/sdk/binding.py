@@ -8,6 +8,7 @@ starts; with ``strict=True``, so is any function tool nobody declared (M-01).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from agents import Agent
@@ -16,6 +17,7 @@ from ..core.declarations import Reversibility
 from ..core.saga import Saga
 from ..errors import ConfigurationError
 from .graph import agent_graph
+from .local_tools import OutsideSagaWarning, hosted_mcp_never_approved, outside_the_saga
 from .user_errors import SdkConfigurationError, as_user_error
 
 __all__ = ["UNDECLARED_HINT", "bind_agent", "undeclared_error"]
@@ -35,6 +37,22 @@ def undeclared_error(names: list[str]) -> SdkConfigurationError:
         "strict=True: no saga declaration for " + "; ".join(names) + ". " + UNDECLARED_HINT)
 
 
+def _edge_tools(agents: Any, strict: bool) -> None:
+    """Warn about the tools outside the saga; under ``strict`` refuse hosted MCP servers that
+    never ask a human (issue 21, N-05)."""
+    outside = [f"{a.name}: {t}" for a in agents for t in outside_the_saga(a)]
+    if outside:
+        warnings.warn(OutsideSagaWarning(
+            "tools outside the saga (not journaled, never undone): " + "; ".join(outside)), stacklevel=3)
+    never = [f"{a.name}: {label}" for a in agents for label in hosted_mcp_never_approved(a)]
+    if strict and never:
+        raise SdkConfigurationError(
+            "strict=True: hosted MCP server(s) " + ", ".join(never) + " never require approval: "
+            "their calls run on OpenAI's side, unjournaled and without a human; give them "
+            "require_approval='always' (or a per-tool policy) or run the server locally with "
+            "protect_mcp_server")
+
+
 def bind_agent(saga: Saga, agent: Agent[Any], *, strict: bool = False) -> None:
     """Register every declared tool a run of ``agent`` can reach with ``saga``, under the tool's
     qualified name and its agent, and check the declarations.
@@ -45,14 +63,21 @@ def bind_agent(saga: Saga, agent: Agent[Any], *, strict: bool = False) -> None:
         strict: refuse a graph with any function tool nobody declared. Without it such tools
             run, and the run's hooks journal their calls as undeclared (M-01).
 
+    Warns:
+        OutsideSagaWarning: the graph has tools no saga can journal or undo (hosted tools,
+            ``LocalShellTool``, ``ComputerTool``, unprotected shell or apply-patch tools), each
+            named (``sdk/local_tools.py``).
+
     Raises:
-        ConfigurationError: (also the SDK's ``UserError``) an irreversible tool lacks
+        ConfigurationError: (also the SDK's ``UserError``) with ``strict``, a ``HostedMCPTool``
+            whose server never requires approval; an irreversible tool lacks
             ``needs_approval=True`` (a policy callable is refused: every irreversible call needs
             a human); two different tools share a name on one agent; a part of the graph cannot
             be reached (see ``agent_graph``); with ``strict``, undeclared tools (each named with
             its path, and how to declare it).
     """
     graph = agent_graph(agent)
+    _edge_tools(graph.agents, strict)
     if strict:
         undeclared = [f"{site.key} ({site.path})" for site in graph.undeclared()]
         if undeclared:

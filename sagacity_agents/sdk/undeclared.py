@@ -159,6 +159,9 @@ async def begin_undeclared(saga: Saga, context: Any, agent: Agent[Any], tool: Fu
     """A call of the undeclared ``tool`` is about to run: journal its INTENT (raw arguments,
     ``undeclared``, the agent, the parent call when it runs in a nested run) before its body.
 
+    A call whose INTENT a guardrail of ours already journaled (the tools of a server protected
+    with ``protect_mcp_server``, which runs before the hooks) is left alone.
+
     Args:
         saga: the saga the run belongs to.
         context: the call's ``ToolContext`` (call id, qualified name, raw arguments).
@@ -173,6 +176,8 @@ async def begin_undeclared(saga: Saga, context: Any, agent: Agent[Any], tool: Fu
     """
     key, raw = _key_and_raw(context, tool)
     call_id = getattr(context, "tool_call_id", None)
+    if saga.has_external_call(call_id):
+        return  # journaled already, by a guardrail of ours (a protected MCP server's tool)
     if strict:
         await saga.refuse_undeclared_call(key, call_id, raw, undeclared_error(
             [f"{key} (met at run time on agent {agent.name!r}; call {call_id})"]))

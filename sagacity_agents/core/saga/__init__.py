@@ -10,6 +10,7 @@ from .saga import (
     Saga,
     SagaStatus,
     current_call,
+    current_idempotency_key,
     current_saga,
     record_undo_data,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "Saga",
     "SagaStatus",
     "current_call",
+    "current_idempotency_key",
     "current_saga",
     "record_undo_data",
 ]

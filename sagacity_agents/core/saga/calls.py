@@ -17,12 +17,13 @@ from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry, Phase
+from ..undo import call_idempotency_key
 from .payloads import REVERSIBILITY_TEXT, UNDECLARED, encoding_marker
 from .refusals import Refusals
 from .state import CallFrame
 from .status import FailureRecord
 
-__all__ = ["CallRecording", "current_call", "record_undo_data"]
+__all__ = ["CallRecording", "current_call", "current_idempotency_key", "record_undo_data"]
 
 T = TypeVar("T")
 
@@ -68,6 +69,22 @@ def record_undo_data(data: Any) -> None:
         else:
             frame.undo_data, frame.undo_data_error = data, None
         frame.has_undo_data = True
+
+
+def current_idempotency_key() -> str | None:
+    """The idempotency key of the journaled call running in this context, for the tool's own API
+    client (an ``Idempotency-Key`` header), or ``None`` outside a journaled call.
+
+    Read inside a decorated tool's body (``@compensable``, ``@irreversible``...): the key is
+    derived from the call's INTENT (``core.undo.call_idempotency_key``), so it is the same key
+    an MCP call of the saga sends in ``_meta`` (issue 21, N-03), stable in every process that
+    reads the journal, and never the model's call id (models reuse those). Its undo gets its own
+    key as ``CompensationContext.idempotency_key``.
+    """
+    frame = current_call.get()
+    if frame is None:
+        return None
+    return call_idempotency_key(frame.saga.saga_id, frame.intent_seq)
 
 
 class CallRecording(Refusals):

@@ -25,6 +25,7 @@ class ExternalCalls(CallRecording):
     async def begin_external_call(
         self, decl: ToolDeclaration | None, tool: str, call_id: str | None, raw_args: str, *,
         agent: str | None = None, asks_approval: bool = False,
+        grant_args: dict[str, Any] | None = None,
     ) -> JournalEntry:
         """Journal the INTENT of a call whose body we cannot wrap (raw arguments journaled).
 
@@ -34,6 +35,9 @@ class ExternalCalls(CallRecording):
         ``asks_approval``: the undeclared tool may pause for an approval (the SDK's
         ``needs_approval``); a call the journal holds a decision for is held to it (hash of the
         canonical raw arguments, consumed once) and its INTENT names the request.
+        ``grant_args`` is what an irreversible call's approval was bound to, when that is more
+        than its raw arguments (an MCP tool: the arguments and the tool's definition); default:
+        the canonical raw arguments.
 
         The outcome comes later through :meth:`end_external_call`. The call is not counted in
         flight meanwhile: the seams that bring its outcome run before the SDK moves on, so
@@ -48,7 +52,8 @@ class ExternalCalls(CallRecording):
         request_id = None
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
-            request_id = await self._check_grant(tool, call_id, raw_args_value(raw_args), invocation)
+            bound = grant_args if grant_args is not None else raw_args_value(raw_args)
+            request_id = await self._check_grant(tool, call_id, bound, invocation)
         elif decl is None and asks_approval:
             request_id = await self._check_grant(tool, call_id, raw_args_value(raw_args),
                                                  invocation, required=False)

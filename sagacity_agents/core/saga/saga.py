@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextvars
 
-from .calls import current_call, record_undo_data
+from .calls import current_call, current_idempotency_key, record_undo_data
 from .closing import SagaEnding
 from .state import CallFrame
 from .status import FailurePolicy, FailureRecord, Grant, SagaStatus
@@ -35,6 +35,7 @@ __all__ = [
     "SagaStatus",
     "current_call",
     "current_saga",
+    "current_idempotency_key",
     "record_undo_data",
 ]
 

@@ -1,0 +1,303 @@
+"""The saga policy of one MCP server: what each of its tools does to the world, and how to undo it.
+
+A policy is a reviewable JSON file (or the same structure built in Python)::
+
+    {
+      "server": "payments",
+      "tools": {
+        "balance": {"reversibility": "read_only"},
+        "charge":  {"reversibility": "compensatable",
+                    "undo": {"tool": "refund",
+                             "arguments": {"charge_id": "$.result.charge_id"}}},
+        "wire":    {"reversibility": "irreversible",
+                    "definition_sha256": "3f1c..."}
+      }
+    }
+
+``reversibility`` is one of ``read_only``, ``compensatable``, ``no_undo``, ``irreversible``
+(``core.declarations.Reversibility``). A compensatable tool's undo is **another call on the same
+server**: ``tool`` names it and ``arguments`` maps each of its arguments to a value, either a
+literal or a *path expression* (a string starting with ``$.``):
+
+* ``$.args.NAME...`` reads the forward call's arguments;
+* ``$.result.NAME...`` reads the forward call's result: its ``structuredContent`` when the
+  server returned one, else the JSON object or array in its (single) text content. A result with
+  neither has no ``$.result``: the undo is not run (COMPENSATION_FAILED, "the result has neither
+  structuredContent nor JSON text content"), never run with a guessed value.
+
+Each step after the root is a key (``.charge_id``) or a list index (``.0``); a missing step is an
+error of the same kind. In Python, ``arguments`` may instead be a callable
+``(CompensationContext) -> dict`` (the journaled call's arguments and result are in
+``ctx.args["arguments"]`` and ``ctx.result``).
+
+``definition_sha256`` (optional, written by ``observe``) pins the tool's definition as the server
+listed it (name, description, input schema; :func:`definition_digest`): a tool whose listed
+definition no longer hashes to it is *undeclared* until the policy is reviewed, like a tool the
+policy does not name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...core.canonical import (
+    canonical_bytes,
+    parse_json,
+    sha256_hex,
+    to_canonical_value,
+)
+from ...core.declarations import Reversibility
+from ...errors import DeclarationError, EncodingError
+
+__all__ = [
+    "McpPolicy",
+    "McpToolPolicy",
+    "McpUndo",
+    "UndoArgumentsError",
+    "definition_digest",
+    "resolve_path",
+    "tool_definition",
+]
+
+ArgumentsBuilder = Callable[[Any], Mapping[str, Any]]
+"""``(CompensationContext) -> arguments of the undo call``."""
+
+
+class UndoArgumentsError(Exception):
+    """The undo call's arguments cannot be built from the journaled call (a path that does not
+    resolve, a result without structured or JSON content); the undo is not run."""
+
+
+def tool_definition(tool: Any, server: str) -> dict[str, Any]:
+    """The definition of an MCP tool as the server listed it, in canonical JSON form: what an
+    approval is bound to and what ``definition_sha256`` pins.
+
+    Args:
+        tool: an ``mcp.types.Tool`` (v1 or v2: read through ``model_dump(by_alias=True)``).
+        server: the server's name.
+
+    Returns:
+        ``{"server", "name", "description", "input_schema"}`` (description ``None`` when absent).
+    """
+    dumped = tool.model_dump(by_alias=True) if hasattr(tool, "model_dump") else dict(tool)
+    return to_canonical_value({
+        "server": server,
+        "name": dumped.get("name"),
+        "description": dumped.get("description"),
+        "input_schema": dumped.get("inputSchema") or dumped.get("input_schema") or {},
+    })
+
+
+def definition_digest(definition: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of a tool's name, description and input schema (the
+    server name is left out, so a policy survives a renamed connection)."""
+    core = {k: definition.get(k) for k in ("name", "description", "input_schema")}
+    return sha256_hex(canonical_bytes(core))
+
+
+def resolve_path(expression: str, args: Mapping[str, Any], result: Any) -> Any:
+    """The value a path expression names (see the module doc).
+
+    Args:
+        expression: ``$.args...`` or ``$.result...``.
+        args: the forward call's arguments.
+        result: the journaled result of the forward call (``{"structured_content", "output"}``).
+
+    Raises:
+        UndoArgumentsError: the root is unknown, a step is missing, or the result has neither
+            structured content nor JSON text content.
+    """
+    steps = expression[2:].split(".") if expression.startswith("$.") else []
+    if not steps or steps[0] not in ("args", "result"):
+        raise UndoArgumentsError(f"path {expression!r} must start with $.args or $.result")
+    value: Any = args if steps[0] == "args" else result_document(result)
+    for step in steps[1:]:
+        if isinstance(value, list) and step.isdigit() and int(step) < len(value):
+            value = value[int(step)]
+        elif isinstance(value, Mapping) and step in value:
+            value = value[step]
+        else:
+            raise UndoArgumentsError(f"path {expression!r}: no {step!r} in {json.dumps(value)[:200]}")
+    return value
+
+
+def result_document(result: Any) -> Any:
+    """What ``$.result`` reads: the structured content, else the JSON in the text content.
+
+    Raises:
+        UndoArgumentsError: neither is there.
+    """
+    if isinstance(result, Mapping):
+        structured = result.get("structured_content")
+        if isinstance(structured, Mapping):
+            return structured
+        output = result.get("output")
+        items: list[Any] = [output] if isinstance(output, (str, Mapping)) else list(output or [])
+        texts = [t for t in (i.get("text") if isinstance(i, Mapping) else i for i in items)
+                 if isinstance(t, str)]
+        if len(texts) == 1:
+            try:
+                parsed = parse_json(texts[0])
+            except EncodingError:
+                parsed = None
+            if isinstance(parsed, (dict, list)):
+                return parsed
+    raise UndoArgumentsError(
+        "the result has neither structuredContent nor JSON text content, so $.result cannot be "
+        "read; declare the undo's arguments with $.args paths or a Python callable")
+
+
+@dataclass(frozen=True)
+class McpUndo:
+    """The undo of a compensatable MCP tool: a call of ``tool`` on the same server.
+
+    Args:
+        tool: the server's tool that takes the effect back (e.g. ``refund``).
+        arguments: its arguments: a mapping of literals and path expressions, or a callable
+            ``(CompensationContext) -> dict``.
+    """
+
+    tool: str
+    arguments: Mapping[str, Any] | ArgumentsBuilder = field(default_factory=dict)
+
+    def build(self, ctx: Any) -> dict[str, Any]:
+        """The undo call's arguments for the journaled call ``ctx`` (a ``CompensationContext``).
+
+        Raises:
+            UndoArgumentsError: a path does not resolve, or the callable did not return a dict.
+        """
+        if callable(self.arguments):
+            built = self.arguments(ctx)
+            if not isinstance(built, Mapping):
+                raise UndoArgumentsError(f"the undo arguments callable returned {built!r}, not a dict")
+            return dict(built)
+        forward = (ctx.args or {}).get("arguments", {})
+        return {name: resolve_path(value, forward, ctx.result)
+                if isinstance(value, str) and value.startswith("$.") else value
+                for name, value in self.arguments.items()}
+
+
+@dataclass(frozen=True)
+class McpToolPolicy:
+    """One tool's entry of the policy.
+
+    Raises:
+        DeclarationError: an unknown reversibility, a compensatable tool without undo, or an undo
+            on another kind.
+    """
+
+    reversibility: Reversibility
+    undo: McpUndo | None = None
+    definition_sha256: str | None = None
+
+    def __post_init__(self) -> None:
+        kind = Reversibility(self.reversibility)
+        object.__setattr__(self, "reversibility", kind)
+        if (kind is Reversibility.COMPENSATABLE) != (self.undo is not None):
+            raise DeclarationError(
+                "a compensatable MCP tool needs an undo ({'tool': ..., 'arguments': {...}}), and "
+                f"only a compensatable one takes one (this one is {kind.value})")
+
+
+def _tool_from_json(name: str, data: Any) -> McpToolPolicy:
+    if not isinstance(data, Mapping) or "reversibility" not in data:
+        raise DeclarationError(f"policy tool {name!r}: expected an object with a reversibility")
+    undo = data.get("undo")
+    if undo is not None:
+        if not isinstance(undo, Mapping) or not isinstance(undo.get("tool"), str):
+            raise DeclarationError(f"policy tool {name!r}: undo needs a tool name")
+        arguments = undo.get("arguments", {})
+        if not isinstance(arguments, Mapping):
+            raise DeclarationError(f"policy tool {name!r}: undo arguments must be an object")
+        undo = McpUndo(undo["tool"], dict(arguments))
+    try:
+        return McpToolPolicy(data["reversibility"], undo, data.get("definition_sha256"))
+    except ValueError as exc:
+        raise DeclarationError(f"policy tool {name!r}: {exc}") from exc
+    except DeclarationError as exc:
+        raise DeclarationError(f"policy tool {name!r}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class McpPolicy:
+    """The policy of one MCP server: tool name -> :class:`McpToolPolicy`.
+
+    Args:
+        tools: the declared tools, by the name the server lists them under.
+        server: the server name the policy was written for (informative; ``None``: any).
+    """
+
+    tools: Mapping[str, McpToolPolicy] = field(default_factory=dict)
+    server: str | None = None
+
+    @classmethod
+    def load(cls, path: str | Path) -> McpPolicy:
+        """Read a policy file (see the module doc).
+
+        Raises:
+            DeclarationError: the file cannot be read or parsed, or an entry is invalid (named).
+        """
+        try:
+            data = parse_json(Path(path).read_bytes())
+        except (OSError, EncodingError) as exc:
+            raise DeclarationError(f"MCP policy {path}: {exc}") from exc
+        return cls.from_json(data, where=str(path))
+
+    @classmethod
+    def from_json(cls, data: Any, *, where: str = "policy") -> McpPolicy:
+        """Build a policy from its JSON form.
+
+        Raises:
+            DeclarationError: as :meth:`load`.
+        """
+        if not isinstance(data, Mapping) or not isinstance(data.get("tools", {}), Mapping):
+            raise DeclarationError(f"MCP {where}: expected an object with a 'tools' object")
+        tools = {name: _tool_from_json(name, entry) for name, entry in data.get("tools", {}).items()}
+        return cls(tools, data.get("server"))
+
+    def check_undos(self) -> None:
+        """Check that no tool is its own undo (the undo of ``charge`` may be any other tool of
+        the server, declared or not).
+
+        Raises:
+            DeclarationError: a tool is its own undo.
+        """
+        for name, entry in self.tools.items():
+            if entry.undo is not None and entry.undo.tool == name:
+                raise DeclarationError(f"MCP tool {name!r} cannot be its own undo")
+
+    def entry_for(self, name: str, definition: Mapping[str, Any] | None) -> McpToolPolicy | None:
+        """The entry for the tool ``name`` as currently listed, or ``None`` (undeclared): not
+        named, or pinned to another definition than ``definition``."""
+        entry = self.tools.get(name)
+        if entry is None or entry.definition_sha256 is None or definition is None:
+            return entry
+        return entry if definition_digest(definition) == entry.definition_sha256 else None
+
+
+def skeleton(server: str, listed: Mapping[str, Mapping[str, Any]], seen: Mapping[str, int],
+             known: McpPolicy | None) -> dict[str, Any]:
+    """A policy skeleton for review: every listed tool with its definition digest, the entry the
+    current policy gives it when it has one, else a suggestion (``read_only`` for a tool the
+    server annotates ``readOnlyHint``, else ``irreversible``: until a human says otherwise, every
+    call of it waits for an approval), how many calls ``observe`` saw, and its description."""
+    tools: dict[str, Any] = {}
+    for name, definition in sorted(listed.items()):
+        entry = known.tools.get(name) if known is not None else None
+        item: dict[str, Any] = {}
+        if entry is not None:
+            item["reversibility"] = entry.reversibility.value
+            if entry.undo is not None and not callable(entry.undo.arguments):
+                item["undo"] = {"tool": entry.undo.tool, "arguments": dict(entry.undo.arguments)}
+        else:
+            item["reversibility"] = "read_only" if definition.get("read_only_hint") else "irreversible"
+            item["review"] = "suggested by observe: check it, and declare an undo if it has one"
+        item["definition_sha256"] = definition_digest(definition)
+        item["description"] = definition.get("description")
+        item["calls_seen"] = seen.get(name, 0)
+        tools[name] = item
+    return {"server": server, "tools": tools}

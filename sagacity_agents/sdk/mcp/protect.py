@@ -1,0 +1,414 @@
+"""``protect_mcp_server``: every tool call of a local MCP server journaled in the saga (issue 21).
+
+The tools of an ``mcp_servers=`` server become ``FunctionTool`` objects only at run time, after
+``list_tools`` (sdk-notes.md, "MCP"): nothing of ours can decorate them. The SDK gives a local
+server (``MCPServerStdio``, ``MCPServerSse``, ``MCPServerStreamableHttp``) five seams, applied to
+every tool it lists, and this module uses each for what only it sees (order pinned by
+``tests/mcp/test_mcp_contract.py``; one ``ToolContext`` object per call goes through all of
+them):
+
+1. ``tool_input_guardrails``, ours **last** (a call the application's own guardrail rejects never
+   reaches ours): journals the INTENT (raw arguments, the declaration the policy gives the tool as
+   listed now, or ``undeclared``), refuses an unnamed tool under ``enforce`` (or ``strict``),
+   checks an irreversible call's consumed approval against its arguments **and** the tool's
+   definition, and hands the call's idempotency key to step 3 by the ``ToolContext`` object;
+2. ``require_approval``: an irreversible tool always pauses (the user's own policy still asks
+   for the others);
+3. ``tool_meta_resolver``: puts the key in ``_meta`` (``sagacity/idempotency_key``), after the
+   user's own ``_meta``;
+4. ``custom_data_extractor``, the only seam that sees ``isError`` and ``structuredContent``:
+   journals EXECUTED with ``{"structured_content", "output", "is_error": false}`` or FAILED for
+   ``isError`` (the SDK hands such a result to the model as text); then the user's extractor;
+5. ``tool_output_guardrails``, ours **first**: a call the extractor never saw raised (an MCP
+   error, a lost connection, a timeout): journaled FAILED with what the model got.
+
+The undo of a compensatable tool is another call on the server of the same name
+(``registry.protection_named``), with arguments from the policy (``policy.McpUndo``) and the undo
+key in ``_meta``; it fails (COMPENSATION_FAILED) on ``isError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import weakref
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.tool_guardrails import (
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrailData,
+    ToolOutputGuardrailData,
+    tool_input_guardrail,
+    tool_output_guardrail,
+)
+
+from ...core.canonical import canonical_bytes, sha256_hex
+from ...core.declarations import Reversibility, ToolDeclaration
+from ...core.saga import Saga, current_saga
+from ...core.saga.payloads import raw_args_value
+from ...core.undo import CompensationContext, call_idempotency_key
+from ...errors import ApprovalError, ConfigurationError, DeclarationError
+from .. import _sdk_internals as sdk
+from ..binding import undeclared_error
+from ..nested import strict_scope
+from ..user_errors import as_user_error
+from . import registry
+from .policy import McpPolicy, McpToolPolicy, McpUndo, skeleton, tool_definition
+
+__all__ = ["IDEMPOTENCY_META_KEY", "McpCallFailed", "McpProtection", "protect_mcp_server"]
+
+IDEMPOTENCY_META_KEY = "sagacity/idempotency_key"
+"""The ``_meta`` key that carries a call's (or an undo's) idempotency key to the server."""
+
+MODES = ("enforce", "observe")
+
+
+class McpCallFailed(Exception):
+    """An MCP call returned ``isError`` or raised before returning (journaled FAILED)."""
+
+
+@dataclass
+class _Call:
+    """A call between its INTENT and its outcome, found by its ``ToolContext`` object."""
+
+    saga: Saga
+    call_id: str | None
+    tool: str
+    key: str
+    decl: ToolDeclaration | None
+
+
+def _text_of(output: Any) -> str:
+    if isinstance(output, Mapping):
+        return str(output.get("text", ""))
+    if isinstance(output, list):
+        return " ".join(_text_of(item) for item in output)
+    return str(output)
+
+
+async def _maybe_await(value: Any) -> Any:
+    if hasattr(value, "__await__"):
+        return await value
+    return value
+
+
+class McpProtection:
+    """What ``protect_mcp_server`` did to one server (see the module doc); returned so the
+    application can write the ``observe`` skeleton and read the definitions seen.
+
+    Attributes:
+        server: the ``agents.mcp`` server. server_name: its name (what the journal names).
+        policy: the :class:`~.policy.McpPolicy`. mode: ``"enforce"`` or ``"observe"``.
+        declarations: tool name -> ``ToolDeclaration`` (id ``mcp:SERVER:TOOL#DIGEST``).
+        seen: tool name -> calls journaled through this protection in this process.
+    """
+
+    def __init__(self, server: Any, policy: McpPolicy, mode: str, skeleton_path: Path | None) -> None:
+        self.server = server
+        self.server_name: str = server.name
+        self.policy = policy
+        self.mode = mode
+        self.skeleton_path = skeleton_path
+        self.seen: Counter[str] = Counter()
+        self._calls: weakref.WeakKeyDictionary[Any, _Call] = weakref.WeakKeyDictionary()
+        self.declarations: dict[str, ToolDeclaration] = {}
+        for name, entry in policy.tools.items():
+            try:
+                self.declarations[name] = ToolDeclaration(
+                    name=f"{self.server_name}.{name}", reversibility=entry.reversibility,
+                    undo=self._undo(entry.undo) if entry.undo is not None else None,
+                    declaration_id=_declaration_id(self.server_name, name, entry))
+            except DeclarationError as exc:
+                raise as_user_error(exc) from None
+
+    # --- definitions ----------------------------------------------------------------------
+    async def definitions(self) -> dict[str, dict[str, Any]]:
+        """The server's tools as it lists them now (``list_tools``, through its own cache when
+        it was built with ``cache_tools_list=True``): name -> ``tool_definition``, plus
+        ``read_only_hint`` (its annotations), which no digest covers.
+
+        Raises:
+            Exception: whatever the server's ``list_tools`` raises (not connected...).
+        """
+        found: dict[str, dict[str, Any]] = {}
+        for tool in await self.server.list_tools():
+            definition = tool_definition(tool, self.server_name)
+            annotations = getattr(tool, "annotations", None)
+            if getattr(annotations, "readOnlyHint", None) or getattr(annotations, "read_only_hint", None):
+                definition = {**definition, "read_only_hint": True}
+            found[tool.name] = definition
+        return found
+
+    async def definition_of(self, name: str) -> dict[str, Any] | None:
+        """The listed definition of ``name`` (without the hint), or ``None`` when not listed."""
+        found = (await self.definitions()).get(name)
+        if found is None:
+            return None
+        return {k: v for k, v in found.items() if k != "read_only_hint"}
+
+    def declaration_for(self, name: str, definition: Mapping[str, Any] | None) -> ToolDeclaration | None:
+        """The declaration of ``name`` as listed now; ``None``: undeclared (not named, pinned to
+        another definition, or ``observe`` mode)."""
+        if self.mode == "observe" or self.policy.entry_for(name, definition) is None:
+            return None
+        return self.declarations.get(name)
+
+    async def write_skeleton(self, path: str | Path | None = None) -> Path:
+        """Write the policy skeleton (``policy.skeleton``) of what the server lists and what
+        ``observe`` saw, as indented JSON, for a human to review and pass to ``enforce``.
+
+        Args:
+            path: where (default: the ``skeleton=`` given to ``protect_mcp_server``).
+
+        Raises:
+            ConfigurationError: no path. OSError: it cannot be written.
+        """
+        target = Path(path) if path is not None else self.skeleton_path
+        if target is None:
+            raise ConfigurationError("write_skeleton needs a path (or protect_mcp_server(..., skeleton=PATH))")
+        body = skeleton(self.server_name, await self.definitions(), self.seen, self.policy)
+        target.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        return target
+
+    # --- the undo -------------------------------------------------------------------------
+    def _undo(self, undo: McpUndo) -> Any:
+        server_name = self.server_name
+
+        async def undo_through_server(ctx: CompensationContext) -> None:
+            protection = registry.protection_named(server_name, needed_for=f"undo of {ctx.tool}")
+            forward = dict(ctx.args or {})
+            if not forward and ctx.raw_args:
+                forward = {"arguments": raw_args_value(ctx.raw_args)}
+            arguments = undo.build(_WithArguments(ctx, forward))
+            result = await protection.server.call_tool(
+                undo.tool, arguments, meta={IDEMPOTENCY_META_KEY: ctx.idempotency_key})
+            if getattr(result, "isError", False) or getattr(result, "is_error", False):
+                texts = [getattr(item, "text", "") for item in getattr(result, "content", [])]
+                raise McpCallFailed(f"undo {undo.tool}({json.dumps(arguments)}) on MCP server "
+                                    f"{server_name!r} returned isError: {' '.join(texts)[:500]}")
+
+        undo_through_server.__qualname__ = f"mcp_undo[{server_name}.{undo.tool}]"
+        return undo_through_server
+
+    # --- the seams ------------------------------------------------------------------------
+    def _pre_approval_pass(self, ctx: Any, entry: McpToolPolicy | None) -> bool:
+        """Whether this guardrail pass is the one before an approval (the SDK's
+        ``pre_approval_tool_input_guardrails``): a call that may still pause writes no INTENT."""
+        config = getattr(getattr(ctx, "run_config", None), "tool_execution", None)
+        if not getattr(config, "pre_approval_tool_input_guardrails", False):
+            return False
+        return ctx.is_tool_approved(ctx.tool_name, ctx.tool_call_id) is None and entry is not None \
+            and entry.reversibility is Reversibility.IRREVERSIBLE
+
+    async def on_input(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        """The INTENT guardrail (seam 1 of the module doc)."""
+        saga = current_saga.get()
+        if saga is None or saga.closed:
+            return ToolGuardrailFunctionOutput.allow()
+        ctx = data.context
+        name, call_id, raw = ctx.tool_name, ctx.tool_call_id, ctx.tool_arguments or ""
+        if self._pre_approval_pass(ctx, self.policy.tools.get(name)):
+            return ToolGuardrailFunctionOutput.allow()
+        try:
+            definition = await self.definition_of(name)
+        except Exception as exc:  # noqa: BLE001 - fail closed: nothing is journaled, nothing runs
+            return ToolGuardrailFunctionOutput.raise_exception(
+                output_info=f"MCP server {self.server_name!r} could not list its tools: {exc}")
+        decl = self.declaration_for(name, definition)
+        agent = getattr(data.agent, "name", None)
+        if decl is None and (self.mode == "enforce" or strict_scope.get()):
+            why = ("not named by its policy" if name not in self.policy.tools
+                   else "its definition changed since the policy pinned it")
+            site = f"{name} (MCP server {self.server_name!r}: {why}; {self.mode} mode)"
+            error = undeclared_error([site])
+            try:
+                await saga.refuse_undeclared_call(name, call_id, raw, error)
+            except ConfigurationError as refused:
+                return ToolGuardrailFunctionOutput.reject_content(str(refused))
+        grant = None
+        if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
+            grant = {"arguments": raw_args_value(raw), "mcp_tool": definition}
+        try:
+            intent = await saga.begin_external_call(decl, name, call_id, raw, agent=agent, grant_args=grant)
+        except ApprovalError as exc:  # journaled FAILED: the call does not run
+            return ToolGuardrailFunctionOutput.reject_content(f"Tool call refused: {exc}")
+        except Exception as exc:  # noqa: BLE001 - fail closed: the tool must not run
+            return ToolGuardrailFunctionOutput.raise_exception(output_info=str(exc))
+        self._calls[ctx] = _Call(saga, call_id, name, call_idempotency_key(saga.saga_id, intent.seq), decl)
+        self.seen[name] += 1
+        return ToolGuardrailFunctionOutput.allow()
+
+    def meta_for(self, run_context: Any) -> dict[str, Any] | None:
+        """The ``_meta`` entries of ours for the call whose ``ToolContext`` is ``run_context``."""
+        call = self._calls.get(run_context)
+        return {IDEMPOTENCY_META_KEY: call.key} if call is not None else None
+
+    async def on_result(self, run_context: Any, is_error: bool | None, structured: Any, output: Any) -> None:
+        """Journal the outcome the extractor sees (seam 4)."""
+        call = self._calls.pop(run_context, None)
+        if call is None:
+            return
+        if is_error:
+            failure = McpCallFailed(f"MCP tool {call.tool} on server {self.server_name!r} returned "
+                                    f"isError: {_text_of(output)[:500]}")
+            task = call.saga.end_external_call(call.call_id, exc=failure, declaration=call.decl)
+        else:
+            result = {"is_error": False, "output": output,
+                      "structured_content": dict(structured) if structured is not None else None}
+            task = call.saga.end_external_call(call.call_id, result=result, declaration=call.decl)
+        if task is not None:
+            await task
+        await self._observed()
+
+    async def on_output(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        """A call the extractor never saw raised before returning (seam 5): FAILED."""
+        call = self._calls.pop(data.context, None)
+        if call is not None:
+            failure = McpCallFailed(f"MCP tool {call.tool} on server {self.server_name!r} raised "
+                                    "before returning a result (it may have reached the server); "
+                                    f"the model got: {_text_of(data.output)[:500]}")
+            task = call.saga.end_external_call(call.call_id, exc=failure, declaration=call.decl)
+            if task is not None:
+                await task
+            await self._observed()
+        return ToolGuardrailFunctionOutput.allow()
+
+    async def _observed(self) -> None:
+        if self.mode == "observe" and self.skeleton_path is not None:
+            with contextlib.suppress(Exception):  # a skeleton is advice: never fail a call for it
+                await self.write_skeleton()
+
+    def needs_approval(self, name: str) -> bool:
+        """Whether the policy makes every call of ``name`` wait for a human (irreversible, by
+        name: a tool whose definition changed still pauses, then resume refuses it)."""
+        entry = self.policy.tools.get(name)
+        return entry is not None and entry.reversibility is Reversibility.IRREVERSIBLE
+
+
+class _WithArguments:
+    """A ``CompensationContext`` whose ``args`` are the forward call's parsed raw arguments."""
+
+    def __init__(self, ctx: CompensationContext, args: dict[str, Any]) -> None:
+        self._ctx = ctx
+        self.args = args
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
+def _declaration_id(server: str, name: str, entry: McpToolPolicy) -> str:
+    """``mcp:SERVER:TOOL#`` + 12 hex digits of SHA-256 of the policy entry (reversibility, undo
+    tool and arguments; a callable counts by its qualified name). Journaled with each INTENT: a
+    recovery finds the undo of the entry that was in force, in any process that loads the same
+    policy, and two policies for one tool never share an id (which would make it ambiguous)."""
+    undo = entry.undo
+    args: Any = None
+    if undo is not None:
+        args = getattr(undo.arguments, "__qualname__", None) if callable(undo.arguments) else dict(undo.arguments)
+    shape = {"reversibility": entry.reversibility.value, "undo": undo.tool if undo else None, "arguments": args}
+    return f"mcp:{server}:{name}#{sha256_hex(canonical_bytes(shape))[:12]}"
+
+
+def _chain_approval(protection: McpProtection, previous: Any) -> Any:
+    async def policy(run_context: Any, agent: Any, tool: Any) -> bool:
+        if protection.needs_approval(tool.name):
+            return True
+        if callable(previous):
+            return bool(await _maybe_await(previous(run_context, agent, tool)))
+        if isinstance(previous, dict):
+            return bool(previous.get(tool.name, False))
+        return bool(previous)
+
+    return policy
+
+
+def protect_mcp_server(
+    server: Any,
+    *,
+    policy: McpPolicy | Mapping[str, Any] | str | Path | None = None,
+    mode: str = "enforce",
+    skeleton: str | Path | None = None,
+) -> McpProtection:
+    """Journal every tool call of a local MCP server inside the saga (issue 21, N-01..N-04).
+
+    It changes the server object in place, adding to what the application gave it: our INTENT
+    guardrail is appended to ``tool_input_guardrails`` (last), our outcome guardrail prepended
+    to ``tool_output_guardrails`` (first), ``custom_data_extractor`` and ``tool_meta_resolver``
+    become ours, calling the application's own (its ``_meta`` and custom data are kept), and the
+    approval policy becomes "irreversible tools always, else the application's own
+    ``require_approval``". Call it once per server object, before the run lists its tools.
+
+    Args:
+        server: an ``agents.mcp`` local server (stdio, SSE or streamable HTTP); its ``name`` is
+            what the journal names, and what a recovery re-creates.
+        policy: an :class:`~.policy.McpPolicy`, its JSON form as a dict, or the path of a policy
+            file (``policy`` module doc). ``None`` only with ``mode="observe"``.
+        mode: ``"enforce"`` (default): a tool the policy does not name, or whose definition
+            changed since the policy pinned it, is refused (journaled FAILED, not run; the saga
+            fails). ``"observe"``: every call runs and is journaled ``undeclared`` (never undone,
+            reported still dirty), and ``skeleton`` is rewritten after each call.
+        skeleton: where ``observe`` writes the policy skeleton (``McpProtection.write_skeleton``).
+
+    Returns:
+        The :class:`McpProtection` (also registered under the server's name, for undos and
+        approvals later in this process).
+
+    Raises:
+        DeclarationError: (also the SDK's ``UserError``) an invalid policy or mode, enforce
+            without a policy, or a server already protected.
+        TypeError: ``server`` is not an MCP server of this SDK version.
+    """
+    if mode not in MODES:
+        raise as_user_error(DeclarationError(f"mode must be one of {MODES}, got {mode!r}"))
+    if getattr(server, "_sagacity_protection", None) is not None:
+        raise as_user_error(DeclarationError(f"MCP server {server.name!r} is already protected"))
+    try:
+        if policy is None:
+            if mode == "enforce":
+                raise DeclarationError("enforce mode needs a policy (run in observe mode to write one)")
+            policy = McpPolicy()
+        elif isinstance(policy, (str, Path)):
+            policy = McpPolicy.load(policy)
+        elif not isinstance(policy, McpPolicy):
+            policy = McpPolicy.from_json(policy)
+        policy.check_undos()
+    except DeclarationError as exc:
+        raise as_user_error(exc) from None
+    protection = McpProtection(server, policy, mode, Path(skeleton) if skeleton is not None else None)
+
+    @tool_input_guardrail(name="sagacity_mcp_journal")
+    async def journal_intent(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        return await protection.on_input(data)
+
+    @tool_output_guardrail(name="sagacity_mcp_outcome")
+    async def journal_outcome(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        return await protection.on_output(data)
+
+    user_resolver = server.tool_meta_resolver
+    user_extractor = server.custom_data_extractor
+
+    async def resolve_meta(context: Any) -> dict[str, Any] | None:
+        own = await _maybe_await(user_resolver(context)) if user_resolver is not None else None
+        ours = protection.meta_for(context.run_context)
+        if ours is None:
+            return own  # type: ignore[no-any-return]
+        return {**(own or {}), **ours}
+
+    async def extract(context: Any) -> Any:
+        await protection.on_result(context.run_context, context.is_error, context.structured_content,
+                                   context.tool_output)
+        return await _maybe_await(user_extractor(context)) if user_extractor is not None else None
+
+    sdk.set_mcp_approval_policy(server, _chain_approval(protection, sdk.mcp_approval_policy(server)))
+    server.tool_input_guardrails = [*(server.tool_input_guardrails or []), journal_intent]
+    server.tool_output_guardrails = [journal_outcome, *(server.tool_output_guardrails or [])]
+    server.tool_meta_resolver = resolve_meta
+    server.custom_data_extractor = extract
+    server._sagacity_protection = protection
+    registry.register(protection)
+    return protection
+

@@ -1,0 +1,119 @@
+"""MCP servers by name, for the undos and approvals that need a server after the run that met it.
+
+An MCP call's undo is another call on the server *of the same name* (issue 21, N-04): the
+journal names the server (``declaration`` ``mcp:SERVER:TOOL#DIGEST``), never a connection. Every
+``protect_mcp_server`` registers its server here under ``server.name``; a process that recovers
+or resumes a saga re-creates its servers (the application given with ``--app module:attr``
+builds the agent and its ``mcp_servers``, protecting each), which registers them again, and
+:func:`connected_mcp_servers` connects the ones that need it for the time of the work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ...core.declarations import Reversibility, ToolDeclaration, add_declaration_finder
+from ...errors import ConfigurationError
+
+__all__ = ["McpServerMissingError", "connected_mcp_servers", "protection_named", "register"]
+
+_BY_NAME: dict[str, Any] = {}
+"""Server name -> its ``protect.McpProtection`` (typed ``Any``: the protection imports this
+module, not the other way round)."""
+
+
+class McpServerMissingError(ConfigurationError):
+    """The MCP server a journaled call or approval names is not known in this process."""
+
+
+def register(protection: Any) -> None:
+    """Make ``protection`` the one its server's name finds (a later server of that name, such as
+    the one a recovery re-creates, replaces the earlier)."""
+    _BY_NAME[protection.server_name] = protection
+
+
+def protection_named(name: str, *, needed_for: str = "") -> Any:
+    """The protection (``protect.McpProtection``) of the server called ``name`` in this process.
+
+    Raises:
+        McpServerMissingError: none: the message names the server and how to provide it.
+    """
+    found = _BY_NAME.get(name)
+    if found is None:
+        known = ", ".join(sorted(_BY_NAME)) or "none"
+        raise McpServerMissingError(
+            f"MCP server {name!r} is not known in this process{' (' + needed_for + ')' if needed_for else ''}; "
+            f"servers protected here: {known}. Re-create it under the same name and protect it "
+            "with protect_mcp_server(server, policy=...) (with the CLI: --app module:attr giving "
+            "an agent whose mcp_servers include it)")
+    if getattr(found.server, "session", True) is None:  # a client-session server never connected
+        raise McpServerMissingError(
+            f"MCP server {name!r} is protected in this process but not connected"
+            f"{' (' + needed_for + ')' if needed_for else ''}: connect it first (async with server, "
+            "or connected_mcp_servers(agent); the CLI does it for --app)")
+    return found
+
+
+def _servers_of(agent: Any) -> list[Any]:
+    from ..graph import agent_graph  # the SDK layer's one walk of the graph
+
+    servers: list[Any] = []
+    for reached in agent_graph(agent).agents:
+        for server in getattr(reached, "mcp_servers", None) or ():
+            if all(server is not s for s in servers):
+                servers.append(server)
+    return servers
+
+
+@contextlib.asynccontextmanager
+async def connected_mcp_servers(agent: Any) -> AsyncIterator[list[Any]]:
+    """Connect, for the time of the block, every MCP server of every agent a run of ``agent`` can
+    reach that is not connected yet (resume and recovery in another process, N-04); those it
+    connected are cleaned up when the block is left.
+
+    Args:
+        agent: an ``agents.Agent``.
+
+    Yields:
+        The servers found (connected).
+
+    Raises:
+        Exception: whatever a server's ``connect()`` raises (the ones connected before are
+            cleaned up first).
+    """
+    opened: list[Any] = []
+    try:
+        for server in _servers_of(agent):
+            if getattr(server, "session", None) is None:
+                await server.connect()
+                opened.append(server)
+        yield _servers_of(agent)
+    finally:
+        for server in reversed(opened):
+            with contextlib.suppress(Exception):
+                await server.cleanup()
+
+
+def _unresolved_mcp_undo(declaration_id: str) -> ToolDeclaration | None:
+    """For a journaled ``mcp:SERVER:TOOL#DIGEST`` id no protection of this process declares: a
+    declaration whose undo fails saying why (the server is not protected here, or its policy
+    gives the tool another entry than when the call ran), so the report names the server and
+    ``recover`` retries once the application provides it; ``None`` for other ids."""
+    if not declaration_id.startswith("mcp:"):
+        return None
+    server, _, rest = declaration_id[4:].partition(":")
+    tool = rest.partition("#")[0]
+
+    def undo(ctx: Any) -> None:
+        protection_named(server, needed_for=f"undo of {tool}, declaration {declaration_id}")
+        raise ConfigurationError(
+            f"MCP server {server!r} is protected in this process, but its policy gives {tool!r} "
+            f"another entry than when the call ran (declaration {declaration_id}); the undo is "
+            "not guessed: protect the server with the policy in force then, and recover again")
+
+    return ToolDeclaration(name=f"{server}.{tool}", reversibility=Reversibility.COMPENSATABLE, undo=undo)
+
+
+add_declaration_finder(_unresolved_mcp_undo)

@@ -1,0 +1,132 @@
+"""N-01, N-03: MCP tool calls journaled, failures seen, undone through the server, keys in _meta."""
+
+from __future__ import annotations
+
+import json
+
+from agents import Agent, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from sagacity_agents import (
+    Phase,
+    Sagacity,
+    SagaStatus,
+    call_idempotency_key,
+    current_idempotency_key,
+)
+from sagacity_agents.sdk.mcp import IDEMPOTENCY_META_KEY, protect_mcp_server
+
+from .conftest import POLICY, Payments, stdio_server
+
+KEY = IDEMPOTENCY_META_KEY
+
+
+def _charge_then(model: ScriptedModel, second: tuple[str, dict]) -> None:
+    model.enqueue([function_call("charge", json.dumps({"customer": "ann", "amount": 2500}), call_id="c1")])
+    model.enqueue([function_call(second[0], json.dumps(second[1]), call_id="c2")])
+    model.enqueue([assistant_message("done")])
+
+
+async def _charge_and_ship(payments: Payments, tmp_path, policy: dict = POLICY, address: str = ""):
+    """One saga: charge, then ship (``isError`` for an empty address: the carrier refuses)."""
+    model = ScriptedModel()
+    _charge_then(model, ("ship", {"order": "o1", "address": address}))
+    async with stdio_server(payments) as server:
+        protect_mcp_server(server, policy=policy)
+        sagacity = Sagacity(tmp_path / "j.db")
+        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server]), "charge and ship")
+        entries = await sagacity.journal.entries(result.saga_id)
+        await sagacity.aclose()
+    return result, entries
+
+
+async def test_N01_refund_undone_through_server_after_failing_next_step(payments: Payments, tmp_path) -> None:
+    result, entries = await _charge_and_ship(payments, tmp_path)
+    assert result.status is SagaStatus.COMPENSATED
+    charge_id = payments.rows("SELECT id FROM charges")[0][0]
+    assert payments.rows("SELECT refunded FROM charges") == [(1,)]  # undone once
+    refunds = payments.calls("refund")
+    assert [args for _, args, _ in refunds] == [{"charge_id": charge_id}]
+    phases = [(e.phase, e.tool) for e in entries if e.tool]
+    assert (Phase.FAILED, "ship") in phases  # isError seen as a failure, not a result
+    assert (Phase.COMPENSATED, "charge") in phases
+    executed = next(e for e in entries if e.phase is Phase.EXECUTED and e.tool == "charge")
+    assert executed.payload["result"]["structured_content"]["charge_id"] == charge_id
+
+
+async def test_N03_meta_carries_forward_and_undo_idempotency_keys(payments: Payments, tmp_path) -> None:
+    result, entries = await _charge_and_ship(payments, tmp_path)
+    intent = next(e for e in entries if e.phase is Phase.INTENT and e.tool == "charge")
+    compensating = next(e for e in entries if e.phase is Phase.COMPENSATING)
+    (_, _, charge_meta), = payments.calls("charge")
+    (_, _, refund_meta), = payments.calls("refund")
+    assert charge_meta[KEY] == call_idempotency_key(result.saga_id, intent.seq)
+    assert charge_meta[KEY] != "c1"  # never the model's call id
+    assert refund_meta[KEY] == compensating.payload["idempotency_key"]
+
+
+async def test_N03_decorated_tool_reads_the_same_forward_key(tmp_path) -> None:
+    from sagacity_agents import read_only
+
+    seen: list[str | None] = []
+
+    @function_tool
+    @read_only
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        seen.append(current_idempotency_key())
+        return "ok"
+
+    model = ScriptedModel()
+    model.enqueue([function_call("lookup", json.dumps({"order": "o"}), call_id="c1")])
+    model.enqueue([assistant_message("done")])
+    sagacity = Sagacity(tmp_path / "j.db")
+    result = await sagacity.run(Agent(name="a", model=model, tools=[lookup]), "go")
+    entries = await sagacity.journal.entries(result.saga_id)
+    await sagacity.aclose()
+    intent = next(e for e in entries if e.phase is Phase.INTENT)
+    assert seen == [call_idempotency_key(result.saga_id, intent.seq)]
+    assert current_idempotency_key() is None
+
+
+async def test_N01_enforce_refuses_a_tool_the_policy_does_not_name(payments: Payments, tmp_path) -> None:
+    policy = {"tools": {k: v for k, v in POLICY["tools"].items() if k != "ship"}}
+    result, entries = await _charge_and_ship(payments, tmp_path, policy, address="x")
+    assert payments.calls("ship") == []  # never reached the server
+    assert result.status is SagaStatus.COMPENSATED
+    failed = next(e for e in entries if e.phase is Phase.FAILED and e.tool == "ship")
+    assert failed.payload.get("not_run") is True
+    assert payments.rows("SELECT refunded FROM charges") == [(1,)]
+
+
+async def test_N01_an_undo_answered_with_isError_is_compensation_failed(payments: Payments, tmp_path) -> None:
+    policy = json.loads(json.dumps(POLICY))
+    policy["tools"]["charge"]["undo"]["arguments"] = {"charge_id": "$.args.customer"}  # a wrong id
+    result, _entries = await _charge_and_ship(payments, tmp_path, policy)
+    assert result.status is SagaStatus.COMPENSATION_FAILED
+    (failed,) = result.report.failed
+    assert "refund" in failed.detail and "isError" in failed.detail
+    assert payments.rows("SELECT refunded FROM charges") == [(0,)]  # still dirty, and said so
+
+
+async def test_N01_strict_runs_tools_the_policy_names_and_refuses_an_unprotected_server(
+        payments: Payments, tmp_path) -> None:
+    for protect in (True, False):
+        model = ScriptedModel()
+        model.enqueue([function_call("balance", json.dumps({"customer": "ann"}), call_id="b1")])
+        model.enqueue([assistant_message("done")])
+        async with stdio_server(payments) as server:
+            if protect:
+                protect_mcp_server(server, policy=POLICY)
+            sagacity = Sagacity(tmp_path / f"j{protect}.db", strict=True)
+            result = await sagacity.run(Agent(name="a", model=model, mcp_servers=[server]), "go")
+            entries = await sagacity.journal.entries(result.saga_id)
+            await sagacity.aclose()
+        intents = [e for e in entries if e.phase is Phase.INTENT]
+        if protect:
+            assert result.status is SagaStatus.COMPLETED
+            assert [e.payload["reversibility"] for e in intents] == ["read_only"]
+        else:
+            assert result.status is not SagaStatus.COMPLETED
+            assert intents == []  # refused before the server was called
+    assert len(payments.calls("balance")) == 1

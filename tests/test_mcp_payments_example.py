@@ -1,0 +1,27 @@
+"""examples/mcp_payments end to end, in its own process: one saga fails at the MCP server's
+isError and the charge is refunded through the server, once (issue 21)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_N01_example_mcp_payments_refunds_through_the_server(tmp_path: Path) -> None:
+    env = {**os.environ, "PAYMENTS_DB": str(tmp_path / "payments.db"), "COLUMNS": "200"}
+    env.pop("OPENAI_API_KEY", None)
+    done = subprocess.run([sys.executable, "-m", "examples.mcp_payments", "--db", str(tmp_path / "shop.db")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "COMPENSATED" in done.stdout
+    assert "undone through the server: charge (call c1)" in done.stdout
+    assert "refunded 1 time(s)" in done.stdout
+    with sqlite3.connect(tmp_path / "payments.db") as db:
+        refunds = [json.loads(m) for (m,) in db.execute("SELECT meta FROM calls WHERE tool = 'refund'")]
+    assert len(refunds) == 1 and refunds[0]["sagacity/idempotency_key"].startswith("sgc-")
