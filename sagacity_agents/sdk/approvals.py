@@ -37,6 +37,7 @@ from ..core.canonical import (
     to_canonical_value,
 )
 from ..core.entries import Phase
+from ..core.observe import begin, linked_attrs, seconds_since
 from ..core.evidence import Evidence, sign_decision, verified_entries
 from ..core.grants import consumed_decisions
 from ..core.journal import CLAIMANT_KEY, Clock, Journal, new_claimant, utc_now
@@ -272,14 +273,27 @@ class ApprovalDesk:
                 expires_at=(format_timestamp(now + dt.timedelta(seconds=self.ttl))
                             if self.ttl is not None else None),
             )
-            await self.journal.append(
-                saga.saga_id, Phase.AWAITING_APPROVAL, write_key=f"await:{request.request_id}",
-                tool=name, call_id=call_id,
-                payload={"request_id": request.request_id, "args": args, "raw_args": raw_kept,
-                         "args_hash": digest, "expires_at": request.expires_at,
-                         "snapshot_sha256": snapshot_hash,
-                         "reversibility": kinds[call_id], "agent": agents[call_id]},
-            )
+            step = begin("approval.pause", **{
+                "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id,
+                "sagacity.saga.id": saga.saga_id, "sagacity.approval.request_id": request.request_id,
+                "sagacity.args.hash": digest, "sagacity.reversibility": kinds[call_id],
+            })
+            try:
+                paused = await self.journal.append(
+                    saga.saga_id, Phase.AWAITING_APPROVAL, write_key=f"await:{request.request_id}",
+                    tool=name, call_id=call_id,
+                    payload={"request_id": request.request_id, "args": args, "raw_args": raw_kept,
+                             "args_hash": digest, "expires_at": request.expires_at,
+                             "snapshot_sha256": snapshot_hash,
+                             "reversibility": kinds[call_id], "agent": agents[call_id]},
+                )
+            except BaseException as exc:
+                if step is not None:
+                    step.end(describe_error(exc))
+                raise
+            if step is not None:
+                step.sensitive["sagacity.call.args"] = args
+                step.end(**{"sagacity.call.seq": paused.seq})
             await self.store.create(request)
             requests.append(request)
         await self.store.save_snapshot(saga.saga_id, snapshot)
@@ -330,15 +344,27 @@ class ApprovalDesk:
         _check_against_journal(request, entries)
         signature = self._signature(request, approve, approver)
         phase = Phase.APPROVED if approve else Phase.REJECTED
+        step = begin("approval.decision", **{
+            "gen_ai.tool.name": request.tool, "gen_ai.tool.call.id": request.call_id,
+            "sagacity.saga.id": request.saga_id, "sagacity.approval.request_id": request_id,
+            "sagacity.args.hash": request.args_hash, "sagacity.approval.decision": wanted,
+            "sagacity.approval.wait_seconds": seconds_since(request.created_at, now),
+            **linked_attrs(entries, request_id=request_id),
+        })
         try:
-            await self.journal.append(
+            decided = await self.journal.append(
                 request.saga_id, phase, write_key=f"decision:{request_id}", tool=request.tool,
                 call_id=request.call_id,
                 payload={"request_id": request_id, "args_hash": request.args_hash,
                          "approver": approver, "reason": reason, **signature},
             )
         except Exception as exc:
+            if step is not None:
+                step.end(describe_error(exc))
             raise ApprovalError(f"decision on {request_id} could not be journaled: {exc}") from exc
+        if step is not None:
+            step.sensitive["sagacity.approval.approver"] = approver
+            step.end(**{"sagacity.call.seq": decided.seq})
         return await self.store.decide(
             request_id, "approved" if approve else "rejected", approver, reason, now
         )
