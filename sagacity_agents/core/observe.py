@@ -34,6 +34,7 @@ __all__ = [
     "add_link_source",
     "add_observer",
     "begin",
+    "followed",
     "linked_attrs",
     "observing",
     "remove_link_source",
@@ -61,6 +62,11 @@ class Observer(Protocol):
     Both methods are called in the context the step runs in (start and end in the same one), must
     be fast and must not raise: an observer's error would otherwise reach a tool's caller.
     """
+
+    def follows(self, kind: str) -> bool:
+        """Whether :meth:`start` would follow a step of ``kind`` here (asked first on the hot
+        path, so that nothing is built for a step nobody follows)."""
+        ...
 
     def start(self, kind: str, attrs: dict[str, Any]) -> Any:
         """A step of ``kind`` starts (``"call"``, ``"undo"``, ``"approval.pause"``,
@@ -121,11 +127,28 @@ def begin(kind: str, **attrs: Any) -> Step | None:
     return Step(kind, attrs, handles) if handles else None
 
 
+def followed(kind: str) -> bool:
+    """Whether some observer follows a step of ``kind`` in this context. Never raises."""
+    for observer in _observers:
+        try:
+            if observer.follows(kind):
+                return True
+        except Exception:  # noqa: BLE001, S112 - telemetry never changes what the saga does
+            continue
+    return False
+
+
 def trace_link() -> dict[str, str] | None:
     """The ids of the trace(s) current in this context, merged (:data:`TRACE_KEY`), or ``None``.
     Never raises."""
     if not _link_sources:
         return None
+    if len(_link_sources) == 1:  # the common case, written out (twice per call)
+        try:
+            only = _link_sources[0]()
+        except Exception:  # noqa: BLE001 - an entry is never refused for its telemetry
+            return None
+        return dict(only) if only else None
     link: dict[str, str] | None = None
     for source in _link_sources:
         try:

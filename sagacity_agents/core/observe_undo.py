@@ -15,7 +15,7 @@ def begin_undo(
     saga_id: str, intent: JournalEntry, target_seq: int, key: str, attempt: int, decl_id: Any,
 ) -> observe.Step | None:
     """Start the ``"undo"`` step of the undo of entry ``target_seq`` (``None``: unobserved)."""
-    if not observe._observers:
+    if not observe._observers or not observe.followed("undo"):
         return None
     step = observe.begin(
         "undo", **{

@@ -30,6 +30,7 @@ import asyncio
 import concurrent.futures
 import functools
 import os
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -99,34 +100,50 @@ def _timed(method: Any, backend: str, observer: OtelObserver) -> Any:
 _current: Instrumentation | None = None
 
 
-def _count(location: str | Path) -> SagaHealth:
-    """Count the sagas of the journal at ``location`` in a thread of its own (gauge callbacks
-    are synchronous and may run on a thread with a running event loop)."""
-    from ..stores import open_journal  # noqa: PLC0415
+class _HealthCache:
+    """One count of the journal's sagas shared by the gauges of a collection, recounted at most
+    every ``ttl`` seconds (a collection reads three gauges; each count is a pass over the journal).
 
-    async def count() -> SagaHealth:
-        journal = open_journal(location)
+    The count runs in a thread of its own, on a journal opened for it: gauge callbacks are
+    synchronous and may run on a thread whose event loop is running."""
+
+    def __init__(self, location: str | Path, ttl: float) -> None:
+        self.location = location
+        self.ttl = ttl
+        self.lock = threading.Lock()
+        self.at = -float("inf")
+        self.health: SagaHealth | None = None
+
+    def get(self) -> SagaHealth:
+        with self.lock:
+            if self.health is None or time.monotonic() - self.at >= self.ttl:
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                    self.health = pool.submit(asyncio.run, self._count()).result()
+                self.at = time.monotonic()
+            return self.health
+
+    async def _count(self) -> SagaHealth:
+        from ..stores import open_journal  # noqa: PLC0415
+
+        journal = open_journal(self.location)
         try:
             return await saga_health(journal)
         finally:
             await journal.close()
 
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, count()).result()
 
-
-def _gauge_callback(location: str | Path, field: str) -> Any:
+def _gauge_callback(cache: _HealthCache, field: str) -> Any:
     from opentelemetry.metrics import Observation  # noqa: PLC0415
 
     def observe_field(_options: Any) -> Iterable[Any]:
-        return [Observation(getattr(_count(location), field))]
+        return [Observation(getattr(cache.get(), field))]
 
     return observe_field
 
 
 def instrument(
     *, tracer_provider: Any = None, meter_provider: Any = None,
-    gauges_from: str | Path | None = None,
+    gauges_from: str | Path | None = None, gauges_ttl: float = 30.0,
 ) -> Instrumentation:
     """Install OpenTelemetry spans, metrics and ids (see the module notes); idempotent: a second
     call replaces the first.
@@ -139,6 +156,8 @@ def instrument(
             collects, in this process. Give it in one process (the web inbox, an ops job), not
             in every worker: each collection is one pass over the journal's index
             (``bench/observe_gauges.py`` for its cost). ``None``: no gauges.
+        gauges_ttl: seconds a count is reused by later collections (the three gauges of one
+            collection share one count whatever it is); 0: count at every collection.
 
     Returns:
         The :class:`Instrumentation` (for :func:`uninstrument`).
@@ -158,9 +177,10 @@ def instrument(
         add_trace_id_source(sdk_trace_id)
     if gauges_from is not None:
         meter = metrics.get_meter("sagacity_agents", meter_provider=meter_provider)
+        cache = _HealthCache(gauges_from, max(gauges_ttl, 1e-3))
         for name, (field, description) in GAUGES.items():
             current.gauges.append(meter.create_observable_gauge(
-                name, callbacks=[_gauge_callback(gauges_from, field)], unit="{saga}",
+                name, callbacks=[_gauge_callback(cache, field)], unit="{saga}",
                 description=description))
     _current = current
     return current

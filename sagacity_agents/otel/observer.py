@@ -124,6 +124,10 @@ class OtelObserver:
             "sagacity.journal.append.duration", unit="s",
             description="Seconds one journal append took, by backend")
 
+    def follows(self, kind: str) -> bool:
+        """Every step (its metrics)."""
+        return True
+
     def start(self, kind: str, attrs: dict[str, Any]) -> Any:
         """A handle for every step (metrics); an OTel span too for steps outside an SDK run."""
         name = OUT_OF_RUN_KINDS.get(kind)

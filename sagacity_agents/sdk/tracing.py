@@ -77,10 +77,11 @@ def _current() -> tuple[Any, Any]:
 
 def sdk_link() -> dict[str, str] | None:
     """The SDK trace and span ids current here (``core.observe.trace_link``'s SDK source)."""
-    current, span = _current()
-    if current is None:
+    current = get_current_trace()
+    if current is None or current.trace_id == _NO_OP:  # tracing off: one context lookup
         return None
-    if span is None:
+    span = get_current_span()
+    if span is None or span.span_id == _NO_OP:
         return {"trace_id": current.trace_id}
     return {"trace_id": current.trace_id, "span_id": span.span_id}
 
@@ -97,6 +98,11 @@ def _plain(value: Any) -> Any:
 class SdkSpans:
     """The :class:`~sagacity_agents.core.observe.Observer` that makes custom spans in the SDK
     trace current in the step's context (none: the step is not followed)."""
+
+    def follows(self, kind: str) -> bool:
+        """Whether an SDK trace is current here (tracing on, inside a run or ``saga_trace``)."""
+        current = get_current_trace()
+        return current is not None and current.trace_id != _NO_OP
 
     def start(self, kind: str, attrs: dict[str, Any]) -> Any:
         """A custom span for the step, started and made current (``None`` outside a trace)."""

@@ -23,12 +23,8 @@ def begin_call(
     args: dict[str, Any], agent: str | None,
 ) -> observe.Step | None:
     """Start the ``"call"`` step of one wrapped call (``None``: nobody observes it)."""
-    if not observe._observers:  # the hot path without telemetry: one list check
+    if not observe._observers or not observe.followed("call"):  # the hot path: nothing built
         return None
-    try:
-        digest: str | None = args_hash(args)
-    except EncodingError:
-        digest = None  # the INTENT will fail closed on the same arguments
     step = observe.begin(
         "call", **{
             "gen_ai.tool.name": tool,
@@ -36,11 +32,14 @@ def begin_call(
             "sagacity.saga.id": saga_id,
             "sagacity.declaration.id": decl.declaration_id if decl is not None else None,
             "sagacity.reversibility": REVERSIBILITY_TEXT[decl.reversibility] if decl else UNDECLARED,
-            "sagacity.args.hash": digest,
             "sagacity.agent": agent,
         },
     )
-    if step is not None:
+    if step is not None:  # hashed only for a step someone follows (a few µs)
+        try:
+            step.attrs["sagacity.args.hash"] = args_hash(args)
+        except EncodingError:
+            pass  # the INTENT will fail closed on the same arguments
         step.sensitive["sagacity.call.args"] = args
     return step
 
