@@ -79,7 +79,7 @@ def saga_show(saga_id: str, db: str) -> None:
                                 status_text(saga_status(entries)), f"  ({len(entries)} entries)"))
     for line in trace_lines(entries):
         console.print(line, soft_wrap=True)
-    console.print(timeline_table(entries))
+    console.print(timeline_table(entries, width=console.width))
 
 
 @saga.command("resume")

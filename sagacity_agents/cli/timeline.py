@@ -23,7 +23,7 @@ from ..render import data_text, phase_name, short
 
 __all__ = ["TimelineRow", "timeline_rows", "timeline_table"]
 
-BAR = 40
+BAR = 30
 """Characters of the time axis."""
 
 _STYLES = {
@@ -130,9 +130,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-def _bar(start: float, end: float, total: float, style: str, open_ended: bool) -> Text:
-    first = min(int(start / total * BAR), BAR - 1)
-    last = max(min(int(end / total * BAR), BAR - 1), first)
+def _bar(start: float, end: float, total: float, style: str, open_ended: bool, size: int) -> Text:
+    first = min(int(start / total * size), size - 1)
+    last = max(min(int(end / total * size), size - 1), first)
     bar = Text(" " * first)
     bar.append("█" * (last - first + 1), style=style)
     if open_ended:
@@ -140,32 +140,43 @@ def _bar(start: float, end: float, total: float, style: str, open_ended: bool) -
     return bar
 
 
-def timeline_table(entries: Sequence[JournalEntry]) -> Table:
+def timeline_table(entries: Sequence[JournalEntry], width: int = 120) -> Table:
     """The saga's timeline as a rich table: seq range, what, outcome, duration, the bar on the
-    time axis (from the first entry to the last), and a detail (an error, who decided)."""
+    time axis (from the first entry to the last), and a detail (an error, who decided), cut to
+    fit ``width`` columns (the console's) on one line per row."""
     table = Table(header_style="bold", expand=False, box=None, padding=(0, 1))
-    table.add_column("seq", justify="right", no_wrap=True)
-    table.add_column("what", no_wrap=True, overflow="ellipsis", max_width=44)
-    table.add_column("outcome", no_wrap=True)
-    table.add_column("took", justify="right", no_wrap=True)
+    for name in ("seq", "what", "outcome", "took"):
+        table.add_column(name, justify="right" if name in ("seq", "took") else "left", no_wrap=True)
     if not entries:
         return table
     origin, finish = _time(entries[0]), _time(entries[-1])
     total = max((finish - origin).total_seconds(), 1e-6)
-    table.add_column(f"0 → {_duration(total)}", no_wrap=True, min_width=BAR + 1)
-    table.add_column("detail", overflow="fold")
+    rows = []
     for row in timeline_rows(entries):
         end = row.end or entries[-1]
         began = (_time(row.start) - origin).total_seconds()
         took = (_time(end) - _time(row.start)).total_seconds()
+        word = "waited " if row.kind == "approval" else ""
+        rows.append((row, began, took, [
+            f"{row.start.seq}-{row.end.seq}" if row.end is not None else f"{row.start.seq}-",
+            short(row.label, 30), row.outcome,
+            f"{word}{_duration(took)}" + ("+" if row.end is None else ""),
+        ]))
+    # Measured, not guessed: rich shrinks every column of a table too wide for the console.
+    fixed = [max(len(name), *(len(cells[i]) for *_, cells in rows))
+             for i, name in enumerate(("seq", "what", "outcome", "took"))]
+    room = width - sum(fixed) - 2 * 6 - 1
+    bar = max(8, min(BAR, room - 12))
+    detail_room = room - bar - 1
+    table.add_column(f"0 → {_duration(total)}", no_wrap=True, min_width=bar + 1)
+    if detail_room >= 8:
+        table.add_column("detail", no_wrap=True)
+    for row, began, took, cells in rows:
         style = _STYLES.get(row.outcome, "dim" if row.kind == "run" else "")
-        seqs = f"{row.start.seq}-{row.end.seq}" if row.end is not None else f"{row.start.seq}-"
-        word = "waited" if row.kind == "approval" else ""
-        table.add_row(
-            data_text(seqs), data_text(row.label, "dim" if row.kind == "run" else ""),
-            Text(row.outcome, style=style),
-            data_text(f"{word} {_duration(took)}".strip() + ("+" if row.end is None else "")),
-            _bar(began, began + took, total, style or "white", row.end is None),
-            data_text(row.detail),
-        )
+        out = [data_text(cells[0]), data_text(cells[1], "dim" if row.kind == "run" else ""),
+               Text(cells[2], style=style), data_text(cells[3]),
+               _bar(began, began + took, total, style or "white", row.end is None, bar)]
+        if detail_room >= 8:
+            out.append(data_text(short(row.detail, detail_room) if row.detail else ""))
+        table.add_row(*out)
     return table

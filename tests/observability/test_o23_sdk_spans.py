@@ -186,3 +186,16 @@ async def test_o23_hooks_users_get_compensation_in_the_run_trace_with_saga_trace
     assert len(sdk_spans.traces) == 1
     assert len(undos) == (2 if wrapped else 0)
     assert {s.trace_id for s in undos} <= {sdk_spans.traces[0].trace_id}
+
+
+async def test_o23_streamed_run_compensation_in_the_run_trace(tmp_path, sdk_spans):
+    agent = build_agent(BookingSystem(tmp_path / "booking.db", reset=True))
+    sagacity = Sagacity(":memory:", policy=FailurePolicy.CONTINUE)
+    async with sagacity.run_streamed(agent, TRIP_REQUEST, max_turns=12) as stream:
+        async for _ in stream.stream_events():
+            pass
+    assert stream.result.status is SagaStatus.COMPENSATED
+    (trace,) = sdk_spans.traces
+    undos = [s for s in sdk_spans.ours() if s.span_data.name.startswith("saga.undo")]
+    assert [s.span_data.name for s in undos] == ["saga.undo book_hotel", "saga.undo book_flight"]
+    assert {s.trace_id for s in sdk_spans.ours()} == {trace.trace_id}
