@@ -209,6 +209,7 @@ def cli() -> None:
       sagacity demo                      run a trip booking whose card charge fails
       sagacity journal list              the sagas in a journal
       sagacity journal show SAGA_ID      one saga's entries
+      sagacity saga show SAGA_ID         the saga as a timeline
       sagacity journal verify            re-check every hash chain
       sagacity journal heads --out F     export each chain's head (keep F elsewhere)
       sagacity journal verify --heads F  also check the chains against those heads

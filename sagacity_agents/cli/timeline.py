@@ -111,7 +111,7 @@ def timeline_rows(entries: Sequence[JournalEntry]) -> list[TimelineRow]:
                                 short(error, 60) if error else ""))
         results: list[JournalEntry | None] = [*call.attempt_outcomes]
         for attempt, result in zip(call.attempts, results + [None] * len(call.attempts)):
-            label = f"↩ undo {name}"
+            label = f"↩ undo {intent.tool}"  # the call id is on the call's row
             if result is None:
                 rows.append(TimelineRow("undo", label, "IN_DOUBT", attempt, None))
                 continue
@@ -166,7 +166,7 @@ def timeline_table(entries: Sequence[JournalEntry], width: int = 120) -> Table:
     fixed = [max(len(name), *(len(cells[i]) for *_, cells in rows))
              for i, name in enumerate(("seq", "what", "outcome", "took"))]
     room = width - sum(fixed) - 2 * 6 - 1
-    bar = max(8, min(BAR, room - 12))
+    bar = max(16, min(BAR, room - 30))  # the detail (an error) gets ~30 columns first
     detail_room = room - bar - 1
     table.add_column(f"0 → {_duration(total)}", no_wrap=True, min_width=bar + 1)
     if detail_room >= 8:

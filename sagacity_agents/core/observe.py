@@ -187,7 +187,7 @@ def seconds_since(stamp: str | None, now: dt.datetime) -> float | None:
     """Seconds from the journal's fixed-width UTC text ``stamp`` to the aware ``now`` (an
     approval's wait); ``None`` when ``stamp`` cannot be read."""
     try:
-        then = dt.datetime.strptime(stamp or "", "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
+        then = dt.datetime.strptime(stamp or "", "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
     except ValueError:
         return None
     return (now - then).total_seconds()

@@ -53,9 +53,9 @@ GAUGES = {
 
 
 def _backends() -> dict[type, str]:
-    from ..backends.memory.journal import InMemoryJournal  # noqa: PLC0415 - imported with the extra only
-    from ..backends.postgres.journal import PostgresJournal  # noqa: PLC0415
-    from ..backends.sqlite.journal import SqliteJournal  # noqa: PLC0415
+    from ..backends.memory.journal import InMemoryJournal
+    from ..backends.postgres.journal import PostgresJournal
+    from ..backends.sqlite.journal import SqliteJournal
 
     return {InMemoryJournal: "memory", SqliteJournal: "sqlite", PostgresJournal: "postgres"}
 
@@ -123,7 +123,7 @@ class _HealthCache:
             return self.health
 
     async def _count(self) -> SagaHealth:
-        from ..stores import open_journal  # noqa: PLC0415
+        from ..stores import open_journal
 
         journal = open_journal(self.location)
         try:
@@ -133,7 +133,7 @@ class _HealthCache:
 
 
 def _gauge_callback(cache: _HealthCache, field: str) -> Any:
-    from opentelemetry.metrics import Observation  # noqa: PLC0415
+    from opentelemetry.metrics import Observation
 
     def observe_field(_options: Any) -> Iterable[Any]:
         return [Observation(getattr(cache.get(), field))]
@@ -170,7 +170,7 @@ def instrument(
     observe.add_link_source(otel_link)
     current.time_appends(_backends())
     try:
-        from ..sdk.tracing import add_trace_id_source  # noqa: PLC0415 - only when the SDK is there
+        from ..sdk.tracing import add_trace_id_source
     except ImportError:  # pragma: no cover - the SDK is a dependency
         pass
     else:

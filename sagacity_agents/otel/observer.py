@@ -13,8 +13,14 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
-
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
 
 __all__ = ["OUT_OF_RUN_KINDS", "OtelObserver", "otel_link", "parent_from", "sdk_trace_id"]
 

@@ -31,7 +31,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from agents import RunConfig
-from agents.tracing import SpanError, custom_span, get_current_span, get_current_trace, trace
+from agents.tracing import (
+    SpanError,
+    custom_span,
+    get_current_span,
+    get_current_trace,
+    trace,
+)
 
 from ..core import observe
 

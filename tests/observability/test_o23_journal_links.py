@@ -10,8 +10,8 @@ import pytest
 from sagacity_agents import Phase
 from sagacity_agents.core import observe
 from sagacity_agents.core.chain import verify_entries
-from sagacity_agents.errors import JournalWriteError
 from sagacity_agents.core.entries import GENESIS_HASH, seal_entry
+from sagacity_agents.errors import JournalWriteError
 from sagacity_agents.testing import DEFAULT_START, FrozenClock
 from tests.backends import BACKENDS
 
@@ -23,7 +23,7 @@ LINK_B = {"trace_id": "trace_" + "b" * 32, "span_id": "span_" + "2" * 24}
 def link():
     """A trace-id source the test sets: ``link["now"]`` is what entries get."""
     current: dict = {"now": None}
-    source = lambda: current["now"]  # noqa: E731
+    source = lambda: current["now"]
     observe.add_link_source(source)
     yield current
     observe.remove_link_source(source)

@@ -7,11 +7,23 @@ from __future__ import annotations
 import json
 
 import pytest
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import (
+    Agent,
+    OutputGuardrailTripwireTriggered,
+    RunConfig,
+    Runner,
+    function_tool,
+)
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from sagacity_agents import (
-    FailurePolicy, Phase, Sagacity, SagaRunHooks, SagaStatus, Verdict, compensable,
+    FailurePolicy,
+    Phase,
+    Sagacity,
+    SagaRunHooks,
+    SagaStatus,
+    Verdict,
+    compensable,
 )
 from sagacity_agents.demo.booking import BookingSystem
 from sagacity_agents.demo.trip import CARD, TRIP_REQUEST, build_agent
@@ -84,7 +96,7 @@ async def test_o23_compensation_spans_in_reverse_order(tmp_path, sdk_spans):
 
 
 async def test_o23_journal_entries_trace_ids_equal_the_spans(tmp_path, sdk_spans):
-    result, entries = await run_demo(tmp_path)
+    _, entries = await run_demo(tmp_path)
     (trace,) = sdk_spans.traces
     links = {e.seq: e.payload["trace"] for e in entries}
     assert {link["trace_id"] for link in links.values()} == {trace.trace_id}
@@ -128,7 +140,7 @@ async def test_o23_raw_arguments_only_when_the_run_allows_them(tmp_path, sdk_spa
 
 async def test_o23_run_config_names_the_trace(tmp_path, sdk_spans):
     trace_id = "trace_" + "ab" * 16
-    result, entries = await run_demo(tmp_path, run_config=RunConfig(
+    _, entries = await run_demo(tmp_path, run_config=RunConfig(
         workflow_name="trip booking", trace_id=trace_id, group_id="conversation-7"))
     (trace,) = sdk_spans.traces
     assert (trace.name, trace.trace_id, trace.group_id) == ("trip booking", trace_id, "conversation-7")
@@ -175,12 +187,12 @@ async def test_o23_hooks_users_get_compensation_in_the_run_trace_with_saga_trace
         async with SagaRunHooks(str(tmp_path / "j.db"), agent=agent, policy=FailurePolicy.CONTINUE) as hooks:
             await Runner.run(agent, TRIP_REQUEST, hooks=hooks, run_config=config, max_turns=12)
 
+    # the output guardrail withholds the cheerful answer after the failed charge
     if wrapped:
-        with saga_trace(config):
-            with pytest.raises(Exception):  # the output guardrail withholds the cheerful answer
-                await block()
+        with saga_trace(config), pytest.raises(OutputGuardrailTripwireTriggered):
+            await block()
     else:
-        with pytest.raises(Exception):
+        with pytest.raises(OutputGuardrailTripwireTriggered):
             await block()
     undos = [s for s in sdk_spans.ours() if s.span_data.name.startswith("saga.undo")]
     assert len(sdk_spans.traces) == 1
