@@ -97,7 +97,7 @@ class Step:
         self._handles = handles
         self._ended = False
 
-    def end(self, error: str | None = None, **attrs: Any) -> None:
+    def end(self, error: str | None = None, /, **attrs: Any) -> None:
         """End the step (once; later calls do nothing) with more ``attrs`` and, when it failed,
         the ``error`` text. Never raises."""
         if self._ended:

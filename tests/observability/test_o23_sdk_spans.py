@@ -211,3 +211,13 @@ async def test_o23_streamed_run_compensation_in_the_run_trace(tmp_path, sdk_span
     undos = [s for s in sdk_spans.ours() if s.span_data.name.startswith("saga.undo")]
     assert [s.span_data.name for s in undos] == ["saga.undo book_hotel", "saga.undo book_flight"]
     assert {s.trace_id for s in sdk_spans.ours()} == {trace.trace_id}
+
+
+async def test_o23_call_span_names_its_outcome_and_undo_key(tmp_path, sdk_spans):
+    _, entries = await run_demo(tmp_path)
+    flight = sdk_spans.one("saga.call book_flight").span_data.data
+    undo = sdk_spans.one("saga.undo book_flight").span_data.data
+    executed = next(e for e in entries if e.phase is Phase.EXECUTED and e.tool == "book_flight")
+    assert flight["sagacity.outcome.seq"] == executed.seq == undo["sagacity.call.seq"]
+    assert flight["sagacity.undo.key"] == undo["sagacity.undo.key"]
+    assert "sagacity.undo.key" not in sdk_spans.one("saga.call charge_card").span_data.data

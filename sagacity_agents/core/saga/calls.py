@@ -253,8 +253,9 @@ class CallRecording(Refusals):
             return result
         # The common case, written out; every kind of trouble goes where _write_outcome sends it.
         outcome: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
+        written = None
         try:
-            await self.journal.append(self.saga_id, phase, payload=payload, **outcome)
+            written = await self.journal.append(self.saga_id, phase, payload=payload, **outcome)
         except EncodingError:
             await self._finish_write(done, intent, phase, payload, failure)  # marks the value
             return result
@@ -265,7 +266,7 @@ class CallRecording(Refusals):
         except Exception:  # noqa: BLE001 - kept and retried by settle() with the same write key
             self._keep_unwritten(phase, payload, outcome)
         finally:
-            end_call(step, phase, payload, None)
+            end_call(step, phase, payload, None, outcome=written)
         self._end(done)
         return result
 
@@ -333,7 +334,7 @@ class CallRecording(Refusals):
                 self._end(done)
         frame = CallFrame(self, tool, call_id, intent.seq)
         token = current_call.set(frame)
-        phase, payload, failure = None, None, None
+        phase, payload, failure, written = None, None, None, None
         try:
             try:
                 result = body()
@@ -344,8 +345,8 @@ class CallRecording(Refusals):
             finally:
                 current_call.reset(token)
             phase, payload, failure = self._outcome(decl, intent, frame, result=result)
-            on_loop(self._write_outcome(intent, phase, payload, failure))
+            written = on_loop(self._write_outcome(intent, phase, payload, failure))
             return result
         finally:
-            end_call(step, phase, payload, failure)
+            end_call(step, phase, payload, failure, outcome=written)
             self._end(done)

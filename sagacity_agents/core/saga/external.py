@@ -78,7 +78,7 @@ class ExternalCalls(CallRecording):
     def end_external_call(
         self, call_id: str | None, *, result: Any = None, exc: BaseException | None = None,
         declaration: ToolDeclaration | None = None, not_run: bool = False,
-    ) -> asyncio.Future[None] | None:
+    ) -> asyncio.Future[Any] | None:
         """Journal the outcome of a fallback call (EXECUTED / REFUSED / FAILED), once.
 
         Safe to call from sync code on the loop thread (a failure formatter): the write is
