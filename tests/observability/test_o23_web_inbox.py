@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from tests.web.support import Bank, client, paused_saga  # noqa: E402
+from tests.web.support import Bank, client, paused_saga
 
-from .conftest import points  # noqa: E402
+from .conftest import points
 
 
 @pytest.fixture
