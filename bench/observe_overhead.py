@@ -6,6 +6,8 @@ Three figures, per call, in one process:
                          end, and the trace-link lookup of its two entries, INTENT and outcome),
                          with the Agents SDK's tracing disabled (``set_tracing_disabled(True)``)
                          and no OpenTelemetry: the budget is 2 µs
+    added, OTel metrics  the same with ``sagacity_agents.otel.instrument()`` (metrics into an
+                         in-memory reader, no SDK trace): the counters of every call
     added, tracing on    the same inside an SDK trace (a custom span per call, made current,
                          its data filled, finished into a no-op processor; the arguments hashed
                          for ``sagacity.args.hash``; the ids read for both entries)
@@ -82,6 +84,31 @@ def added_per_call(n: int) -> float:
     return min(samples)
 
 
+def _otel_installed() -> bool:
+    try:
+        import opentelemetry.sdk.metrics  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+def _with_otel_metrics(n: int) -> float:
+    """:func:`added_per_call` with ``sagacity_agents.otel.instrument()`` into an in-memory
+    metric reader (tracing off): what a worker that exports metrics pays per call."""
+    from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: PLC0415
+
+    from sagacity_agents.otel import instrument, uninstrument  # noqa: PLC0415
+
+    provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    instrument(meter_provider=provider)
+    try:
+        return added_per_call(n)
+    finally:
+        uninstrument()
+        provider.shutdown()
+
+
 def baseline_loop(n: int) -> float:
     """The same loop with nothing in it (subtracted: the loop's own cost)."""
     samples = []
@@ -154,16 +181,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         on = added_per_call(max(args.n // 10, 1000)) - loop
     sdk_tracing.sensitive_allowed.reset(token)
     set_tracing_disabled(True)
+    otel = _with_otel_metrics(args.n) - loop if _otel_installed() else None
     per_call = asyncio.run(ab(args.calls, args.rounds))
     result = {
         "python": sys.version.split()[0], "machine": platform.machine(),
         "added_tracing_off_us": round(off * 1e6, 3),
         "added_tracing_on_us": round(on * 1e6, 2),
         "budget_us": 2.0,
+        "added_otel_metrics_us": round(otel * 1e6, 2) if otel is not None else None,
         "run_call_us": {k: {m: round(x * 1e6, 2) for m, x in v.items()} for k, v in per_call.items()},
     }
     print(f"added per call, tracing off, no OTel : {result['added_tracing_off_us']:8.3f} µs  (budget 2 µs)")
     print(f"added per call, tracing on           : {result['added_tracing_on_us']:8.2f} µs  (span + ids + args hash)")
+    if otel is not None:
+        print(f"added per call, OTel metrics, no SDK trace: {result['added_otel_metrics_us']:6.2f} µs  "
+              "(instrument(): counters, the step's attributes and args hash)")
     for name, value in result["run_call_us"].items():
         print(f"Saga.run_call, in-memory, {name:11s}: {value['median']:8.2f} µs per call "
               f"(median; fastest round {value['min']:.2f})")

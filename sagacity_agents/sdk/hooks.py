@@ -20,6 +20,10 @@ failure policy (stop the run after the first failed call), delegate to the user'
 record what no tool seam sees: a call an input guardrail rejected (REFUSED, read from the next
 model input) and a protected call whose ``on_tool_start`` raised (FAILED, not run).
 
+The SDK's trace ends when ``Runner.run`` returns, before the block compensates: wrap the block
+in ``saga_trace(run_config, saga_id=...)`` (``sdk/tracing.py``) to have the undos in the run's
+trace, as ``Sagacity`` does (docs/observability.md, "Who opens the trace").
+
 Approvals, with an approval store given (``approvals=``), as the SDK's users write runs::
 
     async with SagaRunHooks(journal, agent=agent, approvals=store) as hooks:

@@ -181,7 +181,7 @@ def end_run_span(span: Any, status: Any, report: Any, error: BaseException | Non
 
 @contextlib.contextmanager
 def saga_trace(
-    run_config: RunConfig | None = None, *, saga_id: str | None = None,
+    run_config: RunConfig | dict[str, Any] | None = None, *, saga_id: str | None = None,
     workflow_name: str | None = None,
 ) -> Iterator[Any]:
     """Open the SDK trace around a saga's run and its compensation (when none is current).
@@ -194,10 +194,14 @@ def saga_trace(
                 await Runner.run(agent, "book", hooks=hooks, run_config=run_config)
 
     Args:
-        run_config: the run's config; its ``workflow_name``, ``trace_id``, ``group_id``,
+        run_config: the run's config (a ``RunConfig`` or a dict of its fields, as
+            ``Runner.run`` takes it); its ``workflow_name``, ``trace_id``, ``group_id``,
             ``trace_metadata`` and ``tracing_disabled`` shape the trace as ``Runner.run`` would,
             and ``trace_include_sensitive_data`` decides whether spans get raw values. ``None``:
             a default ``RunConfig()``.
+
+    Raises:
+        TypeError: a dict with a key ``RunConfig`` does not have.
         saga_id: the saga's id, the trace's ``group_id`` when the config names none (every
             trace of one saga, its recovery's included, groups together) and in its metadata.
         workflow_name: overrides the config's (``"sagacity recover"`` for a recovery).
@@ -205,7 +209,8 @@ def saga_trace(
     Yields:
         The trace opened here, or ``None`` (a trace was already current, or tracing is off).
     """
-    config = run_config or RunConfig()
+    # Runner.run takes a RunConfig or a dict of its fields: read both alike.
+    config = RunConfig(**run_config) if isinstance(run_config, dict) else (run_config or RunConfig())
     token = sensitive_allowed.set(bool(config.trace_include_sensitive_data))
     try:
         if config.tracing_disabled or get_current_trace() is not None:

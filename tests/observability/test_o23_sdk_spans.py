@@ -221,3 +221,10 @@ async def test_o23_call_span_names_its_outcome_and_undo_key(tmp_path, sdk_spans)
     assert flight["sagacity.outcome.seq"] == executed.seq == undo["sagacity.call.seq"]
     assert flight["sagacity.undo.key"] == undo["sagacity.undo.key"]
     assert "sagacity.undo.key" not in sdk_spans.one("saga.call charge_card").span_data.data
+
+
+async def test_o23_run_config_as_a_dict_names_the_trace_too(tmp_path, sdk_spans):
+    await run_demo(tmp_path, run_config={"workflow_name": "as a dict", "trace_include_sensitive_data": False})
+    (trace,) = sdk_spans.traces
+    assert trace.name == "as a dict"
+    assert "sagacity.call.args" not in sdk_spans.one("saga.call charge_card").span_data.data
