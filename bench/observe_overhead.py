@@ -86,7 +86,7 @@ def added_per_call(n: int) -> float:
 
 def _otel_installed() -> bool:
     try:
-        import opentelemetry.sdk.metrics  # noqa: F401, PLC0415
+        import opentelemetry.sdk.metrics  # noqa: F401
     except ImportError:
         return False
     return True
@@ -95,10 +95,10 @@ def _otel_installed() -> bool:
 def _with_otel_metrics(n: int) -> float:
     """:func:`added_per_call` with ``sagacity_agents.otel.instrument()`` into an in-memory
     metric reader (tracing off): what a worker that exports metrics pays per call."""
-    from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: PLC0415
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from sagacity_agents.otel import instrument, uninstrument  # noqa: PLC0415
+    from sagacity_agents.otel import instrument, uninstrument
 
     provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     instrument(meter_provider=provider)
