@@ -63,7 +63,7 @@ class _Intent:
     seq = 3
 
 
-PASSES = 15
+PASSES = 40
 
 
 def added_per_call(n: int) -> float:
@@ -165,7 +165,7 @@ async def ab(calls: int, rounds: int) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, default=50_000, help="calls per pass of the added path")
+    parser.add_argument("--n", type=int, default=20_000, help="calls per pass of the added path")
     parser.add_argument("--calls", type=int, default=2000, help="calls per run_call batch")
     parser.add_argument("--rounds", type=int, default=15, help="interleaved A/B rounds")
     parser.add_argument("--json", default=None, help="write the figures here")
