@@ -139,7 +139,11 @@ class OtelObserver:
         name = OUT_OF_RUN_KINDS.get(kind)
         if name is None:
             return (kind, None, None)  # inside a run: the SDK's spans tell it (sdk/tracing.py)
-        span = self.tracer.start_span(name, context=parent_from(attrs), kind=SpanKind.INTERNAL,
+        parent = parent_from(attrs)
+        if parent is None:  # the journal knows no trace: join the SDK trace current here, if any
+            here = observe.trace_link() or {}
+            parent = parent_from({f"sagacity.linked.{k}": here.get(k) for k in ("trace_id", "span_id")})
+        span = self.tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL,
                                       attributes=_attributes(attrs))
         token = otel_context.attach(trace.set_span_in_context(span))  # entries carry its ids
         return (kind, span, token)

@@ -164,3 +164,25 @@ async def test_o23_otel_recovery_span_joined_to_the_run_trace(tmp_path, sdk_span
     assert last["trace_id"] == sdk_spans.traces[1].trace_id
     outcomes = {p.attributes["gen_ai.tool.name"]: p.value for p in points(reader, "sagacity.compensations")}
     assert outcomes == {"book_hotel": 1, "book_flight": 1}
+
+
+async def test_o23_otel_resolve_span_joins_the_last_known_trace(sdk_spans, otel):
+    """A crashed saga is recovered (its call in doubt stays), then a human resolves the call from
+    a process with no SDK trace: the ``sagacity.resolve`` span is in the recovery's trace, and
+    the RESOLVED entry carries its OTel ids."""
+    from sagacity_agents import InMemoryJournal
+    from tests.sdk.test_resolve import step_agent
+    from tests.sdk.test_recovery import crashed_saga
+
+    exporter, _, _ = otel
+    sagacity = Sagacity(InMemoryJournal())
+    saga_id = await crashed_saga(sagacity.journal)  # c3 (INTENT seq 6) in doubt
+    first = await sagacity.recover(saga_id, step_agent())
+    assert first.status is SagaStatus.IN_DOUBT
+    recovery_trace = sdk_spans.traces[-1].trace_id
+    resolved = await sagacity.resolve(saga_id, 6, ran=False, resolver="ops", reason="checked")
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "sagacity.resolve"]
+    assert f"trace_{span.context.trace_id:032x}" == recovery_trace
+    assert span.attributes["sagacity.call.seq"] == 6 and span.attributes["sagacity.resolution.ran"] is False
+    assert span.attributes["sagacity.resolution.seq"] == resolved.seq
+    assert resolved.payload["trace"]["otel_span_id"] == f"{span.context.span_id:016x}"
