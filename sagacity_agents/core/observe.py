@@ -24,6 +24,7 @@ same write: :func:`~sagacity_agents.core.journal.replay_of` compares payloads wi
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -54,6 +55,8 @@ LinkSource = Callable[[], "Mapping[str, str] | None"]
 
 _link_sources: list[LinkSource] = []
 _observers: list[Observer] = []
+_log = logging.getLogger("sagacity_agents.observe")
+"""Where a failing observer or id source is reported (the saga goes on without it)."""
 
 
 class Observer(Protocol):
@@ -107,8 +110,8 @@ class Step:
         for observer, handle in self._handles:
             try:
                 observer.end(handle, self.attrs, error, self.sensitive or None)
-            except Exception:  # noqa: BLE001, S110 - telemetry never changes what the saga does
-                pass
+            except Exception:  # noqa: BLE001 - telemetry never changes what the saga does
+                _log.warning("observer %r failed to end a %s step", observer, self.kind, exc_info=True)
 
 
 def begin(kind: str, **attrs: Any) -> Step | None:
@@ -121,6 +124,7 @@ def begin(kind: str, **attrs: Any) -> Step | None:
         try:
             handle = observer.start(kind, attrs)
         except Exception:  # noqa: BLE001 - telemetry never changes what the saga does
+            _log.warning("observer %r failed to start a %s step", observer, kind, exc_info=True)
             handle = None
         if handle is not None:
             handles.append((observer, handle))
@@ -133,8 +137,8 @@ def followed(kind: str) -> bool:
         try:
             if observer.follows(kind):
                 return True
-        except Exception:  # noqa: BLE001, S112 - telemetry never changes what the saga does
-            continue
+        except Exception:  # noqa: BLE001 - telemetry never changes what the saga does
+            _log.warning("observer %r failed to answer for a %s step", observer, kind, exc_info=True)
     return False
 
 
@@ -147,6 +151,7 @@ def trace_link() -> dict[str, str] | None:
         try:
             only = _link_sources[0]()
         except Exception:  # noqa: BLE001 - an entry is never refused for its telemetry
+            _log.warning("trace-id source %r failed", _link_sources[0], exc_info=True)
             return None
         return dict(only) if only else None
     link: dict[str, str] | None = None
@@ -154,6 +159,7 @@ def trace_link() -> dict[str, str] | None:
         try:
             ids = source()
         except Exception:  # noqa: BLE001 - an entry is never refused for its telemetry
+            _log.warning("trace-id source %r failed", source, exc_info=True)
             ids = None
         if ids:
             link = {**link, **ids} if link else dict(ids)

@@ -22,6 +22,8 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
+from ..core import observe
+
 __all__ = ["OUT_OF_RUN_KINDS", "OtelObserver", "otel_link", "parent_from", "sdk_trace_id"]
 
 SCOPE = "sagacity_agents"

@@ -107,3 +107,16 @@ def points(reader, name: str) -> list:
                 if metric.name == name:
                     found.extend(metric.data.data_points)
     return found
+
+
+@pytest.fixture(autouse=True)
+def _no_silent_observer_failure(caplog, request):
+    """An observer that raises is logged, not raised (core.observe): fail the test that hid one
+    (a test of that very behaviour excepted)."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="sagacity_agents.observe")
+    yield
+    if "broken" not in request.fixturenames:
+        failures = [r.getMessage() for r in caplog.records if r.name == "sagacity_agents.observe"]
+        assert failures == []

@@ -171,8 +171,8 @@ async def test_o23_otel_resolve_span_joins_the_last_known_trace(sdk_spans, otel)
     a process with no SDK trace: the ``sagacity.resolve`` span is in the recovery's trace, and
     the RESOLVED entry carries its OTel ids."""
     from sagacity_agents import InMemoryJournal
-    from tests.sdk.test_resolve import step_agent
     from tests.sdk.test_recovery import crashed_saga
+    from tests.sdk.test_resolve import step_agent
 
     exporter, _, _ = otel
     sagacity = Sagacity(InMemoryJournal())
