@@ -84,6 +84,7 @@ _SDK_NAMES = {
     "read_only": ".sdk.tools",
     "saga_output_guardrail": ".sdk.guardrails",
     "saga_tool_guardrail": ".sdk.guardrails",
+    "saga_trace": ".sdk.tracing",
 }
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
     from .sdk.results import Decision, SagaRecovered, SagaResult, StreamAbandoned
     from .sdk.streaming import SagaStream
     from .sdk.tools import compensable, irreversible, no_undo, read_only
+    from .sdk.tracing import saga_trace
 
 
 def __getattr__(name: str) -> Any:
@@ -184,6 +186,7 @@ __all__ = [
     "record_undo_data",
     "saga_output_guardrail",
     "saga_tool_guardrail",
+    "saga_trace",
     "verify_entries",
     "verify_journal",
     "wait_for_decision",

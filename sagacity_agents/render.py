@@ -23,6 +23,7 @@ from rich.text import Text
 from .core.chain import VerifyResult
 from .core.entries import JournalEntry, Phase
 from .core.lease import lease_of
+from .core.observe import TRACE_KEY
 from .visible import escape, segments
 
 __all__ = [
@@ -307,6 +308,10 @@ def journal_table(
         whole_hash = full and (width is None or width >= 180)
         table.add_column("hash", no_wrap=not full or whole_hash, overflow="fold",
                          min_width=64 if whole_hash else None)
+    spans = {e.seq: span_of(e) for e in entries}
+    with_span = not compact and any(spans.values())
+    if with_span:
+        table.add_column("span", no_wrap=True)  # the trace's span that wrote it (trace_lines)
     depths = call_depths(entries)
     for e in entries:
         name = phase_name(e)
@@ -325,6 +330,8 @@ def journal_table(
                     cell.append(f"  {part}")
             if payload:
                 cell.append(f"\n{payload}", style="default")
+            if spans[e.seq]:
+                cell.append(f"\n{printable(spans[e.seq])}", style="dim")
             time_cell = data_text(_time(e.recorded_at, True))
             if hash_in_entry:
                 cell.append(f"\nhash {printable(e.hash)}", style="dim")
@@ -340,9 +347,57 @@ def journal_table(
                 data_text(_time(e.recorded_at, False)),
                 Text(payload),
                 hash_cell,
+                *([data_text(spans[e.seq] or "")] if with_span else []),
                 style=row_style,
             )
     return table
+
+
+def _link(entry: JournalEntry) -> dict[str, Any]:
+    link = entry.payload.get(TRACE_KEY) if isinstance(entry.payload, dict) else None
+    return link if isinstance(link, dict) else {}
+
+
+def span_of(entry: JournalEntry) -> str | None:
+    """The span that wrote ``entry`` (``core.observe.TRACE_KEY``): the SDK's span id, else the
+    OTel one (``otel:`` + 16 hex), else ``None``."""
+    link = _link(entry)
+    span = link.get("span_id") or (f"otel:{link['otel_span_id']}" if link.get("otel_span_id") else None)
+    return span if isinstance(span, str) else None
+
+
+def trace_lines(entries: Sequence[JournalEntry]) -> list[Text]:
+    """One line per trace the saga's entries were written in: its ids (the SDK's, the OTel one)
+    and the entries' seqs, so a trace leads to the journal and back (docs/observability.md)."""
+    seqs: dict[tuple[str, str], list[int]] = {}
+    for e in entries:
+        link = _link(e)
+        key = (str(link.get("trace_id") or ""), str(link.get("otel_trace_id") or ""))
+        if any(key):
+            seqs.setdefault(key, []).append(e.seq)
+    lines = []
+    for (sdk, otel), found in seqs.items():
+        text = Text("trace ", style="bold")
+        text.append_text(data_text(sdk or "-"))
+        if otel:
+            text.append("  otel ")
+            text.append_text(data_text(otel))
+        text.append(f"  seq {_ranges(found)}")
+        lines.append(text)
+    return lines
+
+
+def _ranges(seqs: list[int]) -> str:
+    parts: list[str] = []
+    start = prev = seqs[0]
+    for n in [*seqs[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(parts)
 
 
 def adoption_lines(adoption: Any) -> list[str]:

@@ -17,6 +17,7 @@ Exit statuses: 0 success; 1 a chain failed verification (or the journal could no
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -150,11 +151,25 @@ async def resolve_saga(journal: Journal, saga_id: str, also: Sequence[str] = ())
     raise UsageFailure(f"no saga {saga_id!r} in this journal (see: sagacity journal list)")
 
 
+def otel_if_installed() -> None:
+    """Instrument with OpenTelemetry when the ``otel`` extra is installed (its global providers,
+    set by the application or ``opentelemetry-instrument``; ``SAGACITY_OTEL=0``: never)."""
+    if os.environ.get("SAGACITY_OTEL") == "0":
+        return
+    try:
+        from ..otel import instrument_from_env  # noqa: PLC0415
+    except ImportError:  # no otel extra: nothing imported, nothing instrumented
+        return
+    instrument_from_env()
+
+
 # Here, not in .saga: `approvals approve|reject` decide through the facade as well.
 def with_sagacity(db: str, work: Callable[[Any], Awaitable[T]]) -> T:
     """Run ``work(Sagacity(db))`` (journal and approval store in the same file) and close it."""
     check_journal_file(db)
     from ..sdk.facade import Sagacity  # imports the Agents SDK: only for commands that need it
+
+    otel_if_installed()  # recover, resolve, approve, reject: spans joined to the run's trace
 
     async def run() -> T:
         sagacity = Sagacity(db)
@@ -194,6 +209,7 @@ def cli() -> None:
       sagacity demo                      run a trip booking whose card charge fails
       sagacity journal list              the sagas in a journal
       sagacity journal show SAGA_ID      one saga's entries
+      sagacity saga show SAGA_ID         the saga as a timeline
       sagacity journal verify            re-check every hash chain
       sagacity journal heads --out F     export each chain's head (keep F elsewhere)
       sagacity journal verify --heads F  also check the chains against those heads

@@ -30,6 +30,7 @@ from ..render import (
     printable,
     saga_status,
     status_text,
+    trace_lines,
     verify_text,
 )
 from ..settings import (
@@ -111,7 +112,8 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
     Columns: sequence number, phase (INTENT yellow, EXECUTED green, FAILED red, REFUSED magenta,
     COMPENSATING / COMPENSATED cyan / blue, COMPENSATION_FAILED bold red, saga-level entries
     dim), tool, the model's call id, when it was recorded (UTC), a summary of its payload, and
-    the start of its hash. SAGA_ID may be any unique prefix of the id.
+    the start of its hash; for entries written in a traced run, the span that wrote each (the
+    traces' ids are listed above the table). SAGA_ID may be any unique prefix of the id.
     """
 
     async def load(j: Journal) -> tuple[str, list[JournalEntry]]:
@@ -125,6 +127,8 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
         f"  ({len(entries)} entries)",
     )
     console.print(title)
+    for line in trace_lines(entries):  # the traces its entries were written in (issue 23)
+        console.print(line, soft_wrap=True)
     console.print(journal_table(entries, full=full, width=console.width))
 
 

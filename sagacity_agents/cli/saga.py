@@ -1,4 +1,5 @@
-"""``sagacity saga resume|recover|resolve``: resume and recover sagas, answer in-doubt calls.
+"""``sagacity saga show|resume|recover|resolve``: draw a saga's timeline, resume and recover
+sagas, answer in-doubt calls.
 
 ``saga resume`` loads the application's agent with ``--app module:attr``, the one convention for
 commands that need the user's agents and undos: ``attr`` is an ``Agent``, or a callable taking no
@@ -17,9 +18,10 @@ import click
 from rich.text import Text
 
 from ..errors import SagacityError, describe_error
-from ..render import data_text, make_console, printable, status_text
+from ..render import data_text, make_console, printable, saga_status, status_text, trace_lines
 from ..stores import redacted_uri
-from .base import CONTEXT_SETTINGS, with_sagacity, cli, db_option
+from .base import CONTEXT_SETTINGS, cli, db_option, resolve_saga, with_journal, with_sagacity
+from .timeline import timeline_table
 
 __all__ = ["load_app", "saga"]
 
@@ -62,9 +64,31 @@ def connected_mcp_servers(agent: Any) -> Any:
     return connect(agent)
 
 
-@cli.group(context_settings=CONTEXT_SETTINGS, short_help="Resume or recover sagas.")
+@cli.group(context_settings=CONTEXT_SETTINGS, short_help="Show, resume or recover sagas.")
 def saga() -> None:
-    """Operate on sagas: resume one waiting for approval, recover one left behind by a crash."""
+    """Operate on sagas: draw one's timeline, resume one waiting for approval, recover one left
+    behind by a crash."""
+
+
+@saga.command("show")
+@click.argument("saga_id")
+@db_option()
+def saga_show(saga_id: str, db: str) -> None:
+    """Draw one saga as a timeline: its runs, calls (durations, failures), undos (newest call
+    first), approvals and their waits, on one time axis. SAGA_ID may be any unique prefix.
+    The entries themselves: `sagacity journal show SAGA_ID`."""
+
+    async def load(journal: Any) -> tuple[str, list[Any]]:
+        sid = await resolve_saga(journal, saga_id)
+        return sid, await journal.entries(sid)
+
+    sid, entries = with_journal(db, load)
+    console = make_console()
+    console.print(Text.assemble(("saga ", "bold"), printable(sid), "  ",
+                                status_text(saga_status(entries)), f"  ({len(entries)} entries)"))
+    for line in trace_lines(entries):
+        console.print(line, soft_wrap=True)
+    console.print(timeline_table(entries, width=console.width))
 
 
 @saga.command("resume")

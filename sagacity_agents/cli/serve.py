@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from ..errors import ConfigurationError
-from .base import CONTEXT_SETTINGS, UsageFailure, check_journal_file, cli, db_option
+from .base import CONTEXT_SETTINGS, UsageFailure, check_journal_file, cli, db_option, otel_if_installed
 
 __all__ = ["serve"]
 
@@ -88,6 +88,7 @@ def serve(db: str, host: str, port: int, tokens_file: str | None, trusted_header
                        f"token (identity {getpass.getuser()}):\n{token}")
         if secure_cookies is None:
             secure_cookies = not is_loopback(host)
+        otel_if_installed()  # the inbox's decisions as spans joined to the run's trace
         app = create_app(db, authenticator=authenticator, keyring=keyring,
                          secret_key=os.environ.get(SECRET_ENVVAR) or None,
                          secure_cookies=secure_cookies)

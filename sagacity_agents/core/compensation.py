@@ -47,6 +47,7 @@ from .grants import consumed_decisions
 from .journal import CLAIMANT_KEY, Journal, new_claimant
 from .ledger import SagaLedger, UndoState, resolved_ran
 from .lease import intent_in_doubt_note
+from .observe_undo import begin_undo, end_undo
 from .undo import (
     CompensationContext,
     StopSignal,
@@ -346,92 +347,98 @@ async def compensate(
         attempt = len(call.attempts) + 1
         claim = {"target_seq": call.outcome.seq, "idempotency_key": key, "attempt": attempt,
                  CLAIMANT_KEY: claimant}
+        # One observed step per undo, begun before its claim so that its entries carry its span.
+        step = begin_undo(saga_id, call.intent, call.outcome.seq, key, attempt, decl_id)
+        before = (len(undone), len(failed), len(in_doubt))
         try:
-            start = await _claim_undo(journal, saga_id, f"undo:{call.outcome.seq}:{attempt}:start",
-                                      call.intent, claim)
-        except LeaseLostError:
-            raise  # another run holds the saga now: the rest of the walk is theirs
-        except ClaimTakenError as taken:
-            # Another writer (a second recovery, another task) claimed this undo first: it is
-            # theirs to run and to journal; running it here too would apply it twice.
-            in_doubt.append(CompensationItem(
-                item.seq, item.tool, item.call_id,
-                f"undo claimed by another writer (COMPENSATING seq {taken.seq}); not run here: "
-                "its outcome is theirs to journal, recover again to read it",
-            ))
-            continue
-        except Exception as exc:  # noqa: BLE001 - record intent before acting: no entry, no undo
-            failed.append(CompensationItem(
-                item.seq, item.tool, item.call_id,
-                f"undo not run: COMPENSATING could not be journaled ({describe_error(exc)})",
-            ))
-            continue
-        outcome_payload: dict[str, Any] = {"target_seq": call.outcome.seq, "compensating_seq": start.seq}
-        end_key = f"undo:{call.outcome.seq}:{attempt}:end"
-        error: str | None = None
-        run = UndoRun()
-        if stop is not None and stop.is_set():  # set while the claim was written: not started
-            error = ("undo not run: compensation was stopped before it (its caller was "
-                     "cancelled); `recover` runs it")
-        elif decl is None or decl.undo is None:
-            error = f"no undo registered for tool {call.intent.tool!r} in this process" + (
-                f" (declaration {decl_id})" if decl_id else "")
-            if unsure is not None:
-                error = f"undo not run: {unsure}"
-            elif isinstance(decl_id, str) and is_ambiguous(decl_id):
-                error = (f"declaration {decl_id} names several different tools in this process "
-                         "(one factory or lambdas); the undo is not guessed: give each tool its "
-                         "own id with compensable(..., declaration_id=...)")
-        else:
-            outcome_payload_ctx = call.outcome.payload or {}
-            ctx = CompensationContext(
-                saga_id=saga_id,
-                seq=call.outcome.seq,
-                tool=call.intent.tool or "",
-                call_id=call.intent.call_id,
-                args=intent_payload.get("args") or {},
-                result=_journaled_result(outcome_payload_ctx),
-                undo_data=outcome_payload_ctx.get("undo_data"),
-                idempotency_key=key,
-                raw_args=intent_payload.get("raw_args"),
-            )
-            late = late_end_writer(journal, saga_id, end_key, call.intent, outcome_payload)
             try:
-                run = await run_undo(decl.undo, ctx, timeout=decl.undo_timeout, stop=stop,
-                                     on_late_end=late)
-            except asyncio.CancelledError:
-                # This walk's own task was cancelled: the undo was abandoned; say so, then stop.
-                await mark_in_doubt(journal, saga_id, call.intent, outcome_payload,
-                                    UndoRun(stopped="cancelled"), decl.undo_timeout, attempt)
-                raise
-            if run.error is not None:
-                error = describe_error(run.error)
-        if run.stopped is not None:
-            assert decl is not None
-            detail = await mark_in_doubt(journal, saga_id, call.intent, outcome_payload, run,
-                                         decl.undo_timeout, attempt)
-            in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, detail))
-            continue
-        phase = Phase.COMPENSATED if error is None else Phase.COMPENSATION_FAILED
-        if error is not None:
-            outcome_payload["error"] = error
-        try:
-            await journal.append(
-                saga_id,
-                phase,
-                write_key=end_key,
-                tool=call.intent.tool,
-                call_id=call.intent.call_id,
-                payload=outcome_payload,
-            )
-        except Exception as exc:  # noqa: BLE001 - the undo's outcome is known here, not in the journal
-            note = f"undo {'ran' if error is None else 'failed'} but its outcome could not be journaled ({describe_error(exc)})"
-            in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, note))
-            continue
-        if error is None:
-            undone.append(item)
-        else:
-            failed.append(CompensationItem(item.seq, item.tool, item.call_id, error))
+                start = await _claim_undo(journal, saga_id, f"undo:{call.outcome.seq}:{attempt}:start",
+                                          call.intent, claim)
+            except LeaseLostError:
+                raise  # another run holds the saga now: the rest of the walk is theirs
+            except ClaimTakenError as taken:
+                # Another writer (a second recovery, another task) claimed this undo first: it is
+                # theirs to run and to journal; running it here too would apply it twice.
+                in_doubt.append(CompensationItem(
+                    item.seq, item.tool, item.call_id,
+                    f"undo claimed by another writer (COMPENSATING seq {taken.seq}); not run here: "
+                    "its outcome is theirs to journal, recover again to read it",
+                ))
+                continue
+            except Exception as exc:  # noqa: BLE001 - record intent before acting: no entry, no undo
+                failed.append(CompensationItem(
+                    item.seq, item.tool, item.call_id,
+                    f"undo not run: COMPENSATING could not be journaled ({describe_error(exc)})",
+                ))
+                continue
+            outcome_payload: dict[str, Any] = {"target_seq": call.outcome.seq, "compensating_seq": start.seq}
+            end_key = f"undo:{call.outcome.seq}:{attempt}:end"
+            error: str | None = None
+            run = UndoRun()
+            if stop is not None and stop.is_set():  # set while the claim was written: not started
+                error = ("undo not run: compensation was stopped before it (its caller was "
+                         "cancelled); `recover` runs it")
+            elif decl is None or decl.undo is None:
+                error = f"no undo registered for tool {call.intent.tool!r} in this process" + (
+                    f" (declaration {decl_id})" if decl_id else "")
+                if unsure is not None:
+                    error = f"undo not run: {unsure}"
+                elif isinstance(decl_id, str) and is_ambiguous(decl_id):
+                    error = (f"declaration {decl_id} names several different tools in this process "
+                             "(one factory or lambdas); the undo is not guessed: give each tool its "
+                             "own id with compensable(..., declaration_id=...)")
+            else:
+                outcome_payload_ctx = call.outcome.payload or {}
+                ctx = CompensationContext(
+                    saga_id=saga_id,
+                    seq=call.outcome.seq,
+                    tool=call.intent.tool or "",
+                    call_id=call.intent.call_id,
+                    args=intent_payload.get("args") or {},
+                    result=_journaled_result(outcome_payload_ctx),
+                    undo_data=outcome_payload_ctx.get("undo_data"),
+                    idempotency_key=key,
+                    raw_args=intent_payload.get("raw_args"),
+                )
+                late = late_end_writer(journal, saga_id, end_key, call.intent, outcome_payload)
+                try:
+                    run = await run_undo(decl.undo, ctx, timeout=decl.undo_timeout, stop=stop,
+                                         on_late_end=late)
+                except asyncio.CancelledError:
+                    # This walk's own task was cancelled: the undo was abandoned; say so, then stop.
+                    await mark_in_doubt(journal, saga_id, call.intent, outcome_payload,
+                                        UndoRun(stopped="cancelled"), decl.undo_timeout, attempt)
+                    raise
+                if run.error is not None:
+                    error = describe_error(run.error)
+            if run.stopped is not None:
+                assert decl is not None
+                detail = await mark_in_doubt(journal, saga_id, call.intent, outcome_payload, run,
+                                             decl.undo_timeout, attempt)
+                in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, detail))
+                continue
+            phase = Phase.COMPENSATED if error is None else Phase.COMPENSATION_FAILED
+            if error is not None:
+                outcome_payload["error"] = error
+            try:
+                await journal.append(
+                    saga_id,
+                    phase,
+                    write_key=end_key,
+                    tool=call.intent.tool,
+                    call_id=call.intent.call_id,
+                    payload=outcome_payload,
+                )
+            except Exception as exc:  # noqa: BLE001 - the undo's outcome is known here, not in the journal
+                note = f"undo {'ran' if error is None else 'failed'} but its outcome could not be journaled ({describe_error(exc)})"
+                in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, note))
+                continue
+            if error is None:
+                undone.append(item)
+            else:
+                failed.append(CompensationItem(item.seq, item.tool, item.call_id, error))
+        finally:
+            end_undo(step, before, undone, failed, in_doubt)
     by_seq = lambda items: tuple(sorted(items, key=lambda i: i.seq))  # noqa: E731
     return CompensationReport(
         undone=tuple(undone),

@@ -57,6 +57,7 @@ from ..errors import (
 )
 from .canonical import canonical_bytes, format_timestamp, to_canonical_value
 from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry
+from .observe import TRACE_KEY, trace_link, without_trace
 
 __all__ = [
     "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
@@ -175,7 +176,8 @@ class AppendRequest:
     ) -> AppendRequest:
         """Validate and convert the arguments of :meth:`Journal.append`; with ``fence``, the
         token goes into the converted payload (:data:`FENCE_KEY`, and :data:`LATE_KEY` when
-        ``late``).
+        ``late``), and the trace current in this context (``core.observe.trace_link``: every
+        backend stores the same bytes) under ``"trace"`` when the payload is a mapping.
 
         Raises:
             EncodingError: the payload has no canonical encoding.
@@ -198,6 +200,9 @@ class AppendRequest:
             )
         if fence is not None or late:
             converted = _fenced_payload(phase, converted, fence, late)
+        link = trace_link()
+        if link is not None and isinstance(converted, dict) and TRACE_KEY not in converted:
+            converted = {**converted, TRACE_KEY: link}  # the entry's trace (core.observe: why here)
         return cls(saga_id, phase, write_key, tool, call_id, converted, not flags[0], expected_seq,
                    fence, late)
 
@@ -299,6 +304,9 @@ def replay_of(existing: JournalEntry, request: AppendRequest) -> JournalEntry:
     """Return ``existing`` when ``request`` is a retry of the same write (the shared rule every
     backend applies when ``request.write_key`` is already stored for the saga).
 
+    The payloads are compared without their trace link (``core.observe.TRACE_KEY``): a retry
+    written from another span (``settle`` after the call's span ended) is the same write.
+
     Raises:
         ClaimTakenError: ``request`` is a claim and the key holds a claim of the same phase by
             another writer (another claimant nonce, or none): refused, nothing written.
@@ -319,7 +327,7 @@ def replay_of(existing: JournalEntry, request: AppendRequest) -> JournalEntry:
         and existing.tool == request.tool
         and existing.call_id == request.call_id
         # Compare encodings, not Python values: True == 1 and {"a": 1} == {"a": True}.
-        and canonical_bytes(existing.payload) == canonical_bytes(request.payload)
+        and canonical_bytes(without_trace(existing.payload)) == canonical_bytes(without_trace(request.payload))
     )
     if not same:
         raise JournalWriteError(

@@ -18,121 +18,40 @@ fingerprint, or a hand-written approvals block make it run what nobody approved
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from agents import Agent, FunctionTool, RunContextWrapper
-from agents.function_schema import function_schema
+from agents import Agent, RunContextWrapper
 from agents.run_state import RunState
 
 from ..core.approval import ApprovalRequest, ApprovalStore, args_hash
 from ..core.canonical import (
-    encode_canonical,
     format_timestamp,
     parse_json,
     sha256_hex,
-    to_canonical_value,
 )
 from ..core.entries import Phase
 from ..core.evidence import Evidence, sign_decision, verified_entries
 from ..core.grants import consumed_decisions
 from ..core.journal import CLAIMANT_KEY, Clock, Journal, new_claimant, utc_now
+from ..core.observe import begin, linked_attrs, seconds_since
 from ..core.saga import Grant, Saga
 from ..errors import ApprovalError, ClaimTakenError, EncodingError, describe_error
 from .fallback import rebuild_pending_calls
-from .graph import AgentGraph, agent_graph
-from .local_tools import shell_approval_subject
-from .mcp.approval import definition_change, mcp_approval_subject, mcp_reversibility
-from .tools import DECLARATION_ATTR, declaration_of
+from .graph import agent_graph
+from .mcp.approval import definition_change, mcp_reversibility
+from .pending_calls import (
+    AUTO_REJECTION,
+    approval_args,
+    pending_call_arguments,
+    reversibility_of,
+    tool_of,
+)
 from .undeclared import pending_raw_arguments
 
 __all__ = ["ApprovalDesk", "PauseOutcome", "pending_call_arguments"]
-
-AUTO_REJECTION = "The tool call was rejected: its arguments are not valid for this tool."
-
-
-def _key(item: Any) -> str:
-    """The qualified tool name of a pending call (``namespace.name`` or the name)."""
-    return getattr(item, "qualified_name", None) or item.tool_name or ""
-
-
-def _tool_of(graph: AgentGraph, item: Any) -> FunctionTool | None:
-    """The tool a pending call belongs to: the one its agent (``ToolApprovalItem.agent``) has
-    under its qualified name, found by the graph walk. Two agents may each have a tool of one
-    name (M-03): the first of that name could be the other agent's tool, with other arguments."""
-    agent = getattr(item, "agent", None)
-    return graph.tool_of(_key(item), getattr(agent, "name", None))
-
-
-def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[str, Any], str | None]:
-    """Return the canonical arguments a paused call's body would receive, and the raw text when
-    it differs (only then is it stored).
-
-    For a decorated tool these are the *validated* values (``"100"`` -> 100, defaults filled in),
-    computed with the SDK's public ``function_schema`` on the original function; for a tool we
-    could not decorate, the parsed raw arguments.
-
-    Raises:
-        ApprovalError: the arguments do not parse (duplicate keys, NaN, truncated JSON) or do
-            not validate; such a call is rejected without asking anyone.
-    """
-    try:
-        data = parse_json(raw or "{}")
-    except EncodingError as exc:
-        raise ApprovalError(f"arguments are not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ApprovalError("arguments are not a JSON object")
-    # The saga wrapper the SDK calls: its signature is what the SDK validates against.
-    func: Any = getattr(tool, "__wrapped__", None)
-    if func is None or getattr(func, DECLARATION_ATTR, None) is None:
-        return to_canonical_value(data), None
-    schema = function_schema(func)
-    try:
-        parsed = schema.params_pydantic_model(**data)
-    except Exception as exc:  # noqa: BLE001 - pydantic ValidationError and friends
-        raise ApprovalError(f"arguments do not validate: {exc}") from exc
-    args, kwargs = schema.to_call_args(parsed)
-    params = [p for p in inspect.signature(func).parameters.values()]
-    if schema.takes_context:
-        params = params[1:]
-    bound = inspect.Signature(params).bind(*args, **kwargs)
-    bound.apply_defaults()
-    try:
-        canonical = to_canonical_value(dict(bound.arguments))
-        encode_canonical(canonical)
-    except EncodingError as exc:
-        raise ApprovalError(f"arguments have no canonical encoding: {exc}") from exc
-    try:
-        same = canonical == to_canonical_value(data)
-    except EncodingError:
-        same = False
-    return canonical, None if same else raw
-
-
-async def _approval_args(graph: AgentGraph, item: Any) -> tuple[dict[str, Any], str | None]:
-    """What an approval of the paused call ``item`` is bound to: for a protected MCP server's
-    tool, its arguments and its definition as listed now (``sdk.mcp.approval``); for a protected
-    shell tool, its commands and working directory (``sdk.local_tools``); otherwise
-    :func:`pending_call_arguments`.
-
-    Raises:
-        ApprovalError: as :func:`pending_call_arguments`, or the MCP tool's definition cannot be
-            read.
-    """
-    subject = shell_approval_subject(item) or await mcp_approval_subject(item)
-    if subject is not None:
-        return subject, None
-    return pending_call_arguments(_tool_of(graph, item), pending_raw_arguments(item))
-
-
-def _reversibility_of(tool: FunctionTool | None) -> str | None:
-    """The saga declaration's reversibility of ``tool`` (``None``: not declared)."""
-    decl = declaration_of(tool) if tool is not None else None
-    return decl.reversibility.value if decl is not None else None
-
 
 def _strip_snapshot(state_json: dict[str, Any]) -> dict[str, Any]:
     """Remove the application context and every approval the snapshot carries.
@@ -250,7 +169,7 @@ class ApprovalDesk:
             raw = pending_raw_arguments(item)
             call_id = getattr(item, "call_id", None)
             try:
-                args, raw_kept = await _approval_args(graph, item)
+                args, raw_kept = await approval_args(graph, item)
             except (ApprovalError, EncodingError) as exc:
                 await self.journal.append(
                     saga.saga_id, Phase.REJECTED, write_key=f"auto-reject:{uuid.uuid4().hex}",
@@ -269,7 +188,7 @@ class ApprovalDesk:
                     state.reject(item)
                 continue
             waiting.append((name, call_id, args, raw_kept, digest))
-            kinds[call_id] = _reversibility_of(_tool_of(graph, item)) or mcp_reversibility(item)
+            kinds[call_id] = reversibility_of(tool_of(graph, item)) or mcp_reversibility(item)
             agents[call_id] = getattr(getattr(item, "agent", None), "name", None)
         if not waiting:
             return PauseOutcome((), state)
@@ -291,14 +210,27 @@ class ApprovalDesk:
                 expires_at=(format_timestamp(now + dt.timedelta(seconds=self.ttl))
                             if self.ttl is not None else None),
             )
-            await self.journal.append(
-                saga.saga_id, Phase.AWAITING_APPROVAL, write_key=f"await:{request.request_id}",
-                tool=name, call_id=call_id,
-                payload={"request_id": request.request_id, "args": args, "raw_args": raw_kept,
-                         "args_hash": digest, "expires_at": request.expires_at,
-                         "snapshot_sha256": snapshot_hash,
-                         "reversibility": kinds[call_id], "agent": agents[call_id]},
-            )
+            step = begin("approval.pause", **{
+                "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id,
+                "sagacity.saga.id": saga.saga_id, "sagacity.approval.request_id": request.request_id,
+                "sagacity.args.hash": digest, "sagacity.reversibility": kinds[call_id],
+            })
+            try:
+                paused = await self.journal.append(
+                    saga.saga_id, Phase.AWAITING_APPROVAL, write_key=f"await:{request.request_id}",
+                    tool=name, call_id=call_id,
+                    payload={"request_id": request.request_id, "args": args, "raw_args": raw_kept,
+                             "args_hash": digest, "expires_at": request.expires_at,
+                             "snapshot_sha256": snapshot_hash,
+                             "reversibility": kinds[call_id], "agent": agents[call_id]},
+                )
+            except BaseException as exc:
+                if step is not None:
+                    step.end(describe_error(exc))
+                raise
+            if step is not None:
+                step.sensitive["sagacity.call.args"] = args
+                step.end(**{"sagacity.call.seq": paused.seq})
             await self.store.create(request)
             requests.append(request)
         await self.store.save_snapshot(saga.saga_id, snapshot)
@@ -349,15 +281,27 @@ class ApprovalDesk:
         _check_against_journal(request, entries)
         signature = self._signature(request, approve, approver)
         phase = Phase.APPROVED if approve else Phase.REJECTED
+        step = begin("approval.decision", **{
+            "gen_ai.tool.name": request.tool, "gen_ai.tool.call.id": request.call_id,
+            "sagacity.saga.id": request.saga_id, "sagacity.approval.request_id": request_id,
+            "sagacity.args.hash": request.args_hash, "sagacity.approval.decision": wanted,
+            "sagacity.approval.wait_seconds": seconds_since(request.created_at, now),
+            **linked_attrs(entries, request_id=request_id),
+        })
         try:
-            await self.journal.append(
+            decided = await self.journal.append(
                 request.saga_id, phase, write_key=f"decision:{request_id}", tool=request.tool,
                 call_id=request.call_id,
                 payload={"request_id": request_id, "args_hash": request.args_hash,
                          "approver": approver, "reason": reason, **signature},
             )
         except Exception as exc:
+            if step is not None:
+                step.end(describe_error(exc))
             raise ApprovalError(f"decision on {request_id} could not be journaled: {exc}") from exc
+        if step is not None:
+            step.sensitive["sagacity.approval.approver"] = approver
+            step.end(**{"sagacity.call.seq": decided.seq})
         return await self.store.decide(
             request_id, "approved" if approve else "rejected", approver, reason, now
         )
@@ -507,7 +451,7 @@ class ApprovalDesk:
             name = item.tool_name or ""
             call_id = getattr(item, "call_id", None)
             try:
-                args, _raw = await _approval_args(graph, item)
+                args, _raw = await approval_args(graph, item)
             except (ApprovalError, EncodingError):
                 state.reject(item, rejection_message=AUTO_REJECTION)
                 continue
@@ -526,7 +470,7 @@ class ApprovalDesk:
                 )
             if request.expired(now):
                 raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}")
-            kind_now = _reversibility_of(_tool_of(graph, item)) or mcp_reversibility(item)
+            kind_now = reversibility_of(tool_of(graph, item)) or mcp_reversibility(item)
             if kind_now != paused_kinds.get(request.request_id):
                 raise ApprovalError(
                     f"tool {name!r} is declared {kind_now or 'without a saga decorator'} in the "

@@ -29,6 +29,7 @@ from ..core.authenticity import ADOPTION_SAGA, attach_tagger
 from ..core.resolution import resolve_in_doubt
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
+from ..core.observe import begin, linked_attrs
 from ..core.grants import requests_void
 from ..core.signing import Keyring
 from ..errors import (
@@ -49,6 +50,7 @@ from .results import (
     saga_result,
 )
 from .streaming import SagaStream
+from .tracing import saga_trace
 
 __all__ = [
     "DEFAULT_JOURNAL_PATH",
@@ -153,6 +155,20 @@ class Sagacity:
 
 
     async def _drive(
+        self,
+        saga_hooks: SagaRunHooks,
+        agent: Agent[Any],
+        input: Any,
+        runner_kwargs: dict[str, Any],
+        approver: Approver | None,
+        restore: bool = False,
+    ) -> SagaResult:
+        """:meth:`_drive_in_trace` inside the SDK trace opened for the run and its
+        compensation (``sdk.tracing.saga_trace``, shaped by the run's ``run_config``)."""
+        with saga_trace(runner_kwargs.get("run_config"), saga_id=saga_hooks.saga_id):
+            return await self._drive_in_trace(saga_hooks, agent, input, runner_kwargs, approver, restore)
+
+    async def _drive_in_trace(
         self,
         saga_hooks: SagaRunHooks,
         agent: Agent[Any],
@@ -308,6 +324,29 @@ class Sagacity:
             EvidenceError: the saga's journal does not verify (first bad seq named); nothing
                 was undone or written.
         """
+        # One saga.recover span, in an SDK trace of its own grouped with the saga's runs
+        # (group_id = saga id), naming the trace the journal last knew (sdk/tracing.py).
+        with saga_trace(None, saga_id=saga_id, workflow_name="sagacity recover"):
+            step = begin("recover", **{"sagacity.saga.id": saga_id,
+                                       **linked_attrs(await self.journal.entries(saga_id))})
+            try:
+                result = await self._recover(saga_id, agent)
+            except BaseException as exc:
+                if step is not None:
+                    step.end(describe_error(exc), **{"sagacity.saga.status": "REFUSED"})
+                raise
+            if step is not None:
+                dirty = result.report.still_dirty if result.report is not None else ()
+                bad = result.status not in (SagaStatus.COMPENSATED, SagaStatus.COMPLETED)
+                step.end(f"saga {result.status.value}" if bad else None, **{
+                    "sagacity.saga.status": result.status.value,
+                    "sagacity.still_dirty.count": len(dirty),
+                    "sagacity.in_doubt.count": len(result.in_doubt or ()),
+                })
+            return result
+
+    async def _recover(self, saga_id: str, agent: Agent[Any]) -> SagaResult:
+        """:meth:`recover`'s work (its span aside)."""
         # Verified first: with checkpoints, a saga deleted from the journal is "missing saga".
         entries = await self.evidence.verified_entries(self.journal, saga_id)
         if not entries:
@@ -397,8 +436,19 @@ class Sagacity:
             EvidenceError: the saga's journal does not verify; nothing was written.
             ValueError: an empty ``resolver`` or ``reason``.
         """
-        return await resolve_in_doubt(self.journal, saga_id, seq, ran=ran, resolver=resolver,
-                                      reason=reason, evidence=self.evidence)
+        step = begin("resolve", **{"sagacity.saga.id": saga_id, "sagacity.call.seq": seq,
+                                   "sagacity.resolution.ran": ran,
+                                   **linked_attrs(await self.journal.entries(saga_id))})
+        try:
+            entry = await resolve_in_doubt(self.journal, saga_id, seq, ran=ran, resolver=resolver,
+                                           reason=reason, evidence=self.evidence)
+        except BaseException as exc:
+            if step is not None:
+                step.end(describe_error(exc))
+            raise
+        if step is not None:
+            step.end(**{"sagacity.resolution.seq": entry.seq})
+        return entry
 
     async def approve(self, request_id: str, *, approver: str, reason: str | None = None) -> Any:
         """Approve a request: journals APPROVED (approver, reason, the hash decided on).

@@ -20,6 +20,10 @@ failure policy (stop the run after the first failed call), delegate to the user'
 record what no tool seam sees: a call an input guardrail rejected (REFUSED, read from the next
 model input) and a protected call whose ``on_tool_start`` raised (FAILED, not run).
 
+The SDK's trace ends when ``Runner.run`` returns, before the block compensates: wrap the block
+in ``saga_trace(run_config, saga_id=...)`` (``sdk/tracing.py``) to have the undos in the run's
+trace, as ``Sagacity`` does (docs/observability.md, "Who opens the trace").
+
 Approvals, with an approval store given (``approvals=``), as the SDK's users write runs::
 
     async with SagaRunHooks(journal, agent=agent, approvals=store) as hooks:
@@ -61,6 +65,7 @@ from ._sdk_internals import validate_run_hooks
 from .approvals import ApprovalDesk, PauseOutcome
 from .binding import bind_agent
 from .nested import install_nested_runner, strict_scope
+from .tracing import end_run_span, run_span
 from .undeclared import begin_undeclared, end_undeclared, is_undeclared
 
 __all__ = ["HooksNotEnteredError", "RunLeaseLostError", "SagaRunHooks", "SagaStopped"]
@@ -201,6 +206,7 @@ class SagaRunHooks(RunHooks[Any]):
         """The approval desk (requests, decisions, resume checks); ``None`` without a store."""
         self.fail_on_rejection = fail_on_rejection
         self._snapshot_used = False  # this run paused or resumed: its snapshot is ours to delete
+        self._run_span: Any = None  # the saga.run span of the block (sdk/tracing.py)
         self._resume_refused = False
 
     # --- approvals ------------------------------------------------------------------------
@@ -295,11 +301,15 @@ class SagaRunHooks(RunHooks[Any]):
         if self._journal_released:
             raise SagaStateError("these SagaRunHooks opened their journal from a path and closed it "
                                  "when their block was left: make new ones for the next run")
+        # The saga.run span, begun first so that the run's entries carry it (sdk/tracing.py).
+        self._run_span = run_span(self.saga.saga_id, self.agent.name if self.agent is not None else None)
         try:
             if self.agent is not None:
                 bind_agent(self.saga, self.agent, strict=self.strict)
             await self.saga.begin_run(self.agent.name if self.agent is not None else "")
-        except BaseException:
+        except BaseException as exc:
+            end_run_span(self._run_span, "NOT_STARTED", None, exc)
+            self._run_span = None
             await self._release_journal()
             raise
         install_nested_runner()  # nested runs of this saga journal their undeclared calls too
@@ -309,6 +319,13 @@ class SagaRunHooks(RunHooks[Any]):
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        span, self._run_span = self._run_span, None
+        try:
+            return await self._exit(exc)
+        finally:
+            end_run_span(span, self.status, self.saga.report, exc)
+
+    async def _exit(self, exc: BaseException | None) -> bool:
         if self._token is not None:
             current_saga.reset(self._token)
             self._token = None

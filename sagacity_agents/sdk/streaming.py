@@ -13,6 +13,7 @@ from ..errors import LeaseLostError
 
 from .hooks import SagaRunHooks
 from .results import SagaResult, StreamAbandoned, saga_result
+from .tracing import saga_trace
 
 __all__ = ["SagaStream"]
 
@@ -41,6 +42,7 @@ class SagaStream:
         """The SDK's ``RunResultStreaming``."""
         self.result: SagaResult | None = None
         """The :class:`SagaResult`, once the ``async with`` block has ended."""
+        self._trace: Any = None
 
     @property
     def saga_id(self) -> str:
@@ -48,7 +50,14 @@ class SagaStream:
         return self._hooks.saga_id
 
     async def __aenter__(self) -> SagaStream:
-        await self._hooks.__aenter__()
+        # The SDK trace around the run and its compensation, as Sagacity.run (sdk/tracing.py).
+        self._trace = saga_trace(self._kwargs.get("run_config"), saga_id=self.saga_id)
+        self._trace.__enter__()
+        try:
+            await self._hooks.__aenter__()
+        except BaseException:
+            self._trace.__exit__(None, None, None)
+            raise
         # The scope must be set before run_streamed() is called: its task copies the context.
         self.run = Runner.run_streamed(self._agent, self._input, hooks=self._hooks, **self._kwargs)
         return self
@@ -95,6 +104,8 @@ class SagaStream:
             await self._hooks.__aexit__(type(error) if error else None, error, None)
         except LeaseLostError as lost:  # the run ended well but another run held the saga
             error = lost
+        finally:
+            self._trace.__exit__(None, None, None)
         self.result = saga_result(self._hooks, run, error, requests)
         # The run's own exception is in the result; anything else (the consumer's own error, a
         # cancellation) propagates after the saga was finalized.

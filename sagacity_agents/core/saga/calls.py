@@ -18,6 +18,7 @@ from ..canonical import encode_canonical, to_canonical_value
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry, Phase
 from ..undo import call_idempotency_key
+from .observed import begin_call, end_call, note_intent
 from .payloads import REVERSIBILITY_TEXT, UNDECLARED, encoding_marker
 from .refusals import Refusals
 from .state import CallFrame
@@ -212,6 +213,8 @@ class CallRecording(Refusals):
                                           refused_by="policy")
         done = self._begin()
         invocation = self._invocation_id()
+        # Begun before the INTENT, so that the call's entries carry its span (core.observe).
+        step = begin_call(self.saga_id, decl, tool, call_id, args, agent)
         try:
             self.note_declaration(tool, decl, agent)
             if decl.reversibility is Reversibility.IRREVERSIBLE:
@@ -227,9 +230,11 @@ class CallRecording(Refusals):
                 )
             except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
                 intent = await self._intent_after_failure(exc, tool, call_id, payload, invocation)
-        except BaseException:
+        except BaseException as exc:
+            end_call(step, None, None, None, exc)
             self._end(done)
             raise
+        note_intent(step, intent)
         if self.refuses_effects(decl):
             # The saga failed while the INTENT was being written (a call of the same turn): the
             # body must not run after the failure; the REFUSED entry is the call's outcome.
@@ -237,6 +242,7 @@ class CallRecording(Refusals):
                 return await self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[return-value]
                                               refused_by="policy", intent=intent)
             finally:
+                end_call(step, Phase.REFUSED, None, None)
                 self._end(done)
         frame = CallFrame(self, tool, call_id, intent.seq)
         token = current_call.set(frame)
@@ -246,21 +252,27 @@ class CallRecording(Refusals):
         except BaseException as exc:
             phase, payload, failure = self._outcome(decl, intent, frame, exc=exc,
                                                     elapsed=time.monotonic() - started)
-            await self._finish_write(done, intent, phase, payload, failure)
+            try:
+                await self._finish_write(done, intent, phase, payload, failure)
+            finally:
+                end_call(step, phase, payload, failure)
             raise
         finally:
             current_call.reset(token)
         phase, payload, failure = self._outcome(decl, intent, frame, result=result)
         if failure is not None:
             await self._finish_write(done, intent, phase, payload, failure)
+            end_call(step, phase, payload, failure)
             return result
         if self._outcomes_behind:
             self._write_behind(done, intent, phase, payload)
+            end_call(step, phase, payload, None)
             return result
         # The common case, written out; every kind of trouble goes where _write_outcome sends it.
         outcome: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
+        written = None
         try:
-            await self.journal.append(self.saga_id, phase, payload=payload, **outcome)
+            written = await self.journal.append(self.saga_id, phase, payload=payload, **outcome)
         except EncodingError:
             await self._finish_write(done, intent, phase, payload, failure)  # marks the value
             return result
@@ -270,6 +282,8 @@ class CallRecording(Refusals):
             raise
         except Exception:  # noqa: BLE001 - kept and retried by settle() with the same write key
             self._keep_unwritten(phase, payload, outcome)
+        finally:
+            end_call(step, phase, payload, None, outcome=written)
         self._end(done)
         return result
 
@@ -314,6 +328,7 @@ class CallRecording(Refusals):
             return on_loop(self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[no-any-return]
                                             refused_by="policy"))
         done = self._begin()
+        step = begin_call(self.saga_id, decl, tool, call_id, args, agent)  # before the INTENT
         try:
             invocation = self._invocation_id()
             self.note_declaration(tool, decl, agent)
@@ -322,17 +337,21 @@ class CallRecording(Refusals):
                 request_id = on_loop(self._check_grant(tool, call_id, args, invocation))
             intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args, invocation,
                                                 request_id, agent))
-        except BaseException:
+        except BaseException as exc:
+            end_call(step, None, None, None, exc)
             self._end(done)
             raise
+        note_intent(step, intent)
         if self.refuses_effects(decl):  # failed while the INTENT was written: see run_call
             try:
                 return on_loop(self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[no-any-return]
                                                 refused_by="policy", intent=intent))
             finally:
+                end_call(step, Phase.REFUSED, None, None)
                 self._end(done)
         frame = CallFrame(self, tool, call_id, intent.seq)
         token = current_call.set(frame)
+        phase, payload, failure, written = None, None, None, None
         try:
             try:
                 result = body()
@@ -343,7 +362,8 @@ class CallRecording(Refusals):
             finally:
                 current_call.reset(token)
             phase, payload, failure = self._outcome(decl, intent, frame, result=result)
-            on_loop(self._write_outcome(intent, phase, payload, failure))
+            written = on_loop(self._write_outcome(intent, phase, payload, failure))
             return result
         finally:
+            end_call(step, phase, payload, failure, outcome=written)
             self._end(done)

@@ -90,7 +90,7 @@ class ExternalCalls(CallRecording):
         self, call_id: str | None, *, result: Any = None, exc: BaseException | None = None,
         declaration: ToolDeclaration | None = None, not_run: bool = False,
         timed_out: float | None = None,
-    ) -> asyncio.Future[None] | None:
+    ) -> asyncio.Future[Any] | None:
         """Journal the outcome of a fallback call (EXECUTED / REFUSED / FAILED), once.
 
         Safe to call from sync code on the loop thread (a failure formatter): the write is

@@ -79,13 +79,15 @@ class CallOutcomes(RunLifecycle):
     async def _write_outcome(
         self, intent: JournalEntry, phase: Phase, payload: dict[str, Any],
         failure: FailureRecord | None,
-    ) -> None:
+    ) -> JournalEntry | None:
+        """Write the call's outcome (retried by :meth:`settle` when the journal refuses it);
+        returns the entry, ``None`` when it is held unwritten."""
         kwargs: dict[str, Any] = {
             "write_key": f"{intent.write_key.rsplit(':', 1)[0]}:outcome",
             "tool": intent.tool,
             "call_id": intent.call_id,
         }
-        seq = None
+        seq, entry = None, None
         try:
             try:
                 entry = await self.journal.append(self.saga_id, phase, payload=payload, **kwargs)
@@ -102,6 +104,7 @@ class CallOutcomes(RunLifecycle):
             self._note_failure(
                 FailureRecord(seq, failure.tool, failure.call_id, failure.error, failure.exception)
             )
+        return entry
 
     def _write_behind(
         self, done: InFlight, intent: JournalEntry, phase: Phase, payload: dict[str, Any]
