@@ -39,16 +39,20 @@ Two optional members a backend may add (the saga looks for them, and does withou
   each under its own write key and the rule above, with :meth:`Journal.append`'s errors; an
   append that raises leaves the earlier ones written and the later ones not. Reached through
   :func:`append_each`.
+* ``entries_many(saga_ids)``: the entries of several sagas in one read, ``{saga_id: entries}``
+  (each list as :meth:`Journal.entries` returns it; a saga without entries left out). Reached
+  through :func:`read_sagas`, which ``verify`` uses to read a whole journal at read speed.
 * ``writes_outcomes_behind``: true when a successful call's outcome entry may be written behind
   the call, its result going back to the agent without waiting for it (``core.saga.outcomes``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -60,7 +64,7 @@ from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_ent
 
 __all__ = [
     "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
-    "next_entry", "new_claimant", "replay_of", "stamp_from", "utc_now", "utc_stamp",
+    "next_entry", "new_claimant", "read_sagas", "replay_of", "stamp_from", "utc_now", "utc_stamp",
 ]
 
 CLAIM_PHASES = frozenset({Phase.COMPENSATING, Phase.CONSUMED})
@@ -453,3 +457,50 @@ async def append_each(
     if many is not None:
         return list(await many(saga_id, appends))
     return [await journal.append(saga_id, **spec) for spec in appends]
+
+
+READ_BATCH = 256
+"""Sagas read per ``entries_many`` call by :func:`read_sagas`: one statement per batch, and a
+bounded amount of the journal in memory at a time."""
+
+
+async def read_sagas(
+    journal: Journal, saga_ids: Sequence[str], *, batch: int = READ_BATCH
+) -> AsyncIterator[tuple[str, list[JournalEntry]]]:
+    """Yield ``(saga_id, entries)`` for each of ``saga_ids``, in that order: ``batch`` sagas per
+    read where the backend has ``entries_many``, else one :meth:`Journal.entries` per saga.
+
+    Args:
+        journal: the journal.
+        saga_ids: the sagas to read (an unknown one yields an empty list).
+        batch: sagas per read (>= 1).
+
+    Raises:
+        JournalError: storage could not be read.
+    """
+    many = getattr(journal, "entries_many", None)
+    if many is None:
+        for saga_id in saga_ids:
+            yield saga_id, await journal.entries(saga_id)
+        return
+    chunks = [list(saga_ids[start:start + batch]) for start in range(0, len(saga_ids), batch)]
+    # The next batch is read (on the backend's thread, or by the server) while the caller
+    # checks this one: the read and the check overlap.
+    ahead = asyncio.ensure_future(many(chunks[0])) if chunks else None
+    try:
+        for i, chunk in enumerate(chunks):
+            assert ahead is not None
+            found = await ahead
+            ahead = asyncio.ensure_future(many(chunks[i + 1])) if i + 1 < len(chunks) else None
+            for saga_id in chunk:
+                yield saga_id, found.get(saga_id, [])
+    finally:
+        if ahead is not None:  # the caller stopped early: the read ahead is not wanted
+            ahead.add_done_callback(_retrieved)
+            ahead.cancel()
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark an abandoned read's error as seen (asyncio would log it as never retrieved)."""
+    if not task.cancelled():
+        task.exception()

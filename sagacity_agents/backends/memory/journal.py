@@ -78,6 +78,12 @@ class InMemoryJournal:
         with self._lock:
             return list(self._chains.get(saga_id, ()))
 
+    async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        """The entries of each of ``saga_ids`` (``core.journal.read_sagas``), sagas without
+        entries left out."""
+        with self._lock:
+            return {sid: list(self._chains[sid]) for sid in saga_ids if self._chains.get(sid)}
+
     async def saga_ids(self) -> list[str]:
         """See :meth:`Journal.saga_ids`. Like SQLite, a saga is listed while any of its entries
         is stored (a chain emptied by tampering is not), in order of its first entry."""

@@ -71,7 +71,7 @@ from typing import Any, TypeVar
 from ...errors import JournalClosedError, JournalConflictError, JournalWriteError
 from ...core.authenticity import unlinked_from_pieces
 from ...core.canonical import sha256_hex
-from ...core.entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, entry_bytes
+from ...core.entries import GENESIS_HASH, OUTCOME_PHASES, STORED_COLUMNS, JournalEntry, Phase, entry_bytes
 from ...core.journal import (
     AppendRequest, Clock, SagaSummary, Tail, check_page, next_entry, replay_of, stamp_from, utc_now,
 )
@@ -82,9 +82,8 @@ __all__ = ["PostgresJournal"]
 
 T = TypeVar("T")
 
-_COLUMNS = ("saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical, "
-            "tag_key, tag")
-_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
+_COLUMNS = ", ".join(STORED_COLUMNS)
+_NAMES = STORED_COLUMNS
 
 TERMINAL_PHASES: tuple[str, ...] = (Phase.SAGA_CLOSED.value,)
 """Phases after which the shared append rule (``core.journal.next_entry``) refuses any append:
@@ -235,9 +234,7 @@ def _request(saga_id: str, phase: Phase, **fields: Any) -> AppendRequest:
     return request
 
 
-def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
-    return JournalEntry.from_stored(**dict(zip(_NAMES, row, strict=True)))
-
+_row_to_entry = JournalEntry.from_row
 
 class PostgresJournal:
     """A :class:`~sagacity_agents.core.journal.Journal` in a PostgreSQL database.
@@ -514,6 +511,30 @@ class PostgresJournal:
             return [_row_to_entry(r) for r in await cur.fetchall()]
 
         return await self.database.run(f"read of saga {saga_id!r}", work, retry_broken=True)
+
+    async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        """The entries of each of ``saga_ids`` in one statement (``core.journal.read_sagas``):
+        ``{saga_id: entries}`` in ``seq`` order, sagas without entries left out.
+
+        Raises:
+            JournalWriteError: the read failed (pool exhausted, timeout, broken connections).
+        """
+
+        async def work(conn: Any) -> dict[str, list[JournalEntry]]:
+            cur = conn.cursor(binary=True)
+            await cur.execute(
+                f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ANY(%s) "
+                "ORDER BY saga_id, seq", (list(saga_ids),),
+            )
+            found: dict[str, list[JournalEntry]] = {}
+            for row in await cur.fetchall():
+                entry = _row_to_entry(row)
+                found.setdefault(entry.saga_id, []).append(entry)
+            return found
+
+        if not saga_ids:
+            return {}
+        return await self.database.run("read of sagas", work, retry_broken=True)
 
     async def saga_ids(self) -> list[str]:
         """See :meth:`Journal.saga_ids`. Derived from the entries (no side table an editor could

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import JournalWriteError
-from ...core.entries import JournalEntry, Phase
+from ...core.entries import STORED_COLUMNS, JournalEntry, Phase
 from ...core.journal import (
     AppendRequest, Clock, SagaSummary, check_page, next_entry, replay_of, stamp_from, utc_now,
 )
@@ -25,16 +25,12 @@ from .setup import SqliteWorker
 __all__ = ["SqliteJournal"]
 
 
-_COLUMNS = ("saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical, "
-            "tag_key, tag")
+_COLUMNS = ", ".join(STORED_COLUMNS)
 _TAG_COLUMNS = ("tag_key", "tag")
 """Added by issue 19 (``core.authenticity``): files of earlier versions get them on open."""
 
 
-def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
-    names = [c.strip() for c in _COLUMNS.split(",")]
-    return JournalEntry.from_stored(**dict(zip(names, row, strict=True)))
-
+_row_to_entry = JournalEntry.from_row
 
 class SqliteJournal(SqliteWorker):
     """A :class:`~sagacity_agents.core.journal.Journal` in one SQLite file.
@@ -143,6 +139,21 @@ class SqliteJournal(SqliteWorker):
         ).fetchall()
         return [_row_to_entry(r) for r in rows]
 
+    def _entries_many_sync(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        # One statement for the batch, read along the (saga_id, seq) primary key.
+        found: dict[str, list[JournalEntry]] = {}
+        rows = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id IN "
+            f"({', '.join('?' * len(saga_ids))}) ORDER BY saga_id, seq", saga_ids,
+        ).fetchall()
+        for row in rows:
+            entry = _row_to_entry(row)
+            chain = found.get(entry.saga_id)
+            if chain is None:
+                found[entry.saga_id] = chain = []
+            chain.append(entry)
+        return found
+
     def _saga_ids_sync(self) -> list[str]:
         # Derived from the entries themselves, never from a side table an editor could prune
         # to hide a saga from `verify`. Order of first appearance: the first stored row of each
@@ -194,6 +205,17 @@ class SqliteJournal(SqliteWorker):
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""
         return await self._run(self._entries_sync, saga_id)
+
+    async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        """The entries of each of ``saga_ids`` in one read (``core.journal.read_sagas``):
+        ``{saga_id: entries}`` in ``seq`` order, sagas without entries left out.
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        if not saga_ids:
+            return {}
+        return await self._run(self._entries_many_sync, list(saga_ids))
 
     async def saga_ids(self) -> list[str]:
         """See :meth:`Journal.saga_ids`. Read from the journal's entries: a saga is listed while
