@@ -63,7 +63,7 @@ from .canonical import canonical_bytes, format_timestamp, to_canonical_value
 from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry
 
 __all__ = [
-    "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
+    "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "LAZY_PHASES", "lazy_phases", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
     "next_entry", "new_claimant", "read_sagas", "replay_of", "stamp_from", "utc_now", "utc_stamp",
 ]
 
@@ -86,6 +86,27 @@ lost, under the lost lease's token (``append(..., late=True)``)."""
 LATE_PHASES = OUTCOME_PHASES | {Phase.COMPENSATED, Phase.COMPENSATION_FAILED}
 """Phases an append may write late: the outcome of a call or of an undo that was running when
 its writer lost the lease. An effect that happened is a fact; it is journaled, never dropped."""
+
+
+LAZY_PHASES = frozenset({Phase.SAGA_OPENED, Phase.RUN_STARTED})
+"""Committed without waiting for the disk, always (docs/architecture.md, "One durable commit
+per call"): nothing outside the journal follows from these entries alone, and the saga's next
+durable commit (its first INTENT's, at the latest) makes them durable."""
+
+
+def lazy_phases(*, durable_outcomes: bool) -> frozenset[Phase]:
+    """The phases a backend commits without waiting for the disk (the commit rule of
+    docs/architecture.md, "One durable commit per call"): :data:`LAZY_PHASES`, and a call's
+    outcome (EXECUTED, REFUSED, FAILED) unless ``durable_outcomes``. A late outcome
+    (``AppendRequest.late``) waits for the disk whatever its phase; every other entry (an INTENT,
+    an approval pause, a compensation decision, an undo's outcome, RUN_ENDED, SAGA_CLOSED) waits.
+
+    A power loss can then turn the last call's outcome into "in doubt" (never undone blindly)
+    and lose nothing else: a call's INTENT is durable before its body runs, and the outcome is
+    made durable by the next durable commit (the next INTENT, the end of the run) before anything
+    depends on it. A process crash loses nothing (the commit is in the operating system's hands).
+    """
+    return LAZY_PHASES if durable_outcomes else LAZY_PHASES | OUTCOME_PHASES
 
 
 def new_claimant() -> str:

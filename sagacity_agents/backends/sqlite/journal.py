@@ -3,7 +3,10 @@
 Ordering: every append runs ``BEGIN IMMEDIATE``, which takes SQLite's single write lock for the
 whole file before the tail is read, so the read-tail/insert pair is serialized across threads
 and processes alike: no gap, no duplicate ``seq``, no retry loop. ``synchronous=FULL`` makes the
-commit durable before ``append`` returns, so an INTENT is on disk before the tool body starts.
+commit durable before ``append`` returns, so an INTENT is on disk before the tool body starts;
+a call's outcome, SAGA_OPENED and RUN_STARTED commit without syncing (``synchronous=OFF`` for
+that transaction) and the next durable commit covers them (``core.journal.lazy_phases``; opt out
+with ``durable_outcomes=True``). Batches (``append_many``) are one transaction, one commit.
 
 All SQLite work runs on one dedicated thread per journal object (sqlite3 connections are not to
 be shared across threads); the event loop only awaits it.
@@ -12,13 +15,15 @@ be shared across threads); the event loop only awaits it.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...errors import JournalWriteError
 from ...core.entries import STORED_COLUMNS, JournalEntry, Phase
 from ...core.journal import (
-    AppendRequest, Clock, SagaSummary, check_page, next_entry, replay_of, stamp_from, utc_now,
+    AppendRequest, Clock, SagaSummary, check_page, lazy_phases, next_entry, replay_of, stamp_from,
+    utc_now,
 )
 from .setup import SqliteWorker
 
@@ -42,6 +47,13 @@ class SqliteJournal(SqliteWorker):
         busy_timeout: seconds to wait for another process's write lock before failing.
         synchronous: SQLite ``synchronous`` pragma: ``"FULL"`` (default, an INTENT survives power
             loss) or ``"NORMAL"`` (survives a process crash; ~6x faster commits, see design.md).
+        durable_outcomes: with ``synchronous`` FULL or EXTRA, also wait for the disk on each
+            call's outcome (EXECUTED, REFUSED, FAILED). Default ``False``: one durable commit
+            per call, the INTENT's; the outcome's commit does not sync, and the next durable
+            commit (the next INTENT, an approval pause, a compensation decision, the end of the
+            run) makes it durable: a power loss can turn the last call's outcome into "in
+            doubt", a process crash loses nothing (docs/architecture.md, "One durable commit
+            per call"). SAGA_OPENED and RUN_STARTED never wait.
 
     Raises:
         JournalError: the file cannot be opened or initialised.
@@ -54,8 +66,14 @@ class SqliteJournal(SqliteWorker):
         clock: Clock = utc_now,
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
+        durable_outcomes: bool = False,
     ) -> None:
         self._clock = clock
+        self.durable_outcomes = durable_outcomes
+        """Every outcome waits for the disk (``False``: the next durable commit covers it; see
+        ``core.journal.lazy_phases``). Journaled in each run's RUN_STARTED."""
+        self._lazy_phases = lazy_phases(durable_outcomes=durable_outcomes)
+        self._durable_now = True
         self.tagger: Any = None
         """An ``core.authenticity.EntryTagger``: every entry is tagged before it is inserted
         (``None``: untagged; set by ``attach_tagger``)."""
@@ -64,6 +82,9 @@ class SqliteJournal(SqliteWorker):
             busy_timeout=busy_timeout, synchronous=synchronous,
         )
         self._executor.submit(self._upgrade_sync).result()
+        self._lazy_possible = self._synchronous in ("FULL", "EXTRA")
+        self._autocheckpoint = self._executor.submit(
+            lambda: self._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]).result()
 
     def _upgrade_sync(self) -> None:
         """Add the tag columns to a file written by an earlier version (in place, once; a
@@ -78,60 +99,103 @@ class SqliteJournal(SqliteWorker):
                     if "duplicate column" not in str(exc):
                         raise
 
-    def _append_sync(self, request: AppendRequest) -> JournalEntry:
+    def _commit_mode(self, durable: bool) -> None:
+        """Make the next commit wait for the disk (``durable``: the configured ``synchronous``)
+        or not (``OFF``), switching only when it changes (two pragmas, a few microseconds).
+
+        WAL frames reach the file in commit order and a commit with ``synchronous=FULL`` syncs
+        the whole WAL file, so the next durable commit (this process's or another's) makes the
+        lazy ones before it durable too; a frame lost in a power cut invalidates every frame
+        after it (WAL checksums are cumulative), so no later entry survives without it. The
+        automatic checkpoint is off while commits do not sync: a checkpoint run without syncing
+        the database file could let the WAL be reset over frames the file does not yet hold.
+        """
+        if durable == self._durable_now or not self._lazy_possible:
+            return
         conn: sqlite3.Connection = self._conn
+        conn.execute(f"PRAGMA synchronous={self._synchronous if durable else 'OFF'}")
+        conn.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint if durable else 0}")
+        self._durable_now = durable
+
+    def _waits(self, request: AppendRequest) -> bool:
+        return request.late or request.phase not in self._lazy_phases
+
+    def _insert_sync(self, conn: sqlite3.Connection, request: AppendRequest) -> tuple[JournalEntry, bool]:
+        """One append inside the caller's ``BEGIN IMMEDIATE`` transaction: ``(entry, inserted)``
+        (``False``: a retry of a stored write, its stored entry returned). Raises the shared
+        rule's errors with nothing inserted."""
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? AND write_key = ?",
+            (request.saga_id, request.write_key),
+        ).fetchone()
+        if row is not None:
+            return replay_of(_row_to_entry(row), request), False
+        tail = conn.execute(
+            "SELECT seq, hash, phase FROM sagacity_journal WHERE saga_id = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (request.saga_id,),
+        ).fetchone()
+        lease = None
+        if request.checks_fence:
+            # The newest RUN_STARTED at or after the fence: the fence itself while its
+            # run holds the lease (a range of the primary key: this run's entries only).
+            lease = conn.execute(
+                "SELECT max(seq) FROM sagacity_journal WHERE saga_id = ? AND seq >= ? "
+                "AND phase = 'RUN_STARTED'",
+                (request.saga_id, request.fence),
+            ).fetchone()[0]
+        entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
+        if self.tagger is not None:
+            entry = self.tagger.tag_entry(entry)
+        conn.execute(
+            f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                entry.saga_id,
+                entry.seq,
+                request.phase.value,
+                entry.tool,
+                entry.call_id,
+                entry.write_key,
+                entry.recorded_at,
+                entry.prev_hash,
+                entry.hash,
+                entry.canonical,
+                entry.tag_key,
+                entry.tag,
+            ),
+        )
+        return entry, True
+
+    def _append_sync(self, request: AppendRequest) -> JournalEntry:
+        return self._append_many_sync([request])[0]
+
+    def _append_many_sync(self, requests: list[AppendRequest]) -> list[JournalEntry]:
+        """The appends in one ``BEGIN IMMEDIATE`` transaction, one commit (durable when one of
+        them must be, see ``core.journal.lazy_phases``). One that raises ends the batch: the
+        ones before it are committed, it and the later ones are not written."""
+        conn: sqlite3.Connection = self._conn
+        saga_id = requests[0].saga_id
         try:
+            self._commit_mode(any(self._waits(r) for r in requests))
             conn.execute("BEGIN IMMEDIATE")
+            entries: list[JournalEntry] = []
+            inserted = False
             try:
-                row = conn.execute(
-                    f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? AND write_key = ?",
-                    (request.saga_id, request.write_key),
-                ).fetchone()
-                if row is not None:
-                    conn.execute("ROLLBACK")
-                    return replay_of(_row_to_entry(row), request)
-                tail = conn.execute(
-                    "SELECT seq, hash, phase FROM sagacity_journal WHERE saga_id = ? "
-                    "ORDER BY seq DESC LIMIT 1",
-                    (request.saga_id,),
-                ).fetchone()
-                lease = None
-                if request.checks_fence:
-                    # The newest RUN_STARTED at or after the fence: the fence itself while its
-                    # run holds the lease (a range of the primary key: this run's entries only).
-                    lease = conn.execute(
-                        "SELECT max(seq) FROM sagacity_journal WHERE saga_id = ? AND seq >= ? "
-                        "AND phase = 'RUN_STARTED'",
-                        (request.saga_id, request.fence),
-                    ).fetchone()[0]
-                entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
-                if self.tagger is not None:
-                    entry = self.tagger.tag_entry(entry)
-                conn.execute(
-                    f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        entry.saga_id,
-                        entry.seq,
-                        request.phase.value,
-                        entry.tool,
-                        entry.call_id,
-                        entry.write_key,
-                        entry.recorded_at,
-                        entry.prev_hash,
-                        entry.hash,
-                        entry.canonical,
-                        entry.tag_key,
-                        entry.tag,
-                    ),
-                )
-                conn.execute("COMMIT")
-                return entry
+                for request in requests:
+                    entry, fresh = self._insert_sync(conn, request)
+                    inserted = inserted or fresh
+                    entries.append(entry)
             except BaseException:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    # Keep what the batch stored before the refused append (its contract).
+                    conn.execute("COMMIT" if inserted else "ROLLBACK")
                 raise
+            conn.execute("COMMIT" if inserted else "ROLLBACK")
+            return entries
         except sqlite3.Error as exc:
-            raise JournalWriteError(f"SQLite append to saga {request.saga_id!r} failed: {exc}") from exc
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise JournalWriteError(f"SQLite append to saga {saga_id!r} failed: {exc}") from exc
 
     def _entries_sync(self, saga_id: str) -> list[JournalEntry]:
         rows = self._conn.execute(
@@ -201,6 +265,32 @@ class SqliteJournal(SqliteWorker):
             expected_seq=expected_seq, fence=fence, late=late,
         )
         return await self._run(self._append_sync, request)
+
+    def append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
+        """:meth:`append`, blocking, from a thread that is not the event loop's (a sync tool's
+        worker thread, ``core.saga.calls``): one hop to the journal's thread and back, none
+        through the event loop. Same ordering, same rules, same errors.
+
+        Raises:
+            The errors of :meth:`Journal.append`.
+        """
+        return self._run_blocking(self._append_sync, AppendRequest.build(saga_id, phase, **fields))
+
+    async def append_many(
+        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+    ) -> list[JournalEntry]:
+        """Several appends to ``saga_id`` in one transaction and one commit, in order (see
+        ``core.journal.append_each``): RUN_ENDED + SAGA_CLOSED, SAGA_OPENED + RUN_STARTED. The
+        commit waits for the disk when one of them must.
+
+        Raises:
+            The errors of :meth:`append`, for the first append that fails (the ones before it
+            are written, the ones after it are not).
+        """
+        requests = [AppendRequest.build(saga_id, **spec) for spec in appends]
+        if not requests:
+            return []
+        return await self._run(self._append_many_sync, requests)
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""

@@ -109,6 +109,7 @@ class SqliteWorker:
         self._local = threading.local()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sagacity-sqlite")
         mode = synchronous.upper()
+        self._synchronous = mode
 
         self._file_ids: tuple[tuple[int, int] | None, ...] | None = None
         self._lost: str | None = None
@@ -141,6 +142,20 @@ class SqliteWorker:
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, self._on_same_file, fn, args)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self._what} {self.path!r}: {exc}") from exc
+
+    def _run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """:meth:`_run` for a caller that is neither the event loop nor the worker thread (a sync
+        tool's thread): one hop to the worker, waited for here.
+
+        Raises:
+            JournalError: closed, or a driver error.
+        """
+        if self._closed:
+            raise JournalError(f"{self._what} {self.path!r} is closed")
+        try:
+            return self._executor.submit(self._on_same_file, fn, args).result()
         except sqlite3.Error as exc:
             raise JournalError(f"{self._what} {self.path!r}: {exc}") from exc
 
