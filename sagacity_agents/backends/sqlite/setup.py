@@ -110,6 +110,7 @@ class SqliteWorker:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sagacity-sqlite")
         mode = synchronous.upper()
         self._synchronous = mode
+        self._busy_seconds = busy_timeout
 
         self._file_ids: tuple[tuple[int, int] | None, ...] | None = None
         self._lost: str | None = None
@@ -196,7 +197,20 @@ class SqliteWorker:
         # run). Once noticed, every later operation is refused before it starts.
         if self._lost is not None:
             self._check_file()
-        result = fn(*args)
+        deadline = None
+        while True:
+            try:
+                result = fn(*args)
+                break
+            except sqlite3.OperationalError as exc:
+                # A read that met a lock (rare in WAL mode; the journal's connection leaves lock
+                # waits to its own code): tried again in short steps up to the busy timeout.
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                deadline = deadline or time.monotonic() + self._busy_seconds
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.001)
         self._check_file()
         return result
 
