@@ -140,27 +140,22 @@ class SqliteJournal(SqliteWorker):
         Raises:
             JournalWriteError: the lock was not free within ``busy_timeout`` seconds.
         """
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc):
-                raise
-        deadline = time.monotonic() + self._busy_timeout
-        delay = 50e-6
+        deadline, delay = None, 50e-6
         while True:
-            time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter, not a secret
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
                     raise
-                if time.monotonic() >= deadline:
+                now = time.monotonic()
+                deadline = deadline or now + self._busy_timeout
+                if now >= deadline:
                     raise JournalWriteError(
                         f"SQLite append to saga {saga_id!r}: the file's write lock was held by "
                         f"another writer for more than busy_timeout={self._busy_timeout} s"
                     ) from exc
+            time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter, not a secret
             delay = min(delay * 2, 1e-3)
 
     def _waits(self, request: AppendRequest) -> bool:
