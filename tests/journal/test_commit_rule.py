@@ -92,3 +92,42 @@ async def test_the_rule_is_journaled_in_run_started_and_shown(tmp_path):
             assert shown in summarize_payload(started)
         finally:
             await journal.close()
+
+
+async def test_sqlite_lock_wait_is_bounded_by_busy_timeout_and_fine_grained(tmp_path):
+    """Issue 22, item 5: an append waits for another writer's lock in steps of at most ~1 ms
+    (it gets the lock soon after it is freed) and never longer than busy_timeout."""
+    import sqlite3
+    import threading
+    import time
+
+    from sagacity_agents import JournalWriteError
+
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path, busy_timeout=0.3)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        start = time.monotonic()
+        with pytest.raises(JournalWriteError, match="busy_timeout"):
+            await journal.append("s", Phase.INTENT, write_key="i", payload={})
+        assert 0.3 <= time.monotonic() - start < 2.0
+        other.execute("ROLLBACK")
+        # Freed while an append waits: it gets the lock within a few ms, not SQLite's 100 ms steps.
+        released: list[float] = []
+
+        def release() -> None:
+            time.sleep(0.15)
+            other.execute("ROLLBACK")
+            released.append(time.monotonic())
+
+        thread = threading.Thread(target=release)
+        other.execute("BEGIN IMMEDIATE")
+        thread.start()
+        await journal.append("s", Phase.INTENT, write_key="i", payload={})
+        done = time.monotonic()
+        thread.join()
+        assert done - released[0] < 0.05
+    finally:
+        other.close()
+        await journal.close()
