@@ -43,6 +43,17 @@ def _answers_own_start(phase: Phase, payload: Any) -> bool:
     return isinstance(start, int) and not isinstance(start, bool)
 
 
+def _writes_sync(journal: Journal) -> bool:
+    """Whether the backend's blocking ``append_sync`` may stand for its ``append``: the class
+    that defines ``append`` defines ``append_sync`` too (a subclass or a wrapper that changes
+    ``append``, to inject faults say, keeps every write going through it)."""
+    def owner(name: str) -> type | None:
+        return next((c for c in type(journal).__mro__ if name in c.__dict__), None)
+
+    sync = owner("append_sync")
+    return sync is not None and sync is owner("append")
+
+
 class FencedJournal:
     """One saga's view of a :class:`~.journal.Journal`: appends to that saga carry the fence
     of the lease the saga holds; everything else passes through unchanged.
@@ -75,7 +86,7 @@ class FencedJournal:
         self._on_unjournaled = on_unjournaled
         if hasattr(journal, "append_many"):
             self.append_many = self._append_many
-        if hasattr(journal, "append_sync"):
+        if _writes_sync(journal):
             self.append_sync = self._append_sync
 
     def __getattr__(self, name: str) -> Any:

@@ -131,3 +131,49 @@ async def test_sqlite_lock_wait_is_bounded_by_busy_timeout_and_fine_grained(tmp_
     finally:
         other.close()
         await journal.close()
+
+
+async def test_sqlite_appends_arriving_together_share_a_commit_and_fail_alone(tmp_path):
+    """Issue 22, item 3: appends queued while the journal's thread is busy are written in one
+    transaction (one commit); one the rule refuses (a closed saga, a conflict) fails alone."""
+    import asyncio
+    import threading
+
+    from sagacity_agents import JournalConflictError
+
+    journal = SqliteJournal(tmp_path / "j.db")
+    groups: list[int] = []
+    real = journal._write_group
+
+    def counting(group):
+        groups.append(len(group))
+        return real(group)
+
+    journal._writer._write_group = counting
+    try:
+        await journal.append("closed", Phase.SAGA_CLOSED, write_key="c", payload={})
+        groups.clear()
+        gate = threading.Event()
+        journal._executor.submit(gate.wait)  # the thread is busy: the appends below queue up
+        appends = [journal.append(f"s{i}", Phase.INTENT, write_key="i", payload={"n": i})
+                   for i in range(10)]
+        appends.append(journal.append("closed", Phase.INTENT, write_key="late", payload={}))
+        appends.append(journal.append("s0", Phase.INTENT, write_key="x", expected_seq=5, payload={}))
+        appends.append(journal.append_many("s9", [
+            {"phase": Phase.EXECUTED, "write_key": "o", "payload": {"intent_seq": 1}},
+            {"phase": Phase.INTENT, "write_key": "j", "expected_seq": 7, "payload": {}},
+        ]))
+        tasks = [asyncio.ensure_future(a) for a in appends]
+        await asyncio.sleep(0.05)
+        gate.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert groups == [13]  # one transaction, one commit
+        assert all(r.seq == 1 for r in results[:10])
+        assert isinstance(results[10], JournalClosedError)
+        assert isinstance(results[11], JournalConflictError)
+        assert isinstance(results[12], JournalConflictError)
+        # The batch's first append stays written (append_many's contract), the neighbours too.
+        assert [e.write_key for e in await journal.entries("s9")] == ["i", "o"]
+        assert [e.write_key for e in await journal.entries("s0")] == ["i"]
+    finally:
+        await journal.close()

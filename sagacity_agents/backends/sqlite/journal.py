@@ -28,6 +28,7 @@ from ...core.journal import (
     utc_now,
 )
 from .setup import SqliteWorker
+from .writer import Answer, GroupWriter, Pending
 
 __all__ = ["SqliteJournal"]
 
@@ -92,6 +93,7 @@ class SqliteJournal(SqliteWorker):
         self._executor.submit(self._upgrade_sync).result()
         self._lazy_possible = self._synchronous in ("FULL", "EXTRA")
         self._busy_timeout = busy_timeout
+        self._writer = GroupWriter(self._executor, self._write_group)
         # Lock waits are ours (_begin_write: bounded, fine-grained), not SQLite's busy handler.
         self._executor.submit(lambda: self._conn.execute("PRAGMA busy_timeout=0")).result()
         self._autocheckpoint = self._executor.submit(
@@ -207,36 +209,51 @@ class SqliteJournal(SqliteWorker):
         )
         return entry, True
 
-    def _append_sync(self, request: AppendRequest) -> JournalEntry:
-        return self._append_many_sync([request])[0]
+    def _write_group(self, group: Sequence[Pending]) -> list[Answer]:
+        """On the journal's thread: every queued caller's appends in one ``BEGIN IMMEDIATE``
+        transaction, one commit (waiting for the disk when one of them must, see
+        ``core.journal.lazy_phases``), one answer per caller (``writer``). An append the rule
+        refuses inserts nothing and ends its caller's appends only: the ones before it stay.
 
-    def _append_many_sync(self, requests: list[AppendRequest]) -> list[JournalEntry]:
-        """The appends in one ``BEGIN IMMEDIATE`` transaction, one commit (durable when one of
-        them must be, see ``core.journal.lazy_phases``). One that raises ends the batch: the
-        ones before it are committed, it and the later ones are not written."""
+        Raises:
+            JournalWriteError: storage failed (nothing of the group is committed, or the file
+                was replaced under it); every caller gets it.
+        """
         conn: sqlite3.Connection = self._conn
-        saga_id = requests[0].saga_id
+        saga_id = group[0].requests[0].saga_id
+        answers: list[Answer] = []
         try:
-            self._commit_mode(any(self._waits(r) for r in requests))
+            self._refuse_closed()
+            if self._lost is not None:
+                self._check_file()
+            self._commit_mode(any(self._waits(r) for p in group for r in p.requests))
             self._begin_write(conn, saga_id)
-            entries: list[JournalEntry] = []
             inserted = False
-            try:
-                for request in requests:
-                    entry, fresh = self._insert_sync(conn, request)
+            for pending in group:
+                entries: list[JournalEntry] = []
+                error: Exception | None = None
+                for request in pending.requests:
+                    try:
+                        entry, fresh = self._insert_sync(conn, request)
+                    except sqlite3.Error:
+                        raise  # storage, not the rule: the whole group fails
+                    except Exception as exc:  # noqa: BLE001 - the rule refused it: this caller's error
+                        error = exc
+                        break
                     inserted = inserted or fresh
                     entries.append(entry)
-            except BaseException:
-                if conn.in_transaction:
-                    # Keep what the batch stored before the refused append (its contract).
-                    conn.execute("COMMIT" if inserted else "ROLLBACK")
-                raise
+                answers.append((entries, error))
             conn.execute("COMMIT" if inserted else "ROLLBACK")
-            return entries
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise JournalWriteError(f"SQLite append to saga {saga_id!r} failed: {exc}") from exc
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._check_file()  # a file replaced under the commit: the writes went nowhere
+        return answers
 
     def _entries_sync(self, saga_id: str) -> list[JournalEntry]:
         rows = self._conn.execute(
@@ -305,7 +322,8 @@ class SqliteJournal(SqliteWorker):
             saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
             expected_seq=expected_seq, fence=fence, late=late,
         )
-        return await self._run(self._append_sync, request)
+        self._refuse_closed()
+        return (await self._writer.submit([request]))[0]
 
     def append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
         """:meth:`append`, blocking, from a thread that is not the event loop's (a sync tool's
@@ -315,7 +333,9 @@ class SqliteJournal(SqliteWorker):
         Raises:
             The errors of :meth:`Journal.append`.
         """
-        return self._run_blocking(self._append_sync, AppendRequest.build(saga_id, phase, **fields))
+        request = AppendRequest.build(saga_id, phase, **fields)
+        self._refuse_closed()
+        return self._writer.submit_blocking([request])[0]
 
     async def append_many(
         self, saga_id: str, appends: Sequence[Mapping[str, Any]]
@@ -331,7 +351,8 @@ class SqliteJournal(SqliteWorker):
         requests = [AppendRequest.build(saga_id, **spec) for spec in appends]
         if not requests:
             return []
-        return await self._run(self._append_many_sync, requests)
+        self._refuse_closed()
+        return await self._writer.submit(requests)
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""

@@ -138,27 +138,18 @@ class SqliteWorker:
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the worker thread; driver errors become :class:`JournalError`."""
-        if self._closed:
-            raise JournalError(f"{self._what} {self.path!r} is closed")
+        self._refuse_closed()
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, self._on_same_file, fn, args)
         except sqlite3.Error as exc:
             raise JournalError(f"{self._what} {self.path!r}: {exc}") from exc
 
-    def _run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
-        """:meth:`_run` for a caller that is neither the event loop nor the worker thread (a sync
-        tool's thread): one hop to the worker, waited for here.
-
-        Raises:
-            JournalError: closed, or a driver error.
-        """
+    def _refuse_closed(self) -> None:
+        """Raises:
+            JournalError: this store is closed."""
         if self._closed:
             raise JournalError(f"{self._what} {self.path!r} is closed")
-        try:
-            return self._executor.submit(self._on_same_file, fn, args).result()
-        except sqlite3.Error as exc:
-            raise JournalError(f"{self._what} {self.path!r}: {exc}") from exc
 
     def _check_file(self) -> None:
         """Refuse to write when the database file, or its ``-wal`` / ``-shm`` file, was deleted
