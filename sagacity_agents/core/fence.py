@@ -90,7 +90,10 @@ class FencedJournal:
             self.append_sync = self._append_sync
 
     def __getattr__(self, name: str) -> Any:
-        # The backend's own attributes (writes_outcomes_behind, database, ...) read through.
+        # The backend's own attributes (writes_outcomes_behind, database, ...) read through;
+        # not its append_sync, which would write unfenced (set in __init__ when it may be used).
+        if name == "append_sync":
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def __repr__(self) -> str:
