@@ -191,8 +191,6 @@ class JournalEntry:
 
         Never raises on bad bytes: the payload is then ``None`` and verification reports it.
         """
-        # Storage may hand back text where bytes were stored (e.g. an SQL ``replace()`` on the
-        # BLOB column returns TEXT): keep it as UTF-8 bytes so verification, not this, reports it.
         return cls.from_row((saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash,
                              hash, canonical, tag_key, tag))
 

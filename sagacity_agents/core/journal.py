@@ -33,7 +33,7 @@ Two more rules every backend applies through :func:`next_entry`, atomically with
 
 The interface is async; backends that block (SQLite) run their I/O off the event loop.
 
-Two optional members a backend may add (the saga looks for them, and does without):
+Optional members a backend may add (the saga looks for them, and does without):
 
 * ``append_many(saga_id, appends)``: several appends to one saga in one round trip, in order,
   each under its own write key and the rule above, with :meth:`Journal.append`'s errors; an
@@ -42,6 +42,10 @@ Two optional members a backend may add (the saga looks for them, and does withou
 * ``entries_many(saga_ids)``: the entries of several sagas in one read, ``{saga_id: entries}``
   (each list as :meth:`Journal.entries` returns it; a saga without entries left out). Reached
   through :func:`read_sagas`, which ``verify`` uses to read a whole journal at read speed.
+* ``append_sync(saga_id, phase, **fields)``: :meth:`Journal.append`, blocking, callable from a
+  thread that is not the event loop's (SQLite, memory): a sync tool's worker thread writes its
+  INTENT and outcome through it, fenced (``core.fence``), without a hop to the loop. Used only
+  where the class that defines ``append`` defines it too.
 * ``writes_outcomes_behind``: true when a successful call's outcome entry may be written behind
   the call, its result going back to the agent without waiting for it (``core.saga.outcomes``).
 """

@@ -180,3 +180,21 @@ async def test_sqlite_appends_arriving_together_share_a_commit_and_fail_alone(tm
         assert [e.write_key for e in await journal.entries("s0")] == ["i"]
     finally:
         await journal.close()
+
+
+async def test_sqlite_close_goes_back_to_durable_commits(tmp_path):
+    """The checkpoint SQLite runs at the last connection's close must sync the database file:
+    a journal whose last commit was lazy switches back to the configured mode first."""
+    journal = SqliteJournal(tmp_path / "j.db")
+    await journal.append("s", Phase.EXECUTED, write_key="o", payload={})
+    assert not journal._durable_now
+    modes: list[bool] = []
+    real = journal._commit_mode
+
+    def recording(durable: bool) -> None:
+        modes.append(durable)
+        real(durable)
+
+    journal._commit_mode = recording
+    await journal.close()
+    assert modes == [True] and journal._durable_now

@@ -261,6 +261,14 @@ class SqliteJournal(SqliteWorker):
         ).fetchall()
         return [_row_to_entry(r) for r in rows]
 
+    def _close_sync(self) -> None:
+        # The checkpoint SQLite runs when the last connection closes (and the removal of the WAL
+        # after it) must sync the database file: back to the configured mode first, which also
+        # makes the lazy commits before it durable.
+        if getattr(self._local, "conn", None) is not None:
+            self._commit_mode(True)
+        super()._close_sync()
+
     def _entries_many_sync(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
         # One statement for the batch, read along the (saga_id, seq) primary key.
         found: dict[str, list[JournalEntry]] = {}
