@@ -121,12 +121,13 @@ async def run_durable(calls: int = 20, rounds: int = 30, warmup: int = 3, commit
     """The measurements above, as a JSON-able dict (see :func:`print_durable`)."""
     from agents import Runner, set_tracing_disabled
 
-    from sagacity_agents import Sagacity, SagaStatus, SqliteJournal
+    from sagacity_agents import InMemoryJournal, Sagacity, SagaStatus, SqliteJournal
 
     set_tracing_disabled(True)
     tools = _tools()
     tmp = Path(tempfile.mkdtemp(prefix="sagacity-durable-"))
     backends: dict[str, tuple[Any, Any]] = {
+        "memory": (Sagacity(InMemoryJournal()), None),
         "sqlite-full": (Sagacity(SqliteJournal(tmp / "journal.db")), _SqliteFloor(tmp / "floor.db")),
     }
     pg_conn = None
@@ -157,7 +158,7 @@ async def run_durable(calls: int = 20, rounds: int = 30, warmup: int = 3, commit
                 await Runner.run(_agent(bare_tool, calls), "go", max_turns=calls + 5)
                 bare = time.perf_counter() - start
                 for name, (sagacity, floor) in backends.items():
-                    commit = await _floor(floor, commits)
+                    commit = await _floor(floor, commits) if floor is not None else None
                     start = time.perf_counter()
                     saga = await sagacity.run(_agent(wrapped_tool, calls), "go", max_turns=calls + 5)
                     elapsed = time.perf_counter() - start
@@ -166,10 +167,12 @@ async def run_durable(calls: int = 20, rounds: int = 30, warmup: int = 3, commit
                     if r < warmup:
                         continue
                     added = (elapsed - bare) / calls
-                    series.setdefault(f"{name}/{kind}/multiple", []).append(added / commit)
                     series.setdefault(f"{name}/{kind}/added_us", []).append(added * 1e6)
                     series.setdefault(f"{name}/{kind}/run_per_call_us", []).append(elapsed / calls * 1e6)
-                    series.setdefault(f"{name}/commit_us", []).append(commit * 1e6)
+                    series.setdefault(f"{name}/{kind}/per_turn_pct", []).append((elapsed - bare) / bare * 100)
+                    if commit is not None:
+                        series.setdefault(f"{name}/{kind}/multiple", []).append(added / commit)
+                        series.setdefault(f"{name}/commit_us", []).append(commit * 1e6)
             if progress is not None:
                 progress(r + 1, warmup + rounds)
     finally:
@@ -209,6 +212,12 @@ def print_durable(result: dict[str, Any]) -> None:
     s = result["series"]
     print(f"\n== durable cost per call ({result['calls']} calls per run, {result['rounds']} rounds; "
           f"load average {tuple(round(x, 2) for x in result['loadavg'])}) ==")
+    for kind in ("async", "sync"):
+        a, pct = s["memory/" + kind + "/added_us"], s["memory/" + kind + "/per_turn_pct"]
+        print(f"memory {kind:5s} tool: +{a[0]:.0f} us [{a[1]:.0f}, {a[2]:.0f}] per call, "
+              f"+{pct[0]:.1f} % [{pct[1]:.1f}, {pct[2]:.1f}] per turn"
+              + ("  (target <= 5 %)" if kind == "async" else
+                 f"  ({a[0] / s['memory/async/added_us'][0]:.2f}x the async tool's; target <= 1.3x, <= 150 us)"))
     for backend in ("sqlite-full", "postgres"):
         if f"{backend}/commit_us" not in s:
             print(f"{backend}: skipped ({result.get('postgres_skipped')})")
