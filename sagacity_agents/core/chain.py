@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from .canonical import parse_json
-from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry, Phase
+from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry
 from .journal import Journal
 
 __all__ = [
@@ -233,24 +233,25 @@ def _name(phase: Any) -> str:
     return phase.value if isinstance(phase, enum.Enum) else str(phase)
 
 
-_SORTED = orjson.OPT_SORT_KEYS
-
-
 def _encodes_to(entry: JournalEntry, canonical: bytes) -> bool:
-    """Whether the entry's columns and payload, encoded (orjson, keys sorted), are exactly the
-    stored bytes: then the bytes are one JSON object with exactly the hashed fields, no key twice,
-    and each field's value is the column's (and the payload the one the entry carries). The read
-    speed path of :func:`_verify_chain`; any difference (a tampered column, bytes that are not
+    """Whether the entry's columns and payload, encoded by orjson, are exactly the stored bytes:
+    then the bytes are one JSON object with exactly the hashed fields, no key twice, and each
+    field's value is the column's (and the payload the one the entry carries). The read speed
+    path of :func:`_verify_chain`; any difference (a tampered column, bytes that are not
     canonical, a number orjson writes otherwise than RFC 8785) sends the entry to the strict
-    reader, :func:`_parsed_fault`, which names the fault if there is one."""
-    phase = entry.phase
+    reader, :func:`_parsed_fault`, which names the fault if there is one.
+
+    The fields are given in RFC 8785's order, and a payload read from the stored bytes keeps
+    theirs (sorted), so the encoding is tried as it is first; a payload built in memory (the
+    in-memory journal's) is tried again with its keys sorted."""
+    fields = {
+        "call_id": entry.call_id, "payload": entry.payload, "phase": entry.phase,
+        "prev_hash": entry.prev_hash, "recorded_at": entry.recorded_at, "saga_id": entry.saga_id,
+        "seq": entry.seq, "tool": entry.tool, "write_key": entry.write_key,
+    }
     try:
-        return orjson.dumps({
-            "call_id": entry.call_id, "payload": entry.payload,
-            "phase": phase.value if type(phase) is Phase else phase, "prev_hash": entry.prev_hash,
-            "recorded_at": entry.recorded_at, "saga_id": entry.saga_id, "seq": entry.seq,
-            "tool": entry.tool, "write_key": entry.write_key,
-        }, option=_SORTED) == canonical
+        return (orjson.dumps(fields) == canonical
+                or orjson.dumps(fields, option=orjson.OPT_SORT_KEYS) == canonical)
     except (TypeError, orjson.JSONEncodeError):
         return False
 

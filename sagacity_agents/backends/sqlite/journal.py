@@ -157,7 +157,7 @@ class SqliteJournal(SqliteWorker):
                         f"SQLite append to saga {saga_id!r}: the file's write lock was held by "
                         f"another writer for more than busy_timeout={self._busy_timeout} s"
                     ) from exc
-            time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter, not a secret
+            time.sleep(delay * (0.5 + random.random()))  # jitter, not a secret
             delay = min(delay * 2, 1e-3)
 
     def _waits(self, request: AppendRequest) -> bool:
