@@ -22,6 +22,7 @@ two durable commits.
 Usage::
 
     python bench/overhead.py [--calls 20] [--rounds N] [--warmup W] [--json out.json]
+    python bench/overhead.py --durable [--rounds 30]   # bench/durable_cost.py (issue 22)
 """
 
 from __future__ import annotations
@@ -520,7 +521,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"comma-separated subset of {','.join(VARIANTS)} (bare always runs)")
     parser.add_argument("--json", dest="json_out", default=None, help="write the results here")
+    parser.add_argument("--durable", action="store_true",
+                        help="only the durable section (bench/durable_cost.py): per-call cost on "
+                        "SQLite FULL and PostgreSQL as a multiple of a bare commit, 95 %% intervals")
     args = parser.parse_args(argv)
+    if args.durable:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from durable_cost import print_durable, run_durable
+
+        durable = asyncio.run(run_durable(calls=args.calls, rounds=min(args.rounds, 30)))
+        print_durable(durable)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(durable, indent=2), encoding="utf-8")
+        return 0
 
     from rich.console import Console
 

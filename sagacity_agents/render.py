@@ -171,6 +171,9 @@ def summarize_payload(entry: JournalEntry) -> str:
             text += f", lease {p.get('lease_seconds')} s held by {p.get('holder')}"
         if isinstance(p.get("took_over"), dict):
             text += f" (took over expired lease of {p['took_over'].get('holder')})"
+        if isinstance(p.get("durable_outcomes"), bool):
+            text += ("; outcomes durable at once" if p["durable_outcomes"]
+                     else "; outcomes durable with the next commit")
         return text
     if name in (Phase.RUN_ENDED.value, Phase.LEASE_RENEWED.value):
         return f"{p.get('status', 'renewed')} (holder {p.get('holder')})"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from agents import set_tracing_disabled
 
@@ -14,6 +16,12 @@ pytest.register_assert_rewrite(
 from tests.backends import EMBEDDED  # noqa: E402 - after the assert rewriting is registered
 
 set_tracing_disabled(True)
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist's workers inherit COLUMNS=80 / LINES=24 from execnet; a serial run has none, and
+    # the CLI then prints at its pipe width (render.PIPE_WIDTH). The tests read that output.
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
 
 
 @pytest.fixture(params=EMBEDDED, ids=str)

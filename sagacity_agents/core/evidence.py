@@ -31,11 +31,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ConfigurationError, EvidenceError, SignatureError
-from .chain import ChainFault, ChainHead, VerifyResult, check_anchor, verify_entries, verify_journal
+from .chain import ChainFault, ChainHead, VerifyResult, check_anchor, verify_entries
 from .authenticity import ADOPTION_SAGA, Adoption, TagCache, authenticity_fault, read_adoption
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
-from .journal import Journal, utc_stamp
+from .journal import Journal, read_sagas, utc_stamp
 from .signing import Keyring, signed_record_problem
 from .structure import structure_problem
 
@@ -155,14 +155,16 @@ class Evidence:
         return ChainHead(newest.seq, newest.hash), None, found
 
     def check(self, saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead | None,
-              checkpoints: Sequence[Checkpoint] = (), adoption: Adoption | None = None) -> VerifyResult:
+              checkpoints: Sequence[Checkpoint] = (), adoption: Adoption | None = None, *,
+              chain: VerifyResult | None = None) -> VerifyResult:
         """Verify ``entries`` (chain, anchor, every checkpoint, structure, tags, decision and
-        resolution signatures; ``adoption``: the journal's keyring adoptions).
+        resolution signatures; ``adoption``: the journal's keyring adoptions; ``chain``: the
+        chain's result without an anchor when the caller has it, see ``verify_entries``).
 
         Returns:
             The :class:`VerifyResult`; the first bad ``seq`` when it fails.
         """
-        result = verify_entries(saga_id, entries, anchor)
+        result = verify_entries(saga_id, entries, anchor, chain=chain)
         if not result.ok:
             return result
         for checkpoint in sorted(checkpoints, key=lambda c: c.seq):
@@ -211,12 +213,8 @@ class Evidence:
 
     async def verify_all(self, journal: Journal) -> list[VerifyResult]:
         """Verify every saga of the journal, then every checkpointed saga the journal no longer
-        lists (all of its entries removed: ``missing saga``)."""
-        ids = await journal.saga_ids()
-        if self.checkpoints is not None:
-            known = set(ids)
-            ids += [sid for sid in await self.checkpoints.saga_ids() if sid not in known]
-        return [await self.verify(journal, sid) for sid in ids]
+        lists (all of its entries removed: ``missing saga``); see :func:`verify_sagas`."""
+        return await verify_sagas(journal, evidence=self, heads_too=False)
 
     async def verified_entries(self, journal: Journal, saga_id: str) -> list[JournalEntry]:
         """The saga's entries, only if they verify.
@@ -300,30 +298,54 @@ CHAIN_ONLY = Evidence()
 
 async def verify_sagas(
     journal: Journal, saga_id: str | None = None, *, heads: Mapping[str, ChainHead] | None = None,
-    evidence: Evidence | None = None,
+    evidence: Evidence | None = None, heads_too: bool = True,
 ) -> list[VerifyResult]:
-    """Verify one saga or every saga: the chain and ``heads`` (``core.chain.verify_journal``),
+    """Verify one saga or every saga: the chain and ``heads`` (``core.chain.verify_entries``),
     then, when ``evidence`` has checkpoints or a keyring, its checks too (checkpointed sagas the
     journal no longer lists included). The first fault of a saga is reported.
+
+    Every saga is read once, many sagas per read where the backend can
+    (``core.journal.read_sagas``), and its chain checked once for both.
+
+    Args:
+        journal: the journal to read.
+        saga_id: verify only this saga; ``None``: every saga of the journal, then checkpointed
+            sagas it no longer lists, then anchored ones (``heads``) it no longer lists.
+        heads: anchored heads by saga id (``core.chain.verify_journal``).
+        evidence: checkpoints and keyring (``None``: the chain and the structure only).
+        heads_too: ``False`` leaves out the sagas only ``heads`` lists (``Evidence.verify_all``).
+
+    Returns:
+        One :class:`VerifyResult` per saga, in the order above.
 
     Raises:
         JournalError: the journal could not be read.
     """
-    results = await verify_journal(journal, saga_id, heads=heads)
+    heads = heads or {}
     evidence = evidence or CHAIN_ONLY  # the structure (A-03) is checked whatever the keys
-    signed = [await evidence.verify(journal, saga_id)] if saga_id is not None else await evidence.verify_all(journal)
-    by_id = {r.saga_id: r for r in results}
-
-    def merge(full: VerifyResult) -> VerifyResult:
-        chain = by_id.get(full.saga_id)
-        if chain is None or (chain.ok and not full.ok):
-            return full
+    if saga_id is not None:
+        ids = [saga_id]
+    else:
+        ids = await journal.saga_ids()
+        known = set(ids)
+        if evidence.checkpoints is not None:
+            ids += [sid for sid in await evidence.checkpoints.saga_ids() if sid not in known]
+        if heads_too:
+            known = set(ids)
+            ids += [sid for sid in heads if sid not in known]
+    adoption = await evidence.adoption(journal)
+    results: list[VerifyResult] = []
+    async for sid, entries in read_sagas(journal, ids):
+        chain = verify_entries(sid, entries)
+        anchored = verify_entries(sid, entries, heads[sid], chain=chain) if sid in heads else chain
+        if not anchored.ok:
+            results.append(anchored)  # a fault inside the chain, or against its heads anchor
+            continue
+        cp_anchor, fault, checkpoints = await evidence._anchor(sid)
+        full = fault or evidence.check(sid, entries, cp_anchor, checkpoints, adoption, chain=chain)
         # The chain's result carries the heads anchor; the full one the count before a keyring.
-        return replace(chain, unauthenticated=full.unauthenticated) if chain.ok else chain
-
-    merged = [merge(r) for r in signed]
-    seen = {r.saga_id for r in signed}
-    return merged + [r for r in results if r.saga_id not in seen]
+        results.append(full if not full.ok else replace(anchored, unauthenticated=full.unauthenticated))
+    return results
 
 
 async def verified_entries(journal: Journal, saga_id: str, evidence: Evidence | None = None) -> list[JournalEntry]:

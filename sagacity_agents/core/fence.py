@@ -43,6 +43,17 @@ def _answers_own_start(phase: Phase, payload: Any) -> bool:
     return isinstance(start, int) and not isinstance(start, bool)
 
 
+def _writes_sync(journal: Journal) -> bool:
+    """Whether the backend's blocking ``append_sync`` may stand for its ``append``: the class
+    that defines ``append`` defines ``append_sync`` too (a subclass or a wrapper that changes
+    ``append``, to inject faults say, keeps every write going through it)."""
+    def owner(name: str) -> type | None:
+        return next((c for c in type(journal).__mro__ if name in c.__dict__), None)
+
+    sync = owner("append_sync")
+    return sync is not None and sync is owner("append")
+
+
 class FencedJournal:
     """One saga's view of a :class:`~.journal.Journal`: appends to that saga carry the fence
     of the lease the saga holds; everything else passes through unchanged.
@@ -75,9 +86,14 @@ class FencedJournal:
         self._on_unjournaled = on_unjournaled
         if hasattr(journal, "append_many"):
             self.append_many = self._append_many
+        if _writes_sync(journal):
+            self.append_sync = self._append_sync
 
     def __getattr__(self, name: str) -> Any:
-        # The backend's own attributes (writes_outcomes_behind, database, ...) read through.
+        # The backend's own attributes (writes_outcomes_behind, database, ...) read through;
+        # not its append_sync, which would write unfenced (set in __init__ when it may be used).
+        if name == "append_sync":
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def __repr__(self) -> str:
@@ -109,11 +125,35 @@ class FencedJournal:
             try:
                 return await self.inner.append(saga_id, **{**spec, "late": True})
             except JournalError as refused:  # closed meanwhile: say so wherever we can
-                if self._on_unjournaled is not None:
-                    self._on_unjournaled(
-                        f"{phase.value} of {spec.get('tool')} (call {spec.get('call_id')}) could "
-                        f"not be journaled, even late: {describe_error(refused)}")
+                self._unjournaled(phase, spec, refused)
                 raise
+
+    def _append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
+        """:meth:`append` through the backend's blocking ``append_sync`` (a sync tool's worker
+        thread writes without a hop to the event loop), fenced and written late the same way.
+
+        Raises:
+            The errors of :meth:`append`.
+        """
+        spec = self._fenced(saga_id, {"phase": phase, **fields})
+        try:
+            return self.inner.append_sync(saga_id, **spec)  # type: ignore[attr-defined, no-any-return]
+        except LeaseLostError as lost:
+            self._on_lost(lost)
+            if not _answers_own_start(phase, spec.get("payload")) or spec.get("late"):
+                raise
+            try:
+                return self.inner.append_sync(saga_id, **{**spec, "late": True})  # type: ignore[attr-defined, no-any-return]
+            except JournalError as refused:
+                self._unjournaled(phase, spec, refused)
+                raise
+
+    def _unjournaled(self, phase: Phase, spec: Mapping[str, Any], refused: JournalError) -> None:
+        """Say wherever we can that a late outcome could not be journaled (closed meanwhile)."""
+        if self._on_unjournaled is not None:
+            self._on_unjournaled(
+                f"{phase.value} of {spec.get('tool')} (call {spec.get('call_id')}) could "
+                f"not be journaled, even late: {describe_error(refused)}")
 
     async def _append_many(
         self, saga_id: str, appends: Sequence[Mapping[str, Any]]

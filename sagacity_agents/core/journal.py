@@ -33,22 +33,30 @@ Two more rules every backend applies through :func:`next_entry`, atomically with
 
 The interface is async; backends that block (SQLite) run their I/O off the event loop.
 
-Two optional members a backend may add (the saga looks for them, and does without):
+Optional members a backend may add (the saga looks for them, and does without):
 
 * ``append_many(saga_id, appends)``: several appends to one saga in one round trip, in order,
   each under its own write key and the rule above, with :meth:`Journal.append`'s errors; an
   append that raises leaves the earlier ones written and the later ones not. Reached through
   :func:`append_each`.
+* ``entries_many(saga_ids)``: the entries of several sagas in one read, ``{saga_id: entries}``
+  (each list as :meth:`Journal.entries` returns it; a saga without entries left out). Reached
+  through :func:`read_sagas`, which ``verify`` uses to read a whole journal at read speed.
+* ``append_sync(saga_id, phase, **fields)``: :meth:`Journal.append`, blocking, callable from a
+  thread that is not the event loop's (SQLite, memory): a sync tool's worker thread writes its
+  INTENT and outcome through it, fenced (``core.fence``), without a hop to the loop. Used only
+  where the class that defines ``append`` defines it too.
 * ``writes_outcomes_behind``: true when a successful call's outcome entry may be written behind
   the call, its result going back to the agent without waiting for it (``core.saga.outcomes``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -60,8 +68,8 @@ from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_ent
 from .observe import TRACE_KEY, trace_link, without_trace
 
 __all__ = [
-    "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
-    "next_entry", "new_claimant", "replay_of", "stamp_from", "utc_now", "utc_stamp",
+    "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "LAZY_PHASES", "lazy_phases", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
+    "next_entry", "new_claimant", "read_sagas", "replay_of", "stamp_from", "utc_now", "utc_stamp",
 ]
 
 CLAIM_PHASES = frozenset({Phase.COMPENSATING, Phase.CONSUMED})
@@ -83,6 +91,27 @@ lost, under the lost lease's token (``append(..., late=True)``)."""
 LATE_PHASES = OUTCOME_PHASES | {Phase.COMPENSATED, Phase.COMPENSATION_FAILED}
 """Phases an append may write late: the outcome of a call or of an undo that was running when
 its writer lost the lease. An effect that happened is a fact; it is journaled, never dropped."""
+
+
+LAZY_PHASES = frozenset({Phase.SAGA_OPENED, Phase.RUN_STARTED})
+"""Committed without waiting for the disk, always (docs/architecture.md, "One durable commit
+per call"): nothing outside the journal follows from these entries alone, and the saga's next
+durable commit (its first INTENT's, at the latest) makes them durable."""
+
+
+def lazy_phases(*, durable_outcomes: bool) -> frozenset[Phase]:
+    """The phases a backend commits without waiting for the disk (the commit rule of
+    docs/architecture.md, "One durable commit per call"): :data:`LAZY_PHASES`, and a call's
+    outcome (EXECUTED, REFUSED, FAILED) unless ``durable_outcomes``. A late outcome
+    (``AppendRequest.late``) waits for the disk whatever its phase; every other entry (an INTENT,
+    an approval pause, a compensation decision, an undo's outcome, RUN_ENDED, SAGA_CLOSED) waits.
+
+    A power loss can then turn the last call's outcome into "in doubt" (never undone blindly)
+    and lose nothing else: a call's INTENT is durable before its body runs, and the outcome is
+    made durable by the next durable commit (the next INTENT, the end of the run) before anything
+    depends on it. A process crash loses nothing (the commit is in the operating system's hands).
+    """
+    return LAZY_PHASES if durable_outcomes else LAZY_PHASES | OUTCOME_PHASES
 
 
 def new_claimant() -> str:
@@ -461,3 +490,50 @@ async def append_each(
     if many is not None:
         return list(await many(saga_id, appends))
     return [await journal.append(saga_id, **spec) for spec in appends]
+
+
+READ_BATCH = 256
+"""Sagas read per ``entries_many`` call by :func:`read_sagas`: one statement per batch, and a
+bounded amount of the journal in memory at a time."""
+
+
+async def read_sagas(
+    journal: Journal, saga_ids: Sequence[str], *, batch: int = READ_BATCH
+) -> AsyncIterator[tuple[str, list[JournalEntry]]]:
+    """Yield ``(saga_id, entries)`` for each of ``saga_ids``, in that order: ``batch`` sagas per
+    read where the backend has ``entries_many``, else one :meth:`Journal.entries` per saga.
+
+    Args:
+        journal: the journal.
+        saga_ids: the sagas to read (an unknown one yields an empty list).
+        batch: sagas per read (>= 1).
+
+    Raises:
+        JournalError: storage could not be read.
+    """
+    many = getattr(journal, "entries_many", None)
+    if many is None:
+        for saga_id in saga_ids:
+            yield saga_id, await journal.entries(saga_id)
+        return
+    chunks = [list(saga_ids[start:start + batch]) for start in range(0, len(saga_ids), batch)]
+    # The next batch is read (on the backend's thread, or by the server) while the caller
+    # checks this one: the read and the check overlap.
+    ahead = asyncio.ensure_future(many(chunks[0])) if chunks else None
+    try:
+        for i, chunk in enumerate(chunks):
+            assert ahead is not None
+            found = await ahead
+            ahead = asyncio.ensure_future(many(chunks[i + 1])) if i + 1 < len(chunks) else None
+            for saga_id in chunk:
+                yield saga_id, found.get(saga_id, [])
+    finally:
+        if ahead is not None:  # the caller stopped early: the read ahead is not wanted
+            ahead.add_done_callback(_retrieved)
+            ahead.cancel()
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark an abandoned read's error as seen (asyncio would log it as never retrieved)."""
+    if not task.cancelled():
+        task.exception()

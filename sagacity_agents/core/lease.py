@@ -61,6 +61,14 @@ _ACQUIRE_ATTEMPTS = 50
 """Conditional RUN_STARTED appends tried before giving up (each loses only to a real write)."""
 
 
+def _commit_rule(journal: Journal) -> dict[str, bool]:
+    """The journal's commit rule for outcomes, journaled in RUN_STARTED so that a reader
+    (``sagacity journal show``) sees under which rule the run wrote: ``{"durable_outcomes":
+    bool}`` (``core.journal.lazy_phases``), or nothing for a journal that does not say."""
+    durable = getattr(journal, "durable_outcomes", None)
+    return {} if durable is None else {"durable_outcomes": bool(durable)}
+
+
 def check_lease_seconds(value: object) -> float:
     """``value`` as a lease duration in seconds, or a clear error.
 
@@ -287,7 +295,7 @@ async def acquire_lease(
         started: dict[str, Any] = {
             "phase": Phase.RUN_STARTED, "write_key": f"run:{holder}:{uuid.uuid4().hex[:8]}",
             "payload": {"agent": agent, "holder": holder, "lease_seconds": seconds,
-                        "took_over": took_over},
+                        "took_over": took_over, **_commit_rule(journal)},
             "expected_seq": tail + 1 if batch else tail,  # with the opening: right after it
         }
         try:

@@ -83,23 +83,30 @@ def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None
         ``(seq, why)`` of the first such entry, or ``None`` when every entry has a shape the
         library writes.
     """
+    # One pass, the per-entry work inlined: verify runs this on every entry it reads.
     by_seq = {e.seq: e for e in entries}
     intents_by_key = {e.write_key: e for e in entries if e.phase is Phase.INTENT}
     newest_run: int | None = None
     paused: dict[int, int] = {}  # fence -> seq of its run's RUN_ENDED AWAITING_APPROVAL
+    unanswered: set[Any] = set()  # INTENTs no outcome named by intent_seq yet (see _closed_in_doubt)
+    undo_started = False
     for entry in entries:
-        payload = _payload(entry)
-        fence = _fence(entry)
+        payload = entry.payload
+        if not isinstance(payload, dict):
+            payload = _EMPTY
+        phase = entry.phase
+        raw_fence = payload.get(FENCE_KEY)
+        fence = raw_fence if type(raw_fence) is int else _int(raw_fence)
         late = payload.get(LATE_KEY) is True
-        if FENCE_KEY in payload and fence is None:
-            return entry.seq, f"fence {payload.get(FENCE_KEY)!r} is not a seq"
+        if fence is None and FENCE_KEY in payload:
+            return entry.seq, f"fence {raw_fence!r} is not a seq"
         if fence is not None:
             run = by_seq.get(fence)
             if run is None or run.phase is not Phase.RUN_STARTED or fence >= entry.seq:
                 return entry.seq, f"fence {fence} names no RUN_STARTED before this entry"
             if late:
-                if entry.phase not in LATE_PHASES:
-                    return entry.seq, f"a late {entry.phase} (only outcomes may be late)"
+                if phase not in LATE_PHASES:
+                    return entry.seq, f"a late {phase} (only outcomes may be late)"
             elif fence != newest_run:
                 return entry.seq, (
                     f"written under the lease of RUN_STARTED seq {fence} while the saga's lease "
@@ -107,12 +114,28 @@ def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None
                     "outcome may follow a takeover)")
         elif late:
             return entry.seq, "a late entry without the fence of the lease it lost"
-        problem = _answer_problem(entry, payload, by_seq, intents_by_key, paused)
-        if problem is None and entry.phase is Phase.SAGA_CLOSED:
+        if phase in _ANSWERS:
+            problem = _answer_problem(entry, payload, by_seq, intents_by_key, paused)
+            if problem is not None:
+                return entry.seq, problem
+        if phase is Phase.INTENT:
+            unanswered.add(entry.seq)
+        elif phase in OUTCOME_PHASES or phase is Phase.RESOLVED:
+            named = payload.get("intent_seq" if phase is not Phase.RESOLVED else "target_seq")
+            if phase is Phase.RESOLVED and payload.get("target") != "call":
+                named = None
+            try:
+                unanswered.discard(named)
+            except TypeError:  # unhashable: the ledger decides (as it did before this pass)
+                undo_started = True
+        elif phase is Phase.COMPENSATING:
+            undo_started = True
+        elif phase is Phase.SAGA_CLOSED and (unanswered or undo_started):
+            # Maybe something in doubt: the ledger's own reading decides.
             problem = _closed_in_doubt(entries, entry)
-        if problem is not None:
-            return entry.seq, problem
-        if entry.phase is Phase.RUN_STARTED:
+            if problem is not None:
+                return entry.seq, problem
+        elif phase is Phase.RUN_STARTED:
             newest_run = entry.seq
         elif (entry.phase is Phase.RUN_ENDED and fence is not None
               and payload.get("status") == PAUSED_STATUS):
@@ -120,11 +143,21 @@ def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None
     return None
 
 
+_EMPTY: Mapping[str, Any] = {}
+_ANSWERS = OUTCOME_PHASES | {Phase.COMPENSATING, *_UNDO_OUTCOMES}
+"""The phases :func:`_answer_problem` checks (it passes every other one)."""
+
+
 def _closed_in_doubt(entries: Sequence[JournalEntry], closed: JournalEntry) -> str | None:
     """Why ``closed`` (a SAGA_CLOSED) closes a saga with something in doubt, or ``None``: no run
     closes one while an INTENT or an undo's COMPENSATING has no outcome (a human's RESOLVED
     counts as one): ``finish`` leaves such a saga open, IN_DOUBT, and recovery closes only when
-    its report is clean (``core.compensation``; the ledger read here, ``core.ledger``, is theirs)."""
+    its report is clean (``core.compensation``; the ledger read here, ``core.ledger``, is theirs).
+
+    :func:`structure_problem` asks only when its own pass may have seen something in doubt: an
+    INTENT that no later outcome (or RESOLVED) names by ``intent_seq`` (the ledger also pairs by
+    ``intent_write_key``), or an undo started. Where every INTENT is named so and no undo
+    started, the ledger finds nothing in doubt either."""
     ledger = SagaLedger([e for e in entries if e.seq < closed.seq])
     doubt = sorted(e.seq for e in [*ledger.in_doubt(), *ledger.undo_in_doubt()])
     if not doubt:

@@ -54,11 +54,20 @@ class InMemoryJournal:
         fence: int | None = None,
         late: bool = False,
     ) -> JournalEntry:
-        """See :meth:`Journal.append`."""
-        request = AppendRequest.build(
-            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
-            expected_seq=expected_seq, fence=fence, late=late,
-        )
+        """See :meth:`Journal.append` (done by :meth:`append_sync`: nothing here waits)."""
+        return self.append_sync(saga_id, phase, write_key=write_key, tool=tool, call_id=call_id,
+                                payload=payload, expected_seq=expected_seq, fence=fence, late=late)
+
+    def append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
+        """:meth:`Journal.append` (same keyword arguments), blocking, from any thread: how a
+        sync tool's worker thread writes its INTENT and outcome without a hop to the event loop
+        (``core.saga.calls``).
+
+        Raises:
+            The errors of :meth:`Journal.append`.
+        """
+        request = AppendRequest.build(saga_id, phase, **fields)
+        write_key = request.write_key
         with self._lock:
             existing = self._keys.get((saga_id, write_key))
             if existing is not None:
@@ -77,6 +86,12 @@ class InMemoryJournal:
         """See :meth:`Journal.entries`."""
         with self._lock:
             return list(self._chains.get(saga_id, ()))
+
+    async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        """The entries of each of ``saga_ids`` (``core.journal.read_sagas``), sagas without
+        entries left out."""
+        with self._lock:
+            return {sid: list(self._chains[sid]) for sid in saga_ids if self._chains.get(sid)}
 
     async def saga_ids(self) -> list[str]:
         """See :meth:`Journal.saga_ids`. Like SQLite, a saga is listed while any of its entries

@@ -41,7 +41,8 @@ tag, in autocommit):
   it if anyone appended since. Otherwise nothing is stored and the append goes the locked way
   (as does every append to that saga for a while after); a locked append that loses its seq to
   a writer that took no lock is sent again. Either way the chain has no fork and no gap.
-* **Some appends never wait for the flush** (:data:`_LAZY_PHASES`; with ``fast_outcomes`` also
+* **Some appends never wait for the flush** (``core.journal.lazy_phases``: SAGA_OPENED,
+  RUN_STARTED and, unless ``durable_outcomes``, a call's outcome; with ``fast_outcomes`` also
   :data:`_FAST_OUTCOME_PHASES`): the saga's next durable append covers them.
 * **Batches.** :meth:`PostgresJournal.append_many` sends several appends to one saga in one round
   trip (pipeline mode); each is written only if the one before it is stored.
@@ -71,9 +72,10 @@ from typing import Any, TypeVar
 from ...errors import JournalClosedError, JournalConflictError, JournalWriteError
 from ...core.authenticity import unlinked_from_pieces
 from ...core.canonical import sha256_hex
-from ...core.entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, entry_bytes
+from ...core.entries import GENESIS_HASH, OUTCOME_PHASES, STORED_COLUMNS, JournalEntry, Phase, entry_bytes
 from ...core.journal import (
-    AppendRequest, Clock, SagaSummary, Tail, check_page, next_entry, replay_of, stamp_from, utc_now,
+    AppendRequest, Clock, SagaSummary, Tail, check_page, lazy_phases, next_entry, replay_of,
+    stamp_from, utc_now,
 )
 from .setup import PostgresDatabase
 from .sole_writer import SoleWriter
@@ -82,9 +84,8 @@ __all__ = ["PostgresJournal"]
 
 T = TypeVar("T")
 
-_COLUMNS = ("saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical, "
-            "tag_key, tag")
-_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
+_COLUMNS = ", ".join(STORED_COLUMNS)
+_NAMES = STORED_COLUMNS
 
 TERMINAL_PHASES: tuple[str, ...] = (Phase.SAGA_CLOSED.value,)
 """Phases after which the shared append rule (``core.journal.next_entry``) refuses any append:
@@ -106,16 +107,14 @@ _FLUSH = "SELECT pg_logical_emit_message(true, 'sagacity', '')"
 _SYNCHRONOUS = "SELECT set_config('synchronous_commit', 'on', true)"
 
 
-_LAZY_PHASES = frozenset({Phase.SAGA_OPENED, Phase.RUN_STARTED})
-"""Committed without waiting for the WAL flush, always (visible to every other writer at once,
-the run lease included): nothing outside the journal follows from these entries alone. Before a
-tool body runs, an undo starts or a run reports its end, the saga appends a durable entry (the
-INTENT, the COMPENSATING claim, SAGA_CLOSED...), whose flush covers them: WAL is flushed in
-order. A server crash before that loses only a saga or a run that had done nothing yet."""
 _FAST_OUTCOME_PHASES = OUTCOME_PHASES | {Phase.RUN_ENDED}
-"""Also committed without waiting with ``fast_outcomes``: a call's outcome (the call is in doubt
-if a server crash loses it) and the end of a run (its lease then looks held until it expires);
-SAGA_CLOSED, an INTENT or any durable append after them flushes them."""
+"""Committed without waiting for the WAL flush (visible to every other writer at once, the run
+lease included), on top of ``core.journal.lazy_phases`` (SAGA_OPENED, RUN_STARTED, and a call's
+outcome unless ``durable_outcomes``), with ``fast_outcomes``: the end of a run too (its lease
+then looks held until it expires). Before a tool body runs, an undo starts or a run reports its
+end, the saga appends a durable entry (the INTENT, the COMPENSATING claim, SAGA_CLOSED...), whose
+flush covers them: WAL is flushed in order. A server crash before that loses only a saga or a run
+that had done nothing yet, or turns the last call's outcome into "in doubt"."""
 
 
 def _tail(seq: int, hash_: str, phase: str | None) -> Tail | None:
@@ -235,9 +234,7 @@ def _request(saga_id: str, phase: Phase, **fields: Any) -> AppendRequest:
     return request
 
 
-def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
-    return JournalEntry.from_stored(**dict(zip(_NAMES, row, strict=True)))
-
+_row_to_entry = JournalEntry.from_row
 
 class PostgresJournal:
     """A :class:`~sagacity_agents.core.journal.Journal` in a PostgreSQL database.
@@ -247,21 +244,25 @@ class PostgresJournal:
             :class:`~sagacity_agents.backends.postgres.approvals.PostgresApprovalStore`), or a
             ``postgresql://`` URI to open one with ``pool_options``.
         clock: source of ``recorded_at``; defaults to the system UTC time.
-        fast_outcomes: don't wait for outcome entries (default ``False``: every append but
-            SAGA_OPENED and RUN_STARTED returns once durable, and a call returns once its
-            outcome is). With ``True``: (1) EXECUTED / REFUSED / FAILED and RUN_ENDED commit
-            without waiting for the WAL flush; the next durable commit on the server (the next INTENT's, at the
-            latest) flushes them; (2) a successful async call's EXECUTED entry is written behind
+        fast_outcomes: don't wait for outcome entries at all (default ``False``). By default
+            one durable commit per call: a call's outcome (EXECUTED / REFUSED / FAILED)
+            commits with ``synchronous_commit = off`` and the next durable commit (the next
+            INTENT's, the run's end) flushes it (``core.journal.lazy_phases``). With ``True``,
+            also: (1) RUN_ENDED commits without waiting for the WAL flush; (2) a successful
+            async call's EXECUTED entry is written behind
             the call: its result goes back to the agent at once and the saga waits for the entry
             before compensation, a verdict and the end of the run
             (:attr:`writes_outcomes_behind`). An INTENT is durable before its body runs either
             way. A server crash can then lose an outcome, never an INTENT: the call is in doubt,
             as if the process had died after the body, and recovery treats it so.
+        durable_outcomes: every outcome waits for the WAL flush (the rule before issue 22);
+            not with ``fast_outcomes``. Journaled in each run's RUN_STARTED.
         pool_options: keyword arguments of :class:`PostgresDatabase` (``max_size``,
             ``pool_timeout``, ``statement_timeout``...) when ``database`` is a URI.
 
     Raises:
         ConfigurationError: the ``postgres`` extra is not installed.
+        ValueError: both ``fast_outcomes`` and ``durable_outcomes``.
     """
 
     def __init__(
@@ -270,14 +271,20 @@ class PostgresJournal:
         *,
         clock: Clock = utc_now,
         fast_outcomes: bool = False,
+        durable_outcomes: bool = False,
         **pool_options: Any,
     ) -> None:
+        if fast_outcomes and durable_outcomes:
+            raise ValueError("fast_outcomes and durable_outcomes contradict each other: choose one")
         self.database = (
             database if isinstance(database, PostgresDatabase)
             else PostgresDatabase(database, **pool_options)
         )
         self._clock = clock
-        self._lazy_phases = _LAZY_PHASES | (_FAST_OUTCOME_PHASES if fast_outcomes else frozenset())
+        self._lazy_phases = (lazy_phases(durable_outcomes=durable_outcomes)
+                             | (_FAST_OUTCOME_PHASES if fast_outcomes else frozenset()))
+        self.durable_outcomes = durable_outcomes
+        """Every outcome waits for the flush (see the class notes); journaled in RUN_STARTED."""
         self._sole = SoleWriter()
         self.tagger: Any = None
         """An ``core.authenticity.EntryTagger``: every entry is tagged before it is sent
@@ -514,6 +521,30 @@ class PostgresJournal:
             return [_row_to_entry(r) for r in await cur.fetchall()]
 
         return await self.database.run(f"read of saga {saga_id!r}", work, retry_broken=True)
+
+    async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        """The entries of each of ``saga_ids`` in one statement (``core.journal.read_sagas``):
+        ``{saga_id: entries}`` in ``seq`` order, sagas without entries left out.
+
+        Raises:
+            JournalWriteError: the read failed (pool exhausted, timeout, broken connections).
+        """
+
+        async def work(conn: Any) -> dict[str, list[JournalEntry]]:
+            cur = conn.cursor(binary=True)
+            await cur.execute(
+                f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ANY(%s) "
+                "ORDER BY saga_id, seq", (list(saga_ids),),
+            )
+            found: dict[str, list[JournalEntry]] = {}
+            for row in await cur.fetchall():
+                entry = _row_to_entry(row)
+                found.setdefault(entry.saga_id, []).append(entry)
+            return found
+
+        if not saga_ids:
+            return {}
+        return await self.database.run("read of sagas", work, retry_broken=True)
 
     async def saga_ids(self) -> list[str]:
         """See :meth:`Journal.saga_ids`. Derived from the entries (no side table an editor could

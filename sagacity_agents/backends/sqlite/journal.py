@@ -3,7 +3,10 @@
 Ordering: every append runs ``BEGIN IMMEDIATE``, which takes SQLite's single write lock for the
 whole file before the tail is read, so the read-tail/insert pair is serialized across threads
 and processes alike: no gap, no duplicate ``seq``, no retry loop. ``synchronous=FULL`` makes the
-commit durable before ``append`` returns, so an INTENT is on disk before the tool body starts.
+commit durable before ``append`` returns, so an INTENT is on disk before the tool body starts;
+a call's outcome, SAGA_OPENED and RUN_STARTED commit without syncing (``synchronous=OFF`` for
+that transaction) and the next durable commit covers them (``core.journal.lazy_phases``; opt out
+with ``durable_outcomes=True``). Batches (``append_many``) are one transaction, one commit.
 
 All SQLite work runs on one dedicated thread per journal object (sqlite3 connections are not to
 be shared across threads); the event loop only awaits it.
@@ -11,30 +14,36 @@ be shared across threads); the event loop only awaits it.
 
 from __future__ import annotations
 
+import random
 import sqlite3
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...errors import JournalWriteError
-from ...core.entries import JournalEntry, Phase
+from ...core.entries import STORED_COLUMNS, JournalEntry, Phase
 from ...core.journal import (
-    AppendRequest, Clock, SagaSummary, check_page, next_entry, replay_of, stamp_from, utc_now,
+    AppendRequest, Clock, SagaSummary, check_page, lazy_phases, next_entry, replay_of, stamp_from,
+    utc_now,
 )
 from .setup import SqliteWorker
+from .writer import Answer, GroupWriter, Pending
 
 __all__ = ["SqliteJournal"]
 
 
-_COLUMNS = ("saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash, canonical, "
-            "tag_key, tag")
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` is SQLITE_BUSY (another connection holds the lock)."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+_COLUMNS = ", ".join(STORED_COLUMNS)
 _TAG_COLUMNS = ("tag_key", "tag")
 """Added by issue 19 (``core.authenticity``): files of earlier versions get them on open."""
 
 
-def _row_to_entry(row: tuple[Any, ...]) -> JournalEntry:
-    names = [c.strip() for c in _COLUMNS.split(",")]
-    return JournalEntry.from_stored(**dict(zip(names, row, strict=True)))
-
+_row_to_entry = JournalEntry.from_row
 
 class SqliteJournal(SqliteWorker):
     """A :class:`~sagacity_agents.core.journal.Journal` in one SQLite file.
@@ -43,9 +52,17 @@ class SqliteJournal(SqliteWorker):
         path: database file (created if missing, with its tables). ``":memory:"`` works but is
             private to this object.
         clock: source of ``recorded_at``; defaults to the system UTC time.
-        busy_timeout: seconds to wait for another process's write lock before failing.
+        busy_timeout: seconds to wait for another process's write lock before failing: the
+            bound of any append's wait (waited in steps of at most 1 ms, see ``_begin_write``).
         synchronous: SQLite ``synchronous`` pragma: ``"FULL"`` (default, an INTENT survives power
             loss) or ``"NORMAL"`` (survives a process crash; ~6x faster commits, see design.md).
+        durable_outcomes: with ``synchronous`` FULL or EXTRA, also wait for the disk on each
+            call's outcome (EXECUTED, REFUSED, FAILED). Default ``False``: one durable commit
+            per call, the INTENT's; the outcome's commit does not sync, and the next durable
+            commit (the next INTENT, an approval pause, a compensation decision, the end of the
+            run) makes it durable: a power loss can turn the last call's outcome into "in
+            doubt", a process crash loses nothing (docs/architecture.md, "One durable commit
+            per call"). SAGA_OPENED and RUN_STARTED never wait.
 
     Raises:
         JournalError: the file cannot be opened or initialised.
@@ -58,8 +75,14 @@ class SqliteJournal(SqliteWorker):
         clock: Clock = utc_now,
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
+        durable_outcomes: bool = False,
     ) -> None:
         self._clock = clock
+        self.durable_outcomes = durable_outcomes
+        """Every outcome waits for the disk (``False``: the next durable commit covers it; see
+        ``core.journal.lazy_phases``). Journaled in each run's RUN_STARTED."""
+        self._lazy_phases = lazy_phases(durable_outcomes=durable_outcomes)
+        self._durable_now = True
         self.tagger: Any = None
         """An ``core.authenticity.EntryTagger``: every entry is tagged before it is inserted
         (``None``: untagged; set by ``attach_tagger``)."""
@@ -68,6 +91,13 @@ class SqliteJournal(SqliteWorker):
             busy_timeout=busy_timeout, synchronous=synchronous,
         )
         self._executor.submit(self._upgrade_sync).result()
+        self._lazy_possible = self._synchronous in ("FULL", "EXTRA")
+        self._busy_timeout = busy_timeout
+        self._writer = GroupWriter(self._executor, self._write_group)
+        # Lock waits are ours (_begin_write: bounded, fine-grained), not SQLite's busy handler.
+        self._executor.submit(lambda: self._conn.execute("PRAGMA busy_timeout=0")).result()
+        self._autocheckpoint = self._executor.submit(
+            lambda: self._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]).result()
 
     def _upgrade_sync(self) -> None:
         """Add the tag columns to a file written by an earlier version (in place, once; a
@@ -82,66 +112,177 @@ class SqliteJournal(SqliteWorker):
                     if "duplicate column" not in str(exc):
                         raise
 
-    def _append_sync(self, request: AppendRequest) -> JournalEntry:
+    def _commit_mode(self, durable: bool) -> None:
+        """Make the next commit wait for the disk (``durable``: the configured ``synchronous``)
+        or not (``OFF``), switching only when it changes (two pragmas, a few microseconds).
+
+        WAL frames reach the file in commit order and a commit with ``synchronous=FULL`` syncs
+        the whole WAL file, so the next durable commit (this process's or another's) makes the
+        lazy ones before it durable too; a frame lost in a power cut invalidates every frame
+        after it (WAL checksums are cumulative), so no later entry survives without it. The
+        automatic checkpoint is off while commits do not sync: a checkpoint run without syncing
+        the database file could let the WAL be reset over frames the file does not yet hold.
+        """
+        if durable == self._durable_now or not self._lazy_possible:
+            return
         conn: sqlite3.Connection = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
+        conn.execute(f"PRAGMA synchronous={self._synchronous if durable else 'OFF'}")
+        conn.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint if durable else 0}")
+        self._durable_now = durable
+
+    def _begin_write(self, conn: sqlite3.Connection, saga_id: str) -> None:
+        """``BEGIN IMMEDIATE``, waiting for another process's write lock ourselves: short
+        steps (50 us doubling to 1 ms, jittered) until ``busy_timeout`` seconds have passed.
+
+        SQLite's own busy handler (the connection's busy timeout, which the journal's connection
+        sets to 0) sleeps in growing steps up to 100 ms, so a writer that just missed the lock
+        waits far longer than the lock is held (one commit): the p99 append latency of several
+        processes on one file (bench/sqlite_processes.py).
+
+        Raises:
+            JournalWriteError: the lock was not free within ``busy_timeout`` seconds.
+        """
+        deadline, delay = None, 50e-6
+        while True:
             try:
-                row = conn.execute(
-                    f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? AND write_key = ?",
-                    (request.saga_id, request.write_key),
-                ).fetchone()
-                if row is not None:
-                    conn.execute("ROLLBACK")
-                    return replay_of(_row_to_entry(row), request)
-                tail = conn.execute(
-                    "SELECT seq, hash, phase FROM sagacity_journal WHERE saga_id = ? "
-                    "ORDER BY seq DESC LIMIT 1",
-                    (request.saga_id,),
-                ).fetchone()
-                lease = None
-                if request.checks_fence:
-                    # The newest RUN_STARTED at or after the fence: the fence itself while its
-                    # run holds the lease (a range of the primary key: this run's entries only).
-                    lease = conn.execute(
-                        "SELECT max(seq) FROM sagacity_journal WHERE saga_id = ? AND seq >= ? "
-                        "AND phase = 'RUN_STARTED'",
-                        (request.saga_id, request.fence),
-                    ).fetchone()[0]
-                entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
-                if self.tagger is not None:
-                    entry = self.tagger.tag_entry(entry)
-                conn.execute(
-                    f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        entry.saga_id,
-                        entry.seq,
-                        request.phase.value,
-                        entry.tool,
-                        entry.call_id,
-                        entry.write_key,
-                        entry.recorded_at,
-                        entry.prev_hash,
-                        entry.hash,
-                        entry.canonical,
-                        entry.tag_key,
-                        entry.tag,
-                    ),
-                )
-                conn.execute("COMMIT")
-                return entry
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + self._busy_timeout
+                if now >= deadline:
+                    raise JournalWriteError(
+                        f"SQLite append to saga {saga_id!r}: the file's write lock was held by "
+                        f"another writer for more than busy_timeout={self._busy_timeout} s"
+                    ) from exc
+            time.sleep(delay * (0.5 + random.random()))  # jitter, not a secret
+            delay = min(delay * 2, 1e-3)
+
+    def _waits(self, request: AppendRequest) -> bool:
+        return request.late or request.phase not in self._lazy_phases
+
+    def _insert_sync(self, conn: sqlite3.Connection, request: AppendRequest) -> tuple[JournalEntry, bool]:
+        """One append inside the caller's ``BEGIN IMMEDIATE`` transaction: ``(entry, inserted)``
+        (``False``: a retry of a stored write, its stored entry returned). Raises the shared
+        rule's errors with nothing inserted."""
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? AND write_key = ?",
+            (request.saga_id, request.write_key),
+        ).fetchone()
+        if row is not None:
+            return replay_of(_row_to_entry(row), request), False
+        tail = conn.execute(
+            "SELECT seq, hash, phase FROM sagacity_journal WHERE saga_id = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (request.saga_id,),
+        ).fetchone()
+        lease = None
+        if request.checks_fence:
+            # The newest RUN_STARTED at or after the fence: the fence itself while its
+            # run holds the lease (a range of the primary key: this run's entries only).
+            lease = conn.execute(
+                "SELECT max(seq) FROM sagacity_journal WHERE saga_id = ? AND seq >= ? "
+                "AND phase = 'RUN_STARTED'",
+                (request.saga_id, request.fence),
+            ).fetchone()[0]
+        entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
+        if self.tagger is not None:
+            entry = self.tagger.tag_entry(entry)
+        conn.execute(
+            f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                entry.saga_id,
+                entry.seq,
+                request.phase.value,
+                entry.tool,
+                entry.call_id,
+                entry.write_key,
+                entry.recorded_at,
+                entry.prev_hash,
+                entry.hash,
+                entry.canonical,
+                entry.tag_key,
+                entry.tag,
+            ),
+        )
+        return entry, True
+
+    def _write_group(self, group: Sequence[Pending]) -> list[Answer]:
+        """On the journal's thread: every queued caller's appends in one ``BEGIN IMMEDIATE``
+        transaction, one commit (waiting for the disk when one of them must, see
+        ``core.journal.lazy_phases``), one answer per caller (``writer``). An append the rule
+        refuses inserts nothing and ends its caller's appends only: the ones before it stay.
+
+        Raises:
+            JournalWriteError: storage failed (nothing of the group is committed, or the file
+                was replaced under it); every caller gets it.
+        """
+        conn: sqlite3.Connection = self._conn
+        saga_id = group[0].requests[0].saga_id
+        answers: list[Answer] = []
+        try:
+            self._refuse_closed()
+            if self._lost is not None:
+                self._check_file()
+            self._commit_mode(any(self._waits(r) for p in group for r in p.requests))
+            self._begin_write(conn, saga_id)
+            inserted = False
+            for pending in group:
+                entries: list[JournalEntry] = []
+                error: Exception | None = None
+                for request in pending.requests:
+                    try:
+                        entry, fresh = self._insert_sync(conn, request)
+                    except sqlite3.Error:
+                        raise  # storage, not the rule: the whole group fails
+                    except Exception as exc:  # noqa: BLE001 - the rule refused it: this caller's error
+                        error = exc
+                        break
+                    inserted = inserted or fresh
+                    entries.append(entry)
+                answers.append((entries, error))
+            conn.execute("COMMIT" if inserted else "ROLLBACK")
         except sqlite3.Error as exc:
-            raise JournalWriteError(f"SQLite append to saga {request.saga_id!r} failed: {exc}") from exc
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise JournalWriteError(f"SQLite append to saga {saga_id!r} failed: {exc}") from exc
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._check_file()  # a file replaced under the commit: the writes went nowhere
+        return answers
 
     def _entries_sync(self, saga_id: str) -> list[JournalEntry]:
         rows = self._conn.execute(
             f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? ORDER BY seq", (saga_id,)
         ).fetchall()
         return [_row_to_entry(r) for r in rows]
+
+    def _close_sync(self) -> None:
+        # The checkpoint SQLite runs when the last connection closes (and the removal of the WAL
+        # after it) must sync the database file: back to the configured mode first, which also
+        # makes the lazy commits before it durable.
+        if getattr(self._local, "conn", None) is not None:
+            self._commit_mode(True)
+        super()._close_sync()
+
+    def _entries_many_sync(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        # One statement for the batch, read along the (saga_id, seq) primary key.
+        found: dict[str, list[JournalEntry]] = {}
+        rows = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id IN "
+            f"({', '.join('?' * len(saga_ids))}) ORDER BY saga_id, seq", saga_ids,
+        ).fetchall()
+        for row in rows:
+            entry = _row_to_entry(row)
+            chain = found.get(entry.saga_id)
+            if chain is None:
+                found[entry.saga_id] = chain = []
+            chain.append(entry)
+        return found
 
     def _saga_ids_sync(self) -> list[str]:
         # Derived from the entries themselves, never from a side table an editor could prune
@@ -189,11 +330,52 @@ class SqliteJournal(SqliteWorker):
             saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
             expected_seq=expected_seq, fence=fence, late=late,
         )
-        return await self._run(self._append_sync, request)
+        self._refuse_closed()
+        return (await self._writer.submit([request]))[0]
+
+    def append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
+        """:meth:`append`, blocking, from a thread that is not the event loop's (a sync tool's
+        worker thread, ``core.saga.calls``): one hop to the journal's thread and back, none
+        through the event loop. Same ordering, same rules, same errors.
+
+        Raises:
+            The errors of :meth:`Journal.append`.
+        """
+        request = AppendRequest.build(saga_id, phase, **fields)
+        self._refuse_closed()
+        return self._writer.submit_blocking([request])[0]
+
+    async def append_many(
+        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+    ) -> list[JournalEntry]:
+        """Several appends to ``saga_id`` in one transaction and one commit, in order (see
+        ``core.journal.append_each``): RUN_ENDED + SAGA_CLOSED, SAGA_OPENED + RUN_STARTED. The
+        commit waits for the disk when one of them must.
+
+        Raises:
+            The errors of :meth:`append`, for the first append that fails (the ones before it
+            are written, the ones after it are not).
+        """
+        requests = [AppendRequest.build(saga_id, **spec) for spec in appends]
+        if not requests:
+            return []
+        self._refuse_closed()
+        return await self._writer.submit(requests)
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""
         return await self._run(self._entries_sync, saga_id)
+
+    async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        """The entries of each of ``saga_ids`` in one read (``core.journal.read_sagas``):
+        ``{saga_id: entries}`` in ``seq`` order, sagas without entries left out.
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        if not saga_ids:
+            return {}
+        return await self._run(self._entries_many_sync, list(saga_ids))
 
     async def saga_ids(self) -> list[str]:
         """See :meth:`Journal.saga_ids`. Read from the journal's entries: a saga is listed while

@@ -109,6 +109,8 @@ class SqliteWorker:
         self._local = threading.local()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sagacity-sqlite")
         mode = synchronous.upper()
+        self._synchronous = mode
+        self._busy_seconds = busy_timeout
 
         self._file_ids: tuple[tuple[int, int] | None, ...] | None = None
         self._lost: str | None = None
@@ -136,13 +138,18 @@ class SqliteWorker:
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the worker thread; driver errors become :class:`JournalError`."""
-        if self._closed:
-            raise JournalError(f"{self._what} {self.path!r} is closed")
+        self._refuse_closed()
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, self._on_same_file, fn, args)
         except sqlite3.Error as exc:
             raise JournalError(f"{self._what} {self.path!r}: {exc}") from exc
+
+    def _refuse_closed(self) -> None:
+        """Raises:
+            JournalError: this store is closed."""
+        if self._closed:
+            raise JournalError(f"{self._what} {self.path!r} is closed")
 
     def _check_file(self) -> None:
         """Refuse to write when the database file, or its ``-wal`` / ``-shm`` file, was deleted
@@ -181,7 +188,20 @@ class SqliteWorker:
         # run). Once noticed, every later operation is refused before it starts.
         if self._lost is not None:
             self._check_file()
-        result = fn(*args)
+        deadline = None
+        while True:
+            try:
+                result = fn(*args)
+                break
+            except sqlite3.OperationalError as exc:
+                # A read that met a lock (rare in WAL mode; the journal's connection leaves lock
+                # waits to its own code): tried again in short steps up to the busy timeout.
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                deadline = deadline or time.monotonic() + self._busy_seconds
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.001)
         self._check_file()
         return result
 

@@ -1,7 +1,8 @@
 """Recording one call whose body we wrap: the INTENT, durable before the body runs (a failed
 write means the body does not run), the body with its :class:`~.state.CallFrame` in the context,
 then its outcome. :meth:`CallRecording.run_call` for async bodies; :meth:`CallRecording.run_call_sync`
-for sync bodies in worker threads, whose journal writes hop to the saga's event loop.
+for sync bodies in worker threads, whose journal writes go straight to a backend that can write
+from that thread (``append_sync``: SQLite, memory) and otherwise hop to the saga's event loop.
 """
 
 from __future__ import annotations
@@ -327,6 +328,10 @@ class CallRecording(Refusals):
         if self.failures and self.refuses_effects(decl):
             return on_loop(self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[no-any-return]
                                             refused_by="policy"))
+        # A backend that can write from this thread (SQLite, memory: ``append_sync``) gets the
+        # common case's INTENT and outcome directly, with no hop to the event loop; everything
+        # else (approvals, a failed write, a failed call) goes through the loop as before.
+        direct = getattr(self.journal, "append_sync", None)
         done = self._begin()
         step = begin_call(self.saga_id, decl, tool, call_id, args, agent)  # before the INTENT
         try:
@@ -335,8 +340,17 @@ class CallRecording(Refusals):
             request_id = None
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 request_id = on_loop(self._check_grant(tool, call_id, args, invocation))
-            intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args, invocation,
-                                                request_id, agent))
+            if direct is None:
+                intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args,
+                                                    invocation, request_id, agent))
+            else:
+                payload = self._intent_payload(decl, args, raw_args, request_id, call_id, agent)
+                try:
+                    intent = direct(self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent",
+                                    tool=tool, call_id=call_id, payload=payload)
+                except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
+                    intent = on_loop(self._intent_after_failure(exc, tool, call_id, payload,
+                                                                invocation))
         except BaseException as exc:
             end_call(step, None, None, None, exc)
             self._end(done)
@@ -362,7 +376,18 @@ class CallRecording(Refusals):
             finally:
                 current_call.reset(token)
             phase, payload, failure = self._outcome(decl, intent, frame, result=result)
-            written = on_loop(self._write_outcome(intent, phase, payload, failure))
+            if direct is None or failure is not None:
+                written = on_loop(self._write_outcome(intent, phase, payload, failure))
+                return result
+            # The common case, written out as in run_call.
+            outcome: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool,
+                                       "call_id": call_id}
+            try:
+                written = direct(self.saga_id, phase, payload=payload, **outcome)
+            except EncodingError:
+                written = on_loop(self._write_outcome(intent, phase, payload, failure))  # marks the value
+            except Exception:  # noqa: BLE001 - kept and retried by settle() with the same write key
+                self._keep_unwritten(phase, payload, outcome)
             return result
         finally:
             end_call(step, phase, payload, failure, outcome=written)

@@ -1,0 +1,200 @@
+"""The commit rule of issue 22 (docs/architecture.md, "One durable commit per call") on SQLite:
+which appends wait for the disk, batches in one commit, the rule journaled in RUN_STARTED."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagacity_agents import JournalClosedError, Phase, SqliteJournal
+from sagacity_agents.core.journal import lazy_phases
+from sagacity_agents.core.lease import acquire_lease
+from sagacity_agents.render import summarize_payload
+
+
+def test_the_rule_outcomes_lazy_unless_durable_outcomes():
+    assert lazy_phases(durable_outcomes=False) == {
+        Phase.SAGA_OPENED, Phase.RUN_STARTED, Phase.EXECUTED, Phase.REFUSED, Phase.FAILED}
+    assert lazy_phases(durable_outcomes=True) == {Phase.SAGA_OPENED, Phase.RUN_STARTED}
+    for waits in (Phase.INTENT, Phase.AWAITING_APPROVAL, Phase.CONSUMED, Phase.SAGA_FAILED,
+                  Phase.COMPENSATING, Phase.COMPENSATED, Phase.RUN_ENDED, Phase.SAGA_CLOSED):
+        assert waits not in lazy_phases(durable_outcomes=False)
+
+
+@pytest.mark.parametrize("durable_outcomes", [False, True])
+async def test_sqlite_outcome_commit_waits_only_when_asked(tmp_path, durable_outcomes):
+    journal = SqliteJournal(tmp_path / "j.db", durable_outcomes=durable_outcomes)
+    try:
+        await journal.append("s", Phase.INTENT, write_key="i", tool="t", call_id="c", payload={})
+        assert journal._durable_now
+        await journal.append("s", Phase.EXECUTED, write_key="o", tool="t", call_id="c",
+                             payload={"intent_seq": 1})
+        assert journal._durable_now is durable_outcomes
+        sync = journal.execute_sql("PRAGMA synchronous")[0][0]
+        assert sync == (2 if durable_outcomes else 0)  # FULL / OFF
+        await journal.append("s", Phase.INTENT, write_key="i2", tool="t", call_id="c2", payload={})
+        assert journal._durable_now and journal.execute_sql("PRAGMA synchronous")[0][0] == 2
+        assert journal.execute_sql("PRAGMA wal_autocheckpoint")[0][0] == 1000
+    finally:
+        await journal.close()
+
+
+async def test_sqlite_late_outcome_waits_for_the_disk(tmp_path):
+    journal = SqliteJournal(tmp_path / "j.db")
+    try:
+        run = await journal.append("s", Phase.RUN_STARTED, write_key="r", payload={"holder": "h"})
+        await journal.append("s", Phase.INTENT, write_key="i", tool="t", call_id="c", payload={},
+                             fence=run.seq)
+        await journal.append("s", Phase.EXECUTED, write_key="o", tool="t", call_id="c",
+                             payload={"intent_seq": 2}, fence=run.seq, late=True)
+        assert journal._durable_now
+    finally:
+        await journal.close()
+
+
+async def test_sqlite_batch_is_one_transaction_and_stops_at_a_refused_append(tmp_path):
+    journal = SqliteJournal(tmp_path / "j.db")
+    try:
+        written = await journal.append_many("s", [
+            {"phase": Phase.RUN_ENDED, "write_key": "end", "payload": {"status": "COMPLETED"}},
+            {"phase": Phase.SAGA_CLOSED, "write_key": "close", "payload": {"status": "COMPLETED"}},
+        ])
+        assert [e.seq for e in written] == [1, 2]
+        assert journal._durable_now  # SAGA_CLOSED waits for the disk
+        with pytest.raises(JournalClosedError):
+            await journal.append_many("s", [{"phase": Phase.RUN_ENDED, "write_key": "x"}])
+        # A retry of the whole batch returns the stored entries.
+        again = await journal.append_many("s", [
+            {"phase": Phase.RUN_ENDED, "write_key": "end", "payload": {"status": "COMPLETED"}},
+            {"phase": Phase.SAGA_CLOSED, "write_key": "close", "payload": {"status": "COMPLETED"}},
+        ])
+        assert again == written
+        # In a batch, the appends before a refused one are kept, the later ones not written.
+        await journal.append("t", Phase.SAGA_OPENED, write_key="open", payload={})
+        with pytest.raises(Exception) as refused:
+            await journal.append_many("t", [
+                {"phase": Phase.RUN_STARTED, "write_key": "run", "expected_seq": 1, "payload": {}},
+                {"phase": Phase.RUN_STARTED, "write_key": "run2", "expected_seq": 1, "payload": {}},
+                {"phase": Phase.INTENT, "write_key": "i", "payload": {}},
+            ])
+        assert type(refused.value).__name__ == "JournalConflictError"
+        assert [e.write_key for e in await journal.entries("t")] == ["open", "run"]
+    finally:
+        await journal.close()
+
+
+async def test_the_rule_is_journaled_in_run_started_and_shown(tmp_path):
+    for durable, shown in ((False, "outcomes durable with the next commit"),
+                           (True, "outcomes durable at once")):
+        journal = SqliteJournal(tmp_path / f"j{durable}.db", durable_outcomes=durable)
+        try:
+            started = await acquire_lease(journal, "s", agent="a", holder="h", seconds=30.0)
+            assert started.payload["durable_outcomes"] is durable
+            assert shown in summarize_payload(started)
+        finally:
+            await journal.close()
+
+
+async def test_sqlite_lock_wait_is_bounded_by_busy_timeout_and_fine_grained(tmp_path, monkeypatch):
+    """Issue 22, item 5: an append waits for another writer's lock in steps of at most ~1 ms
+    (it gets the lock soon after it is freed) and never longer than busy_timeout."""
+    import sqlite3
+    import threading
+    import time
+
+    from sagacity_agents import JournalWriteError
+
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path, busy_timeout=0.3)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        start = time.monotonic()
+        with pytest.raises(JournalWriteError, match="busy_timeout"):
+            await journal.append("s", Phase.INTENT, write_key="i", payload={})
+        assert 0.3 <= time.monotonic() - start < 2.0
+        other.execute("ROLLBACK")
+        # Waited in steps of at most ~1 ms (SQLite's own handler sleeps up to 100 ms a step).
+        import sagacity_agents.backends.sqlite.journal as sqlite_journal
+
+        steps: list[float] = []
+        real_sleep = sqlite_journal.time.sleep
+
+        def sleep(seconds: float) -> None:
+            steps.append(seconds)
+            real_sleep(seconds)
+
+        monkeypatch.setattr(sqlite_journal.time, "sleep", sleep)
+        other.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(0.1, lambda: other.execute("ROLLBACK"))
+        release.start()
+        await journal.append("s", Phase.INTENT, write_key="i", payload={})
+        release.join()
+        monkeypatch.undo()
+        assert steps and max(steps) <= 1.5e-3
+    finally:
+        other.close()
+        await journal.close()
+
+
+async def test_sqlite_appends_arriving_together_share_a_commit_and_fail_alone(tmp_path):
+    """Issue 22, item 3: appends queued while the journal's thread is busy are written in one
+    transaction (one commit); one the rule refuses (a closed saga, a conflict) fails alone."""
+    import asyncio
+    import threading
+
+    from sagacity_agents import JournalConflictError
+
+    journal = SqliteJournal(tmp_path / "j.db")
+    groups: list[int] = []
+    real = journal._write_group
+
+    def counting(group):
+        groups.append(len(group))
+        return real(group)
+
+    journal._writer._write_group = counting
+    try:
+        await journal.append("closed", Phase.SAGA_CLOSED, write_key="c", payload={})
+        groups.clear()
+        gate = threading.Event()
+        journal._executor.submit(gate.wait)  # the thread is busy: the appends below queue up
+        appends = [journal.append(f"s{i}", Phase.INTENT, write_key="i", payload={"n": i})
+                   for i in range(10)]
+        appends.append(journal.append("closed", Phase.INTENT, write_key="late", payload={}))
+        appends.append(journal.append("s0", Phase.INTENT, write_key="x", expected_seq=5, payload={}))
+        appends.append(journal.append_many("s9", [
+            {"phase": Phase.EXECUTED, "write_key": "o", "payload": {"intent_seq": 1}},
+            {"phase": Phase.INTENT, "write_key": "j", "expected_seq": 7, "payload": {}},
+        ]))
+        tasks = [asyncio.ensure_future(a) for a in appends]
+        await asyncio.sleep(0.05)
+        gate.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert groups == [13]  # one transaction, one commit
+        assert all(r.seq == 1 for r in results[:10])
+        assert isinstance(results[10], JournalClosedError)
+        assert isinstance(results[11], JournalConflictError)
+        assert isinstance(results[12], JournalConflictError)
+        # The batch's first append stays written (append_many's contract), the neighbours too.
+        assert [e.write_key for e in await journal.entries("s9")] == ["i", "o"]
+        assert [e.write_key for e in await journal.entries("s0")] == ["i"]
+    finally:
+        await journal.close()
+
+
+async def test_sqlite_close_goes_back_to_durable_commits(tmp_path):
+    """The checkpoint SQLite runs at the last connection's close must sync the database file:
+    a journal whose last commit was lazy switches back to the configured mode first."""
+    journal = SqliteJournal(tmp_path / "j.db")
+    await journal.append("s", Phase.EXECUTED, write_key="o", payload={})
+    assert not journal._durable_now
+    modes: list[bool] = []
+    real = journal._commit_mode
+
+    def recording(durable: bool) -> None:
+        modes.append(durable)
+        real(durable)
+
+    journal._commit_mode = recording
+    await journal.close()
+    assert modes == [True] and journal._durable_now
