@@ -23,6 +23,8 @@ same write: :func:`~sagacity_agents.core.journal.replay_of` compares payloads wi
 
 from __future__ import annotations
 
+import re
+
 import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
@@ -30,6 +32,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "TRACE_KEY",
+    "redacted_error",
     "Observer",
     "Step",
     "add_link_source",
@@ -226,3 +229,15 @@ def remove_link_source(source: LinkSource) -> None:
     """Unregister ``source`` (no error when it was not registered)."""
     if source in _link_sources:
         _link_sources.remove(source)
+
+
+_ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+
+
+def redacted_error(error: str, outcome: Any = None) -> str:
+    """An error text safe for a span that must carry no raw value: the exception's type when
+    the text starts with one (``"ValueError: IBAN ... unknown"`` -> ``"ValueError"``), else the
+    outcome; an exception's message may quote the call's arguments (an IBAN, a passport)."""
+    found = _ERROR_TYPE.match(error.strip())
+    head = found.group(1) if found else (str(outcome) if outcome else "error")
+    return f"{head} (details redacted: trace_include_sensitive_data is off)"

@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import inspect
+import logging
 import os
 import threading
 import time
@@ -41,6 +43,8 @@ from opentelemetry import metrics
 from ..core import observe
 from ..core.health import SagaHealth, saga_health
 from .observer import OtelObserver, otel_link, sdk_trace_id
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["GAUGES", "Instrumentation", "instrument", "instrument_from_env", "uninstrument"]
 
@@ -69,9 +73,10 @@ class Instrumentation:
         self.gauges: list[Any] = []
 
     def time_appends(self, backends: dict[type, str]) -> None:
-        """Wrap each backend class's ``append`` / ``append_many`` to record their latency."""
+        """Wrap each backend class's ``append`` / ``append_many`` / ``append_sync`` (a sync
+        tool's direct write) to record their latency."""
         for cls, label in backends.items():
-            for name in ("append", "append_many"):
+            for name in ("append", "append_many", "append_sync"):
                 original = cls.__dict__.get(name)
                 if original is None:
                     continue
@@ -85,14 +90,34 @@ class Instrumentation:
         self.originals.clear()
 
 
+def _record(observer: OtelObserver, backend: str, started: float) -> None:
+    """Record one append's latency; a failing metrics backend is logged, never raised: the
+    append it measured is already written, and its result must reach the saga."""
+    try:
+        observer.timed_append(backend, started)
+    except Exception:  # noqa: BLE001 - telemetry never changes what the saga does
+        logger.warning("sagacity: recording an append's latency failed", exc_info=True)
+
+
 def _timed(method: Any, backend: str, observer: OtelObserver) -> Any:
+    if not inspect.iscoroutinefunction(method):  # append_sync: a sync tool's direct write
+        @functools.wraps(method)
+        def timed_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                _record(observer, backend, started)
+
+        return timed_sync
+
     @functools.wraps(method)
     async def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
             return await method(self, *args, **kwargs)
         finally:
-            observer.timed_append(backend, started)
+            _record(observer, backend, started)
 
     return timed
 

@@ -176,7 +176,8 @@ class OtelObserver:
             otel_context.detach(token)
         span.set_attributes(_attributes(attrs))
         if error is not None:
-            span.set_status(Status(StatusCode.ERROR, error))
+            # OpenTelemetry spans never carry raw values; an exception's text may quote them.
+            span.set_status(Status(StatusCode.ERROR, observe.redacted_error(error, attrs.get("sagacity.outcome"))))
         span.end()
 
     def timed_append(self, backend: str, started: float) -> None:

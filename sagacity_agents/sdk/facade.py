@@ -300,7 +300,7 @@ class Sagacity:
         kwargs["context"] = context
         return await self._drive(saga_hooks, agent, None, kwargs, approver, restore=True)
 
-    async def recover(self, saga_id: str, agent: Agent[Any]) -> SagaResult:
+    async def recover(self, saga_id: str, agent: Agent[Any], *, run_config: Any = None) -> SagaResult:
         """Finish a saga its process left behind (a crash, a kill), or one left open IN_DOUBT or
         COMPENSATION_FAILED (whose late outcomes may have landed since): compensate from the
         journal.
@@ -318,6 +318,9 @@ class Sagacity:
         Args:
             saga_id: the saga to recover (must not be closed).
             agent: an agent with the same tools, whose declarations hold the undos.
+            run_config: shapes the recovery's trace as a run's does (``workflow_name``,
+                ``trace_include_sensitive_data``...). ``None``: raw arguments and results stay
+                out of its spans (the run's own choice is not journaled, so none is assumed).
 
         Raises:
             SagaStateError: the saga is unknown or closed, or another run holds its lease.
@@ -326,7 +329,9 @@ class Sagacity:
         """
         # One saga.recover span, in an SDK trace of its own grouped with the saga's runs
         # (group_id = saga id), naming the trace the journal last knew (sdk/tracing.py).
-        with saga_trace(None, saga_id=saga_id, workflow_name="sagacity recover"):
+        config = run_config if run_config is not None else {"trace_include_sensitive_data": False}
+        with saga_trace(config, saga_id=saga_id,
+                        workflow_name=None if run_config is not None else "sagacity recover"):
             step = begin("recover", **{"sagacity.saga.id": saga_id,
                                        **linked_attrs(await self.journal.entries(saga_id))})
             try:

@@ -128,7 +128,9 @@ class SdkSpans:
         if sensitive and sensitive_allowed.get():
             data.update({k: _plain(v) for k, v in sensitive.items()})
         if error is not None:
-            handle.set_error(SpanError(message=error, data={"sagacity.outcome": attrs.get("sagacity.outcome")}))
+            # An exception's text may quote the call's arguments: only with sensitive data on.
+            message = error if sensitive_allowed.get() else observe.redacted_error(error, attrs.get("sagacity.outcome"))
+            handle.set_error(SpanError(message=message, data={"sagacity.outcome": attrs.get("sagacity.outcome")}))
         finish(handle)
 
 
@@ -199,12 +201,12 @@ def saga_trace(
             ``trace_metadata`` and ``tracing_disabled`` shape the trace as ``Runner.run`` would,
             and ``trace_include_sensitive_data`` decides whether spans get raw values. ``None``:
             a default ``RunConfig()``.
-
-    Raises:
-        TypeError: a dict with a key ``RunConfig`` does not have.
         saga_id: the saga's id, the trace's ``group_id`` when the config names none (every
             trace of one saga, its recovery's included, groups together) and in its metadata.
         workflow_name: overrides the config's (``"sagacity recover"`` for a recovery).
+
+    Raises:
+        TypeError: a dict with a key ``RunConfig`` does not have.
 
     Yields:
         The trace opened here, or ``None`` (a trace was already current, or tracing is off).

@@ -344,12 +344,12 @@ class CallRecording(Refusals):
                 intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args,
                                                     invocation, request_id, agent))
             else:
-                payload = self._intent_payload(decl, args, raw_args, request_id, call_id, agent)
+                intent_payload = self._intent_payload(decl, args, raw_args, request_id, call_id, agent)
                 try:
                     intent = direct(self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent",
-                                    tool=tool, call_id=call_id, payload=payload)
+                                    tool=tool, call_id=call_id, payload=intent_payload)
                 except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
-                    intent = on_loop(self._intent_after_failure(exc, tool, call_id, payload,
+                    intent = on_loop(self._intent_after_failure(exc, tool, call_id, intent_payload,
                                                                 invocation))
         except BaseException as exc:
             end_call(step, None, None, None, exc)
