@@ -65,17 +65,18 @@ class Refusals(CallOutcomes):
             # Acted on only once it verifies (and, with a keyring, its decisions' signatures).
             entries = await verified_entries(self.journal, self.saga_id, self.evidence)
         except Exception as exc:  # noqa: BLE001 - fail closed: no evidence, no run
-            request_id, problem = None, f"the journal could not be read or verified ({_describe(exc)})"
+            problem, code = f"the journal could not be read or verified ({_describe(exc)})", "JOURNAL_UNVERIFIED"
         else:
             with self._lock:
-                request_id, problem = grant_for_call(
+                request_id, problem, code = grant_for_call(
                     entries, tool=tool, call_id=call_id, args_hash=digest,
                     claimed=self._claimed_requests,
                 )
                 if request_id is not None:
                     self._claimed_requests.add(request_id)
                     return request_id
-        error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run")
+        error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run",
+                              code=code)
         await self._refused_before_intent(
             error, tool, call_id, invocation, {"args": encode_or_marker(args), "args_hash": digest})
 
