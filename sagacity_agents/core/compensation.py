@@ -220,7 +220,7 @@ def undo_order(ledger: SagaLedger) -> list[Any]:
         The ledger's call records (``core.ledger``), newest outcome first.
     """
     executed = [
-        c for c in ledger.calls.values()
+        (c.outcome.seq, c) for c in ledger.calls.values()
         if c.outcome is not None and (
             c.outcome.phase is Phase.EXECUTED
             or (c.outcome.phase is Phase.FAILED and isinstance(c.outcome.payload, dict)
@@ -228,7 +228,7 @@ def undo_order(ledger: SagaLedger) -> list[Any]:
             or (c.outcome.phase is Phase.RESOLVED and resolved_ran(c.outcome))
         )
     ]
-    return sorted(executed, key=lambda c: c.outcome.seq if c.outcome else 0, reverse=True)
+    return [call for _seq, call in sorted(executed, key=lambda pair: pair[0], reverse=True)]
 
 
 async def compensate(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 
 import pytest
 
@@ -37,7 +38,11 @@ async def test_t02_an_append_under_a_lost_fence_is_refused_as_lease_lost():
     with pytest.raises(LeaseLostError) as lost:
         await journal.append(SAGA, Phase.INTENT, write_key="j", fence=run - 1)
     assert (lost.value.fence, lost.value.current) == (run - 1, run)
+    assert f"the saga's lease is now RUN_STARTED seq {run}:" in str(lost.value)
     assert len(await journal.entries(SAGA)) == 3
+    with pytest.raises(LeaseLostError) as none:  # a fence, and no run ever started
+        await journal.append("unleased", Phase.INTENT, write_key="j", fence=1)
+    assert none.value.current is None and "the saga's lease is now no run's:" in str(none.value)
 
 
 async def test_t02_a_late_append_is_not_fenced_and_the_fence_is_checked_before_the_close():
@@ -64,13 +69,18 @@ async def test_t02_a_closed_saga_refuses_as_closed_and_a_moved_tail_as_a_conflic
     with pytest.raises(JournalConflictError) as conflict:
         await journal.append(SAGA, Phase.INTENT, write_key="x", expected_seq=0)
     assert not isinstance(conflict.value, (JournalClosedError, ClaimTakenError, LeaseLostError))
+    assert "ends at seq 1, not 0:" in str(conflict.value)
+    with pytest.raises(JournalConflictError) as empty:
+        await journal.append("empty", Phase.INTENT, write_key="x", expected_seq=4)
+    assert "ends at seq 0, not 4:" in str(empty.value)
     second = await journal.append(SAGA, Phase.INTENT, write_key="y", expected_seq=1)
     assert (second.seq, second.prev_hash) == (2, (await journal.entries(SAGA))[0].hash)
     fresh = await journal.append("other", Phase.SAGA_OPENED, write_key="o", expected_seq=0)
     assert fresh.seq == 1
     await journal.append(SAGA, Phase.SAGA_CLOSED, write_key="c")
-    with pytest.raises(JournalClosedError):
+    with pytest.raises(JournalClosedError) as closed:
         await journal.append(SAGA, Phase.INTENT, write_key="z")
+    assert "(SAGA_CLOSED at seq 3)" in str(closed.value)
 
 
 async def fenced(journal: InMemoryJournal, fence: int | None):
@@ -155,18 +165,69 @@ async def test_t02_a_check_refusal_writes_nothing_and_an_ended_lease_is_not_take
     assert taken.payload["took_over"] is None
 
 
-async def test_t02_a_lease_opening_a_saga_writes_both_in_one_batch():
-    journal = InMemoryJournal()
+class RacingJournal(InMemoryJournal):
+    """A memory journal where another writer appends right after the lease taker's read."""
+
+    def __init__(self, *races) -> None:
+        super().__init__()
+        self.races = list(races)
+        self.reads = 0
+
+    async def entries(self, saga_id):
+        self.reads += 1
+        read = await super().entries(saga_id)
+        if self.races:
+            await self.races.pop(0)(self)
+        return read
+
+
+async def test_t02_a_lease_opening_a_saga_writes_both_in_one_batch_without_reading():
+    journal = RacingJournal()
     started = await acquire_lease(journal, SAGA, holder="h1", seconds=30, agent="a",
                                   opening={"phase": Phase.SAGA_OPENED, "write_key": "open"})
-    assert started.seq == 2 and [e.phase for e in await journal.entries(SAGA)] == [
-        Phase.SAGA_OPENED, Phase.RUN_STARTED]
+    assert started.seq == 2 and journal.reads == 0
+    assert [e.phase for e in await journal.entries(SAGA)] == [Phase.SAGA_OPENED, Phase.RUN_STARTED]
+    assert re.fullmatch(r"run:h1:[0-9a-f]{8}", started.write_key)
+
+
+async def test_t02_a_lease_on_a_saga_with_no_entry_starts_it():
+    started = await acquire_lease(InMemoryJournal(), "bare", holder="h1", seconds=30, agent="a")
+    assert started.seq == 1
+
+
+async def test_t02_a_write_in_between_is_read_again_and_a_close_in_between_refuses():
+    async def intent(journal):
+        await InMemoryJournal.append(journal, SAGA, Phase.INTENT, write_key="racer")
+
+    async def close(journal):
+        await InMemoryJournal.append(journal, SAGA, Phase.SAGA_CLOSED, write_key="closer")
+
+    journal = RacingJournal(intent)
+    await journal.append(SAGA, Phase.SAGA_OPENED, write_key="open")
+    started = await acquire_lease(journal, SAGA, holder="h1", seconds=30, agent="a")
+    assert (started.seq, journal.reads) == (3, 2)
+    closing = RacingJournal(close)
+    await closing.append(SAGA, Phase.SAGA_OPENED, write_key="open")
+    with pytest.raises(SagaStateError) as closed:
+        await acquire_lease(closing, SAGA, holder="h1", seconds=30, agent="a")
+    assert closed.value.code == "SAGA_CLOSED" and isinstance(closed.value.__cause__, JournalClosedError)
+
+
+async def test_t02_a_saga_written_to_without_pause_is_too_busy():
+    async def intent(journal):
+        await InMemoryJournal.append(journal, SAGA, Phase.INTENT, write_key=f"racer{journal.reads}")
+
+    journal = RacingJournal(*[intent] * 60)
+    await journal.append(SAGA, Phase.SAGA_OPENED, write_key="open")
+    with pytest.raises(SagaStateError) as busy:
+        await acquire_lease(journal, SAGA, holder="h1", seconds=30, agent="a")
+    assert busy.value.code == "LEASE_BUSY" and journal.reads == 50
 
 
 def test_t02_a_lease_is_held_until_it_expires_or_ends():
-    at = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     lease = Lease("h", 1, 10.0, at, False)
     assert lease.held(at - dt.timedelta(microseconds=1))
     assert not lease.held(at)
     assert not Lease("h", 1, 10.0, at, True).held(at - dt.timedelta(seconds=5))
-    assert Lease("h", 1, 10.0, dt.datetime.max.replace(tzinfo=dt.timezone.utc), False).held()
+    assert Lease("h", 1, 10.0, dt.datetime.max.replace(tzinfo=dt.UTC), False).held()

@@ -8,7 +8,14 @@ import datetime as dt
 
 import pytest
 
-from sagacity_agents import ApprovalError, InMemoryJournal, Phase, Saga, Sagacity, SagaStatus
+from sagacity_agents import (
+    ApprovalError,
+    InMemoryJournal,
+    Phase,
+    Saga,
+    Sagacity,
+    SagaStatus,
+)
 from sagacity_agents.backends.memory.approvals import InMemoryApprovalStore
 from sagacity_agents.core.approval import args_hash
 
@@ -32,7 +39,7 @@ async def paused(*calls):
 
 def edit(s, request, **fields):
     """A database writer edits the stored request."""
-    s.approvals._requests[request.request_id] = dataclasses.replace(request, **fields)  # noqa: SLF001
+    s.approvals._requests[request.request_id] = dataclasses.replace(request, **fields)
 
 
 async def refused_decision(s, request_id, code, *, approve=True, approver="alice"):
@@ -60,7 +67,7 @@ async def test_t02_decide_each_store_check_alone():
     edit(s, request, args_hash="")
     await refused_decision(s, request.request_id, "NO_ARGS_HASH")
     edit(s, request)
-    s.desk.clock = lambda: dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=2)
+    s.desk.clock = lambda: dt.datetime.now(dt.UTC) + dt.timedelta(days=2)
     await refused_decision(s, request.request_id, "REQUEST_EXPIRED")
 
 
@@ -152,7 +159,7 @@ async def test_t02_resume_refuses_undecided_and_lists_them():
 async def test_t02_resume_refuses_missing_or_unreadable_or_changed_snapshots():
     s, saga_id, request = await paused()
     await s.desk.decide(request.request_id, approve=True, approver="alice")
-    text = s.approvals._snapshots.pop(saga_id)  # noqa: SLF001
+    text = s.approvals._snapshots.pop(saga_id)
     await refused_resume(s, saga_id, "NO_SNAPSHOT")
     await s.approvals.save_snapshot(saga_id, "{not json")
     await refused_resume(s, saga_id, "SNAPSHOT_UNREADABLE")
@@ -188,7 +195,7 @@ async def test_t02_resume_refuses_a_request_without_hash_or_expired():
     edit(s, stored, args_hash="")
     await refused_resume(s, saga_id, "NO_ARGS_HASH")
     edit(s, stored)
-    s.desk.clock = lambda: dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=2)
+    s.desk.clock = lambda: dt.datetime.now(dt.UTC) + dt.timedelta(days=2)
     await refused_resume(s, saga_id, "REQUEST_EXPIRED")
 
 

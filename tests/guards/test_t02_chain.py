@@ -6,7 +6,12 @@ import dataclasses
 import json
 
 from sagacity_agents import Phase
-from sagacity_agents.core.chain import ChainFault, ChainHead, check_anchor, verify_entries
+from sagacity_agents.core.chain import (
+    ChainFault,
+    ChainHead,
+    check_anchor,
+    verify_entries,
+)
 
 from .support import SAGA, journal_of, resealed
 
@@ -61,6 +66,14 @@ async def test_t02_a_seq_out_of_place_is_a_gap_or_reordered():
     assert verify_entries(SAGA, [a, c]).fault is ChainFault.GAP
     assert verify_entries(SAGA, [a, c, b]).fault is ChainFault.REORDERED
     assert verify_entries(SAGA, [a, b, b]).fault is ChainFault.REORDERED
+
+
+async def test_t02_bytes_moved_under_another_seq_are_reordered():
+    """The seq column is in place, the hashed bytes say another seq: moved bytes."""
+    a, b, c = await three()
+    result = verify_entries(SAGA, [a, b, edited(c, seq=2)])
+    assert (result.bad_seq, result.fault) == (3, ChainFault.REORDERED)
+    assert result.detail == "hashed bytes say seq 2"
 
 
 async def test_t02_a_link_to_another_entry_is_a_broken_link_and_another_saga_a_mismatch():

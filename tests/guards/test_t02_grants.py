@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from sagacity_agents import Phase
-from sagacity_agents.core.grants import consumed_decisions, grant_for_call, requests_void
+from sagacity_agents.core.grants import (
+    consumed_decisions,
+    grant_for_call,
+    requests_void,
+)
 
 from .support import journal_of
 

@@ -66,7 +66,7 @@ async def test_t02_the_tag_cache_is_bounded(keyring, monkeypatch):
     cache = TagCache()
     for entry in entries:
         assert cache.check(entry, keyring) is None
-    assert len(cache._seen) == 1  # noqa: SLF001 - full at two: cleared, then the third added
+    assert len(cache._seen) == 1
 
 
 async def test_t02_an_untagged_entry_without_adoption_is_unauthenticated(keyring):
