@@ -123,6 +123,10 @@ EQUIVALENT: dict[str, str] = {
     "sagacity_agents.core.journal:next_entry:ReplaceTrueWithFalse#0":
         "`converted=True` -> `False`: the payload was converted by AppendRequest.build; "
         "converting a converted value again gives the same value (only slower: overhead.py)",
+    "sagacity_agents.core.authenticity:authenticity_fault:NumberReplacer#3":
+        "`before = ... else 0` -> `-1`: `before` is compared with `entry.seq <= before` and "
+        "`entry.seq > before`, and seqs start at 1, so 0 and -1 both mean \"no entry before "
+        "the keyring\"",
 }
 """Equivalent mutants by id (``module:function:operator#n``), each with its reason."""
 

@@ -220,3 +220,101 @@ async def test_t02_resume_consumes_each_decision_and_journals_it():
     consumed = [e for e in await s.journal.entries(saga_id) if e.phase is Phase.CONSUMED]
     assert [e.payload["decision"] for e in consumed] == ["rejected"]
     assert (await s.approvals.get(request.request_id)).consumed_at is not None
+
+
+# --- survivors of the first mutation run: each kept honest by a test of its own ------------
+
+def _model_outputs(agent) -> list[str]:
+    from ..sdk.helpers import tool_outputs
+
+    return tool_outputs(agent.model)
+
+
+@pytest.mark.parametrize(("reason", "told"), [
+    ("unknown payee", "Tool execution was not approved: unknown payee"),
+    (None, "Tool execution was not approved."),
+])
+async def test_t02_a_rejection_tells_the_model_the_reason(reason, told):
+    s, saga_id, request = await paused()
+    await s.desk.decide(request.request_id, approve=False, approver="alice", reason=reason)
+    agent = wire_app.resumed_agent()
+    await s.resume(saga_id, agent)
+    assert _model_outputs(agent) == [told] and wire_app.executions() == []
+
+
+async def test_t02_resume_names_how_the_tool_is_declared_now():
+    from agents import Agent, function_tool
+    from agents.testing import ScriptedModel, assistant_message
+
+    s, saga_id, request = await paused()
+    await s.desk.decide(request.request_id, approve=True, approver="alice")
+
+    @function_tool(name_override="transfer", needs_approval=True)
+    def transfer(amount: int, to: str, currency: str = "USD") -> str:
+        return "sent"
+
+    bare = Agent(name="wire", model=ScriptedModel([[assistant_message("done")]]), tools=[transfer])
+    with pytest.raises(ApprovalError) as refused:
+        await s.desk.restore(Saga(s.journal, saga_id), bare)
+    assert refused.value.code == "DECLARATION_CHANGED"
+    assert "is declared without a saga decorator in the agent given to resume, but was irreversible" \
+        in str(refused.value)
+
+
+async def test_t02_an_invalid_call_beside_a_paused_one_is_rejected_and_the_other_still_runs():
+    """The model's turn held an invalid call (auto-rejected at the pause, no request) before the
+    valid one: resume rejects it again and goes on to the valid one."""
+    s, saga_id, request = await paused(("transfer", '{"amount": "x", "to": "acct-1"}', "w0"), WIRE)
+    await s.desk.decide(request.request_id, approve=True, approver="alice")
+    agent = wire_app.resumed_agent()
+    done = await s.resume(saga_id, agent)
+    assert done.status is SagaStatus.COMPLETED and wire_app.executions() == ["5 USD -> acct-9"]
+
+
+async def test_t02_resume_lists_every_undecided_request():
+    s, saga_id, _ = await paused(WIRE, ("transfer", '{"amount": 6, "to": "acct-9"}', "w2"))
+    requests = await s.approvals.list(saga_id)
+    error = await refused_resume(s, saga_id, "UNDECIDED")
+    assert all(r.request_id in str(error) for r in requests) and len(requests) == 2
+
+
+async def test_t02_a_decision_the_journal_refuses_is_not_recorded(monkeypatch):
+    from sagacity_agents.errors import JournalWriteError
+
+    s, _, request = await paused()
+
+    async def refuse(*args, **kwargs):
+        raise JournalWriteError("disk full")
+
+    monkeypatch.setattr(s.desk.journal, "append", refuse)
+    await refused_decision(s, request.request_id, "DECISION_NOT_JOURNALED")
+    assert (await s.approvals.get(request.request_id)).decision is None
+
+
+async def test_t02_an_unencodable_call_of_an_undecorated_tool_beside_a_paused_one_is_rejected():
+    """The same for a tool we could not decorate (``protect_tool``): its raw arguments have no
+    canonical encoding (1e400 parses to infinity)."""
+    from agents import Agent, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from sagacity_agents import protect_tool
+
+    sent: list[int] = []
+
+    def pay(amount: float, iban: str) -> str:
+        sent.append(amount)
+        return "sent"
+
+    tool = protect_tool(function_tool(pay, needs_approval=True), reversibility="irreversible")
+
+    def agent(*turns):
+        return Agent(name="payer", model=ScriptedModel(list(turns)), tools=[tool])
+
+    s = Sagacity(InMemoryJournal(), approvals=InMemoryApprovalStore())
+    first = await s.run(agent([function_call("pay", '{"amount": 1e400, "iban": "x"}', call_id="p0"),
+                               function_call("pay", '{"amount": 7, "iban": "PT50"}', call_id="p1")],
+                              [assistant_message("done")]), "go")
+    assert first.status is SagaStatus.AWAITING_APPROVAL and len(first.approvals) == 1
+    await s.desk.decide(first.approvals[0].request_id, approve=True, approver="alice")
+    done = await s.resume(first.saga_id, agent([assistant_message("done")]))
+    assert done.status is SagaStatus.COMPLETED and sent == [7]

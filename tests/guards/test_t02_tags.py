@@ -58,22 +58,32 @@ async def test_t02_a_tag_by_an_unknown_key_or_that_does_not_verify_is_named(keyr
     swapped = dataclasses.replace(entries[0], tag=entries[1].tag)
     assert "does not verify" in TagCache().check(swapped, keyring)
     assert "does not verify" in TagCache().check(dataclasses.replace(entries[0], tag="@@not base64"), keyring)
+    # Characters outside base64 are refused, not skipped over to a valid signature.
+    assert "does not verify" in TagCache().check(dataclasses.replace(entries[0], tag="@@" + entries[0].tag), keyring)
+    with pytest.raises(AssertionError):  # only a tagged entry is checked (the caller sorts them)
+        TagCache().check(dataclasses.replace(entries[0], tag=None), keyring)
 
 
 async def test_t02_the_tag_cache_is_bounded(keyring, monkeypatch):
     monkeypatch.setattr(authenticity, "_CACHE_LIMIT", 2)
     entries = await saga(keyring, tagged=3)
     cache = TagCache()
+    sizes = []
     for entry in entries:
         assert cache.check(entry, keyring) is None
-    assert len(cache._seen) == 1
+        sizes.append(len(cache._seen))
+    assert sizes == [1, 2, 1]  # full at two: cleared, then the third added
 
 
 async def test_t02_an_untagged_entry_without_adoption_is_unauthenticated(keyring):
     entries = await saga(keyring, untagged_first=1)
     fault, before = authenticity_fault(SAGA, entries, keyring, None, TagCache())
     assert fault[:2] == (1, ChainFault.UNAUTHENTICATED) and before == 0
-    assert fault[2].endswith("(no keyring adoption lists it)")
+    assert fault[2] == "SAGA_OPENED carries no tag (no keyring adoption lists it)"
+    for half in ({"tag_key": None}, {"tag": None}):  # half a tag is no tag
+        forged = [entries[0], dataclasses.replace(entries[1], **half)]
+        fault, _ = authenticity_fault(SAGA, forged, keyring, adopted(1, forged), TagCache())
+        assert fault[:2] == (2, ChainFault.UNAUTHENTICATED), half
 
 
 async def test_t02_untagged_entries_up_to_the_adopted_head_count_as_before_the_keyring(keyring):
@@ -96,8 +106,9 @@ async def test_t02_the_adoption_saga_itself_has_nothing_before_the_keyring(keyri
 async def test_t02_an_adopted_head_the_chain_no_longer_holds_is_a_fault(keyring):
     entries = await saga(keyring, untagged_first=2)
     moved = Adoption({SAGA: (ChainHead(2, entries[0].hash),)}, "adoption-1")
-    fault, _ = authenticity_fault(SAGA, entries, keyring, moved, TagCache())
+    fault, before = authenticity_fault(SAGA, entries, keyring, moved, TagCache())
     assert fault[:2] == (2, ChainFault.HEAD_MISMATCH) and fault[2].startswith("keyring adoption: ")
+    assert before == 0
 
 
 async def test_t02_a_bad_tag_is_a_bad_signature(keyring):
