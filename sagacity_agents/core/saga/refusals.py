@@ -61,6 +61,7 @@ class Refusals(CallOutcomes):
             The request id the call uses up (journaled in its INTENT).
         """
         digest = sha256_hex(canonical_bytes(args))
+        code: str | None  # which check refused (ApprovalError.code)
         try:
             # Acted on only once it verifies (and, with a keyring, its decisions' signatures).
             entries = await verified_entries(self.journal, self.saga_id, self.evidence)
