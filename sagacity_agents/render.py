@@ -177,7 +177,11 @@ def summarize_payload(entry: JournalEntry) -> str:
         return f"request {p.get('request_id')} {p.get('decision', '')}, args sha256 {p.get('args_hash')}"
     if name == Phase.INTENT.value:
         args = p.get("args")
-        text = _kv(args) if isinstance(args, dict) else short(p.get("raw_args", ""))
+        # A call journaled from outside its body (undeclared, protect_tool) has ``args == {}``
+        # and its arguments in ``raw_args``: show those.
+        raw = p.get("raw_args")
+        text = short(raw) if isinstance(raw, str) and (not isinstance(args, dict) or not args) \
+            else _kv(args) if isinstance(args, dict) else ""
         return f"{text}  [{p.get('reversibility', '?')}]"
     if name in (Phase.EXECUTED.value, Phase.REFUSED.value):
         text = f"-> {short(p.get('result'), 50)}"

@@ -152,8 +152,12 @@ def _declaration_for(
 
     First the declaration bound for the INTENT's (agent, tool), if it has the journaled id; else
     the one declaration of the saga with that id (several different ones, e.g. one factory's
-    tools on agents the INTENT's agent does not name: refused, not guessed); else, when the saga
-    bound none, the one this process made under the id (:func:`declaration_by_id`)."""
+    tools on agents the INTENT's agent does not name: refused, not guessed; one bound only for
+    other agents while the INTENT's agent has nothing bound at all, i.e. is not in the graph
+    given: refused too, its tool may be another one built alike); else, when the saga bound
+    none, the one this process made under the id (:func:`declaration_by_id`). A run binds each
+    call's own declaration under its agent as the call starts (``Saga.note_declaration``), so
+    compensation in the process that ran the calls finds the right one."""
     by_agent = by_agent or {}
     bound = by_agent.get((agent, tool)) if isinstance(agent, str) else None
     if bound is not None and (bound.declaration_id == decl_id or not isinstance(decl_id, str)):
@@ -168,6 +172,19 @@ def _declaration_for(
         if not any(interchangeable(decl, known) for known in found):
             found.append(decl)
     if len(found) == 1:
+        elsewhere = sorted({a for (a, name), d in by_agent.items()
+                            if a != agent and interchangeable(d, found[0])}, key=str)
+        if isinstance(agent, str) and elsewhere and not any(
+                a == agent for (a, _name) in by_agent):
+            # The INTENT's agent is not in the graph this walk was given (an agent run inside
+            # a tool body, met only at run time) and the one declaration with this id is
+            # another agent's: its tool may be a different one built alike. Not guessed.
+            return None, (f"the journaled agent {agent!r} is not in the agent graph given here; "
+                          f"declaration {decl_id} is bound only for {', '.join(map(repr, elsewhere))}, "
+                          "whose tool may not be the one that ran; the undo is not guessed: "
+                          "recover with an agent graph that has that agent, or give each tool "
+                          "its own id (compensable(..., declaration_id=...), "
+                          "protect_tool(..., declaration_id=...))")
         return found[0], None
     if found:
         return None, (f"{len(found)} different declarations of this saga share "

@@ -77,6 +77,10 @@ def consumed_decisions(entries: Sequence[JournalEntry]) -> list[ConsumedDecision
     return decisions
 
 
+NO_DECISION = "no consumed approval"
+"""How :func:`grant_for_call`'s reason starts when the journal holds no decision for the call."""
+
+
 class GrantCheck(NamedTuple):
     """What :func:`grant_for_call` decided."""
 
@@ -110,7 +114,7 @@ def grant_for_call(
     """
     mine = [d for d in consumed_decisions(entries) if d.tool == tool and d.call_id == call_id]
     if not mine:
-        return GrantCheck(None, "no consumed approval for this call in this saga's journal",
+        return GrantCheck(None, f"{NO_DECISION} for this call in this saga's journal",
                           "NO_CONSUMED_APPROVAL")
     problems: list[GrantCheck] = []
     for d in reversed(mine):

@@ -15,9 +15,11 @@ writes, before recovery or anything else acts on them:
   pairs with an INTENT (``intent_seq``, or ``intent_write_key``) of a call that may change the
   world (not read-only) must name the same tool and call id and carry the same fence as that
   INTENT: it was written by the same lease holder (a late outcome of that holder included). A
-  forged RUN_STARTED followed by a forged outcome under it is refused at the outcome. (The
-  outer call of a nested agent tool is read-only and may get its outcome from the run that
-  resumes it, F-10: never undone, so left out.)
+  forged RUN_STARTED followed by a forged outcome under it is refused at the outcome. One
+  exception, written by the library itself: a call still running when its run paused for an
+  approval (an agent tool whose inner agent asked for one: RUN_ENDED ``AWAITING_APPROVAL``
+  under the INTENT's fence, after the INTENT) gets its outcome from a run that resumes the
+  saga after that pause, under that run's fence (the SDK resumes the call, not a new one).
 * **Nothing in doubt at the close.** A SAGA_CLOSED follows no INTENT and no undo's
   COMPENSATING without an outcome (a human's RESOLVED counts as one): a run that ends with a
   call in doubt leaves the saga open, IN_DOUBT, and recovery closes it only when nothing is.
@@ -42,6 +44,8 @@ from .ledger import SagaLedger
 __all__ = ["structure_problem"]
 
 _UNDO_OUTCOMES = (Phase.COMPENSATED, Phase.COMPENSATION_FAILED)
+PAUSED_STATUS = "AWAITING_APPROVAL"
+"""RUN_ENDED's status when its run paused for an approval (``SagaStatus.AWAITING_APPROVAL``)."""
 
 
 def _payload(entry: JournalEntry) -> Mapping[str, Any]:
@@ -82,6 +86,7 @@ def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None
     by_seq = {e.seq: e for e in entries}
     intents_by_key = {e.write_key: e for e in entries if e.phase is Phase.INTENT}
     newest_run: int | None = None
+    paused: dict[int, int] = {}  # fence -> seq of its run's RUN_ENDED AWAITING_APPROVAL
     for entry in entries:
         payload = _payload(entry)
         fence = _fence(entry)
@@ -102,13 +107,16 @@ def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None
                     "outcome may follow a takeover)")
         elif late:
             return entry.seq, "a late entry without the fence of the lease it lost"
-        problem = _answer_problem(entry, payload, by_seq, intents_by_key)
+        problem = _answer_problem(entry, payload, by_seq, intents_by_key, paused)
         if problem is None and entry.phase is Phase.SAGA_CLOSED:
             problem = _closed_in_doubt(entries, entry)
         if problem is not None:
             return entry.seq, problem
         if entry.phase is Phase.RUN_STARTED:
             newest_run = entry.seq
+        elif (entry.phase is Phase.RUN_ENDED and fence is not None
+              and payload.get("status") == PAUSED_STATUS):
+            paused.setdefault(fence, entry.seq)
     return None
 
 
@@ -125,9 +133,20 @@ def _closed_in_doubt(entries: Sequence[JournalEntry], closed: JournalEntry) -> s
             "COMPENSATING without outcome): no run closes a saga with a call in doubt")
 
 
+def _resumed_after_pause(entry: JournalEntry, intent: JournalEntry, paused: Mapping[int, int]) -> bool:
+    """Whether ``entry`` is the outcome of a call carried across an approval pause: same call,
+    not late, the INTENT's run ended AWAITING_APPROVAL after the INTENT, and ``entry``'s fence
+    is a run started after that pause (module doc)."""
+    start, here = _fence(intent), _fence(entry)
+    pause = paused.get(start) if start is not None else None
+    return (pause is not None and here is not None and intent.seq < pause < here
+            and entry.tool == intent.tool and entry.call_id == intent.call_id
+            and _payload(entry).get(LATE_KEY) is not True)
+
+
 def _answer_problem(
     entry: JournalEntry, payload: Mapping[str, Any], by_seq: Mapping[int, JournalEntry],
-    intents_by_key: Mapping[str, JournalEntry],
+    intents_by_key: Mapping[str, JournalEntry], paused: Mapping[int, int],
 ) -> str | None:
     """Whether ``entry`` (an outcome, a claim or an undo's outcome) answers what it names."""
     if entry.phase in OUTCOME_PHASES:
@@ -139,7 +158,10 @@ def _answer_problem(
             return None  # pairs with nothing: the ledger never acts on it
         if _payload(intent).get("reversibility") == "read_only":
             return None
-        return _same_writer(entry, intent, "INTENT")
+        problem = _same_writer(entry, intent, "INTENT")
+        if problem is not None and _resumed_after_pause(entry, intent, paused):
+            return None
+        return problem
     if entry.phase in _UNDO_OUTCOMES:
         claim = by_seq.get(_int(payload.get("compensating_seq")) or -1)
         if claim is None or claim.phase is not Phase.COMPENSATING or claim.seq >= entry.seq:

@@ -45,6 +45,7 @@ from ..errors import ApprovalError, ClaimTakenError, EncodingError, describe_err
 from .fallback import rebuild_pending_calls
 from .graph import AgentGraph, agent_graph
 from .tools import DECLARATION_ATTR, declaration_of
+from .undeclared import pending_raw_arguments
 
 __all__ = ["ApprovalDesk", "PauseOutcome", "pending_call_arguments"]
 
@@ -237,7 +238,7 @@ class ApprovalDesk:
         agents: dict[str | None, str | None] = {}  # which agent asked (one name on two agents)
         for item in state.get_interruptions():
             name = item.tool_name or ""
-            raw = item.arguments or ""
+            raw = pending_raw_arguments(item)
             call_id = getattr(item, "call_id", None)
             try:
                 args, raw_kept = pending_call_arguments(_tool_of(graph, item), raw)
@@ -510,7 +511,7 @@ class ApprovalDesk:
             name = item.tool_name or ""
             call_id = getattr(item, "call_id", None)
             try:
-                args, _raw = pending_call_arguments(_tool_of(graph, item), item.arguments or "")
+                args, _raw = pending_call_arguments(_tool_of(graph, item), pending_raw_arguments(item))
             except (ApprovalError, EncodingError):
                 state.reject(item, rejection_message=AUTO_REJECTION)
                 continue

@@ -125,6 +125,7 @@ def protect_tool(
     undo: Undo | None = None,
     classify: Classifier | None = None,
     undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
+    declaration_id: str | None = None,
 ) -> FunctionTool:
     """Return a journaled copy of a ``FunctionTool`` we cannot decorate.
 
@@ -137,6 +138,11 @@ def protect_tool(
         classify: optional reader of the returned value (refused / failed).
         undo_timeout: seconds compensation waits for one run of the undo (as for
             ``compensable``; default 60).
+        declaration_id: the declaration's stable id, journaled with each INTENT so compensation
+            and recovery find *this* undo (default ``"protect_tool:<qualified name>"``). Give
+            one when two tools you protect under one name sit on one agent graph *and* the
+            agent that made a call does not tell them apart (M-03: the agent is journaled, so
+            the same name on two agents needs none).
 
     Returns:
         A copy whose calls are journaled inside a saga (raw arguments) and unchanged outside one.
@@ -152,7 +158,8 @@ def protect_tool(
     try:
         decl = ToolDeclaration(
             name=tool.name, reversibility=Reversibility(reversibility), undo=undo,
-            classify=classify, declaration_id=f"protect_tool:{tool.qualified_name}",
+            classify=classify,
+            declaration_id=declaration_id or f"protect_tool:{tool.qualified_name}",
             undo_timeout=undo_timeout,
         )
     except DeclarationError as exc:
@@ -167,7 +174,10 @@ def protect_tool(
         ctx = data.context
         if await _before_approval(protected, ctx):
             return ToolGuardrailFunctionOutput.allow()
-        saga.declarations.setdefault(ctx.tool_name, decl)
+        try:
+            saga.note_declaration(ctx.tool_name, decl, getattr(data.agent, "name", None))
+        except Exception as exc:  # noqa: BLE001 - fail closed: a call we could not undo right
+            return ToolGuardrailFunctionOutput.raise_exception(output_info=str(exc))
         if saga.refuses_effects(decl):  # FailurePolicy.REFUSE_EFFECTS, after a failure
             return ToolGuardrailFunctionOutput.reject_content(await saga.refuse_call(
                 decl, ctx.tool_name, ctx.tool_call_id, None, raw_args=ctx.tool_arguments,
@@ -175,7 +185,8 @@ def protect_tool(
             ))
         raw = ctx.tool_arguments or ""
         try:
-            intent = await saga.begin_external_call(decl, ctx.tool_name, ctx.tool_call_id, raw)
+            intent = await saga.begin_external_call(decl, ctx.tool_name, ctx.tool_call_id, raw,
+                                                    agent=getattr(data.agent, "name", None))
         except Exception as exc:  # noqa: BLE001 - fail closed: the tool must not run
             return ToolGuardrailFunctionOutput.raise_exception(output_info=str(exc))
         # Reaches the tool body and a nested run inside it (sdk-notes.md, "Scope propagation").
@@ -195,7 +206,8 @@ def protect_tool(
             if timed_out_message is not None and data.output == timed_out_message:
                 # The SDK cancelled the body at its timeout and sent the model this message.
                 error = ToolTimeoutError(tool_name=tool.name, timeout_seconds=tool.timeout_seconds or 0)
-                task = saga.end_external_call(call_id, exc=error, declaration=decl)
+                task = saga.end_external_call(call_id, exc=error, declaration=decl,
+                                              timed_out=error.timeout_seconds)
             else:
                 task = saga.end_external_call(call_id, result=data.output, declaration=decl)
             if task is not None:

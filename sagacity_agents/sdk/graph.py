@@ -32,14 +32,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agents import Agent, FunctionTool, Handoff
+from agents import Agent, CustomTool, FunctionTool, Handoff
 
 from ..core.declarations import ToolDeclaration
 from . import _sdk_internals as sdk
 from .tools import declaration_of
 from .user_errors import SdkConfigurationError
 
-__all__ = ["AgentGraph", "ToolSite", "UnseenAgentWarning", "agent_graph", "tool_key"]
+__all__ = ["AgentGraph", "CustomToolSite", "ToolSite", "UnseenAgentWarning", "agent_graph", "tool_key"]
 
 
 class UnseenAgentWarning(UserWarning):
@@ -69,6 +69,23 @@ class ToolSite:
 
 
 @dataclass(frozen=True)
+class CustomToolSite:
+    """One ``CustomTool`` found by the walk (never declared: its calls are journaled
+    undeclared, ``sdk/undeclared.py``)."""
+
+    key: str
+    """``tool.name``: the name its calls are journaled under."""
+    agent: str
+    """The name of the agent that has the tool."""
+    tool: CustomTool
+    """The tool object."""
+    path: str
+    """How the root agent reaches it, for error messages."""
+    declaration: None = None
+    """Always ``None``: nothing declares a custom tool."""
+
+
+@dataclass(frozen=True)
 class AgentGraph:
     """The agents and function tools a run of :attr:`root` can reach (see the module doc)."""
 
@@ -77,6 +94,9 @@ class AgentGraph:
     """Every reachable agent, the root first, each once."""
     sites: tuple[ToolSite, ...]
     """Every reachable function tool, once per agent that has it."""
+    custom: tuple[CustomToolSite, ...] = ()
+    """Every reachable ``CustomTool`` (one raw string in, a local executor; never declared, so
+    every call of one is journaled undeclared), once per agent that has it."""
 
     def tools(self) -> dict[str, FunctionTool]:
         """Tool key -> tool; for a key several agents use for different tools, the first found
@@ -94,9 +114,11 @@ class AgentGraph:
                 return site.tool
         return self.tools().get(key) if agent is not None else None
 
-    def undeclared(self) -> Iterator[ToolSite]:
-        """The sites whose tool carries no saga declaration (neither decorated nor protected)."""
-        return (site for site in self.sites if site.declaration is None)
+    def undeclared(self) -> Iterator[ToolSite | CustomToolSite]:
+        """The sites whose tool carries no saga declaration (neither decorated nor protected),
+        custom tools included."""
+        yield from (site for site in self.sites if site.declaration is None)
+        yield from self.custom
 
     def declared(self) -> Iterator[ToolSite]:
         """The sites whose tool carries a saga declaration."""
@@ -112,6 +134,21 @@ def _identity(tool: FunctionTool, decl: ToolDeclaration | None) -> int:
     if isinstance(inner, Agent):
         return id(inner)
     return id(getattr(tool, "__wrapped__", None) or tool)
+
+
+def _origin(tool: FunctionTool, decl: ToolDeclaration | None, index: int) -> str:
+    """Where a tool object comes from, so two tools of one name read differently in an error:
+    its place in ``agent.tools`` and its function (or the agent behind ``as_tool``)."""
+    inner = sdk.agent_of_tool(tool)
+    if isinstance(inner, Agent):
+        what = f"agent {inner.name!r} as a tool"
+    elif decl is not None:
+        what = f"declared {decl.declaration_id or decl.name}"
+    else:
+        func = getattr(tool, "__wrapped__", None) or tool
+        name = getattr(func, "__qualname__", None) or type(func).__name__
+        what = f"{getattr(func, '__module__', None) or '?'}:{name}"
+    return f"tools[{index}], {what}"
 
 
 def _unreachable(path: str, what: str) -> SdkConfigurationError:
@@ -141,7 +178,9 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
     """
     agents: list[Agent[Any]] = []
     sites: list[ToolSite] = []
-    by_key: dict[tuple[int, str], tuple[int, ToolSite]] = {}  # (agent, key) -> (identity, site)
+    custom: list[CustomToolSite] = []
+    # (agent, key) -> (identity, site, origin)
+    by_key: dict[tuple[int, str], tuple[int, ToolSite, str]] = {}
     seen: set[int] = set()
     stack: list[tuple[Agent[Any], str]] = [(root, root.name)]
     while stack:
@@ -150,7 +189,11 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
             continue
         seen.add(id(agent))
         agents.append(agent)
-        for tool in getattr(agent, "tools", None) or ():
+        for index, tool in enumerate(getattr(agent, "tools", None) or ()):
+            if isinstance(tool, CustomTool):
+                custom.append(CustomToolSite(tool.name, agent.name, tool,
+                                             f"{path} -> custom tool {tool.name}"))
+                continue
             if not isinstance(tool, FunctionTool):
                 continue  # hosted tools run at the provider: nothing of ours to journal
             decl = declaration_of(tool)
@@ -158,12 +201,13 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
             site = ToolSite(key, agent.name, tool, decl, f"{path} -> tool {key}")
             known = by_key.get((id(agent), key))
             if known is None:
-                by_key[(id(agent), key)] = (_identity(tool, decl), site)
+                by_key[(id(agent), key)] = (_identity(tool, decl), site, _origin(tool, decl, index))
                 sites.append(site)
             elif known[0] != _identity(tool, decl):
                 raise SdkConfigurationError(
                     f"agent {agent.name!r} has two different tools named {site.key!r}: "
-                    f"{known[1].path} and {site.path}. The SDK lets the last one win; which one "
+                    f"{known[1].path} ({known[2]}) and {site.path} "
+                    f"({_origin(tool, decl, index)}). The SDK lets the last one win; which one "
                     "a journaled call, its undo or its approval belongs to would be a guess; "
                     "give one of them another name (function_tool(name_override=...))"
                 )
@@ -194,4 +238,4 @@ def agent_graph(root: Agent[Any]) -> AgentGraph:
                 continue
             assert isinstance(target, Agent)
             stack.append((target, f"{where} -> {target.name}"))
-    return AgentGraph(root, tuple(agents), tuple(sites))
+    return AgentGraph(root, tuple(agents), tuple(sites), tuple(custom))

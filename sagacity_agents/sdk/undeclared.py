@@ -8,13 +8,22 @@ When that is the SDK's own failure text (the tool raised and its formatter is th
 ``default_tool_error_function``) or its own timeout text (``default_tool_timeout_error_message``),
 the call is journaled FAILED, as a declared tool's would be; any other value is its result
 (a custom formatter's message, or ``RunConfig.tool_error_formatter``'s, reads as a result).
+
+A ``CustomTool`` (a Responses custom tool: one raw string in, run by a local executor; the
+sandbox's apply-patch tool is one) has no declaration of ours at all: every call of one is
+undeclared, its raw input journaled as ``{"input": text}``. The SDK turns its executor's
+exception into the exception's text, which no reader can tell from a result, so the executor
+is observed as the call starts (:func:`observe_custom_tool`): the exception it raises is noted
+on the call's ``ToolContext`` and journals the call FAILED.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 from typing import Any
 
-from agents import Agent, FunctionTool, ToolTimeoutError, default_tool_error_function
+from agents import Agent, CustomTool, FunctionTool, ToolTimeoutError, default_tool_error_function
 
 from ..core.saga import Saga
 from ._sdk_internals import (
@@ -24,7 +33,14 @@ from ._sdk_internals import (
 from .binding import undeclared_error
 from .tools import declaration_of
 
-__all__ = ["UndeclaredToolFailed", "begin_undeclared", "end_undeclared", "is_undeclared", "reported_failure"]
+__all__ = [
+    "UndeclaredToolFailed", "begin_undeclared", "custom_tool_arguments", "end_undeclared",
+    "is_undeclared", "observe_custom_tool", "pending_raw_arguments", "reported_failure",
+]
+
+_FAILURE_ATTR = "_sagacity_custom_tool_failure"
+"""Where an observed ``CustomTool`` executor's exception is noted, on the call's ``ToolContext``."""
+_OBSERVED_ATTR = "__sagacity_observed__"
 
 
 class UndeclaredToolFailed(Exception):
@@ -46,6 +62,9 @@ def reported_failure(tool: Any, context: Any, result: Any) -> Exception | None:
         :class:`UndeclaredToolFailed` for the SDK's default failure message (when the tool uses
         the default formatter), else ``None``.
     """
+    noted = getattr(context, _FAILURE_ATTR, None)
+    if isinstance(tool, CustomTool):
+        return noted if isinstance(noted, Exception) else None
     if not isinstance(tool, FunctionTool) or not isinstance(result, str):
         return None
     timeout = tool.timeout_seconds
@@ -60,8 +79,79 @@ def reported_failure(tool: Any, context: Any, result: Any) -> Exception | None:
 
 
 def is_undeclared(tool: Any) -> bool:
-    """Whether ``tool`` is a function tool nobody declared (neither decorated nor protected)."""
-    return isinstance(tool, FunctionTool) and declaration_of(tool) is None
+    """Whether ``tool`` is a function tool nobody declared (neither decorated nor protected),
+    or a ``CustomTool`` (never declared: see the module doc)."""
+    return isinstance(tool, CustomTool) or (isinstance(tool, FunctionTool) and declaration_of(tool) is None)
+
+
+def observe_custom_tool(tool: Any) -> None:
+    """Make the exception of a ``CustomTool``'s executor visible to the saga (idempotent).
+
+    The SDK reads ``tool.on_invoke_tool`` after ``on_tool_start`` returns and turns whatever it
+    raises into text for the model. The executor is replaced, on the tool object, by one that
+    notes the exception on the call's ``ToolContext`` and raises it again: outside a saga, and
+    for the SDK, it behaves exactly as the original (same result, same exception).
+
+    Args:
+        tool: any tool; only a ``CustomTool`` is touched.
+    """
+    if not isinstance(tool, CustomTool) or getattr(tool.on_invoke_tool, _OBSERVED_ATTR, False):
+        return
+    executor = tool.on_invoke_tool
+
+    def _note(context: Any, exc: Exception) -> None:
+        try:
+            setattr(context, _FAILURE_ATTR, exc)
+        except Exception:  # noqa: BLE001 - a context that takes no attribute: read as a result
+            pass
+
+    def observed(context: Any, text: str) -> Any:
+        try:
+            result = executor(context, text)
+        except Exception as exc:
+            _note(context, exc)
+            raise
+        if not inspect.isawaitable(result):
+            return result
+
+        async def awaited() -> Any:
+            try:
+                return await result
+            except Exception as exc:
+                _note(context, exc)
+                raise
+
+        return awaited()
+
+    setattr(observed, _OBSERVED_ATTR, True)
+    observed.__wrapped__ = executor  # type: ignore[attr-defined]
+    tool.on_invoke_tool = observed
+
+
+def custom_tool_arguments(text: str) -> str:
+    """The raw arguments a ``CustomTool`` call is journaled (and its approval hashed) with: its
+    one raw string as ``{"input": text}``, JSON text."""
+    return json.dumps({"input": text})
+
+
+def pending_raw_arguments(item: Any) -> str:
+    """The raw arguments of a paused call (a ``ToolApprovalItem``) as its INTENT will journal
+    them: a custom tool call's raw string as :func:`custom_tool_arguments`, else the JSON text
+    the model sent."""
+    raw_item = getattr(item, "raw_item", None)
+    kind = raw_item.get("type") if isinstance(raw_item, dict) else getattr(raw_item, "type", None)
+    if kind == "custom_tool_call":
+        text = raw_item.get("input") if isinstance(raw_item, dict) else getattr(raw_item, "input", None)
+        return custom_tool_arguments(text if isinstance(text, str) else "")
+    return getattr(item, "arguments", None) or ""
+
+
+def _key_and_raw(context: Any, tool: Any) -> tuple[str, str]:
+    """The name a call is journaled under, and its raw arguments (a JSON object's text)."""
+    if isinstance(tool, CustomTool):
+        return tool.name, custom_tool_arguments(getattr(context, "tool_arguments", None) or "")
+    key = getattr(context, "qualified_tool_name", None) or tool.qualified_name
+    return key, getattr(context, "tool_arguments", None) or ""
 
 
 async def begin_undeclared(saga: Saga, context: Any, agent: Agent[Any], tool: FunctionTool, *,
@@ -81,13 +171,14 @@ async def begin_undeclared(saga: Saga, context: Any, agent: Agent[Any], tool: Fu
             (``not_run``), the saga failed; the body must not run.
         JournalWriteError: the INTENT could not be written (the body must not run).
     """
-    key = getattr(context, "qualified_tool_name", None) or tool.qualified_name
+    key, raw = _key_and_raw(context, tool)
     call_id = getattr(context, "tool_call_id", None)
-    raw = getattr(context, "tool_arguments", None) or ""
     if strict:
         await saga.refuse_undeclared_call(key, call_id, raw, undeclared_error(
             [f"{key} (met at run time on agent {agent.name!r}; call {call_id})"]))
-    await saga.begin_external_call(None, key, call_id, raw, agent=agent.name)
+    observe_custom_tool(tool)
+    await saga.begin_external_call(None, key, call_id, raw, agent=agent.name,
+                                   asks_approval=bool(getattr(tool, "needs_approval", False)))
 
 
 async def end_undeclared(saga: Saga, context: Any, tool: Any, result: Any) -> None:
@@ -97,7 +188,8 @@ async def end_undeclared(saga: Saga, context: Any, tool: Any, result: Any) -> No
     outcome normally comes from its own seams first; this is then the last resort."""
     call_id = getattr(context, "tool_call_id", None)
     if saga.has_external_call(call_id):
-        failure = reported_failure(tool, context, result) if declaration_of(tool) is None else None
-        task = saga.end_external_call(call_id, result=result, exc=failure)
+        failure = reported_failure(tool, context, result) if is_undeclared(tool) else None
+        timed_out = failure.timeout_seconds if isinstance(failure, ToolTimeoutError) else None
+        task = saga.end_external_call(call_id, result=result, exc=failure, timed_out=timed_out)
         if task is not None:
             await task

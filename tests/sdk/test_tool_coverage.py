@@ -460,6 +460,8 @@ def test_m03_two_tools_of_one_name_on_one_agent_are_refused_naming_both_paths():
         agent_graph(trip)
     assert isinstance(caught.value, UserError)
     assert str(caught.value).count("trip -> tool book") == 2
+    # the two paths read alike; each names its place in agent.tools and its declaration
+    assert "(tools[0], declared " in str(caught.value) and "(tools[1], declared " in str(caught.value)
     assert "agent 'trip' has two different tools named 'book'" in str(caught.value)
 
 

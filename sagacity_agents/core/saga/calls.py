@@ -196,7 +196,7 @@ class CallRecording(Refusals):
         done = self._begin()
         invocation = self._invocation_id()
         try:
-            self.declarations.setdefault(tool, decl)
+            self.note_declaration(tool, decl, agent)
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 request_id = await self._check_grant(tool, call_id, args, invocation)
             else:
@@ -299,7 +299,7 @@ class CallRecording(Refusals):
         done = self._begin()
         try:
             invocation = self._invocation_id()
-            self.declarations.setdefault(tool, decl)
+            self.note_declaration(tool, decl, agent)
             request_id = None
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 request_id = on_loop(self._check_grant(tool, call_id, args, invocation))

@@ -24,13 +24,16 @@ class ExternalCalls(CallRecording):
 
     async def begin_external_call(
         self, decl: ToolDeclaration | None, tool: str, call_id: str | None, raw_args: str, *,
-        agent: str | None = None,
+        agent: str | None = None, asks_approval: bool = False,
     ) -> JournalEntry:
         """Journal the INTENT of a call whose body we cannot wrap (raw arguments journaled).
 
         ``decl`` ``None`` is a tool nobody declared: journaled with reversibility
         ``"undeclared"`` (no approval check, no classifier), reported "no undo declared" when the
         saga fails. ``agent`` is the name of the agent whose tool it is (journaled).
+        ``asks_approval``: the undeclared tool may pause for an approval (the SDK's
+        ``needs_approval``); a call the journal holds a decision for is held to it (hash of the
+        canonical raw arguments, consumed once) and its INTENT names the request.
 
         The outcome comes later through :meth:`end_external_call`. The call is not counted in
         flight meanwhile: the seams that bring its outcome run before the SDK moves on, so
@@ -46,6 +49,9 @@ class ExternalCalls(CallRecording):
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
             request_id = await self._check_grant(tool, call_id, raw_args_value(raw_args), invocation)
+        elif decl is None and asks_approval:
+            request_id = await self._check_grant(tool, call_id, raw_args_value(raw_args),
+                                                 invocation, required=False)
         intent = await self._write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id,
                                           agent)
         self.last_journaled = time.monotonic()
@@ -78,6 +84,7 @@ class ExternalCalls(CallRecording):
     def end_external_call(
         self, call_id: str | None, *, result: Any = None, exc: BaseException | None = None,
         declaration: ToolDeclaration | None = None, not_run: bool = False,
+        timed_out: float | None = None,
     ) -> asyncio.Future[None] | None:
         """Journal the outcome of a fallback call (EXECUTED / REFUSED / FAILED), once.
 
@@ -88,6 +95,8 @@ class ExternalCalls(CallRecording):
         Args:
             declaration: the tool's declaration (for its classifier), when the caller has it.
             not_run: with ``exc``: the body never started (e.g. an ``on_tool_start`` raised).
+            timed_out: with ``exc``: the SDK stopped the body at its timeout of this many
+                seconds (journaled ``timed_out``, as a declared tool's timeout is).
         """
         with self._lock:
             pending = self._external.pop(call_id, None)
@@ -102,6 +111,8 @@ class ExternalCalls(CallRecording):
         phase, payload, failure = self._outcome(decl, intent, frame, result=result, exc=exc)
         if not_run:
             payload["not_run"] = True
+        if exc is not None and timed_out is not None:
+            payload["timed_out"] = True  # the error text stays the SDK's own
         if failure is not None:
             # Mark the saga failed now (synchronously), not when the write lands.
             self._note_failure(failure)

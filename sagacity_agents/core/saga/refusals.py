@@ -46,8 +46,9 @@ class Refusals(CallOutcomes):
         raise error
 
     async def _check_grant(
-        self, tool: str, call_id: str | None, args: dict[str, Any], invocation: str
-    ) -> str:
+        self, tool: str, call_id: str | None, args: dict[str, Any], invocation: str, *,
+        required: bool = True,
+    ) -> str | None:
         """Execution-time approval check of an irreversible call (fail closed).
 
         The call runs only when the saga's journal holds APPROVED and CONSUMED for this call
@@ -57,8 +58,13 @@ class Refusals(CallOutcomes):
         consumed by a resume runs nothing. Anything else is journaled as FAILED, fails the saga,
         and raises :class:`~sagacity_agents.errors.ApprovalError`.
 
+        With ``required=False`` (an undeclared tool the SDK may pause, M-01) a call for which
+        the journal holds no decision at all runs without one (``None``); one that has a
+        decision is held to it exactly as an irreversible call is.
+
         Returns:
-            The request id the call uses up (journaled in its INTENT).
+            The request id the call uses up (journaled in its INTENT), or ``None`` (only with
+            ``required=False``).
         """
         digest = sha256_hex(canonical_bytes(args))
         code: str | None  # which check refused (ApprovalError.code)
@@ -76,6 +82,8 @@ class Refusals(CallOutcomes):
                 if request_id is not None:
                     self._claimed_requests.add(request_id)
                     return request_id
+                if not required and code == "NO_CONSUMED_APPROVAL":
+                    return None
         error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run",
                               code=code)
         await self._refused_before_intent(

@@ -194,6 +194,20 @@ class SagaState:
         if settings:
             self.tool_settings.setdefault(tool, settings)
 
+    def note_declaration(self, tool: str, declaration: ToolDeclaration, agent: str | None) -> None:
+        """A call of ``agent``'s ``tool`` is starting with ``declaration`` (the one its wrapper
+        or guardrail carries): bind it, so compensation finds *this* undo for the call even
+        when the agent was met only at run time (an agent run inside a tool body, M-03).
+
+        Raises:
+            ConfigurationError: as :meth:`register` (an agent of the same name bound another
+                tool under this name and id: the calls could not be told apart).
+        """
+        if agent is None:
+            self.declarations.setdefault(tool, declaration)
+        elif self.agent_declarations.get((agent, tool)) is not declaration:
+            self.register(tool, declaration, agent=agent)
+
     def declaration_for(self, tool: str, agent: str | None = None) -> ToolDeclaration | None:
         """The declaration bound for ``agent``'s tool ``tool``, else the first bound under that
         name (``None``: none)."""
