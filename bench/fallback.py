@@ -1,7 +1,8 @@
 """What the fallback seams cost per tool call, next to a decorated tool and a bare one.
 
 One scripted run (``agents.testing.ScriptedModel``, tracing off) of N calls, one per model turn,
-timed in four variants interleaved round by round, warm-up rounds discarded, in-memory journal:
+timed in four variants interleaved round by round (in an order drawn afresh each round,
+``fair_order``), warm-up rounds discarded, in-memory journal:
 
     bare        plain ``@function_tool``, plain ``Runner.run``
     decorated   ``@compensable(undo=...)`` under ``@function_tool``, ``Sagacity.run``
@@ -14,7 +15,7 @@ Per-call figure: (median run time of the variant - median of bare) / N.
 
 Usage::
 
-    python bench/fallback.py [--calls 20] [--rounds 30] [--warmup 5]
+    python bench/fallback.py [--calls 20] [--rounds 30] [--warmup 5] [--seed 1]
 """
 
 from __future__ import annotations
@@ -22,13 +23,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from sagacity_agents import InMemoryJournal, Sagacity, compensable, nested_agent_tool, protect_tool
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fair_order import round_orders  # noqa: E402
+
+VARIANTS = ("bare", "decorated", "protected", "nested")
 
 
 def _model(name: str, calls: int, prefix: str) -> ScriptedModel:
@@ -84,19 +92,29 @@ async def once(variant: str, calls: int, sagacity: Sagacity) -> float:
     return time.perf_counter() - started
 
 
-async def main(calls: int, rounds: int, warmup: int) -> None:
+async def run_benchmark(calls: int, rounds: int, warmup: int, seed: int = 1) -> dict[str, Any]:
+    """Time every variant in every round, in a fresh order each round; warm-up rounds dropped.
+
+    Returns:
+        ``{"times": variant -> run seconds per kept round, "orders": the order of every round}``.
+    """
     set_tracing_disabled(True)
-    variants = ["bare", "decorated", "protected", "nested"]
-    times: dict[str, list[float]] = {v: [] for v in variants}
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     sagacity = Sagacity(InMemoryJournal())
-    for r in range(warmup + rounds):
-        for v in variants:
+    orders = round_orders(VARIANTS, warmup + rounds, seed)
+    for r, order in enumerate(orders):
+        for v in order:
             elapsed = await once(v, calls, sagacity)
             if r >= warmup:
                 times[v].append(elapsed)
+    return {"times": times, "orders": orders}
+
+
+async def main(calls: int, rounds: int, warmup: int, seed: int = 1) -> None:
+    times = (await run_benchmark(calls, rounds, warmup, seed))["times"]
     bare = statistics.median(times["bare"])
     print(f"{calls} calls per run, {rounds} rounds, in-memory journal")
-    for v in variants:
+    for v in VARIANTS:
         med = statistics.median(times[v])
         extra = "" if v == "bare" else f"  (+{(med - bare) / calls * 1e6:.0f} us per call)"
         print(f"  {v:10s} median run {med * 1e3:8.2f} ms{extra}")
@@ -107,5 +125,6 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=1, help="seed of the per-round orders")
     args = parser.parse_args()
-    asyncio.run(main(args.calls, args.rounds, args.warmup))
+    asyncio.run(main(args.calls, args.rounds, args.warmup, args.seed))

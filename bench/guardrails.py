@@ -1,8 +1,8 @@
 """What the saga guardrails cost on a healthy run.
 
 The same scripted agent run (``ScriptedModel``, tracing off: N compensatable tool calls, one per
-model turn, then a final message) through ``Sagacity.run``, interleaved round by round, warm-up
-rounds discarded, on each journal:
+model turn, then a final message) through ``Sagacity.run``, interleaved round by round in an order drawn afresh each
+round (``fair_order``), warm-up rounds discarded, on each journal:
 
     plain        the agent as is, FailurePolicy.STOP
     output       the agent with ``saga_output_guardrail()`` (one journal read per final output)
@@ -15,7 +15,7 @@ the median time of one ``read_verdict`` (the journal read it makes) on a saga of
 
 Usage::
 
-    python bench/guardrails.py [--calls 20] [--rounds N] [--warmup W] [--json out.json]
+    python bench/guardrails.py [--calls 20] [--rounds N] [--warmup W] [--seed S] [--json out.json]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import asyncio
 import copy
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,6 +46,9 @@ from sagacity_agents import (
     saga_tool_guardrail,
 )
 from sagacity_agents.core.saga.verdict import read_verdict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fair_order import round_orders  # noqa: E402
 
 VARIANTS = ("plain", "output", "tool", "refuse")
 
@@ -91,12 +95,13 @@ async def _read_verdict_median(journal: Any, n: int) -> float:
 
 
 async def run_benchmark(
-    *, calls: int = 20, rounds: int = 100, warmup: int = 10, db_dir: Path | None = None
+    *, calls: int = 20, rounds: int = 100, warmup: int = 10, db_dir: Path | None = None, seed: int = 1
 ) -> dict[str, Any]:
-    """Run every variant on each journal; return per-variant medians and paired differences
-    (seconds)."""
+    """Run every variant on each journal, in a fresh order each round (``seed``); return
+    per-variant medians and paired differences (seconds), and the orders (``"orders"``: journal
+    -> one list per round, warm-up included)."""
     set_tracing_disabled(True)
-    out: dict[str, Any] = {"calls": calls, "rounds": rounds, "journals": {}}
+    out: dict[str, Any] = {"calls": calls, "rounds": rounds, "journals": {}, "orders": {}}
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(db_dir or tmp)
         for journal_kind in ("memory", "sqlite-full"):
@@ -106,8 +111,9 @@ async def run_benchmark(
                 for v in VARIANTS
             }
             times: dict[str, list[float]] = {v: [] for v in VARIANTS}
-            for round_no in range(warmup + rounds):
-                for variant in VARIANTS:
+            orders = out["orders"][journal_kind] = round_orders(VARIANTS, warmup + rounds, seed)
+            for round_no, order in enumerate(orders):
+                for variant in order:
                     elapsed = await _one(sagacity, variant, calls)
                     if round_no >= warmup:
                         times[variant].append(elapsed)
@@ -131,9 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1, help="seed of the per-round orders")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    result = asyncio.run(run_benchmark(calls=args.calls, rounds=args.rounds, warmup=args.warmup))
+    result = asyncio.run(run_benchmark(calls=args.calls, rounds=args.rounds, warmup=args.warmup,
+                                       seed=args.seed))
     print(f"{args.calls} tool calls per run, {args.rounds} rounds")
     print(f"{'journal':12} {'variant':8} {'median run':>12} {'paired added':>14}")
     for journal_kind, variants in result["journals"].items():

@@ -35,7 +35,9 @@ and the floor of any design that makes one durable commit per call (the in-memor
 one bare INSERT+COMMIT before each INTENT). Every round runs each of them once, in an order drawn
 afresh each round (``--seed``): on a shared host, what ran just before a run changes its speed.
 Ratios come with a 95 % interval (the rounds resampled) and, beside the paired estimate, the
-difference of the medians; the raw run times and orders are in the JSON.
+difference of the medians; the raw run times and orders are in the JSON. The throughput cells'
+designs also run in a fresh order each turn (``cell_orders`` in the JSON). Targets compare the
+unrounded figures (rounding is for printing only: a ratio of 2.50004 is not "<= 2.5").
 
 Usage::
 
@@ -64,6 +66,7 @@ import psycopg
 from agents import Runner, function_tool, set_tracing_disabled
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fair_order import round_orders  # noqa: E402
 from overhead import _agent, _bare_tool, _wrapped_tool, machine_facts  # noqa: E402
 
 from sagacity_agents import Phase, PostgresJournal, Sagacity, SagaStatus, verify_journal  # noqa: E402
@@ -186,7 +189,7 @@ async def run_cell(uri: str, design: str, workers: int, sagas: int, seconds: flo
         wall = time.perf_counter() - start
         result: dict[str, Any] = {
             "appends": cell.appends, "retries": cell.retries, "failed": cell.failed,
-            "wall_s": round(wall, 3), "per_s": round(cell.appends / wall, 1),
+            "wall_s": wall, "per_s": cell.appends / wall,  # unrounded: targets compare these
         }
         if journal is not None:  # every chain 1..N, no gap, verifies; nothing lost
             stored = 0
@@ -279,14 +282,11 @@ async def per_call_overhead(uri: str, calls: int, rounds: int, seed: int = 1) ->
             raise RuntimeError(f"{name}: {saga.status} {saga.exception!r}")
         return elapsed
 
-    names, orders = list(times), []
-    shuffler = random.Random(seed)
+    orders = []
     try:
-        for round_no in range(rounds + 1):  # round 0 warms up
-            # What ran just before a run changes its speed on a shared host: a fresh order each
-            # round, so that no run always follows the same one (a rotation of a fixed list
-            # would keep every run's predecessor).
-            order = shuffler.sample(names, len(names))
+        # What ran just before a run changes its speed on a shared host: a fresh order each
+        # round (fair_order), so that no run always follows the same one.
+        for round_no, order in enumerate(round_orders(list(times), rounds + 1, seed)):  # 0 warms up
             for name in order:
                 elapsed = await one_run(name)
                 if round_no:
@@ -342,8 +342,8 @@ def overhead_figures(times: dict[str, list[float]], latencies: list[list[float]]
 
     def bounds(values: list[float]) -> list[float]:
         ordered = sorted(values)
-        return [round(ordered[int(0.025 * len(ordered))], 4),
-                round(ordered[min(int(0.975 * len(ordered)), len(ordered) - 1)], 4)]
+        return [ordered[int(0.025 * len(ordered))],
+                ordered[min(int(0.975 * len(ordered)), len(ordered) - 1)]]
 
     return {
         "bare_commit_cost_ms": ms(cost),
@@ -359,11 +359,11 @@ def overhead_figures(times: dict[str, list[float]], latencies: list[list[float]]
         # A commit cannot cost a run less than its own latency: then the figure is not resolved.
         "cost_resolved": cost >= latency,
         "overhead_x_bare_commit_cost": {
-            k: round(v / cost, 4) if cost > 0 else math.inf for k, v in per_call.items()
+            k: v / cost if cost > 0 else math.inf for k, v in per_call.items()
         },
         "overhead_x_bare_commit_cost_95": {k: bounds(v) for k, v in interval.items()},
         "overhead_x_bare_commit_cost_delta_medians": {
-            k: round((medians[k] - medians["bare"]) / (medians[COMMIT_RUN] - medians["bare"]), 4)
+            k: (medians[k] - medians["bare"]) / (medians[COMMIT_RUN] - medians["bare"])
             if medians[COMMIT_RUN] > medians["bare"] else math.inf
             for k in journals
         },
@@ -371,9 +371,9 @@ def overhead_figures(times: dict[str, list[float]], latencies: list[list[float]]
         # against the median single commit, kept below): on a host where a wait slows the run
         # beyond its own length, this rates even the floor (one bare commit per call and nothing
         # else) above 1x.
-        "overhead_x_bare_commit": {k: round(v / latency, 4) for k, v in per_call.items()},
+        "overhead_x_bare_commit": {k: v / latency for k, v in per_call.items()},
         "overhead_x_bare_commit_median_one": {
-            k: round(v / one_commit, 4) for k, v in per_call.items()
+            k: v / one_commit for k, v in per_call.items()
         },
     }
 
@@ -406,12 +406,15 @@ async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: 
             await conn.execute(_BENCH_TABLES)
         shapes = [(w, 1) for w in workers] + [(16, 16)]
         cells: dict[str, dict[str, Any]] = {}
+        cell_orders: dict[str, list[list[str]]] = {}
         tag = secrets.token_hex(3)
-        for w, s in shapes:
+        for shape_no, (w, s) in enumerate(shapes):
             # Designs interleaved in `slices` turns of seconds/slices each, so a change in the
-            # shared disk's speed during the run hits every design alike.
-            for turn in range(slices):
-                for design in DESIGNS:
+            # shared disk's speed during the run hits every design alike, in an order drawn
+            # afresh each turn (fair_order): no design always follows the same one.
+            orders = cell_orders[f"{w}x{s}"] = round_orders(DESIGNS, slices, seed * 1000 + shape_no)
+            for turn, order in enumerate(orders):
+                for design in order:
                     if progress:
                         progress(f"{design} {w} worker(s) x {s} saga(s), turn {turn + 1}/{slices}")
                     part = await run_cell(scoped, design, w, s, seconds / slices, f"{tag}t{turn}")
@@ -421,8 +424,7 @@ async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: 
                             total[key] = total.get(key, 0) + part[key]
             for design in DESIGNS:
                 total = cells[f"{design}/{w}x{s}"]
-                total["wall_s"] = round(total["wall_s"], 3)
-                total["per_s"] = round(total["appends"] / total["wall_s"], 1)
+                total["per_s"] = total["appends"] / total["wall_s"]  # unrounded (printed rounded)
         # The cells' write burst must not bleed into the per-call rounds (a checkpoint flushing
         # it competes with their commits): start them from a checkpoint.
         async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as admin:
@@ -435,7 +437,7 @@ async def run_benchmark(uri: str, *, seconds: float, workers: list[int], calls: 
     facts["postgres"] = server_version
     facts["psycopg"] = psycopg.__version__
     return {"machine": facts, "seconds": seconds, "slices": slices, "workers": workers,
-            "cells": cells,
+            "cells": cells, "cell_orders": cell_orders,
             "overhead": overhead, "targets": targets(cells, workers, overhead)}
 
 

@@ -27,7 +27,21 @@ __all__ = [
 
 
 class SagacityError(Exception):
-    """Root of every exception this library raises on purpose."""
+    """Root of every exception this library raises on purpose.
+
+    Attributes:
+        code: which check refused, where a failure kind has several (e.g. ApprovalError's
+            ``"ARGS_HASH_MISMATCH_AT_CALL"``, SagaStateError's ``"LEASE_HELD"``), so a caller
+            or a test can tell the guards apart without reading messages; ``None`` when the
+            raiser gave none. The codes are listed in docs/architecture.md ("Guards").
+    """
+
+    code: str | None = None
+
+    def __init__(self, *args: object, code: str | None = None) -> None:
+        super().__init__(*args)
+        if code is not None:
+            self.code = code
 
 
 class ConfigurationError(SagacityError):
@@ -123,7 +137,8 @@ class SagaFailedError(SagacityError):
 
 class ApprovalError(SagacityError):
     """An approval check failed closed: unknown or consumed request, decision missing from the
-    journal, argument hash mismatch, expired request, undecided pending calls."""
+    journal, argument hash mismatch, expired request, undecided pending calls. ``code`` says
+    which check (e.g. ``"ARGS_HASH_MISMATCH_AT_RESUME"``, ``"SNAPSHOT_CHANGED"``)."""
 
 
 class EvidenceError(SagacityError):

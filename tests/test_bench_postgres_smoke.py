@@ -42,6 +42,10 @@ async def test_postgres_benchmark_runs(bench, pg_session_uri, capsys):
     assert set(result["overhead"]["overhead_x_bare_commit"]) == journals
     assert isinstance(result["overhead"]["bare_commit_cost_ms"], float)
     assert "bare + 1 bare INSERT+COMMIT/call" in result["overhead"]["median_run_ms"]
+    # T-04: the cells' designs ran in a fresh order each turn, every design once per turn.
+    assert set(result["cell_orders"]) == {"1x1", "2x1", "16x16"}
+    for orders in result["cell_orders"].values():
+        assert len(orders) == 2 and all(sorted(o) == sorted(bench.DESIGNS) for o in orders)
     json.dumps(result)
     bench.print_report(result)
     assert "| ours |" in capsys.readouterr().out

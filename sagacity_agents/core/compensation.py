@@ -65,6 +65,7 @@ __all__ = [
     "SagaLedger",
     "UndoState",
     "compensate",
+    "undo_order",
 ]
 
 
@@ -222,6 +223,32 @@ def _in_doubt_detail(mark: JournalEntry | None) -> str:
             "since; it may have acted: `recover` retries it with the same idempotency key")
 
 
+def undo_order(ledger: SagaLedger) -> list[Any]:
+    """The calls compensation walks, in the order it walks them: newest outcome first.
+
+    A call is walked when its outcome says its effect may exist: EXECUTED; FAILED with undo
+    data recorded by the body before it failed (its change may have happened; the undo acts on
+    the world as it is); RESOLVED by a human as having run. The walk is in reverse ``seq`` of
+    those outcomes (the saga rule: undo the newest effect first, design.md "Compensation").
+
+    Args:
+        ledger: the saga's verified ledger.
+
+    Returns:
+        The ledger's call records (``core.ledger``), newest outcome first.
+    """
+    executed = [
+        (c.outcome.seq, c) for c in ledger.calls.values()
+        if c.outcome is not None and (
+            c.outcome.phase is Phase.EXECUTED
+            or (c.outcome.phase is Phase.FAILED and isinstance(c.outcome.payload, dict)
+                and "undo_data" in c.outcome.payload)
+            or (c.outcome.phase is Phase.RESOLVED and resolved_ran(c.outcome))
+        )
+    ]
+    return [call for _seq, call in sorted(executed, key=lambda pair: pair[0], reverse=True)]
+
+
 async def compensate(
     journal: Journal,
     saga_id: str,
@@ -290,18 +317,7 @@ async def compensate(
         CompensationItem(e.seq, e.tool, e.call_id, intent_in_doubt_note(e, ledger.entries))
         for e in ledger.in_doubt()
     ]
-    # EXECUTED effects, and FAILED calls whose body recorded undo data before failing (its
-    # change may have happened; the undo acts on the world as it is).
-    executed = [
-        c for c in ledger.calls.values()
-        if c.outcome is not None and (
-            c.outcome.phase is Phase.EXECUTED
-            or (c.outcome.phase is Phase.FAILED and isinstance(c.outcome.payload, dict)
-                and "undo_data" in c.outcome.payload)
-            or (c.outcome.phase is Phase.RESOLVED and resolved_ran(c.outcome))
-        )
-    ]
-    for call in sorted(executed, key=lambda c: c.outcome.seq if c.outcome else 0, reverse=True):
+    for call in undo_order(ledger):
         assert call.outcome is not None
         intent_payload = call.intent.payload or {}
         kind = intent_payload.get("reversibility")

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .entries import JournalEntry, Phase
 
-__all__ = ["ConsumedDecision", "consumed_decisions", "grant_for_call", "requests_void"]
+__all__ = ["ConsumedDecision", "GrantCheck", "consumed_decisions", "grant_for_call", "requests_void"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +81,22 @@ NO_DECISION = "no consumed approval"
 """How :func:`grant_for_call`'s reason starts when the journal holds no decision for the call."""
 
 
+class GrantCheck(NamedTuple):
+    """What :func:`grant_for_call` decided."""
+
+    request_id: str | None
+    """The request the call may run under (``None``: it may not run)."""
+    why: str
+    """Why it may not ("" when it may)."""
+    code: str | None
+    """Which check refused: ``NO_CONSUMED_APPROVAL``, ``ARGS_HASH_MISMATCH_AT_CALL``,
+    ``NOT_APPROVED`` or ``APPROVAL_ALREADY_USED`` (``None`` when it may run)."""
+
+
 def grant_for_call(
     entries: Sequence[JournalEntry], *, tool: str, call_id: str | None, args_hash: str,
     claimed: frozenset[str] | set[str] = frozenset(),
-) -> tuple[str | None, str]:
+) -> GrantCheck:
     """Find the decision that lets this irreversible call run.
 
     Args:
@@ -95,26 +108,30 @@ def grant_for_call(
             journaled yet.
 
     Returns:
-        ``(request_id, "")`` when the call may run; ``(None, why)`` when it may not (``why``
-        starts with "no consumed approval" when the journal holds none for this call).
+        ``(request_id, "", None)`` when the call may run; ``(None, why, code)`` when it may not
+        (``why`` starts with "no consumed approval" when the journal holds none for this call).
+        With several decisions for the call, the newest is reported.
     """
     mine = [d for d in consumed_decisions(entries) if d.tool == tool and d.call_id == call_id]
     if not mine:
-        return None, f"{NO_DECISION} for this call in this saga's journal"
-    problems = []
+        return GrantCheck(None, f"{NO_DECISION} for this call in this saga's journal",
+                          "NO_CONSUMED_APPROVAL")
+    problems: list[GrantCheck] = []
     for d in reversed(mine):
         if d.args_hash != args_hash:
-            problems.append(f"arguments hash {args_hash} does not match the approved hash "
-                            f"{d.args_hash} (request {d.request_id})")
+            problems.append(GrantCheck(None, f"arguments hash {args_hash} does not match the approved "
+                                       f"hash {d.args_hash} (request {d.request_id})",
+                                       "ARGS_HASH_MISMATCH_AT_CALL"))
         elif not d.approved:
-            problems.append(f"request {d.request_id} was rejected (or has no APPROVED entry "
-                            "for this hash)")
+            problems.append(GrantCheck(None, f"request {d.request_id} was rejected (or has no "
+                                       "APPROVED entry for this hash)", "NOT_APPROVED"))
         elif d.used_by is not None or d.request_id in claimed:
             where = f" (INTENT seq {d.used_by})" if d.used_by is not None else ""
-            problems.append(f"approval {d.request_id} was already used{where}")
+            problems.append(GrantCheck(None, f"approval {d.request_id} was already used{where}",
+                                       "APPROVAL_ALREADY_USED"))
         else:
-            return d.request_id, ""
-    return None, problems[0]
+            return GrantCheck(d.request_id, "", None)
+    return problems[0]
 
 
 def requests_void(entries: Sequence[JournalEntry]) -> str | None:

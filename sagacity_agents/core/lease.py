@@ -278,7 +278,8 @@ async def acquire_lease(
         batch = attempt == 0 and opening is not None
         entries = [] if batch else await journal.entries(saga_id)
         if any(e.phase is Phase.SAGA_CLOSED for e in entries):
-            raise SagaStateError(f"saga {saga_id} is closed; a closed saga takes no more runs")
+            raise SagaStateError(f"saga {saga_id} is closed; a closed saga takes no more runs",
+                                 code="SAGA_CLOSED")
         if check is not None:
             check(entries)
         lease = lease_of(entries)
@@ -288,7 +289,8 @@ async def acquire_lease(
                 raise SagaStateError(
                     f"saga {saga_id} is running elsewhere: its run lease is held by "
                     f"{lease.holder} (RUN_STARTED seq {lease.started_seq}) until "
-                    f"{lease.expires_at.isoformat()} at least; one run at a time per saga"
+                    f"{lease.expires_at.isoformat()} at least; one run at a time per saga",
+                    code="LEASE_HELD",
                 )
             took_over = lease.describe()  # its holder died or stalled: journaled takeover
         tail = entries[-1].seq if entries else 0
@@ -306,11 +308,12 @@ async def acquire_lease(
         except JournalClosedError as exc:
             # Closed between our read and our write (a concurrent run or recovery finished it).
             raise SagaStateError(
-                f"saga {saga_id} is closed; a closed saga takes no more runs"
+                f"saga {saga_id} is closed; a closed saga takes no more runs", code="SAGA_CLOSED"
             ) from exc
         except JournalConflictError:
             continue  # someone wrote in between: read again and decide again
-    raise SagaStateError(f"saga {saga_id} is too busy to take its run lease; try again")
+    raise SagaStateError(f"saga {saga_id} is too busy to take its run lease; try again",
+                         code="LEASE_BUSY")
 
 
 class LeaseKeeper:

@@ -94,20 +94,29 @@ def _check_against_journal(request: ApprovalRequest, entries: list[Any]) -> None
                    and isinstance(e.payload, dict) and e.payload.get("request_id") == request.request_id),
                   None)
     if paused is None:
-        raise ApprovalError(f"request {request.request_id} is not journaled in saga {request.saga_id}; refusing to decide it")
+        raise ApprovalError(f"request {request.request_id} is not journaled in saga {request.saga_id}; refusing to decide it",
+                            code="REQUEST_NOT_JOURNALED")
     journaled = paused.payload
     try:
         shown = args_hash(request.args)
     except EncodingError:
         shown = None
-    if (paused.tool, paused.call_id) != (request.tool, request.call_id) or journaled.get("args_hash") != request.args_hash \
-            or shown != request.args_hash:
-        raise ApprovalError(
-            f"request {request.request_id} in the approval store (tool {request.tool!r}, call "
-            f"{request.call_id}, arguments hashing to {shown}, recorded hash {request.args_hash}) is "
-            f"not the one journaled at seq {paused.seq} (tool {paused.tool!r}, call {paused.call_id}, "
-            f"hash {journaled.get('args_hash')}): the store was changed; refusing to decide it"
-        )
+    # One code per comparison, so a test can tell which one refused.
+    if (paused.tool, paused.call_id) != (request.tool, request.call_id):
+        code = "REQUEST_CALL_CHANGED"
+    elif journaled.get("args_hash") != request.args_hash:
+        code = "ARGS_HASH_MISMATCH_AT_DECISION"
+    elif shown != request.args_hash:
+        code = "REQUEST_ARGS_CHANGED"
+    else:
+        return
+    raise ApprovalError(
+        f"request {request.request_id} in the approval store (tool {request.tool!r}, call "
+        f"{request.call_id}, arguments hashing to {shown}, recorded hash {request.args_hash}) is "
+        f"not the one journaled at seq {paused.seq} (tool {paused.tool!r}, call {paused.call_id}, "
+        f"hash {journaled.get('args_hash')}): the store was changed; refusing to decide it",
+        code=code,
+    )
 
 
 class ApprovalDesk:
@@ -256,28 +265,32 @@ class ApprovalDesk:
                 call, arguments or hash in the store differ from those journaled at the pause.
         """
         if not approver:
-            raise ApprovalError("a decision needs the approver's identity")
+            raise ApprovalError("a decision needs the approver's identity", code="NO_APPROVER")
         request = await self.store.get(request_id)
         if request is None:
-            raise ApprovalError(f"unknown approval request {request_id!r}")
+            raise ApprovalError(f"unknown approval request {request_id!r}", code="UNKNOWN_REQUEST")
         if request.consumed_at is not None:
-            raise ApprovalError(f"approval request {request_id} was already consumed")
+            raise ApprovalError(f"approval request {request_id} was already consumed",
+                                code="REQUEST_CONSUMED")
         if not request.args_hash:
-            raise ApprovalError(f"approval request {request_id} has no recorded argument hash")
+            raise ApprovalError(f"approval request {request_id} has no recorded argument hash",
+                                code="NO_ARGS_HASH")
         now = self.clock()
         if request.expired(now):
-            raise ApprovalError(f"approval request {request_id} expired at {request.expires_at}")
+            raise ApprovalError(f"approval request {request_id} expired at {request.expires_at}",
+                                code="REQUEST_EXPIRED")
         wanted = "approved" if approve else "rejected"
         if request.decision is not None:
             if request.decision == wanted:
                 return request  # the same decision again: nothing new to record
             raise ApprovalError(
                 f"approval request {request_id} was already {request.decision} by "
-                f"{request.approver}; a decision cannot be changed"
+                f"{request.approver}; a decision cannot be changed", code="DECISION_CHANGED"
             )
         entries = await verified_entries(self.journal, request.saga_id, self.evidence)
         if any(e.phase is Phase.SAGA_CLOSED for e in entries):
-            raise ApprovalError(f"saga {request.saga_id} is closed; nothing can run on this decision")
+            raise ApprovalError(f"saga {request.saga_id} is closed; nothing can run on this decision",
+                                code="SAGA_CLOSED")
         _check_against_journal(request, entries)
         signature = self._signature(request, approve, approver)
         phase = Phase.APPROVED if approve else Phase.REJECTED
@@ -298,7 +311,8 @@ class ApprovalDesk:
         except Exception as exc:
             if step is not None:
                 step.end(describe_error(exc))
-            raise ApprovalError(f"decision on {request_id} could not be journaled: {exc}") from exc
+            raise ApprovalError(f"decision on {request_id} could not be journaled: {exc}",
+                                code="DECISION_NOT_JOURNALED") from exc
         if step is not None:
             step.sensitive["sagacity.approval.approver"] = approver
             step.end(**{"sagacity.call.seq": decided.seq})
@@ -321,7 +335,8 @@ class ApprovalDesk:
                 raise ApprovalError(
                     f"cannot approve {request.request_id} here: {problem}, so the approval would "
                     "not verify and the saga could no longer be resumed, recovered or closed; "
-                    "approve from a host holding a decision key (nothing was journaled)"
+                    "approve from a host holding a decision key (nothing was journaled)",
+                    code="NO_DECISION_KEY",
                 )
             return {}  # an unsigned rejection verifies; one signed by a refused key would not
         if keyring is None:
@@ -358,7 +373,8 @@ class ApprovalDesk:
             elif e.phase is Phase.CONSUMED:
                 consumed.add(rid)
             elif e.phase is Phase.SAGA_CLOSED:
-                raise ApprovalError(f"saga {saga_id} is closed; its approvals can no longer be used")
+                raise ApprovalError(f"saga {saga_id} is closed; its approvals can no longer be used",
+                                    code="SAGA_CLOSED")
         return decisions, snapshots, kinds, consumed
 
     async def _journal_consumed(self, saga: Saga, request: ApprovalRequest, approved: bool) -> None:
@@ -381,13 +397,15 @@ class ApprovalDesk:
             except ClaimTakenError as exc:
                 raise ApprovalError(
                     f"request {request.request_id} was already consumed by another resume "
-                    f"(CONSUMED seq {exc.seq}); the call will not run on it here"
+                    f"(CONSUMED seq {exc.seq}); the call will not run on it here",
+                    code="CONSUMED_BY_ANOTHER",
                 ) from exc
             except Exception as exc:  # noqa: BLE001 - fail closed below
                 if attempt == 2:
                     raise ApprovalError(
                         f"the consumption of {request.request_id} could not be journaled ({exc}); "
-                        "the call will not run on it: recover the saga"
+                        "the call will not run on it: recover the saga",
+                        code="CONSUMED_NOT_JOURNALED",
                     ) from exc
 
     async def restore(
@@ -411,7 +429,7 @@ class ApprovalDesk:
         """
         text = await self.store.load_snapshot(saga.saga_id)
         if text is None:
-            raise ApprovalError(f"saga {saga.saga_id} has no stored snapshot to resume")
+            raise ApprovalError(f"saga {saga.saga_id} has no stored snapshot to resume", code="NO_SNAPSHOT")
         decisions, snapshot_hashes, paused_kinds, consumed = await self._journaled(saga.saga_id)
         snapshot_hash = sha256_hex(text.encode("utf-8"))
         try:
@@ -421,19 +439,22 @@ class ApprovalDesk:
             )
         except Exception as exc:  # noqa: BLE001 - a snapshot the SDK refuses is refused here too
             raise ApprovalError(
-                f"the stored snapshot of saga {saga.saga_id} cannot be restored: {exc}"
+                f"the stored snapshot of saga {saga.saga_id} cannot be restored: {exc}",
+                code="SNAPSHOT_UNREADABLE",
             ) from exc
         graph = agent_graph(agent)
         requests = {r.call_id: r for r in await self.store.list(saga.saga_id) if r.consumed_at is None}
         if not requests:
-            raise ApprovalError(f"saga {saga.saga_id} has no unconsumed approval request to resume")
+            raise ApprovalError(f"saga {saga.saga_id} has no unconsumed approval request to resume",
+                                code="NOTHING_TO_RESUME")
         # The journal is the record: a request a resume consumed is never pending again, whatever
         # the store's consumed flag says now.
         revived = [r.request_id for r in requests.values() if r.request_id in consumed]
         if revived:
             raise ApprovalError(
                 f"request(s) {', '.join(revived)} of saga {saga.saga_id} were already consumed "
-                "(CONSUMED in the journal); the store's consumed flag was reset"
+                "(CONSUMED in the journal); the store's consumed flag was reset",
+                code="REQUEST_CONSUMED",
             )
         # The snapshot must be, byte for byte, the one journaled with the pending requests: checked
         # for every request, whatever the snapshot itself claims is pending.
@@ -442,7 +463,8 @@ class ApprovalDesk:
         if changed:
             raise ApprovalError(
                 f"the stored snapshot of saga {saga.saga_id} (SHA-256 {snapshot_hash}) is not the "
-                f"one journaled with request(s) {', '.join(changed)}; it was changed"
+                f"one journaled with request(s) {', '.join(changed)}; it was changed",
+                code="SNAPSHOT_CHANGED",
             )
         now = self.clock()
         plan: list[tuple[Any, ApprovalRequest, bool]] = []
@@ -459,33 +481,30 @@ class ApprovalDesk:
             if request is None or request.saga_id != saga.saga_id or request.tool != name:
                 raise ApprovalError(
                     f"pending call {call_id} ({name}) has no unconsumed approval request in saga "
-                    f"{saga.saga_id}"
+                    f"{saga.saga_id}", code="NO_REQUEST_FOR_CALL"
                 )
             if not request.args_hash:
-                raise ApprovalError(f"request {request.request_id} has no recorded hash")
-            if snapshot_hashes.get(request.request_id) != snapshot_hash:
-                raise ApprovalError(
-                    f"the stored snapshot of saga {saga.saga_id} is not the one journaled with "
-                    f"request {request.request_id} (SHA-256 {snapshot_hash}); it was changed"
-                )
+                raise ApprovalError(f"request {request.request_id} has no recorded hash", code="NO_ARGS_HASH")
             if request.expired(now):
-                raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}")
+                raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}",
+                                    code="REQUEST_EXPIRED")
             kind_now = reversibility_of(tool_of(graph, item)) or mcp_reversibility(item)
             if kind_now != paused_kinds.get(request.request_id):
                 raise ApprovalError(
                     f"tool {name!r} is declared {kind_now or 'without a saga decorator'} in the "
                     f"agent given to resume, but was {paused_kinds.get(request.request_id)} "
-                    "when the run paused; resume with the same tools"
+                    "when the run paused; resume with the same tools", code="DECLARATION_CHANGED"
                 )
             change = definition_change(request.args, args)
             if change is not None:  # a "rug pull" (issue 21, N-02): refused, naming what changed
                 raise ApprovalError(f"pending call {call_id} ({name}) of request {request.request_id}: "
-                                    f"{change}; the approval does not cover it, resume refused")
+                                    f"{change}; the approval does not cover it, resume refused",
+                                    code="DEFINITION_CHANGED")
             if args_hash(args) != request.args_hash:
                 raise ApprovalError(
                     f"pending call {call_id} ({name}) in the snapshot does not match request "
                     f"{request.request_id}: its arguments hash to {args_hash(args)}, the request "
-                    f"to {request.args_hash}"
+                    f"to {request.args_hash}", code="ARGS_HASH_MISMATCH_AT_RESUME"
                 )
             decision = decisions.get(request.request_id)
             if decision is None:
@@ -495,18 +514,20 @@ class ApprovalDesk:
             if decided_hash != request.args_hash:
                 raise ApprovalError(
                     f"the journaled decision on {request.request_id} is for hash {decided_hash}, "
-                    f"not {request.args_hash}"
+                    f"not {request.args_hash}", code="DECISION_HASH_MISMATCH"
                 )
             plan.append((item, request, approved))
         covered = {r.request_id for _, r, _ in plan} | set(undecided)
         missing = [r.request_id for r in requests.values() if r.request_id not in covered]
         if missing:
             raise ApprovalError(
-                "the stored snapshot has no pending call for request(s) " + ", ".join(missing)
+                "the stored snapshot has no pending call for request(s) " + ", ".join(missing),
+                code="REQUEST_WITHOUT_CALL",
             )
         if undecided:
             raise ApprovalError(
-                "cannot resume: these approval requests have no decision yet: " + ", ".join(undecided)
+                "cannot resume: these approval requests have no decision yet: " + ", ".join(undecided),
+                code="UNDECIDED",
             )
         await self.store.consume([r.request_id for _, r, _ in plan], now)
         grants: list[Grant] = []

@@ -108,8 +108,12 @@ async def test_arguments_edited_in_the_snapshot_are_refused(fingerprint):
             inv["fingerprint"] = tool_invocation_identity(raw)[2]
     forged = json.dumps(data)
     await s.approvals.save_snapshot(result.saga_id, forged)
-    with pytest.raises(ApprovalError, match="was changed|does not match request|cannot be restored"):
+    with pytest.raises(ApprovalError) as refused:
         await s.resume(result.saga_id, wire_app.resumed_agent())
+    # Which guard refused (T-02): the SDK refuses a snapshot without its fingerprint; any other
+    # edit is caught by the snapshot's journaled hash. The arguments check behind it has a test
+    # of its own (tests/guards/test_t02_approvals.py, ARGS_HASH_MISMATCH_AT_RESUME).
+    assert refused.value.code == ("SNAPSHOT_UNREADABLE" if fingerprint == "deleted" else "SNAPSHOT_CHANGED")
     assert wire_app.executions() == []
 
 

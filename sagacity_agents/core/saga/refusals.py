@@ -15,7 +15,7 @@ from ..canonical import canonical_bytes, sha256_hex
 from ..declarations import ToolDeclaration
 from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
-from ..grants import NO_DECISION, grant_for_call
+from ..grants import grant_for_call
 from .outcomes import CallOutcomes
 from .payloads import REVERSIBILITY_TEXT, encode_or_marker
 from .status import FailurePolicy, FailureRecord
@@ -67,23 +67,25 @@ class Refusals(CallOutcomes):
             ``required=False``).
         """
         digest = sha256_hex(canonical_bytes(args))
+        code: str | None  # which check refused (ApprovalError.code)
         try:
             # Acted on only once it verifies (and, with a keyring, its decisions' signatures).
             entries = await verified_entries(self.journal, self.saga_id, self.evidence)
         except Exception as exc:  # noqa: BLE001 - fail closed: no evidence, no run
-            request_id, problem = None, f"the journal could not be read or verified ({_describe(exc)})"
+            problem, code = f"the journal could not be read or verified ({_describe(exc)})", "JOURNAL_UNVERIFIED"
         else:
             with self._lock:
-                request_id, problem = grant_for_call(
+                request_id, problem, code = grant_for_call(
                     entries, tool=tool, call_id=call_id, args_hash=digest,
                     claimed=self._claimed_requests,
                 )
                 if request_id is not None:
                     self._claimed_requests.add(request_id)
                     return request_id
-                if not required and problem.startswith(NO_DECISION):
+                if not required and code == "NO_CONSUMED_APPROVAL":
                     return None
-        error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run")
+        error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run",
+                              code=code)
         await self._refused_before_intent(
             error, tool, call_id, invocation, {"args": encode_or_marker(args), "args_hash": digest})
 
