@@ -87,9 +87,14 @@ GUARDS: tuple[Guard, ...] = (
           "decision-time and resume-time checks of a request against the journal and snapshot",
           (f"{_T02}approvals.py",)),
     Guard("sagacity_agents.core.chain",
-          ("check_anchor", "verify_entries", "_verify_chain"),
+          ("check_anchor", "verify_entries", "_verify_chain", "_encodes_to", "_parsed_fault"),
           "hash-chain and link verification, anchored heads",
           (f"{_T02}chain.py", "tests/journal/test_chain_heads.py")),
+    Guard("sagacity_agents.core.structure",
+          ("_same_writer", "_resumed_after_pause"),
+          "structure no run writes: an outcome answers its own INTENT under its lease, or after "
+          "an approval pause under the resuming run's",
+          (f"{_T02}structure.py", "tests/evidence/test_entry_authenticity.py")),
     Guard("sagacity_agents.core.journal",
           ("next_entry", "AppendRequest.checks_fence"),
           "the append rule: fence first, then closed saga, then expected tail",
@@ -117,6 +122,16 @@ GUARDS: tuple[Guard, ...] = (
 )
 
 EQUIVALENT: dict[str, str] = {
+    "sagacity_agents.core.chain:_encodes_to:ReplaceOrWithAnd#0":
+        "`a or b` -> `a and b`: `_encodes_to` only lets an entry skip the strict reader; "
+        "returning False more often sends more entries to `_parsed_fault`, which gives the same "
+        "verdict (slower, never weaker)",
+    "sagacity_agents.core.structure:_resumed_after_pause:ReplaceComparisonOperator_Lt_LtE#0":
+        "`intent.seq < pause` -> `<=`: `pause` is the seq of a RUN_ENDED, `intent.seq` of an "
+        "INTENT: one seq is one entry, so they are never equal",
+    "sagacity_agents.core.structure:_resumed_after_pause:ReplaceComparisonOperator_Lt_LtE#1":
+        "`pause < here` -> `<=`: `here` is a fence, the seq of a RUN_STARTED (checked before), "
+        "`pause` the seq of a RUN_ENDED: never equal",
     "sagacity_agents.core.chain:check_anchor:ReplaceComparisonOperator_Lt_LtE#0":
         "`last < anchor.seq` -> `<=`: reached only when no entry has seq anchor.seq, and `last` "
         "is the seq of an entry, so `last == anchor.seq` cannot happen",
@@ -195,7 +210,14 @@ def mutants_of(guard: Guard) -> tuple[str, list[Mutant]]:
             function = _qualname(node)
             if function not in guard.functions:
                 continue
-            mutated = mutate_code(source, operator, occurrence)
+            try:
+                mutated = mutate_code(source, operator, occurrence)
+            except AttributeError as exc:
+                # cosmic-ray's ExceptionReplacer fails on `except (A, pkg.B)` (a dotted name in a
+                # tuple): said, never silently dropped.
+                print(f"NOT MUTATED {guard.module}:{function}:{name} (line {start[0]}): "
+                      f"cosmic-ray cannot apply it here ({exc})")
+                continue
             if mutated is None or mutated == source:
                 continue
             nth = per_function.get(function, 0)

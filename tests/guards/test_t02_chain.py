@@ -107,3 +107,14 @@ async def test_t02_a_broken_chain_with_a_disagreeing_anchor_reports_both_and_fai
     quiet = verify_entries(SAGA, broken, ChainHead(3, broken[2].hash))
     assert quiet.ok is False and "also" not in quiet.detail
     assert verify_entries(SAGA, entries, ChainHead(3, entries[2].hash)).ok
+
+
+async def test_t02_a_payload_the_fast_reader_cannot_encode_goes_to_the_strict_reader():
+    """The read-speed path (``_encodes_to``) gives up on a payload orjson cannot encode (an
+    integer past 64 bits, which no run writes: RFC 8785 numbers are doubles); the strict reader
+    then compares the columns with the bytes, so a tampered column beside it is still found."""
+    entries = await three()
+    forged = dataclasses.replace(entries[2], payload={"x": 2**70}, phase=Phase.FAILED)
+    result = verify_entries(SAGA, [*entries[:2], forged])
+    assert (result.ok, result.bad_seq, result.fault) == (False, 3, ChainFault.COLUMN_MISMATCH)
+    assert "column phase=" in result.detail
