@@ -10,6 +10,8 @@ Tools: ``charge`` (compensatable: undone by ``refund``), ``refund``, ``balance``
 ``wire`` (irreversible), ``ship`` (fails with ``isError`` when ``PAYMENTS_SHIP_FAILS`` is set or
 the address is empty). ``PAYMENTS_VARIANT=changed`` lists ``wire`` with another description and
 input schema (a server that changes what a tool means: the "rug pull" of issue 21).
+``PAYMENTS_CHARGE_DIES`` makes the process exit right after a charge is written, before it
+answers (a server killed mid-call: the client never learns the outcome).
 
 Run: ``python payments_server.py`` (stdio) or ``python payments_server.py http PORT``.
 """
@@ -73,6 +75,8 @@ def charge(customer: str, amount: int, ctx: Context) -> dict[str, Any]:
         charge_id = f"ch_{uuid.uuid4().hex[:10]}"
         db.execute("INSERT INTO charges (id, customer, amount, key) VALUES (?, ?, ?, ?)",
                    (charge_id, customer, amount, key))
+    if os.environ.get("PAYMENTS_CHARGE_DIES"):
+        os._exit(1)  # the charge exists; its answer never leaves
     return {"charge_id": charge_id, "amount": amount}
 
 

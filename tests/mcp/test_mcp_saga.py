@@ -130,3 +130,21 @@ async def test_N01_strict_runs_tools_the_policy_names_and_refuses_an_unprotected
             assert result.status is not SagaStatus.COMPLETED
             assert intents == []  # refused before the server was called
     assert len(payments.calls("balance")) == 1
+
+
+async def test_N01_a_call_whose_server_died_mid_call_is_left_in_doubt_not_failed(payments: Payments, tmp_path) -> None:
+    model = ScriptedModel()
+    model.enqueue([function_call("charge", json.dumps({"customer": "ann", "amount": 2500}), call_id="c1")])
+    model.enqueue([assistant_message("done")])
+    async with stdio_server(payments, PAYMENTS_CHARGE_DIES="1") as server:
+        protect_mcp_server(server, policy=POLICY)
+        sagacity = Sagacity(tmp_path / "j.db")
+        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server]), "charge")
+        entries = await sagacity.journal.entries(result.saga_id)
+        await sagacity.aclose()
+    assert payments.rows("SELECT refunded FROM charges") == [(0,)]  # the effect exists
+    intent = next(e for e in entries if e.phase is Phase.INTENT and e.tool == "charge")
+    assert not [e.payload for e in entries if e.phase in (Phase.EXECUTED, Phase.FAILED)]  # no outcome
+    assert result.status is SagaStatus.IN_DOUBT  # reported to a human, not closed
+    assert [i.seq for i in result.report.in_doubt] == [intent.seq]
+    assert payments.calls("refund") == []  # never undone blindly

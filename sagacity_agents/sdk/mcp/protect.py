@@ -20,7 +20,8 @@ them):
    journals EXECUTED with ``{"structured_content", "output", "is_error": false}`` or FAILED for
    ``isError`` (the SDK hands such a result to the model as text); then the user's extractor;
 5. ``tool_output_guardrails``, ours **first**: a call the extractor never saw raised (an MCP
-   error, a lost connection, a timeout): journaled FAILED with what the model got.
+   error, a lost connection, a dead server, a timeout): no outcome is written, its INTENT is
+   left in doubt (it may have acted) and the saga fails, so the run ends IN_DOUBT.
 
 The undo of a compensatable tool is another call on the server of the same name
 (``registry.protection_named``), with arguments from the policy (``policy.McpUndo``) and the undo
@@ -54,6 +55,7 @@ from ...core.undo import CompensationContext, call_idempotency_key
 from ...errors import ApprovalError, ConfigurationError, DeclarationError
 from .. import _sdk_internals as sdk
 from ..binding import undeclared_error
+from ..undeclared import OUTCOME_UNKNOWN_ON_RAISE
 from ..nested import strict_scope
 from ..user_errors import as_user_error
 from . import registry
@@ -68,7 +70,7 @@ MODES = ("enforce", "observe")
 
 
 class McpCallFailed(Exception):
-    """An MCP call returned ``isError`` or raised before returning (journaled FAILED)."""
+    """An MCP call returned ``isError`` (journaled FAILED), or an undo call did."""
 
 
 @dataclass
@@ -239,6 +241,7 @@ class McpProtection:
         except Exception as exc:  # noqa: BLE001 - fail closed: the tool must not run
             return ToolGuardrailFunctionOutput.raise_exception(output_info=str(exc))
         self._calls[ctx] = _Call(saga, call_id, name, call_idempotency_key(saga.saga_id, intent.seq), decl)
+        setattr(ctx, OUTCOME_UNKNOWN_ON_RAISE, True)  # a raise leaves it in doubt (on_output)
         self.seen[name] += 1
         return ToolGuardrailFunctionOutput.allow()
 
@@ -265,15 +268,18 @@ class McpProtection:
         await self._observed()
 
     async def on_output(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
-        """A call the extractor never saw raised before returning (seam 5): FAILED."""
+        """A call the extractor never saw raised before returning a result (seam 5): the
+        connection dropped, the server died, the client timed out. The request may have reached
+        the server and acted, so no outcome is written: its INTENT stays **in doubt** (never
+        undone blindly, reported to a human, ``sagacity resolve``), the core's convention for
+        a call whose end nobody saw (``core.ledger``). The saga is failed, so the run ends
+        IN_DOUBT. An ``isError`` result is not this case: the server answered (FAILED, seam 4)."""
         call = self._calls.pop(data.context, None)
         if call is not None:
-            failure = McpCallFailed(f"MCP tool {call.tool} on server {self.server_name!r} raised "
-                                    "before returning a result (it may have reached the server); "
-                                    f"the model got: {_text_of(data.output)[:500]}")
-            task = call.saga.end_external_call(call.call_id, exc=failure, declaration=call.decl)
-            if task is not None:
-                await task
+            call.saga.fail_now(call.tool, call.call_id, (
+                f"MCP tool {call.tool} on server {self.server_name!r} raised before returning a "
+                "result; it may have reached the server, so its outcome is unknown (in doubt); "
+                f"the model got: {_text_of(data.output)[:500]}"))
             await self._observed()
         return ToolGuardrailFunctionOutput.allow()
 
