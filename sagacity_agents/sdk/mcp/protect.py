@@ -128,14 +128,23 @@ class McpProtection:
                 raise as_user_error(exc) from None
 
     # --- definitions ----------------------------------------------------------------------
-    async def definitions(self) -> dict[str, dict[str, Any]]:
-        """The server's tools as it lists them now (``list_tools``, through its own cache when
-        it was built with ``cache_tools_list=True``): name -> ``tool_definition``, plus
-        ``read_only_hint`` (its annotations), which no digest covers.
+    async def definitions(self, *, fresh: bool = False) -> dict[str, dict[str, Any]]:
+        """The server's tools as it lists them (``list_tools``): name -> ``tool_definition``,
+        plus ``read_only_hint`` (its annotations), which no digest covers.
+
+        Args:
+            fresh: list them from the server even when it was built with
+                ``cache_tools_list=True`` (its cache is invalidated first, so the SDK's next
+                listing is fresh too). Every check that guards against a changed definition
+                (an approval's subject, an irreversible or pinned tool's INTENT) asks for it:
+                a cached listing would hide a rug pull (N-02).
 
         Raises:
             Exception: whatever the server's ``list_tools`` raises (not connected...).
         """
+        invalidate = getattr(self.server, "invalidate_tools_cache", None)
+        if fresh and getattr(self.server, "cache_tools_list", False) and callable(invalidate):
+            invalidate()
         found: dict[str, dict[str, Any]] = {}
         for tool in await self.server.list_tools():
             definition = tool_definition(tool, self.server_name)
@@ -145,12 +154,20 @@ class McpProtection:
             found[tool.name] = definition
         return found
 
-    async def definition_of(self, name: str) -> dict[str, Any] | None:
-        """The listed definition of ``name`` (without the hint), or ``None`` when not listed."""
-        found = (await self.definitions()).get(name)
+    async def definition_of(self, name: str, *, fresh: bool = False) -> dict[str, Any] | None:
+        """The listed definition of ``name`` (without the hint), or ``None`` when not listed
+        (``fresh``: as :meth:`definitions`)."""
+        found = (await self.definitions(fresh=fresh)).get(name)
         if found is None:
             return None
         return {k: v for k, v in found.items() if k != "read_only_hint"}
+
+    def guards_definition(self, name: str) -> bool:
+        """Whether a call of ``name`` is checked against the tool's definition (irreversible:
+        its approval is bound to it; or pinned by ``definition_sha256``), so it is listed fresh."""
+        entry = self.policy.tools.get(name)
+        return entry is not None and (entry.reversibility is Reversibility.IRREVERSIBLE
+                                      or entry.definition_sha256 is not None)
 
     def declaration_for(self, name: str, definition: Mapping[str, Any] | None) -> ToolDeclaration | None:
         """The declaration of ``name`` as listed now; ``None``: undeclared (not named, pinned to
@@ -216,7 +233,7 @@ class McpProtection:
         if self._pre_approval_pass(ctx, self.policy.tools.get(name)):
             return ToolGuardrailFunctionOutput.allow()
         try:
-            definition = await self.definition_of(name)
+            definition = await self.definition_of(name, fresh=self.guards_definition(name))
         except Exception as exc:  # noqa: BLE001 - fail closed: nothing is journaled, nothing runs
             return ToolGuardrailFunctionOutput.raise_exception(
                 output_info=f"MCP server {self.server_name!r} could not list its tools: {exc}")
