@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -148,3 +150,24 @@ async def test_N01_a_call_whose_server_died_mid_call_is_left_in_doubt_not_failed
     assert result.status is SagaStatus.IN_DOUBT  # reported to a human, not closed
     assert [i.seq for i in result.report.in_doubt] == [intent.seq]
     assert payments.calls("refund") == []  # never undone blindly
+
+
+async def test_N04_undo_goes_to_the_server_that_made_the_call_and_a_second_live_one_of_that_name_is_refused(
+        tmp_path) -> None:
+    from agents.exceptions import UserError
+
+    tenant_a, tenant_b = Payments(tmp_path / "a.db"), Payments(tmp_path / "b.db")
+    a, b = stdio_server(tenant_a), stdio_server(tenant_b)  # one name, two servers
+    protect_mcp_server(a, policy=POLICY)
+    protect_mcp_server(b, policy=POLICY)  # allowed: neither is connected yet
+    model = ScriptedModel()
+    _charge_then(model, ("ship", {"order": "o1", "address": ""}))  # ship fails: undo the charge
+    async with a, b:
+        with pytest.raises(UserError, match="another MCP server object named 'payments'"):
+            protect_mcp_server(stdio_server(Payments(tmp_path / "c.db")), policy=POLICY)
+        sagacity = Sagacity(tmp_path / "j.db")
+        result = await sagacity.run(Agent(name="shopA", model=model, mcp_servers=[a]), "go")
+        await sagacity.aclose()
+    assert result.status is SagaStatus.COMPENSATED, result.report
+    assert len(tenant_a.calls("refund")) == 1 and tenant_a.rows("SELECT refunded FROM charges") == [(1,)]
+    assert tenant_b.calls() == []  # the other tenant's server saw nothing

@@ -23,8 +23,8 @@ them):
    error, a lost connection, a dead server, a timeout): no outcome is written, its INTENT is
    left in doubt (it may have acted) and the saga fails, so the run ends IN_DOUBT.
 
-The undo of a compensatable tool is another call on the server of the same name
-(``registry.protection_named``), with arguments from the policy (``policy.McpUndo``) and the undo
+The undo of a compensatable tool is another call on the server that made the call while it is
+connected, else on the one registered under its name (``registry.protection_named``), with arguments from the policy (``policy.McpUndo``) and the undo
 key in ``_meta``; it fails (COMPENSATION_FAILED) on ``isError``.
 """
 
@@ -107,6 +107,7 @@ class McpProtection:
         policy: the :class:`~.policy.McpPolicy`. mode: ``"enforce"`` or ``"observe"``.
         declarations: tool name -> ``ToolDeclaration`` (id ``mcp:SERVER:TOOL#DIGEST``).
         seen: tool name -> calls journaled through this protection in this process.
+        made: ``(saga_id, call_id)`` of every call journaled through it (its undo comes back here).
     """
 
     def __init__(self, server: Any, policy: McpPolicy, mode: str, skeleton_path: Path | None) -> None:
@@ -116,6 +117,7 @@ class McpProtection:
         self.mode = mode
         self.skeleton_path = skeleton_path
         self.seen: Counter[str] = Counter()
+        self.made: set[tuple[str, str | None]] = set()
         self._calls: weakref.WeakKeyDictionary[Any, _Call] = weakref.WeakKeyDictionary()
         self.declarations: dict[str, ToolDeclaration] = {}
         for name, entry in policy.tools.items():
@@ -198,7 +200,10 @@ class McpProtection:
         server_name = self.server_name
 
         async def undo_through_server(ctx: CompensationContext) -> None:
-            protection = registry.protection_named(server_name, needed_for=f"undo of {ctx.tool}")
+            # The server that made the call, while it is connected; else the one registered
+            # under its name now (resume, recovery).
+            protection = registry.protection_that_made(server_name, ctx.saga_id, ctx.call_id) \
+                or registry.protection_named(server_name, needed_for=f"undo of {ctx.tool}")
             forward = dict(ctx.args or {})
             if not forward and ctx.raw_args:
                 forward = {"arguments": raw_args_value(ctx.raw_args)}
@@ -260,6 +265,7 @@ class McpProtection:
         self._calls[ctx] = _Call(saga, call_id, name, call_idempotency_key(saga.saga_id, intent.seq), decl)
         setattr(ctx, OUTCOME_UNKNOWN_ON_RAISE, True)  # a raise leaves it in doubt (on_output)
         self.seen[name] += 1
+        self.made.add((saga.saga_id, call_id))
         return ToolGuardrailFunctionOutput.allow()
 
     def meta_for(self, run_context: Any) -> dict[str, Any] | None:
@@ -288,7 +294,7 @@ class McpProtection:
         """A call the extractor never saw raised before returning a result (seam 5): the
         connection dropped, the server died, the client timed out. The request may have reached
         the server and acted, so no outcome is written: its INTENT stays **in doubt** (never
-        undone blindly, reported to a human, ``sagacity resolve``), the core's convention for
+        undone blindly, reported to a human, ``sagacity saga resolve``), the core's convention for
         a call whose end nobody saw (``core.ledger``). The saga is failed, so the run ends
         IN_DOUBT. An ``isError`` result is not this case: the server answered (FAILED, seam 4)."""
         call = self._calls.pop(data.context, None)
@@ -376,13 +382,20 @@ def protect_mcp_server(
             reported still dirty), and ``skeleton`` is rewritten after each call.
         skeleton: where ``observe`` writes the policy skeleton (``McpProtection.write_skeleton``).
 
+    One name, one live server: the undo of a call goes to the server object that made it while
+    that one is connected, and later (resume, recovery) to the server registered under its name.
+    So a second server object under a name whose first server is still connected is refused
+    (two tenants must use two names); once the first is cleaned up, a new one of that name
+    (a recovery's) replaces it.
+
     Returns:
         The :class:`McpProtection` (also registered under the server's name, for undos and
         approvals later in this process).
 
     Raises:
         DeclarationError: (also the SDK's ``UserError``) an invalid policy or mode, enforce
-            without a policy, or a server already protected.
+            without a policy, a server already protected, or another server object of the same
+            name protected and still connected.
         TypeError: ``server`` is not an MCP server of this SDK version.
     """
     if mode not in MODES:
@@ -402,6 +415,10 @@ def protect_mcp_server(
     except DeclarationError as exc:
         raise as_user_error(exc) from None
     protection = McpProtection(server, policy, mode, Path(skeleton) if skeleton is not None else None)
+    try:
+        registry.register(protection)  # first: a refused server is left as it was
+    except DeclarationError as exc:
+        raise as_user_error(exc) from None
 
     @tool_input_guardrail(name="sagacity_mcp_journal")
     async def journal_intent(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
@@ -432,6 +449,5 @@ def protect_mcp_server(
     server.tool_meta_resolver = resolve_meta
     server.custom_data_extractor = extract
     server._sagacity_protection = protection
-    registry.register(protection)
     return protection
 
