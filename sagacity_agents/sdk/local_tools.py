@@ -262,7 +262,7 @@ def outside_the_saga(agent: Agent[Any]) -> list[str]:
         elif isinstance(tool, ShellTool) and not hasattr(tool, SHELL_CWD_ATTR):
             found.append(f"{name} (local ShellTool not protected: protect_shell(tool, working_directory=...))")
         elif isinstance(tool, ApplyPatchTool) and not isinstance(tool.editor, _SagaEditor):
-            found.append(f"{name} (ApplyPatchTool not protected: protect_apply_patch(tool))")
+            found.append(f"{name} (ApplyPatchTool not protected: protect_apply_patch(tool, root=DIR))")
         elif type(tool).__name__ in ("WebSearchTool", "FileSearchTool", "CodeInterpreterTool",
                                      "ImageGenerationTool", "ToolSearchTool", "HostedMCPTool"):
             found.append(f"{name} ({type(tool).__name__}: hosted, acts on OpenAI's side)")
