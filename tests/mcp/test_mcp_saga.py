@@ -171,3 +171,25 @@ async def test_N04_undo_goes_to_the_server_that_made_the_call_and_a_second_live_
     assert result.status is SagaStatus.COMPENSATED, result.report
     assert len(tenant_a.calls("refund")) == 1 and tenant_a.rows("SELECT refunded FROM charges") == [(1,)]
     assert tenant_b.calls() == []  # the other tenant's server saw nothing
+
+
+async def test_N01_policy_applies_by_the_servers_own_names_when_the_agent_prefixes_them(
+        payments: Payments, tmp_path) -> None:
+    prefixed = {"include_server_in_tool_names": True}
+    model = ScriptedModel()
+    model.enqueue([function_call("mcp_payments__charge", json.dumps({"customer": "ann", "amount": 2500}), call_id="c1")])
+    model.enqueue([function_call("mcp_payments__ship", json.dumps({"order": "o1", "address": ""}), call_id="c2")])
+    model.enqueue([assistant_message("done")])
+    wire = ScriptedModel()
+    wire.enqueue([function_call("mcp_payments__wire", json.dumps({"to": "DE89", "amount": 9}), call_id="w1")])
+    async with stdio_server(payments) as server:
+        protect_mcp_server(server, policy=POLICY)
+        sagacity = Sagacity(tmp_path / "j.db")
+        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server], mcp_config=prefixed), "go")
+        paused = await sagacity.run(Agent(name="bank", model=wire, mcp_servers=[server], mcp_config=prefixed), "go")
+        request = await sagacity.approvals.get(paused.approvals[0].request_id)
+        await sagacity.aclose()
+    assert result.status is SagaStatus.COMPENSATED, result.report  # charge declared, undone
+    assert payments.rows("SELECT refunded FROM charges") == [(1,)]
+    assert paused.status is SagaStatus.AWAITING_APPROVAL  # wire is irreversible under its prefix too
+    assert request.args["mcp_tool"]["name"] == "wire" and payments.calls("wire") == []

@@ -164,6 +164,19 @@ class McpProtection:
             return None
         return {k: v for k, v in found.items() if k != "read_only_hint"}
 
+    def own_name(self, public: str, names: Any = None) -> str:
+        """The server's own name of the tool the run calls ``public``: ``public`` itself, or,
+        when the agent prefixes MCP tool names (``mcp_config={"include_server_in_tool_names":
+        True}``), the name among ``names`` (default: the policy's) that the SDK prefixes to
+        ``public``; ``public`` when none does."""
+        candidates = self.policy.tools if names is None else names
+        if public in candidates:
+            return public
+        for name in candidates:
+            if public in sdk.mcp_prefixed_tool_names(self.server_name, name):
+                return name
+        return public
+
     def guards_definition(self, name: str) -> bool:
         """Whether a call of ``name`` is checked against the tool's definition (irreversible:
         its approval is bound to it; or pinned by ``definition_sha256``), so it is listed fresh."""
@@ -234,7 +247,9 @@ class McpProtection:
         if saga is None or saga.closed:
             return ToolGuardrailFunctionOutput.allow()
         ctx = data.context
-        name, call_id, raw = ctx.tool_name, ctx.tool_call_id, ctx.tool_arguments or ""
+        # The policy names the server's own tool names, also when the agent prefixes them.
+        public, call_id, raw = ctx.tool_name, ctx.tool_call_id, ctx.tool_arguments or ""
+        name = self.own_name(public)  # journaled under ``public``, the name approvals match
         if self._pre_approval_pass(ctx, self.policy.tools.get(name)):
             return ToolGuardrailFunctionOutput.allow()
         try:
@@ -250,19 +265,19 @@ class McpProtection:
             site = f"{name} (MCP server {self.server_name!r}: {why}; {self.mode} mode)"
             error = undeclared_error([site])
             try:
-                await saga.refuse_undeclared_call(name, call_id, raw, error)
+                await saga.refuse_undeclared_call(public, call_id, raw, error)
             except ConfigurationError as refused:
                 return ToolGuardrailFunctionOutput.reject_content(str(refused))
         grant = None
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             grant = {"arguments": raw_args_value(raw), "mcp_tool": definition}
         try:
-            intent = await saga.begin_external_call(decl, name, call_id, raw, agent=agent, grant_args=grant)
+            intent = await saga.begin_external_call(decl, public, call_id, raw, agent=agent, grant_args=grant)
         except ApprovalError as exc:  # journaled FAILED: the call does not run
             return ToolGuardrailFunctionOutput.reject_content(f"Tool call refused: {exc}")
         except Exception as exc:  # noqa: BLE001 - fail closed: the tool must not run
             return ToolGuardrailFunctionOutput.raise_exception(output_info=str(exc))
-        self._calls[ctx] = _Call(saga, call_id, name, call_idempotency_key(saga.saga_id, intent.seq), decl)
+        self._calls[ctx] = _Call(saga, call_id, public, call_idempotency_key(saga.saga_id, intent.seq), decl)
         setattr(ctx, OUTCOME_UNKNOWN_ON_RAISE, True)  # a raise leaves it in doubt (on_output)
         self.seen[name] += 1
         self.made.add((saga.saga_id, call_id))
