@@ -193,3 +193,19 @@ async def test_N01_policy_applies_by_the_servers_own_names_when_the_agent_prefix
     assert payments.rows("SELECT refunded FROM charges") == [(1,)]
     assert paused.status is SagaStatus.AWAITING_APPROVAL  # wire is irreversible under its prefix too
     assert request.args["mcp_tool"]["name"] == "wire" and payments.calls("wire") == []
+
+
+async def test_N01_an_undo_tool_the_server_does_not_list_is_an_error_naming_it_before_any_call(
+        payments: Payments, tmp_path) -> None:
+    policy = json.loads(json.dumps(POLICY))
+    policy["tools"]["charge"]["undo"]["tool"] = "refnud"
+    model = ScriptedModel()
+    _charge_then(model, ("ship", {"order": "o1", "address": "x"}))
+    async with stdio_server(payments) as server:
+        protect_mcp_server(server, policy=policy)
+        sagacity = Sagacity(tmp_path / "j.db")
+        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server]), "go")
+        await sagacity.aclose()
+    assert result.status is SagaStatus.COMPENSATED  # failed, with nothing to undo
+    assert "does not list: refnud (undo of charge)" in result.failures[0].error
+    assert payments.calls() == []  # nothing ran

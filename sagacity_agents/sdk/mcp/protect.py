@@ -118,6 +118,7 @@ class McpProtection:
         self.skeleton_path = skeleton_path
         self.seen: Counter[str] = Counter()
         self.made: set[tuple[str, str | None]] = set()
+        self._undos_listed = False
         self._calls: weakref.WeakKeyDictionary[Any, _Call] = weakref.WeakKeyDictionary()
         self.declarations: dict[str, ToolDeclaration] = {}
         for name, entry in policy.tools.items():
@@ -176,6 +177,22 @@ class McpProtection:
             if public in sdk.mcp_prefixed_tool_names(self.server_name, name):
                 return name
         return public
+
+    async def missing_undo_tools(self) -> list[str]:
+        """The undo tools the policy names that the server does not list (checked until the
+        server first lists them all, then never again: a server may drop tools later, which the
+        undo then reports). Each entry reads ``"refund (undo of charge)"``.
+
+        Raises:
+            Exception: whatever the server's ``list_tools`` raises.
+        """
+        if self._undos_listed:
+            return []
+        listed = await self.definitions()
+        missing = sorted(f"{e.undo.tool} (undo of {n})" for n, e in self.policy.tools.items()
+                         if e.undo is not None and e.undo.tool not in listed)
+        self._undos_listed = not missing
+        return missing
 
     def guards_definition(self, name: str) -> bool:
         """Whether a call of ``name`` is checked against the tool's definition (irreversible:
@@ -253,10 +270,17 @@ class McpProtection:
         if self._pre_approval_pass(ctx, self.policy.tools.get(name)):
             return ToolGuardrailFunctionOutput.allow()
         try:
+            missing = await self.missing_undo_tools()
             definition = await self.definition_of(name, fresh=self.guards_definition(name))
         except Exception as exc:  # noqa: BLE001 - fail closed: nothing is journaled, nothing runs
             return ToolGuardrailFunctionOutput.raise_exception(
                 output_info=f"MCP server {self.server_name!r} could not list its tools: {exc}")
+        if missing:  # fail closed: a policy whose undo cannot be called is wrong, say so now
+            why = (f"the policy of MCP server {self.server_name!r} names undo tools the server does "
+                   f"not list: {', '.join(missing)}; fix the policy (no call of this server runs "
+                   "until then)")
+            saga.fail_now(public, call_id, why)  # nothing journaled for the call: it never ran
+            return ToolGuardrailFunctionOutput.reject_content(f"Tool call refused: {why}")
         decl = self.declaration_for(name, definition)
         agent = getattr(data.agent, "name", None)
         if decl is None and (self.mode == "enforce" or strict_scope.get()):
