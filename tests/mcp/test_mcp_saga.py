@@ -209,3 +209,13 @@ async def test_N01_an_undo_tool_the_server_does_not_list_is_an_error_naming_it_b
     assert result.status is SagaStatus.COMPENSATED  # failed, with nothing to undo
     assert "does not list: refnud (undo of charge)" in result.failures[0].error
     assert payments.calls() == []  # nothing ran
+
+
+async def test_N01_enforce_refusal_names_the_policy_and_how_to_add_the_tool_not_decorators(
+        payments: Payments, tmp_path) -> None:
+    policy = {"tools": {k: v for k, v in POLICY["tools"].items() if k != "ship"}}
+    _result, entries = await _charge_and_ship(payments, tmp_path, policy, address="x")
+    error = next(e for e in entries if e.phase is Phase.FAILED and e.tool == "ship").payload["error"]
+    assert "MCP tool 'ship' of server 'payments' is not named by the server's policy (enforce mode)" in error
+    assert '"ship": {"reversibility": "read_only"}' in error and 'mode="observe"' in error
+    assert "strict=True" not in error and "decorator" not in error

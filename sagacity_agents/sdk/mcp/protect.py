@@ -54,7 +54,6 @@ from ...core.saga.payloads import raw_args_value
 from ...core.undo import CompensationContext, call_idempotency_key
 from ...errors import ApprovalError, ConfigurationError, DeclarationError
 from .. import _sdk_internals as sdk
-from ..binding import undeclared_error
 from ..undeclared import OUTCOME_UNKNOWN_ON_RAISE
 from ..nested import strict_scope
 from ..user_errors import as_user_error
@@ -284,10 +283,7 @@ class McpProtection:
         decl = self.declaration_for(name, definition)
         agent = getattr(data.agent, "name", None)
         if decl is None and (self.mode == "enforce" or strict_scope.get()):
-            why = ("not named by its policy" if name not in self.policy.tools
-                   else "its definition changed since the policy pinned it")
-            site = f"{name} (MCP server {self.server_name!r}: {why}; {self.mode} mode)"
-            error = undeclared_error([site])
+            error = ConfigurationError(self.refusal(name, public))
             try:
                 await saga.refuse_undeclared_call(public, call_id, raw, error)
             except ConfigurationError as refused:
@@ -306,6 +302,21 @@ class McpProtection:
         self.seen[name] += 1
         self.made.add((saga.saga_id, call_id))
         return ToolGuardrailFunctionOutput.allow()
+
+    def refusal(self, name: str, public: str) -> str:
+        """Why a call of the tool ``name`` (called ``public`` by the run) is refused, and what
+        to do about it (N-01: the policy, not a decorator, declares an MCP tool)."""
+        called = f" (called {public!r})" if public != name else ""
+        where = f"MCP tool {name!r}{called} of server {self.server_name!r}"
+        why = f"{self.mode} mode" if self.mode == "enforce" else "observe mode under strict=True"
+        if name in self.policy.tools:
+            return (f"{where} no longer matches the definition_sha256 its policy pins (the server "
+                    f"changed the tool; {why}): review what changed, then update the pin (the "
+                    "observe skeleton lists the new digest)")
+        return (f"{where} is not named by the server's policy ({why}): add it to the policy's "
+                f'"tools", e.g. "{name}": {{"reversibility": "read_only"}} (or no_undo, '
+                "irreversible, or compensatable with an undo), or run protect_mcp_server(server, "
+                'mode="observe", skeleton=PATH) to have one suggested from what the server lists')
 
     def meta_for(self, run_context: Any) -> dict[str, Any] | None:
         """The ``_meta`` entries of ours for the call whose ``ToolContext`` is ``run_context``."""
