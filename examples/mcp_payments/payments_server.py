@@ -26,10 +26,12 @@ import uuid
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 KEY = "sagacity/idempotency_key"
 
-server = MCPServer("payments")
+# WARNING: an expected refusal (ToolError) is answered with isError, not logged to stderr.
+server = MCPServer("payments", log_level="WARNING")
 
 
 def _db() -> sqlite3.Connection:
@@ -133,7 +135,7 @@ def ship(order: str, address: str, ctx: Context) -> str:
     with _db() as db:
         _log(db, "ship", {"order": order, "address": address}, _meta(ctx))
     if os.environ.get("PAYMENTS_SHIP_FAILS") or not address:
-        raise ValueError(f"cannot ship {order}: the carrier refused the address")
+        raise ToolError(f"cannot ship {order}: the carrier refused the address")  # isError
     return f"shipped {order}"
 
 
