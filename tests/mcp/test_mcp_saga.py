@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 

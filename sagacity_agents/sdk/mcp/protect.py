@@ -54,8 +54,8 @@ from ...core.saga.payloads import raw_args_value
 from ...core.undo import CompensationContext, call_idempotency_key
 from ...errors import ApprovalError, ConfigurationError, DeclarationError
 from .. import _sdk_internals as sdk
-from ..undeclared import OUTCOME_UNKNOWN_ON_RAISE
 from ..nested import strict_scope
+from ..undeclared import OUTCOME_UNKNOWN_ON_RAISE
 from ..user_errors import as_user_error
 from . import registry
 from .policy import McpPolicy, McpToolPolicy, McpUndo, skeleton, tool_definition
