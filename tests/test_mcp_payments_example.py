@@ -25,3 +25,15 @@ def test_N01_example_mcp_payments_refunds_through_the_server(tmp_path: Path) -> 
     with sqlite3.connect(tmp_path / "payments.db") as db:
         refunds = [json.loads(m) for (m,) in db.execute("SELECT meta FROM calls WHERE tool = 'refund'")]
     assert len(refunds) == 1 and refunds[0]["sagacity/idempotency_key"].startswith("sgc-")
+
+
+def test_N01_example_mcp_payments_output_is_the_readmes_even_with_an_api_key_set(tmp_path: Path) -> None:
+    env = {**os.environ, "PAYMENTS_DB": str(tmp_path / "payments.db"), "OPENAI_API_KEY": "sk-not-a-key"}
+    done = subprocess.run([sys.executable, "-m", "examples.mcp_payments", "--db", str(tmp_path / "shop.db")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]  # the script, not a real model with a bad key
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].endswith(": COMPENSATED")
+    assert lines[1] == "  undone through the server: charge (call c1)"
+    assert lines[2].startswith("  charge ch_") and lines[2].endswith(": 4900 cents, refunded 1 time(s)")
+    assert "Traceback" not in done.stderr and "ERROR" not in done.stderr  # no server noise

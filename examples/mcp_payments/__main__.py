@@ -1,6 +1,6 @@
 """Run one saga whose second step fails: the charge is refunded through the MCP server.
 
-    PAYMENTS_DB=/tmp/payments.db python -m examples.mcp_payments --db /tmp/shop.db
+    PAYMENTS_DB=/tmp/payments.db python -m examples.mcp_payments --db /tmp/shop.db [--real-model]
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from sagacity_agents import Sagacity
 from .app import agent
 
 
-async def main(db: str) -> None:
+async def main(db: str, real_model: bool = False) -> None:
     set_tracing_disabled(True)
-    shop = agent()
+    shop = agent(real_model=real_model)
     async with shop.mcp_servers[0]:
         sagacity = Sagacity(db)
         result = await sagacity.run(shop, "Charge ann 49.00 EUR and ship order o-17.")
@@ -35,4 +35,7 @@ async def main(db: str) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--db", default="shop.db", help="the saga journal (SQLite file)")
-    asyncio.run(main(parser.parse_args().db))
+    parser.add_argument("--real-model", action="store_true",
+                        help="use the SDK's default model (needs OPENAI_API_KEY) instead of the script")
+    args = parser.parse_args()
+    asyncio.run(main(args.db, args.real_model))

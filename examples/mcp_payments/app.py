@@ -36,8 +36,8 @@ def payments_server() -> MCPServerStdio:
 
 
 def scripted_model() -> ScriptedModel:
-    """Without ``OPENAI_API_KEY`` the model's turns are scripted: charge 49.00 EUR, then ship to
-    an empty address (the server answers with ``isError``)."""
+    """The model's turns, scripted: charge 49.00 EUR, then ship to an empty address (the server
+    answers with ``isError``). Used unless a real model is asked for (``--real-model``)."""
     model = ScriptedModel()
     model.enqueue([function_call("charge", json.dumps({"customer": "ann", "amount": 4900}), call_id="c1")])
     model.enqueue([function_call("ship", json.dumps({"order": "o-17", "address": ""}), call_id="c2")])
@@ -45,9 +45,14 @@ def scripted_model() -> ScriptedModel:
     return model
 
 
-def agent(model: Any = None) -> Agent[Any]:
-    """The shop agent with its protected MCP payments server."""
-    chosen = model or (None if os.environ.get("OPENAI_API_KEY") else scripted_model())
-    kwargs = {"model": chosen} if chosen is not None else {}
+def agent(model: Any = None, *, real_model: bool = False) -> Agent[Any]:
+    """The shop agent with its protected MCP payments server.
+
+    Args:
+        model: the model to use (default: :func:`scripted_model`, whatever the environment holds).
+        real_model: use the SDK's default model instead (needs ``OPENAI_API_KEY``; its turns,
+            and so the output, are then the model's own).
+    """
+    kwargs = {} if real_model and model is None else {"model": model or scripted_model()}
     return Agent(name="shop", instructions="Charge the customer, then ship the order.",
                  mcp_servers=[payments_server()], **kwargs)

@@ -10,6 +10,8 @@ Tools: ``charge`` (compensatable: undone by ``refund``), ``refund``, ``balance``
 ``wire`` (irreversible), ``ship`` (fails with ``isError`` when ``PAYMENTS_SHIP_FAILS`` is set or
 the address is empty). ``PAYMENTS_VARIANT=changed`` lists ``wire`` with another description and
 input schema (a server that changes what a tool means: the "rug pull" of issue 21).
+``PAYMENTS_CHARGE_DIES`` makes the process exit right after a charge is written, before it
+answers (a server killed mid-call: the client never learns the outcome).
 
 Run: ``python payments_server.py`` (stdio) or ``python payments_server.py http PORT``.
 """
@@ -24,10 +26,12 @@ import uuid
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 KEY = "sagacity/idempotency_key"
 
-server = MCPServer("payments")
+# WARNING: an expected refusal (ToolError) is answered with isError, not logged to stderr.
+server = MCPServer("payments", log_level="WARNING")
 
 
 def _db() -> sqlite3.Connection:
@@ -73,6 +77,8 @@ def charge(customer: str, amount: int, ctx: Context) -> dict[str, Any]:
         charge_id = f"ch_{uuid.uuid4().hex[:10]}"
         db.execute("INSERT INTO charges (id, customer, amount, key) VALUES (?, ?, ?, ?)",
                    (charge_id, customer, amount, key))
+    if os.environ.get("PAYMENTS_CHARGE_DIES"):
+        os._exit(1)  # the charge exists; its answer never leaves
     return {"charge_id": charge_id, "amount": amount}
 
 
@@ -129,7 +135,7 @@ def ship(order: str, address: str, ctx: Context) -> str:
     with _db() as db:
         _log(db, "ship", {"order": order, "address": address}, _meta(ctx))
     if os.environ.get("PAYMENTS_SHIP_FAILS") or not address:
-        raise ValueError(f"cannot ship {order}: the carrier refused the address")
+        raise ToolError(f"cannot ship {order}: the carrier refused the address")  # isError
     return f"shipped {order}"
 
 

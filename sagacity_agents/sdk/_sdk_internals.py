@@ -42,6 +42,7 @@ __all__ = [
     "handoff_target",
     "is_dead_handoff",
     "mcp_approval_policy",
+    "mcp_prefixed_tool_names",
     "normalize_callable_object",
     "resolve_function_tool_failure_error_function",
     "set_default_agent_runner",
@@ -152,3 +153,16 @@ def set_mcp_approval_policy(server: Any, policy: Any) -> None:
         raise TypeError(f"{type(server).__name__} has no approval policy this version can extend "
                         "(agents 0.24 MCPServer._needs_approval_policy)")
     server._needs_approval_policy = policy
+
+
+def mcp_prefixed_tool_names(server_name: str, tool_name: str) -> set[str]:
+    """The names the SDK may give the tool ``tool_name`` of the server ``server_name`` under
+    ``mcp_config={"include_server_in_tool_names": True}``: ``mcp_SERVER__TOOL`` as
+    ``MCPUtil._build_prefixed_tool_base_name`` builds it, shortened with or without the hash
+    suffix ``MCPUtil._shorten_tool_name`` adds (agents 0.24, ``agents/mcp/util.py``; a further
+    collision renaming is not covered: such a name is not found, so the tool stays undeclared)."""
+    from agents.mcp.util import MCPUtil, get_mcp_server_log_name
+
+    base = MCPUtil._build_prefixed_tool_base_name(get_mcp_server_log_name(server_name), tool_name)
+    seed = f"{get_mcp_server_log_name(server_name)}\0{tool_name}"
+    return {base, MCPUtil._shorten_tool_name(base, seed), MCPUtil._shorten_tool_name(base, seed, force_hash=True)}

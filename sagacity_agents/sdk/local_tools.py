@@ -67,6 +67,13 @@ def _restore_pre_image(ctx: CompensationContext) -> None:
     """Undo an edit: put every touched file back as it was, refusing when one changed since."""
     before: dict[str, str | None] = (ctx.args or {}).get("pre_images") or {}
     after: dict[str, str | None] = (ctx.undo_data or {}).get("post_sha256") or {}
+    untouched: list[str] = (ctx.undo_data or {}).get("untouched_under_root") or []
+    if untouched:
+        raise RuntimeError(
+            "not restored: the editor reported success but left " + ", ".join(untouched) + " as "
+            "it was (it writes outside protect_apply_patch's root): its edit is somewhere this "
+            "undo cannot see; still dirty: find and restore it by hand, and give root= the "
+            "directory the editor writes in")
     changed = [p for p, digest in after.items() if _digest(Path(p)) != digest]
     if changed:
         raise RuntimeError(
@@ -89,6 +96,24 @@ APPLY_PATCH_DECLARATION = ToolDeclaration(
 journaled pre-images (the id is the same in every process, for recovery)."""
 
 
+def _untouched(method: str, paths: list[Path], before: dict[str, str | None],
+               after: dict[str, str | None]) -> list[str]:
+    """The files under the root that a successful ``method`` should have changed and did not
+    (the editor writes somewhere else than the root given to ``protect_apply_patch``)."""
+    path = str(paths[0])
+    pre = before.get(path)
+    pre_digest = hashlib.sha256(base64.b64decode(pre)).hexdigest() if pre is not None else None
+    if method == "create_file" and after[path] is None:
+        return [path]
+    if method == "delete_file" and after[path] is not None:
+        return [path]
+    if method == "update_file" and len(paths) == 1 and after[path] == pre_digest:
+        return [path]  # an update that moved nothing and changed no byte under the root
+    if method == "update_file" and len(paths) == 2 and after[str(paths[1])] is None:
+        return [str(paths[1])]  # a move whose destination does not exist under the root
+    return []
+
+
 class _SagaEditor:
     """The user's editor, each operation journaled around it inside a saga."""
 
@@ -102,7 +127,13 @@ class _SagaEditor:
             result = getattr(self.inner, method)(operation)
             if inspect.isawaitable(result):
                 result = await result
-            record_undo_data({"post_sha256": {str(p): _digest(p) for p in paths}})
+            after = {str(p): _digest(p) for p in paths}
+            data: dict[str, Any] = {"post_sha256": after}
+            if getattr(result, "status", None) != "failed":
+                untouched = _untouched(method, paths, args["pre_images"], after)
+                if untouched:  # the editor wrote elsewhere: undo must not claim a restore (N-05)
+                    data["untouched_under_root"] = untouched
+            record_undo_data(data)
             return result
 
         saga = current_saga.get()
@@ -126,12 +157,17 @@ class _SagaEditor:
         return await self._run("delete_file", operation)
 
 
-def protect_apply_patch(tool: ApplyPatchTool, *, root: str | Path = ".") -> ApplyPatchTool:
+def protect_apply_patch(tool: ApplyPatchTool, *, root: str | Path) -> ApplyPatchTool:
     """Return a copy of ``tool`` whose edits are journaled and undone by restoring the file.
 
     Args:
         tool: the SDK's ``ApplyPatchTool`` (left unchanged).
-        root: the directory the model's paths are relative to (the one the editor writes in).
+        root: the directory the model's paths are relative to: the one the editor writes in
+            (required: a default such as the current directory silently points elsewhere when
+            the editor has its own root, and the undo would restore the wrong files). An edit
+            the editor reports done that left its file under ``root`` as it was (not created,
+            not deleted, not a byte changed) is journaled so; its undo then fails (still
+            dirty) instead of claiming a restore.
 
     Returns:
         A copy with the editor wrapped. Inside a saga each operation journals an INTENT holding
@@ -226,7 +262,7 @@ def outside_the_saga(agent: Agent[Any]) -> list[str]:
         elif isinstance(tool, ShellTool) and not hasattr(tool, SHELL_CWD_ATTR):
             found.append(f"{name} (local ShellTool not protected: protect_shell(tool, working_directory=...))")
         elif isinstance(tool, ApplyPatchTool) and not isinstance(tool.editor, _SagaEditor):
-            found.append(f"{name} (ApplyPatchTool not protected: protect_apply_patch(tool))")
+            found.append(f"{name} (ApplyPatchTool not protected: protect_apply_patch(tool, root=DIR))")
         elif type(tool).__name__ in ("WebSearchTool", "FileSearchTool", "CodeInterpreterTool",
                                      "ImageGenerationTool", "ToolSearchTool", "HostedMCPTool"):
             found.append(f"{name} ({type(tool).__name__}: hosted, acts on OpenAI's side)")

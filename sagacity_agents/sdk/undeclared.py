@@ -33,6 +33,11 @@ from ._sdk_internals import (
 from .binding import undeclared_error
 from .tools import declaration_of
 
+OUTCOME_UNKNOWN_ON_RAISE = "_sagacity_outcome_unknown_on_raise"
+"""Set on a ``ToolContext`` whose call may have acted when it raised (an MCP request that got no
+answer): neither the failure formatter nor the last-resort outcome journals it; its owner
+(``sdk.mcp.protect``) leaves the INTENT in doubt."""
+
 __all__ = [
     "UndeclaredToolFailed", "begin_undeclared", "custom_tool_arguments", "end_undeclared",
     "is_undeclared", "observe_custom_tool", "pending_raw_arguments", "reported_failure",
@@ -190,9 +195,11 @@ async def end_undeclared(saga: Saga, context: Any, tool: Any, result: Any) -> No
     """Journal the outcome of a call whose INTENT was journaled from outside its body, if it
     has none yet: EXECUTED with ``result``, or FAILED when ``tool`` is undeclared and ``result``
     is the SDK's own failure or timeout message (:func:`reported_failure`). A protected tool's
-    outcome normally comes from its own seams first; this is then the last resort."""
+    outcome normally comes from its own seams first; this is then the last resort. A call
+    marked ``OUTCOME_UNKNOWN_ON_RAISE`` (a protected MCP server's) is left to its own seams: if
+    none saw an outcome, it raised without an answer and stays in doubt."""
     call_id = getattr(context, "tool_call_id", None)
-    if saga.has_external_call(call_id):
+    if saga.has_external_call(call_id) and not getattr(context, OUTCOME_UNKNOWN_ON_RAISE, False):
         failure = reported_failure(tool, context, result) if is_undeclared(tool) else None
         timed_out = failure.timeout_seconds if isinstance(failure, ToolTimeoutError) else None
         task = saga.end_external_call(call_id, result=result, exc=failure, timed_out=timed_out)

@@ -56,7 +56,8 @@ def payments(tmp_path: Path) -> Payments:
     return Payments(tmp_path / "payments.db")
 
 
-def stdio_server(payments: Payments, *, name: str = "payments", **env: str) -> Any:
+def stdio_server(payments: Payments, *, name: str = "payments", cache_tools_list: bool = False,
+                 **env: str) -> Any:
     """An ``MCPServerStdio`` running the payments server on ``payments``' file."""
     from agents.mcp import MCPServerStdio
 
@@ -64,5 +65,5 @@ def stdio_server(payments: Payments, *, name: str = "payments", **env: str) -> A
         name=name,
         params={"command": sys.executable, "args": [str(SERVER)],
                 "env": {**os.environ, "PAYMENTS_DB": str(payments.path), **env}},
-        client_session_timeout_seconds=30,
+        client_session_timeout_seconds=30, cache_tools_list=cache_tools_list,
     )

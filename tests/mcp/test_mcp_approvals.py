@@ -92,3 +92,22 @@ def test_N02_approvals_show_prints_the_stored_definition_without_a_server(paymen
     assert '"input_schema"' in shown.output
     assert re.search(r"reversibility\s+irreversible", shown.output)  # the policy's, journaled
     assert "MCP tool's definition as its server listed it" in " ".join(shown.output.split())
+
+
+async def test_N02_rug_pull_is_refused_even_when_the_server_caches_its_tools_list(payments: Payments, tmp_path) -> None:
+    journal = tmp_path / "j.db"
+    saga_id, request_id = await _pause(payments, journal)
+    sagacity = Sagacity(journal)
+    await sagacity.approve(request_id, approver="ops@example.com")
+    async with stdio_server(payments) as before:
+        approved_listing = await before.list_tools()
+    model = ScriptedModel()
+    model.enqueue([assistant_message("wired")])
+    async with stdio_server(payments, cache_tools_list=True, PAYMENTS_VARIANT="changed") as server:
+        protect_mcp_server(server, policy=POLICY)
+        # The cache still holds the approved definitions; the server now serves changed ones.
+        server._tools_list, server._cache_dirty = list(approved_listing), False
+        with pytest.raises(ApprovalError, match="changed since it was approved"):
+            await sagacity.resume(saga_id, Agent(name="bank", model=model, mcp_servers=[server]))
+    await sagacity.aclose()
+    assert payments.calls("wire") == []

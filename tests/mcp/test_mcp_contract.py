@@ -97,3 +97,17 @@ async def test_N01_the_applications_own_seams_are_chained(payments: Payments, tm
     assert payments.calls("ship") == []
     # The application's guardrail rejected ship before ours: no INTENT of it, REFUSED at most.
     assert not any(e.phase is Phase.INTENT and e.tool == "ship" for e in entries)
+
+
+def test_N01_contract_prefixed_mcp_tool_names_are_the_ones_the_sdk_gives() -> None:
+    from types import SimpleNamespace
+
+    from agents.mcp.util import MCPUtil
+
+    from sagacity_agents.sdk._sdk_internals import mcp_prefixed_tool_names
+
+    server = SimpleNamespace(name="payments")
+    tools = [SimpleNamespace(name="charge"), SimpleNamespace(name="x" * 80)]  # the long one is hashed
+    given = MCPUtil._build_prefixed_tool_name_overrides([(0, server, tools)], reserved_names=set())
+    for index, tool in enumerate(tools):
+        assert given[(0, index)] in mcp_prefixed_tool_names("payments", tool.name)

@@ -79,3 +79,12 @@ def test_N04_an_mcp_declaration_no_server_here_declares_fails_naming_the_server(
     with pytest.raises(McpServerMissingError, match="MCP server 'ledger-x' is not known"):
         decl.undo(_ctx({}, None))
     assert declaration_by_id("module:function") is None  # other ids: unchanged
+
+
+@pytest.mark.parametrize("path", ["$result.charge_id", "$.reslt.charge_id", "$args", "$.args..x"])
+def test_N01_malformed_undo_path_is_refused_when_the_policy_loads(path: str) -> None:
+    policy = {"tools": {"charge": {"reversibility": "compensatable",
+                                   "undo": {"tool": "refund", "arguments": {"charge_id": path}}}}}
+    with pytest.raises(DeclarationError, match=r"policy tool 'charge'.*is not a path expression"):
+        McpPolicy.from_json(policy)
+    assert McpUndo("refund", {"note": "$5"}).arguments == {"note": "$5"}  # a literal stays one

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -130,3 +131,90 @@ async def test_N01_strict_runs_tools_the_policy_names_and_refuses_an_unprotected
             assert result.status is not SagaStatus.COMPLETED
             assert intents == []  # refused before the server was called
     assert len(payments.calls("balance")) == 1
+
+
+async def test_N01_a_call_whose_server_died_mid_call_is_left_in_doubt_not_failed(payments: Payments, tmp_path) -> None:
+    model = ScriptedModel()
+    model.enqueue([function_call("charge", json.dumps({"customer": "ann", "amount": 2500}), call_id="c1")])
+    model.enqueue([assistant_message("done")])
+    async with stdio_server(payments, PAYMENTS_CHARGE_DIES="1") as server:
+        protect_mcp_server(server, policy=POLICY)
+        sagacity = Sagacity(tmp_path / "j.db")
+        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server]), "charge")
+        entries = await sagacity.journal.entries(result.saga_id)
+        await sagacity.aclose()
+    assert payments.rows("SELECT refunded FROM charges") == [(0,)]  # the effect exists
+    intent = next(e for e in entries if e.phase is Phase.INTENT and e.tool == "charge")
+    assert not [e.payload for e in entries if e.phase in (Phase.EXECUTED, Phase.FAILED)]  # no outcome
+    assert result.status is SagaStatus.IN_DOUBT  # reported to a human, not closed
+    assert [i.seq for i in result.report.in_doubt] == [intent.seq]
+    assert payments.calls("refund") == []  # never undone blindly
+
+
+async def test_N04_undo_goes_to_the_server_that_made_the_call_and_a_second_live_one_of_that_name_is_refused(
+        tmp_path) -> None:
+    from agents.exceptions import UserError
+
+    tenant_a, tenant_b = Payments(tmp_path / "a.db"), Payments(tmp_path / "b.db")
+    a, b = stdio_server(tenant_a), stdio_server(tenant_b)  # one name, two servers
+    protect_mcp_server(a, policy=POLICY)
+    protect_mcp_server(b, policy=POLICY)  # allowed: neither is connected yet
+    model = ScriptedModel()
+    _charge_then(model, ("ship", {"order": "o1", "address": ""}))  # ship fails: undo the charge
+    async with a, b:
+        with pytest.raises(UserError, match="another MCP server object named 'payments'"):
+            protect_mcp_server(stdio_server(Payments(tmp_path / "c.db")), policy=POLICY)
+        sagacity = Sagacity(tmp_path / "j.db")
+        result = await sagacity.run(Agent(name="shopA", model=model, mcp_servers=[a]), "go")
+        await sagacity.aclose()
+    assert result.status is SagaStatus.COMPENSATED, result.report
+    assert len(tenant_a.calls("refund")) == 1 and tenant_a.rows("SELECT refunded FROM charges") == [(1,)]
+    assert tenant_b.calls() == []  # the other tenant's server saw nothing
+
+
+async def test_N01_policy_applies_by_the_servers_own_names_when_the_agent_prefixes_them(
+        payments: Payments, tmp_path) -> None:
+    prefixed = {"include_server_in_tool_names": True}
+    model = ScriptedModel()
+    model.enqueue([function_call("mcp_payments__charge", json.dumps({"customer": "ann", "amount": 2500}), call_id="c1")])
+    model.enqueue([function_call("mcp_payments__ship", json.dumps({"order": "o1", "address": ""}), call_id="c2")])
+    model.enqueue([assistant_message("done")])
+    wire = ScriptedModel()
+    wire.enqueue([function_call("mcp_payments__wire", json.dumps({"to": "DE89", "amount": 9}), call_id="w1")])
+    async with stdio_server(payments) as server:
+        protect_mcp_server(server, policy=POLICY)
+        sagacity = Sagacity(tmp_path / "j.db")
+        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server], mcp_config=prefixed), "go")
+        paused = await sagacity.run(Agent(name="bank", model=wire, mcp_servers=[server], mcp_config=prefixed), "go")
+        request = await sagacity.approvals.get(paused.approvals[0].request_id)
+        await sagacity.aclose()
+    assert result.status is SagaStatus.COMPENSATED, result.report  # charge declared, undone
+    assert payments.rows("SELECT refunded FROM charges") == [(1,)]
+    assert paused.status is SagaStatus.AWAITING_APPROVAL  # wire is irreversible under its prefix too
+    assert request.args["mcp_tool"]["name"] == "wire" and payments.calls("wire") == []
+
+
+async def test_N01_an_undo_tool_the_server_does_not_list_is_an_error_naming_it_before_any_call(
+        payments: Payments, tmp_path) -> None:
+    policy = json.loads(json.dumps(POLICY))
+    policy["tools"]["charge"]["undo"]["tool"] = "refnud"
+    model = ScriptedModel()
+    _charge_then(model, ("ship", {"order": "o1", "address": "x"}))
+    async with stdio_server(payments) as server:
+        protect_mcp_server(server, policy=policy)
+        sagacity = Sagacity(tmp_path / "j.db")
+        result = await sagacity.run(Agent(name="shop", model=model, mcp_servers=[server]), "go")
+        await sagacity.aclose()
+    assert result.status is SagaStatus.COMPENSATED  # failed, with nothing to undo
+    assert "does not list: refnud (undo of charge)" in result.failures[0].error
+    assert payments.calls() == []  # nothing ran
+
+
+async def test_N01_enforce_refusal_names_the_policy_and_how_to_add_the_tool_not_decorators(
+        payments: Payments, tmp_path) -> None:
+    policy = {"tools": {k: v for k, v in POLICY["tools"].items() if k != "ship"}}
+    _result, entries = await _charge_and_ship(payments, tmp_path, policy, address="x")
+    error = next(e for e in entries if e.phase is Phase.FAILED and e.tool == "ship").payload["error"]
+    assert "MCP tool 'ship' of server 'payments' is not named by the server's policy (enforce mode)" in error
+    assert '"ship": {"reversibility": "read_only"}' in error and 'mode="observe"' in error
+    assert "strict=True" not in error and "decorator" not in error

@@ -156,3 +156,24 @@ def test_N05_tools_outside_the_saga_listed_and_hosted_mcp_refused_under_strict(t
         warnings.simplefilter("ignore", OutsideSagaWarning)
         with pytest.raises(ConfigurationError, match="github.*never require approval"):
             bind_agent(saga, agent, strict=True)
+
+
+async def test_N05_apply_patch_undo_never_claims_a_restore_when_the_editor_wrote_outside_root(tmp_path: Path) -> None:
+    with pytest.raises(TypeError):
+        protect_apply_patch(ApplyPatchTool(editor=WholeFileEditor(tmp_path)))  # type: ignore[call-arg]
+    elsewhere, root = tmp_path / "editor", tmp_path / "given"
+    elsewhere.mkdir(), root.mkdir()
+    (elsewhere / "a.txt").write_bytes(ORIGINAL)
+    (root / "a.txt").write_bytes(ORIGINAL)
+    model = ScriptedModel()
+    model.enqueue([_patch("p1", OperationUpdateFile(path="a.txt", diff="rewritten\n", type="update_file"))])
+    model.enqueue([function_call("notify", '{"text": "patched"}', call_id="n1")])
+    model.enqueue([assistant_message("done")])
+    tool = protect_apply_patch(ApplyPatchTool(editor=WholeFileEditor(elsewhere)), root=root)
+    sagacity = Sagacity(tmp_path / "j.db")
+    result = await sagacity.run(Agent(name="dev", model=model, tools=[tool, notify]), "edit")
+    await sagacity.aclose()
+    assert (elsewhere / "a.txt").read_text() == "rewritten\n"  # the real edit, not restored
+    assert result.status is SagaStatus.COMPENSATION_FAILED and result.report.undone == ()
+    (failed,) = result.report.failed
+    assert "writes outside protect_apply_patch's root" in failed.detail

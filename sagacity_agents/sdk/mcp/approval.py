@@ -7,7 +7,7 @@ server listed it when the run paused: the approval request's ``args`` are
 ``{"arguments": ..., "mcp_tool": {"server", "name", "description", "input_schema"}}`` and its hash
 covers both. ``sagacity approvals show`` prints that stored definition (no server needed).
 Pausing and resuming need the server connected (its tools exist only once listed): resume lists
-them again and refuses, naming what changed, when the definition is not the approved one; the
+them again (fresh: never from a ``cache_tools_list`` cache) and refuses, naming what changed, when the definition is not the approved one; the
 INTENT guardrail checks the same subject once more right before the call.
 """
 
@@ -46,7 +46,9 @@ async def mcp_approval_subject(item: Any) -> dict[str, Any] | None:
         return None
     try:
         protection = protection_named(server, needed_for="an approval of its tool")
-        definition = await protection.definition_of(item.tool_name or "")
+        listed = await protection.definitions(fresh=True)
+        found = listed.get(protection.own_name(item.tool_name or "", listed))
+        definition = {k: v for k, v in found.items() if k != "read_only_hint"} if found else None
     except Exception as exc:
         raise ApprovalError(f"cannot bind the approval of {item.tool_name!r} to its MCP definition: {exc}") from exc
     if definition is None:
@@ -61,7 +63,8 @@ def mcp_reversibility(item: Any) -> str | None:
     if server is None:
         return None
     try:
-        entry = protection_named(server).policy.tools.get(item.tool_name or "")
+        protection = protection_named(server)
+        entry = protection.policy.tools.get(protection.own_name(item.tool_name or ""))
     except Exception:  # noqa: BLE001 - not protected here: the subject check refuses it anyway
         return None
     return entry.reversibility.value if entry is not None else None

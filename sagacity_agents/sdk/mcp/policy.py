@@ -26,7 +26,9 @@ literal or a *path expression* (a string starting with ``$.``):
   structuredContent nor JSON text content"), never run with a guessed value.
 
 Each step after the root is a key (``.charge_id``) or a list index (``.0``); a missing step is an
-error of the same kind. In Python, ``arguments`` may instead be a callable
+error of the same kind. A string that looks like a path but is not one of these two roots
+(``$result.x``, ``$.reslt.x``) is refused when the policy is loaded; an undo tool the server does
+not list is an error, naming it, when the server first lists its tools. In Python, ``arguments`` may instead be a callable
 ``(CompensationContext) -> dict`` (the journaled call's arguments and result are in
 ``ctx.args["arguments"]`` and ``ctx.result``).
 
@@ -39,6 +41,7 @@ policy does not name.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +68,12 @@ __all__ = [
 
 ArgumentsBuilder = Callable[[Any], Mapping[str, Any]]
 """``(CompensationContext) -> arguments of the undo call``."""
+
+
+_PATH = re.compile(r"^\$\.(args|result)(\.[^.]+)*$")
+"""A well-formed path expression (module doc)."""
+_LOOKS_LIKE_PATH = re.compile(r"^\$[A-Za-z_.\[]")
+"""A string meant as a path (``$result.x``, ``$.reslt``); ``$5`` stays a literal."""
 
 
 class UndoArgumentsError(Exception):
@@ -164,6 +173,21 @@ class McpUndo:
     tool: str
     arguments: Mapping[str, Any] | ArgumentsBuilder = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Refuse a malformed path expression now, not when an undo needs it (N-01).
+
+        Raises:
+            DeclarationError: a string that looks like a path (``$`` then a letter, ``.`` or
+                ``[``) but is not ``$.args[.STEP...]`` or ``$.result[.STEP...]``.
+        """
+        if callable(self.arguments):
+            return
+        for name, value in self.arguments.items():
+            if isinstance(value, str) and _LOOKS_LIKE_PATH.match(value) and not _PATH.match(value):
+                raise DeclarationError(
+                    f"undo {self.tool!r}, argument {name!r}: {value!r} is not a path expression: "
+                    "write $.args.NAME... (the call's arguments) or $.result.NAME... (its result)")
+
     def build(self, ctx: Any) -> dict[str, Any]:
         """The undo call's arguments for the journaled call ``ctx`` (a ``CompensationContext``).
 
@@ -213,7 +237,10 @@ def _tool_from_json(name: str, data: Any) -> McpToolPolicy:
         arguments = undo.get("arguments", {})
         if not isinstance(arguments, Mapping):
             raise DeclarationError(f"policy tool {name!r}: undo arguments must be an object")
-        undo = McpUndo(undo["tool"], dict(arguments))
+        try:
+            undo = McpUndo(undo["tool"], dict(arguments))
+        except DeclarationError as exc:
+            raise DeclarationError(f"policy tool {name!r}: {exc}") from exc
     try:
         return McpToolPolicy(data["reversibility"], undo, data.get("definition_sha256"))
     except ValueError as exc:

@@ -20,10 +20,11 @@ them):
    journals EXECUTED with ``{"structured_content", "output", "is_error": false}`` or FAILED for
    ``isError`` (the SDK hands such a result to the model as text); then the user's extractor;
 5. ``tool_output_guardrails``, ours **first**: a call the extractor never saw raised (an MCP
-   error, a lost connection, a timeout): journaled FAILED with what the model got.
+   error, a lost connection, a dead server, a timeout): no outcome is written, its INTENT is
+   left in doubt (it may have acted) and the saga fails, so the run ends IN_DOUBT.
 
-The undo of a compensatable tool is another call on the server of the same name
-(``registry.protection_named``), with arguments from the policy (``policy.McpUndo``) and the undo
+The undo of a compensatable tool is another call on the server that made the call while it is
+connected, else on the one registered under its name (``registry.protection_named``), with arguments from the policy (``policy.McpUndo``) and the undo
 key in ``_meta``; it fails (COMPENSATION_FAILED) on ``isError``.
 """
 
@@ -53,8 +54,8 @@ from ...core.saga.payloads import raw_args_value
 from ...core.undo import CompensationContext, call_idempotency_key
 from ...errors import ApprovalError, ConfigurationError, DeclarationError
 from .. import _sdk_internals as sdk
-from ..binding import undeclared_error
 from ..nested import strict_scope
+from ..undeclared import OUTCOME_UNKNOWN_ON_RAISE
 from ..user_errors import as_user_error
 from . import registry
 from .policy import McpPolicy, McpToolPolicy, McpUndo, skeleton, tool_definition
@@ -68,7 +69,7 @@ MODES = ("enforce", "observe")
 
 
 class McpCallFailed(Exception):
-    """An MCP call returned ``isError`` or raised before returning (journaled FAILED)."""
+    """An MCP call returned ``isError`` (journaled FAILED), or an undo call did."""
 
 
 @dataclass
@@ -105,6 +106,7 @@ class McpProtection:
         policy: the :class:`~.policy.McpPolicy`. mode: ``"enforce"`` or ``"observe"``.
         declarations: tool name -> ``ToolDeclaration`` (id ``mcp:SERVER:TOOL#DIGEST``).
         seen: tool name -> calls journaled through this protection in this process.
+        made: ``(saga_id, call_id)`` of every call journaled through it (its undo comes back here).
     """
 
     def __init__(self, server: Any, policy: McpPolicy, mode: str, skeleton_path: Path | None) -> None:
@@ -114,6 +116,8 @@ class McpProtection:
         self.mode = mode
         self.skeleton_path = skeleton_path
         self.seen: Counter[str] = Counter()
+        self.made: set[tuple[str, str | None]] = set()
+        self._undos_listed = False
         self._calls: weakref.WeakKeyDictionary[Any, _Call] = weakref.WeakKeyDictionary()
         self.declarations: dict[str, ToolDeclaration] = {}
         for name, entry in policy.tools.items():
@@ -126,14 +130,23 @@ class McpProtection:
                 raise as_user_error(exc) from None
 
     # --- definitions ----------------------------------------------------------------------
-    async def definitions(self) -> dict[str, dict[str, Any]]:
-        """The server's tools as it lists them now (``list_tools``, through its own cache when
-        it was built with ``cache_tools_list=True``): name -> ``tool_definition``, plus
-        ``read_only_hint`` (its annotations), which no digest covers.
+    async def definitions(self, *, fresh: bool = False) -> dict[str, dict[str, Any]]:
+        """The server's tools as it lists them (``list_tools``): name -> ``tool_definition``,
+        plus ``read_only_hint`` (its annotations), which no digest covers.
+
+        Args:
+            fresh: list them from the server even when it was built with
+                ``cache_tools_list=True`` (its cache is invalidated first, so the SDK's next
+                listing is fresh too). Every check that guards against a changed definition
+                (an approval's subject, an irreversible or pinned tool's INTENT) asks for it:
+                a cached listing would hide a rug pull (N-02).
 
         Raises:
             Exception: whatever the server's ``list_tools`` raises (not connected...).
         """
+        invalidate = getattr(self.server, "invalidate_tools_cache", None)
+        if fresh and getattr(self.server, "cache_tools_list", False) and callable(invalidate):
+            invalidate()
         found: dict[str, dict[str, Any]] = {}
         for tool in await self.server.list_tools():
             definition = tool_definition(tool, self.server_name)
@@ -143,12 +156,49 @@ class McpProtection:
             found[tool.name] = definition
         return found
 
-    async def definition_of(self, name: str) -> dict[str, Any] | None:
-        """The listed definition of ``name`` (without the hint), or ``None`` when not listed."""
-        found = (await self.definitions()).get(name)
+    async def definition_of(self, name: str, *, fresh: bool = False) -> dict[str, Any] | None:
+        """The listed definition of ``name`` (without the hint), or ``None`` when not listed
+        (``fresh``: as :meth:`definitions`)."""
+        found = (await self.definitions(fresh=fresh)).get(name)
         if found is None:
             return None
         return {k: v for k, v in found.items() if k != "read_only_hint"}
+
+    def own_name(self, public: str, names: Any = None) -> str:
+        """The server's own name of the tool the run calls ``public``: ``public`` itself, or,
+        when the agent prefixes MCP tool names (``mcp_config={"include_server_in_tool_names":
+        True}``), the name among ``names`` (default: the policy's) that the SDK prefixes to
+        ``public``; ``public`` when none does."""
+        candidates = self.policy.tools if names is None else names
+        if public in candidates:
+            return public
+        for name in candidates:
+            if public in sdk.mcp_prefixed_tool_names(self.server_name, name):
+                return name
+        return public
+
+    async def missing_undo_tools(self) -> list[str]:
+        """The undo tools the policy names that the server does not list (checked until the
+        server first lists them all, then never again: a server may drop tools later, which the
+        undo then reports). Each entry reads ``"refund (undo of charge)"``.
+
+        Raises:
+            Exception: whatever the server's ``list_tools`` raises.
+        """
+        if self._undos_listed:
+            return []
+        listed = await self.definitions()
+        missing = sorted(f"{e.undo.tool} (undo of {n})" for n, e in self.policy.tools.items()
+                         if e.undo is not None and e.undo.tool not in listed)
+        self._undos_listed = not missing
+        return missing
+
+    def guards_definition(self, name: str) -> bool:
+        """Whether a call of ``name`` is checked against the tool's definition (irreversible:
+        its approval is bound to it; or pinned by ``definition_sha256``), so it is listed fresh."""
+        entry = self.policy.tools.get(name)
+        return entry is not None and (entry.reversibility is Reversibility.IRREVERSIBLE
+                                      or entry.definition_sha256 is not None)
 
     def declaration_for(self, name: str, definition: Mapping[str, Any] | None) -> ToolDeclaration | None:
         """The declaration of ``name`` as listed now; ``None``: undeclared (not named, pinned to
@@ -179,7 +229,10 @@ class McpProtection:
         server_name = self.server_name
 
         async def undo_through_server(ctx: CompensationContext) -> None:
-            protection = registry.protection_named(server_name, needed_for=f"undo of {ctx.tool}")
+            # The server that made the call, while it is connected; else the one registered
+            # under its name now (resume, recovery).
+            protection = registry.protection_that_made(server_name, ctx.saga_id, ctx.call_id) \
+                or registry.protection_named(server_name, needed_for=f"undo of {ctx.tool}")
             forward = dict(ctx.args or {})
             if not forward and ctx.raw_args:
                 forward = {"arguments": raw_args_value(ctx.raw_args)}
@@ -210,37 +263,60 @@ class McpProtection:
         if saga is None or saga.closed:
             return ToolGuardrailFunctionOutput.allow()
         ctx = data.context
-        name, call_id, raw = ctx.tool_name, ctx.tool_call_id, ctx.tool_arguments or ""
+        # The policy names the server's own tool names, also when the agent prefixes them.
+        public, call_id, raw = ctx.tool_name, ctx.tool_call_id, ctx.tool_arguments or ""
+        name = self.own_name(public)  # journaled under ``public``, the name approvals match
         if self._pre_approval_pass(ctx, self.policy.tools.get(name)):
             return ToolGuardrailFunctionOutput.allow()
         try:
-            definition = await self.definition_of(name)
+            missing = await self.missing_undo_tools()
+            definition = await self.definition_of(name, fresh=self.guards_definition(name))
         except Exception as exc:  # noqa: BLE001 - fail closed: nothing is journaled, nothing runs
             return ToolGuardrailFunctionOutput.raise_exception(
                 output_info=f"MCP server {self.server_name!r} could not list its tools: {exc}")
+        if missing:  # fail closed: a policy whose undo cannot be called is wrong, say so now
+            why = (f"the policy of MCP server {self.server_name!r} names undo tools the server does "
+                   f"not list: {', '.join(missing)}; fix the policy (no call of this server runs "
+                   "until then)")
+            saga.fail_now(public, call_id, why)  # nothing journaled for the call: it never ran
+            return ToolGuardrailFunctionOutput.reject_content(f"Tool call refused: {why}")
         decl = self.declaration_for(name, definition)
         agent = getattr(data.agent, "name", None)
         if decl is None and (self.mode == "enforce" or strict_scope.get()):
-            why = ("not named by its policy" if name not in self.policy.tools
-                   else "its definition changed since the policy pinned it")
-            site = f"{name} (MCP server {self.server_name!r}: {why}; {self.mode} mode)"
-            error = undeclared_error([site])
+            error = ConfigurationError(self.refusal(name, public))
             try:
-                await saga.refuse_undeclared_call(name, call_id, raw, error)
+                await saga.refuse_undeclared_call(public, call_id, raw, error)
             except ConfigurationError as refused:
                 return ToolGuardrailFunctionOutput.reject_content(str(refused))
         grant = None
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             grant = {"arguments": raw_args_value(raw), "mcp_tool": definition}
         try:
-            intent = await saga.begin_external_call(decl, name, call_id, raw, agent=agent, grant_args=grant)
+            intent = await saga.begin_external_call(decl, public, call_id, raw, agent=agent, grant_args=grant)
         except ApprovalError as exc:  # journaled FAILED: the call does not run
             return ToolGuardrailFunctionOutput.reject_content(f"Tool call refused: {exc}")
         except Exception as exc:  # noqa: BLE001 - fail closed: the tool must not run
             return ToolGuardrailFunctionOutput.raise_exception(output_info=str(exc))
-        self._calls[ctx] = _Call(saga, call_id, name, call_idempotency_key(saga.saga_id, intent.seq), decl)
+        self._calls[ctx] = _Call(saga, call_id, public, call_idempotency_key(saga.saga_id, intent.seq), decl)
+        setattr(ctx, OUTCOME_UNKNOWN_ON_RAISE, True)  # a raise leaves it in doubt (on_output)
         self.seen[name] += 1
+        self.made.add((saga.saga_id, call_id))
         return ToolGuardrailFunctionOutput.allow()
+
+    def refusal(self, name: str, public: str) -> str:
+        """Why a call of the tool ``name`` (called ``public`` by the run) is refused, and what
+        to do about it (N-01: the policy, not a decorator, declares an MCP tool)."""
+        called = f" (called {public!r})" if public != name else ""
+        where = f"MCP tool {name!r}{called} of server {self.server_name!r}"
+        why = f"{self.mode} mode" if self.mode == "enforce" else "observe mode under strict=True"
+        if name in self.policy.tools:
+            return (f"{where} no longer matches the definition_sha256 its policy pins (the server "
+                    f"changed the tool; {why}): review what changed, then update the pin (the "
+                    "observe skeleton lists the new digest)")
+        return (f"{where} is not named by the server's policy ({why}): add it to the policy's "
+                f'"tools", e.g. "{name}": {{"reversibility": "read_only"}} (or no_undo, '
+                "irreversible, or compensatable with an undo), or run protect_mcp_server(server, "
+                'mode="observe", skeleton=PATH) to have one suggested from what the server lists')
 
     def meta_for(self, run_context: Any) -> dict[str, Any] | None:
         """The ``_meta`` entries of ours for the call whose ``ToolContext`` is ``run_context``."""
@@ -265,15 +341,18 @@ class McpProtection:
         await self._observed()
 
     async def on_output(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
-        """A call the extractor never saw raised before returning (seam 5): FAILED."""
+        """A call the extractor never saw raised before returning a result (seam 5): the
+        connection dropped, the server died, the client timed out. The request may have reached
+        the server and acted, so no outcome is written: its INTENT stays **in doubt** (never
+        undone blindly, reported to a human, ``sagacity saga resolve``), the core's convention for
+        a call whose end nobody saw (``core.ledger``). The saga is failed, so the run ends
+        IN_DOUBT. An ``isError`` result is not this case: the server answered (FAILED, seam 4)."""
         call = self._calls.pop(data.context, None)
         if call is not None:
-            failure = McpCallFailed(f"MCP tool {call.tool} on server {self.server_name!r} raised "
-                                    "before returning a result (it may have reached the server); "
-                                    f"the model got: {_text_of(data.output)[:500]}")
-            task = call.saga.end_external_call(call.call_id, exc=failure, declaration=call.decl)
-            if task is not None:
-                await task
+            call.saga.fail_now(call.tool, call.call_id, (
+                f"MCP tool {call.tool} on server {self.server_name!r} raised before returning a "
+                "result; it may have reached the server, so its outcome is unknown (in doubt); "
+                f"the model got: {_text_of(data.output)[:500]}"))
             await self._observed()
         return ToolGuardrailFunctionOutput.allow()
 
@@ -353,13 +432,20 @@ def protect_mcp_server(
             reported still dirty), and ``skeleton`` is rewritten after each call.
         skeleton: where ``observe`` writes the policy skeleton (``McpProtection.write_skeleton``).
 
+    One name, one live server: the undo of a call goes to the server object that made it while
+    that one is connected, and later (resume, recovery) to the server registered under its name.
+    So a second server object under a name whose first server is still connected is refused
+    (two tenants must use two names); once the first is cleaned up, a new one of that name
+    (a recovery's) replaces it.
+
     Returns:
         The :class:`McpProtection` (also registered under the server's name, for undos and
         approvals later in this process).
 
     Raises:
         DeclarationError: (also the SDK's ``UserError``) an invalid policy or mode, enforce
-            without a policy, or a server already protected.
+            without a policy, a server already protected, or another server object of the same
+            name protected and still connected.
         TypeError: ``server`` is not an MCP server of this SDK version.
     """
     if mode not in MODES:
@@ -379,6 +465,10 @@ def protect_mcp_server(
     except DeclarationError as exc:
         raise as_user_error(exc) from None
     protection = McpProtection(server, policy, mode, Path(skeleton) if skeleton is not None else None)
+    try:
+        registry.register(protection)  # first: a refused server is left as it was
+    except DeclarationError as exc:
+        raise as_user_error(exc) from None
 
     @tool_input_guardrail(name="sagacity_mcp_journal")
     async def journal_intent(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
@@ -409,6 +499,5 @@ def protect_mcp_server(
     server.tool_meta_resolver = resolve_meta
     server.custom_data_extractor = extract
     server._sagacity_protection = protection
-    registry.register(protection)
     return protection
 

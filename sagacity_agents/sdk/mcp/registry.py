@@ -1,7 +1,10 @@
 """MCP servers by name, for the undos and approvals that need a server after the run that met it.
 
 An MCP call's undo is another call on the server *of the same name* (issue 21, N-04): the
-journal names the server (``declaration`` ``mcp:SERVER:TOOL#DIGEST``), never a connection. Every
+journal names the server (``declaration`` ``mcp:SERVER:TOOL#DIGEST``), never a connection.
+During the run that made the call, the undo goes to the very server object that made it while
+that one is connected; the registry is only for later (resume, recovery). Two connected server
+objects under one name are refused (:func:`register`): the name would not say which one. Every
 ``protect_mcp_server`` registers its server here under ``server.name``; a process that recovers
 or resumes a saga re-creates its servers (the application given with ``--app module:attr``
 builds the agent and its ``mcp_servers``, protecting each), which registers them again, and
@@ -11,27 +14,61 @@ builds the agent and its ``mcp_servers``, protecting each), which registers them
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
 from ...core.declarations import Reversibility, ToolDeclaration, add_declaration_finder
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, DeclarationError
 
-__all__ = ["McpServerMissingError", "connected_mcp_servers", "protection_named", "register"]
+__all__ = ["McpServerMissingError", "connected_mcp_servers", "protection_named", "protection_that_made",
+           "register"]
 
 _BY_NAME: dict[str, Any] = {}
 """Server name -> its ``protect.McpProtection`` (typed ``Any``: the protection imports this
 module, not the other way round)."""
 
 
+_ALL: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Every protection of this process still alive (the one that made a call undoes it)."""
+
+
 class McpServerMissingError(ConfigurationError):
     """The MCP server a journaled call or approval names is not known in this process."""
 
 
+def _connected(server: Any) -> bool:
+    return getattr(server, "session", None) is not None
+
+
 def register(protection: Any) -> None:
     """Make ``protection`` the one its server's name finds (a later server of that name, such as
-    the one a recovery re-creates, replaces the earlier)."""
+    the one a recovery re-creates, replaces the earlier one once that is disconnected).
+
+    Raises:
+        DeclarationError: another server object of the same name is registered and connected
+            (two live servers under one name, e.g. two tenants: an undo or approval found by
+            name could reach the wrong one, N-04). Give each its own name.
+    """
+    known = _BY_NAME.get(protection.server_name)
+    if known is not None and known.server is not protection.server and _connected(known.server):
+        raise DeclarationError(
+            f"another MCP server object named {protection.server_name!r} is protected and "
+            "connected in this process; an undo or approval found by that name could reach the "
+            "wrong server: give each server its own name (MCPServerStdio(name=...)), or clean "
+            "the first one up before protecting this one")
     _BY_NAME[protection.server_name] = protection
+    _ALL.add(protection)
+
+
+def protection_that_made(name: str, saga_id: str, call_id: str | None) -> Any | None:
+    """The protection of a connected server called ``name`` that journaled the call ``call_id``
+    of saga ``saga_id`` in this process (``McpProtection.made``), or ``None``."""
+    for protection in list(_ALL):
+        if protection.server_name == name and (saga_id, call_id) in protection.made \
+                and _connected(protection.server):
+            return protection
+    return None
 
 
 def protection_named(name: str, *, needed_for: str = "") -> Any:
