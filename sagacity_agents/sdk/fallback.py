@@ -65,7 +65,6 @@ from ._sdk_internals import (
     set_function_tool_failure_error_function,
 )
 from .graph import agent_graph
-from .undeclared import OUTCOME_UNKNOWN_ON_RAISE
 from .user_errors import SdkDeclarationError, as_user_error
 
 __all__ = ["FALLBACK_ATTR", "nested_agent_tool", "protect_tool", "rebuild_pending_calls"]
@@ -112,8 +111,7 @@ def _journal_then(formatter: Any) -> Any:
     def journal_then_format(ctx: Any, error: Exception) -> Any:
         saga = current_saga.get()
         call_id = getattr(ctx, "tool_call_id", None)
-        if saga is not None and saga.has_external_call(call_id) \
-                and not getattr(ctx, OUTCOME_UNKNOWN_ON_RAISE, False):
+        if saga is not None and saga.has_external_call(call_id):
             saga.end_external_call(call_id, exc=error)
         return formatter(ctx, error)
 
@@ -209,7 +207,7 @@ def protect_tool(
                 # The SDK cancelled the body at its timeout and sent the model this message.
                 error = ToolTimeoutError(tool_name=tool.name, timeout_seconds=tool.timeout_seconds or 0)
                 task = saga.end_external_call(call_id, exc=error, declaration=decl,
-                                              timed_out=error.timeout_seconds)
+                                              timed_out=True)
             else:
                 task = saga.end_external_call(call_id, result=data.output, declaration=decl)
             if task is not None:

@@ -273,6 +273,7 @@ class SagaRunHooks(RunHooks[Any]):
             self._resume_refused = True
             raise
         self._snapshot_used = True
+        self.saga.resumed_approvals.update(d.call_id for d in decisions if d.approved)
         if self.fail_on_rejection:
             for decision in decisions:
                 if not decision.approved:

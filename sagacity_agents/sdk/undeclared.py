@@ -33,11 +33,6 @@ from ._sdk_internals import (
 from .binding import undeclared_error
 from .tools import declaration_of
 
-OUTCOME_UNKNOWN_ON_RAISE = "_sagacity_outcome_unknown_on_raise"
-"""Set on a ``ToolContext`` whose call may have acted when it raised (an MCP request that got no
-answer): neither the failure formatter nor the last-resort outcome journals it; its owner
-(``sdk.mcp.protect``) leaves the INTENT in doubt."""
-
 __all__ = [
     "UndeclaredToolFailed", "begin_undeclared", "custom_tool_arguments", "end_undeclared",
     "is_undeclared", "observe_custom_tool", "pending_raw_arguments", "reported_failure",
@@ -187,21 +182,23 @@ async def begin_undeclared(saga: Saga, context: Any, agent: Agent[Any], tool: Fu
         await saga.refuse_undeclared_call(key, call_id, raw, undeclared_error(
             [f"{key} (met at run time on agent {agent.name!r}; call {call_id})"]))
     observe_custom_tool(tool)
+    # Only a call whose approval this saga's resume consumed has a grant to name: the others
+    # (no approval asked, or the SDK's own) cost no journal read on their way to the body.
     await saga.begin_external_call(None, key, call_id, raw, agent=agent.name,
-                                   asks_approval=bool(getattr(tool, "needs_approval", False)))
+                                   asks_approval=call_id in saga.resumed_approvals)
 
 
 async def end_undeclared(saga: Saga, context: Any, tool: Any, result: Any) -> None:
     """Journal the outcome of a call whose INTENT was journaled from outside its body, if it
     has none yet: EXECUTED with ``result``, or FAILED when ``tool`` is undeclared and ``result``
     is the SDK's own failure or timeout message (:func:`reported_failure`). A protected tool's
-    outcome normally comes from its own seams first; this is then the last resort. A call
-    marked ``OUTCOME_UNKNOWN_ON_RAISE`` (a protected MCP server's) is left to its own seams: if
-    none saw an outcome, it raised without an answer and stays in doubt."""
+    outcome normally comes from its own seams first; this is then the last resort (the core
+    ignores it for a call its seam owns, a protected MCP server's: ``begin_external_call(...,
+    owned=True)``)."""
     call_id = getattr(context, "tool_call_id", None)
-    if saga.has_external_call(call_id) and not getattr(context, OUTCOME_UNKNOWN_ON_RAISE, False):
+    if saga.has_external_call(call_id):
         failure = reported_failure(tool, context, result) if is_undeclared(tool) else None
-        timed_out = failure.timeout_seconds if isinstance(failure, ToolTimeoutError) else None
-        task = saga.end_external_call(call_id, result=result, exc=failure, timed_out=timed_out)
+        task = saga.end_external_call(call_id, result=result, exc=failure,
+                                      timed_out=isinstance(failure, ToolTimeoutError))
         if task is not None:
             await task

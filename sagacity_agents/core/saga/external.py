@@ -25,16 +25,20 @@ class ExternalCalls(CallRecording):
     async def begin_external_call(
         self, decl: ToolDeclaration | None, tool: str, call_id: str | None, raw_args: str, *,
         agent: str | None = None, asks_approval: bool = False,
-        grant_args: dict[str, Any] | None = None,
+        grant_args: dict[str, Any] | None = None, owned: bool = False,
     ) -> JournalEntry:
         """Journal the INTENT of a call whose body we cannot wrap (raw arguments journaled).
 
         ``decl`` ``None`` is a tool nobody declared: journaled with reversibility
         ``"undeclared"`` (no approval check, no classifier), reported "no undo declared" when the
         saga fails. ``agent`` is the name of the agent whose tool it is (journaled).
-        ``asks_approval``: the undeclared tool may pause for an approval (the SDK's
-        ``needs_approval``); a call the journal holds a decision for is held to it (hash of the
+        ``asks_approval``: an undeclared call that paused for an approval and was approved (a
+        resume consumed the decision); it is held to the journaled decision (hash of the
         canonical raw arguments, consumed once) and its INTENT names the request.
+        ``owned``: the seam that writes this INTENT also sees the call's answer (a protected MCP
+        server's extractor) and alone ends it (``end_external_call(..., owner=True)``): a call
+        that raised without an answer may have acted, so a generic last-resort end (a failure
+        formatter, ``on_tool_end``) must not turn it into FAILED; only ``not_run`` may.
         ``grant_args`` is what an irreversible call's approval was bound to, when that is more
         than its raw arguments (an MCP tool: the arguments and the tool's definition); default:
         the canonical raw arguments.
@@ -62,6 +66,8 @@ class ExternalCalls(CallRecording):
         self.last_journaled = time.monotonic()
         with self._lock:
             self._external[call_id] = (decl, intent)
+            if owned:
+                self._owned_external.add(call_id)
         return intent
 
     def adopt_external_call(self, intent: JournalEntry) -> None:
@@ -89,21 +95,26 @@ class ExternalCalls(CallRecording):
     def end_external_call(
         self, call_id: str | None, *, result: Any = None, exc: BaseException | None = None,
         declaration: ToolDeclaration | None = None, not_run: bool = False,
-        timed_out: float | None = None,
+        timed_out: bool = False, owner: bool = False,
     ) -> asyncio.Future[Any] | None:
         """Journal the outcome of a fallback call (EXECUTED / REFUSED / FAILED), once.
 
         Safe to call from sync code on the loop thread (a failure formatter): the write is
         scheduled as a task, tracked as in flight. Returns that task, or ``None`` when no such
-        call is pending (its outcome was already recorded).
+        call is pending (its outcome was already recorded), or when the call is ``owned`` (see
+        :meth:`begin_external_call`) and this end is neither its owner's nor ``not_run``.
 
         Args:
             declaration: the tool's declaration (for its classifier), when the caller has it.
             not_run: with ``exc``: the body never started (e.g. an ``on_tool_start`` raised).
-            timed_out: with ``exc``: the SDK stopped the body at its timeout of this many
-                seconds (journaled ``timed_out``, as a declared tool's timeout is).
+            timed_out: with ``exc``: the SDK stopped the body at its own timeout (journaled
+                ``timed_out``, as a declared tool's timeout is).
+            owner: this end comes from the seam that owns the call.
         """
         with self._lock:
+            if call_id in self._owned_external and not (owner or not_run):
+                return None  # only its owner knows its answer; without one it stays in doubt
+            self._owned_external.discard(call_id)
             pending = self._external.pop(call_id, None)
         if pending is None:
             return None
@@ -116,7 +127,7 @@ class ExternalCalls(CallRecording):
         phase, payload, failure = self._outcome(decl, intent, frame, result=result, exc=exc)
         if not_run:
             payload["not_run"] = True
-        if exc is not None and timed_out is not None:
+        if exc is not None and timed_out:
             payload["timed_out"] = True  # the error text stays the SDK's own
         if failure is not None:
             # Mark the saga failed now (synchronously), not when the write lands.

@@ -123,9 +123,13 @@ class SagaState:
         self._behind: set[asyncio.Future[None]] = set()
         self._behind_last: asyncio.Future[None] | None = None
         self._claimed_requests: set[str] = set()  # approvals taken by calls of this object
+        self.resumed_approvals: set[str | None] = set()
+        """Call ids whose approval a resume of this object consumed (CONSUMED journaled): only
+        such a call of an undeclared tool reads the journal for its grant (M-01)."""
         self.journal_errors: list[str] = []
         """Journal writes of the saga's own bookkeeping that failed (SAGA_FAILED, SAGA_CLOSED)."""
         self._external: dict[str | None, tuple[ToolDeclaration | None, JournalEntry]] = {}
+        self._owned_external: set[str | None] = set()  # ended by their owner only (external.py)
         self.resume_parents: dict[str | None, CallFrame] = {}
         """Parent call of a paused nested call, by call id, reloaded from the journal on resume
         (the SDK resumes a nested run without the guardrail that sets :data:`current_call`)."""

@@ -55,7 +55,6 @@ from ...core.undo import CompensationContext, call_idempotency_key
 from ...errors import ApprovalError, ConfigurationError, DeclarationError
 from .. import _sdk_internals as sdk
 from ..nested import strict_scope
-from ..undeclared import OUTCOME_UNKNOWN_ON_RAISE
 from ..user_errors import as_user_error
 from . import registry
 from .policy import McpPolicy, McpToolPolicy, McpUndo, skeleton, tool_definition
@@ -270,7 +269,11 @@ class McpProtection:
             return ToolGuardrailFunctionOutput.allow()
         try:
             missing = await self.missing_undo_tools()
-            definition = await self.definition_of(name, fresh=self.guards_definition(name))
+            # Only a call checked against the tool's definition (irreversible: its approval is
+            # bound to it; pinned by the policy) lists the server's tools; the others go on
+            # without that round trip (their decision does not depend on the definition).
+            definition = (await self.definition_of(name, fresh=True)
+                          if self.guards_definition(name) else None)
         except Exception as exc:  # noqa: BLE001 - fail closed: nothing is journaled, nothing runs
             return ToolGuardrailFunctionOutput.raise_exception(
                 output_info=f"MCP server {self.server_name!r} could not list its tools: {exc}")
@@ -292,13 +295,13 @@ class McpProtection:
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             grant = {"arguments": raw_args_value(raw), "mcp_tool": definition}
         try:
-            intent = await saga.begin_external_call(decl, public, call_id, raw, agent=agent, grant_args=grant)
+            intent = await saga.begin_external_call(decl, public, call_id, raw, agent=agent,
+                                                    grant_args=grant, owned=True)
         except ApprovalError as exc:  # journaled FAILED: the call does not run
             return ToolGuardrailFunctionOutput.reject_content(f"Tool call refused: {exc}")
         except Exception as exc:  # noqa: BLE001 - fail closed: the tool must not run
             return ToolGuardrailFunctionOutput.raise_exception(output_info=str(exc))
         self._calls[ctx] = _Call(saga, call_id, public, call_idempotency_key(saga.saga_id, intent.seq), decl)
-        setattr(ctx, OUTCOME_UNKNOWN_ON_RAISE, True)  # a raise leaves it in doubt (on_output)
         self.seen[name] += 1
         self.made.add((saga.saga_id, call_id))
         return ToolGuardrailFunctionOutput.allow()
@@ -331,11 +334,13 @@ class McpProtection:
         if is_error:
             failure = McpCallFailed(f"MCP tool {call.tool} on server {self.server_name!r} returned "
                                     f"isError: {_text_of(output)[:500]}")
-            task = call.saga.end_external_call(call.call_id, exc=failure, declaration=call.decl)
+            task = call.saga.end_external_call(call.call_id, exc=failure, declaration=call.decl,
+                                               owner=True)
         else:
             result = {"is_error": False, "output": output,
                       "structured_content": dict(structured) if structured is not None else None}
-            task = call.saga.end_external_call(call.call_id, result=result, declaration=call.decl)
+            task = call.saga.end_external_call(call.call_id, result=result, declaration=call.decl,
+                                               owner=True)
         if task is not None:
             await task
         await self._observed()
