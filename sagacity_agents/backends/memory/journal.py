@@ -40,6 +40,10 @@ class InMemoryJournal:
         self._lock = threading.Lock()
         self._chains: dict[str, list[JournalEntry]] = {}
         self._keys: dict[tuple[str, str], JournalEntry] = {}
+        self._leases: dict[str, tuple[JournalEntry, int | None]] = {}
+        """Per saga: (its tail entry, the seq of its newest RUN_STARTED) as of the last append,
+        so a fenced append does not scan the run's entries (valid while that entry is still
+        the tail; the tamper helpers drop it)."""
 
     async def append(
         self,
@@ -74,13 +78,25 @@ class InMemoryJournal:
                 return replay_of(existing, request)
             chain = self._chains.setdefault(saga_id, [])
             tail = (chain[-1].seq, chain[-1].hash, Phase(chain[-1].phase).value) if chain else None
-            lease = _newest_run(chain) if request.checks_fence else None
+            lease = self._lease(saga_id, chain) if request.checks_fence else None
             entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
             if self.tagger is not None:
                 entry = self.tagger.tag_entry(entry)
+            if entry.phase is Phase.RUN_STARTED:
+                self._leases[saga_id] = (entry, entry.seq)
+            elif request.checks_fence:
+                self._leases[saga_id] = (entry, lease)
             chain.append(entry)
             self._keys[(saga_id, write_key)] = entry
             return entry
+
+    def _lease(self, saga_id: str, chain: list[JournalEntry]) -> int | None:
+        """The seq of the chain's newest RUN_STARTED: remembered while the tail is the entry it
+        was remembered with, else scanned (under the lock)."""
+        known = self._leases.get(saga_id)
+        if known is not None and chain and chain[-1] is known[0]:
+            return known[1]
+        return _newest_run(chain)
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""
@@ -116,9 +132,11 @@ class InMemoryJournal:
         with self._lock:
             chain = self._chains[saga_id]
             chain[[e.seq for e in chain].index(seq)] = entry
+            self._leases.pop(saga_id, None)
 
     def _delete(self, saga_id: str, seq: int) -> None:
         """Remove a stored entry (tamper tests only)."""
         with self._lock:
             chain = self._chains[saga_id]
             del chain[[e.seq for e in chain].index(seq)]
+            self._leases.pop(saga_id, None)

@@ -2,18 +2,31 @@
 
 Ordering: every append runs ``BEGIN IMMEDIATE``, which takes SQLite's single write lock for the
 whole file before the tail is read, so the read-tail/insert pair is serialized across threads
-and processes alike: no gap, no duplicate ``seq``, no retry loop. ``synchronous=FULL`` makes the
-commit durable before ``append`` returns, so an INTENT is on disk before the tool body starts;
-a call's outcome, SAGA_OPENED and RUN_STARTED commit without syncing (``synchronous=OFF`` for
-that transaction) and the next durable commit covers them (``core.journal.lazy_phases``; opt out
-with ``durable_outcomes=True``). Batches (``append_many``) are one transaction, one commit.
+and processes alike: no gap, no duplicate ``seq``, no retry loop. With ``synchronous=FULL`` (the
+default) a commit that must be durable is on disk before ``append`` returns, so an INTENT is on
+disk before the tool body starts; a call's outcome, SAGA_OPENED and RUN_STARTED commit without
+syncing and the next durable commit covers them (``core.journal.lazy_phases``; opt out with
+``durable_outcomes=True``). Batches (``append_many``) are one transaction, one commit.
 
-All SQLite work runs on one dedicated thread per journal object (sqlite3 connections are not to
-be shared across threads); the event loop only awaits it.
+How: the connection runs ``synchronous=NORMAL``, under which a WAL commit writes its frames
+without syncing and every checkpoint syncs (the WAL before it is copied, the database file
+after); a durable commit is followed by ``fdatasync`` of the ``-wal`` file, before the append
+returns. That is exactly what ``synchronous=FULL`` adds to NORMAL in WAL mode (sqlite.org,
+"PRAGMA synchronous": FULL syncs the WAL after each transaction commit), done by us only for the
+commits that need it, with no pragma switched per commit. SQLite's automatic checkpoint is off on
+this connection (it would run, syncing, inside whichever commit crosses its threshold, the
+event loop's lazy ones included): the journal checkpoints after a durable commit, on the thread
+that made it, once about as many pages were written as SQLite's default threshold (1,000).
+
+SQLite work runs on one dedicated thread per journal object, which the event loop awaits; a
+sync tool's worker thread writes its own appends on the same connection (held under the
+connection's lock), and the loop writes a lazy append itself when nobody else is writing
+(``writer``: no thread hop for either).
 """
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 import time
@@ -28,7 +41,7 @@ from ...core.journal import (
     utc_now,
 )
 from .setup import SqliteWorker
-from .writer import Answer, GroupWriter, Pending
+from .writer import Answer, Busy, GroupWriter, Pending
 
 __all__ = ["SqliteJournal"]
 
@@ -44,6 +57,12 @@ _TAG_COLUMNS = ("tag_key", "tag")
 
 
 _row_to_entry = JournalEntry.from_row
+
+_CHECKPOINT_EVERY = 250
+"""Commits between the journal's own checkpoints (see the module notes): ~1,000 WAL pages."""
+
+_UNKNOWN = -1
+"""In ``SqliteJournal._tails``: the saga's newest RUN_STARTED is not known (read it)."""
 
 class SqliteJournal(SqliteWorker):
     """A :class:`~sagacity_agents.core.journal.Journal` in one SQLite file.
@@ -83,21 +102,33 @@ class SqliteJournal(SqliteWorker):
         ``core.journal.lazy_phases``). Journaled in each run's RUN_STARTED."""
         self._lazy_phases = lazy_phases(durable_outcomes=durable_outcomes)
         self._durable_now = True
+        """The last commit was synced (or needed no sync): nothing of this connection's is
+        waiting for the next durable commit."""
+        self._wal_fd: int | None = None
+        self._commits_since_checkpoint = 0
         self.tagger: Any = None
         """An ``core.authenticity.EntryTagger``: every entry is tagged before it is inserted
         (``None``: untagged; set by ``attach_tagger``)."""
         super().__init__(
             path, schema="journal.sql", what="SQLite journal",
-            busy_timeout=busy_timeout, synchronous=synchronous,
+            busy_timeout=busy_timeout, synchronous=synchronous, shared=True,
         )
+        self._tails: dict[str, tuple[int, str, int | None]] = {}
+        """Per saga, as of this connection's last commit to it: (tail seq, tail hash, seq of the
+        newest RUN_STARTED). While the stored tail is still that one, nobody else appended, so
+        the lease needs no range read (``_lease_of``). Used under the connection's lock."""
         self._executor.submit(self._upgrade_sync).result()
         self._lazy_possible = self._synchronous in ("FULL", "EXTRA")
         self._busy_timeout = busy_timeout
-        self._writer = GroupWriter(self._executor, self._write_group)
+        self._writer = GroupWriter(self._executor, self._write_group, self._inline_ok)
         # Lock waits are ours (_begin_write: bounded, fine-grained), not SQLite's busy handler.
         self._executor.submit(lambda: self._conn.execute("PRAGMA busy_timeout=0")).result()
-        self._autocheckpoint = self._executor.submit(
-            lambda: self._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]).result()
+        if self._lazy_possible and self.path != ":memory:" and not self.path.startswith("file:"):
+            # The schema was applied in a write transaction: the -wal file exists, and stays (same
+            # inode: `_check_file` refuses writes if it is ever replaced) while we are connected.
+            self._executor.submit(self._sync_by_hand).result()
+        else:
+            self._lazy_possible = False
 
     def _upgrade_sync(self) -> None:
         """Add the tag columns to a file written by an earlier version (in place, once; a
@@ -112,23 +143,38 @@ class SqliteJournal(SqliteWorker):
                     if "duplicate column" not in str(exc):
                         raise
 
-    def _commit_mode(self, durable: bool) -> None:
-        """Make the next commit wait for the disk (``durable``: the configured ``synchronous``)
-        or not (``OFF``), switching only when it changes (two pragmas, a few microseconds).
+    def _sync_by_hand(self) -> None:
+        """Switch the connection to ``synchronous=NORMAL`` and open the ``-wal`` file to sync it
+        after each durable commit (see the module notes)."""
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._wal_fd = os.open(self.path + "-wal", os.O_RDONLY)
 
-        WAL frames reach the file in commit order and a commit with ``synchronous=FULL`` syncs
-        the whole WAL file, so the next durable commit (this process's or another's) makes the
-        lazy ones before it durable too; a frame lost in a power cut invalidates every frame
-        after it (WAL checksums are cumulative), so no later entry survives without it. The
-        automatic checkpoint is off while commits do not sync: a checkpoint run without syncing
-        the database file could let the WAL be reset over frames the file does not yet hold.
+    def _checkpoint(self) -> None:
+        """After a durable commit, once ``_CHECKPOINT_EVERY`` commits were made since the last
+        one (each writes about four pages: the row and its two index entries): a passive
+        checkpoint, so the WAL stays as short as SQLite's own threshold would keep it. Passive:
+        it never waits for readers or writers; what it cannot copy now, a later one does. A
+        failure is not the append's (it is committed and synced): the next one tries again."""
+        self._commits_since_checkpoint = 0
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error:
+            pass
+
+    def _sync_wal(self) -> None:
+        """Make every commit so far durable: ``fdatasync`` of the ``-wal`` file (``fsync`` for
+        ``synchronous=EXTRA``), what SQLite does after a commit under ``synchronous=FULL``. WAL
+        frames reach the file in commit order and a frame lost in a power cut invalidates every
+        frame after it (WAL checksums are cumulative): no later entry survives an earlier lost
+        one.
+
+        Raises:
+            OSError: the sync failed (the caller reports the commit's durability unknown).
         """
-        if durable == self._durable_now or not self._lazy_possible:
-            return
-        conn: sqlite3.Connection = self._conn
-        conn.execute(f"PRAGMA synchronous={self._synchronous if durable else 'OFF'}")
-        conn.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint if durable else 0}")
-        self._durable_now = durable
+        if self._wal_fd is not None:
+            (os.fsync if self._synchronous == "EXTRA" else os.fdatasync)(self._wal_fd)
+        self._durable_now = True
 
     def _begin_write(self, conn: sqlite3.Connection, saga_id: str) -> None:
         """``BEGIN IMMEDIATE``, waiting for another process's write lock ourselves: short
@@ -163,10 +209,34 @@ class SqliteJournal(SqliteWorker):
     def _waits(self, request: AppendRequest) -> bool:
         return request.late or request.phase not in self._lazy_phases
 
-    def _insert_sync(self, conn: sqlite3.Connection, request: AppendRequest) -> tuple[JournalEntry, bool]:
+    def _inline_ok(self, requests: list[AppendRequest]) -> bool:
+        """Whether the event loop may write ``requests`` itself: none of them waits for the
+        disk (``writer``: the loop never waits for an fsync)."""
+        return self._lazy_possible and not any(self._waits(r) for r in requests)
+
+    def _lease_of(self, conn: sqlite3.Connection, request: AppendRequest,
+                  tail: tuple[int, str, str] | None, new_tails: dict[str, tuple[int, str, int | None]]) -> int | None:
+        """The seq of the saga's newest RUN_STARTED at or after ``request.fence``, under the
+        append's ``BEGIN IMMEDIATE``: from what this connection knows when the stored tail is the
+        one it wrote last (this group's own appends first, then its last commit), else read: a
+        range of the primary key, this run's entries only. Reading it every time cost one row
+        per entry of the run (~0.2 us each), on every append."""
+        known = new_tails.get(request.saga_id) or self._tails.get(request.saga_id)
+        if known is not None and tail is not None and known[:2] == tail[:2] and known[2] != _UNKNOWN:
+            lease = known[2]
+            return lease if lease is not None and lease >= request.fence else None  # type: ignore[operator]
+        return conn.execute(
+            "SELECT max(seq) FROM sagacity_journal WHERE saga_id = ? AND seq >= ? "
+            "AND phase = 'RUN_STARTED'",
+            (request.saga_id, request.fence),
+        ).fetchone()[0]
+
+    def _insert_sync(self, conn: sqlite3.Connection, request: AppendRequest,
+                     new_tails: dict[str, tuple[int, str, int | None]]) -> tuple[JournalEntry, bool]:
         """One append inside the caller's ``BEGIN IMMEDIATE`` transaction: ``(entry, inserted)``
-        (``False``: a retry of a stored write, its stored entry returned). Raises the shared
-        rule's errors with nothing inserted."""
+        (``False``: a retry of a stored write, its stored entry returned); ``new_tails`` gets the
+        saga's new tail (see ``_tails``). Raises the shared rule's errors with nothing
+        inserted."""
         row = conn.execute(
             f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? AND write_key = ?",
             (request.saga_id, request.write_key),
@@ -178,15 +248,9 @@ class SqliteJournal(SqliteWorker):
             "ORDER BY seq DESC LIMIT 1",
             (request.saga_id,),
         ).fetchone()
-        lease = None
-        if request.checks_fence:
-            # The newest RUN_STARTED at or after the fence: the fence itself while its
-            # run holds the lease (a range of the primary key: this run's entries only).
-            lease = conn.execute(
-                "SELECT max(seq) FROM sagacity_journal WHERE saga_id = ? AND seq >= ? "
-                "AND phase = 'RUN_STARTED'",
-                (request.saga_id, request.fence),
-            ).fetchone()[0]
+        # The newest RUN_STARTED at or after the fence: the fence itself while its run holds
+        # the lease.
+        lease = self._lease_of(conn, request, tail, new_tails) if request.checks_fence else None
         entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
         if self.tagger is not None:
             entry = self.tagger.tag_entry(entry)
@@ -207,34 +271,67 @@ class SqliteJournal(SqliteWorker):
                 entry.tag,
             ),
         )
+        newest: int | None
+        if request.phase is Phase.RUN_STARTED:
+            newest = entry.seq
+        elif lease is not None:
+            newest = lease  # the newest at or after the fence is the newest of all
+        else:
+            known = new_tails.get(request.saga_id) or self._tails.get(request.saga_id)
+            newest = known[2] if known is not None and tail is not None and known[:2] == tail[:2] \
+                else _UNKNOWN
+        new_tails[request.saga_id] = (entry.seq, entry.hash, newest)
         return entry, True
 
-    def _write_group(self, group: Sequence[Pending]) -> list[Answer]:
-        """On the journal's thread: every queued caller's appends in one ``BEGIN IMMEDIATE``
-        transaction, one commit (waiting for the disk when one of them must, see
-        ``core.journal.lazy_phases``), one answer per caller (``writer``). An append the rule
-        refuses inserts nothing and ends its caller's appends only: the ones before it stay.
+    def _write_group(self, group: Sequence[Pending], wait: bool = True) -> list[Answer]:
+        """Every queued caller's appends in one ``BEGIN IMMEDIATE`` transaction, one commit
+        (waiting for the disk when one of them must, see ``core.journal.lazy_phases``), one
+        answer per caller (``writer``), on the calling thread under the connection's lock. An
+        append the rule refuses inserts nothing and ends its caller's appends only: the ones
+        before it stay.
+
+        Args:
+            wait: ``False`` (the event loop writing itself): raise :class:`Busy` at once, with
+                nothing written, when the connection or the file's write lock is taken.
 
         Raises:
+            Busy: see ``wait``.
             JournalWriteError: storage failed (nothing of the group is committed, or the file
                 was replaced under it); every caller gets it.
         """
+        if not self._conn_lock.acquire(blocking=wait):
+            raise Busy()  # a read of the journal's thread: the loop does not wait for it
+        try:
+            return self._write_group_locked(group, wait)
+        finally:
+            self._conn_lock.release()
+
+    def _write_group_locked(self, group: Sequence[Pending], wait: bool) -> list[Answer]:
+        self._refuse_closed()
         conn: sqlite3.Connection = self._conn
         saga_id = group[0].requests[0].saga_id
         answers: list[Answer] = []
+        new_tails: dict[str, tuple[int, str, int | None]] = {}
         try:
-            self._refuse_closed()
             if self._lost is not None:
                 self._check_file()
-            self._commit_mode(any(self._waits(r) for p in group for r in p.requests))
-            self._begin_write(conn, saga_id)
+            durable = not self._lazy_possible or any(self._waits(r) for p in group for r in p.requests)
+            if wait:
+                self._begin_write(conn, saga_id)
+            else:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    if _is_busy(exc):
+                        raise Busy() from exc
+                    raise
             inserted = False
             for pending in group:
                 entries: list[JournalEntry] = []
                 error: Exception | None = None
                 for request in pending.requests:
                     try:
-                        entry, fresh = self._insert_sync(conn, request)
+                        entry, fresh = self._insert_sync(conn, request, new_tails)
                     except sqlite3.Error:
                         raise  # storage, not the rule: the whole group fails
                     except Exception as exc:  # noqa: BLE001 - the rule refused it: this caller's error
@@ -245,13 +342,32 @@ class SqliteJournal(SqliteWorker):
                 answers.append((entries, error))
             conn.execute("COMMIT" if inserted else "ROLLBACK")
         except sqlite3.Error as exc:
+            self._tails.clear()  # the commit's fate may be unknown: read the leases again
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise JournalWriteError(f"SQLite append to saga {saga_id!r} failed: {exc}") from exc
+        except Busy:
+            raise  # nothing begun
         except BaseException:
+            self._tails.clear()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if inserted:
+            self._tails.update(new_tails)
+            self._durable_now = False
+            self._commits_since_checkpoint += 1
+        if durable:
+            # Also when nothing was inserted: a retried write finds its entry stored by a commit
+            # whose sync may have failed.
+            try:
+                self._sync_wal()
+            except OSError as exc:
+                raise JournalWriteError(
+                    f"SQLite append to saga {saga_id!r}: committed, but the sync to disk failed "
+                    f"({exc}): its durability is unknown") from exc
+            if self._commits_since_checkpoint >= _CHECKPOINT_EVERY and self._wal_fd is not None:
+                self._checkpoint()
         self._check_file()  # a file replaced under the commit: the writes went nowhere
         return answers
 
@@ -262,12 +378,16 @@ class SqliteJournal(SqliteWorker):
         return [_row_to_entry(r) for r in rows]
 
     def _close_sync(self) -> None:
-        # The checkpoint SQLite runs when the last connection closes (and the removal of the WAL
-        # after it) must sync the database file: back to the configured mode first, which also
-        # makes the lazy commits before it durable.
-        if getattr(self._local, "conn", None) is not None:
-            self._commit_mode(True)
-        super()._close_sync()
+        # The lazy commits since the last durable one are synced now, whether or not closing
+        # runs a checkpoint (it does not while another connection is open; when it does,
+        # synchronous=NORMAL syncs the WAL and the database file around it).
+        with self._conn_lock:
+            if self._connection is not None and not self._durable_now:
+                self._sync_wal()  # the lazy commits since the last durable one
+            super()._close_sync()
+            if self._wal_fd is not None:
+                os.close(self._wal_fd)
+                self._wal_fd = None
 
     def _entries_many_sync(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
         # One statement for the batch, read along the (saga_id, seq) primary key.

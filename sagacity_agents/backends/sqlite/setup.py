@@ -37,7 +37,8 @@ def _file_ids(path: str) -> tuple[tuple[int, int] | None, ...]:
     return tuple(ids)
 
 
-def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str, what: str) -> sqlite3.Connection:
+def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str, what: str,
+                shared: bool = False) -> sqlite3.Connection:
     """Open ``path`` in WAL mode with ``synchronous`` and apply the package schema file ``schema``.
 
     Several processes may open a new file at the same instant; switching it to WAL and creating
@@ -51,6 +52,8 @@ def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str
         busy_timeout: seconds to wait for other writers (also set as SQLite's busy timeout).
         synchronous: the ``synchronous`` pragma value (already validated).
         what: what is being opened, for the error message.
+        shared: the connection may be used from other threads than the one opening it (the
+            caller serializes every use itself; ``SqliteWorker``'s connection lock).
 
     Raises:
         JournalError: the file cannot be opened or initialised in time.
@@ -61,7 +64,8 @@ def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str
     while True:
         conn = None
         try:
-            conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=True)
+            conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
+                                   check_same_thread=not shared)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={synchronous}")
             conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
@@ -82,8 +86,12 @@ def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str
 
 
 class SqliteWorker:
-    """One SQLite connection on one dedicated thread (sqlite3 connections are not shared across
-    threads); the event loop only awaits it. Base of the SQLite journal and approval store.
+    """One SQLite connection on one dedicated thread; the event loop only awaits it. Base of the
+    SQLite journal and approval store.
+
+    With ``shared``, other threads may use the connection too (the journal's direct writes from
+    a sync tool's worker thread, ``backends.sqlite.writer``), one at a time: every use holds
+    :attr:`_conn_lock`, so a read never runs inside another thread's open write transaction.
 
     Args:
         path: database file (created if missing, with the schema). ``":memory:"`` is private to
@@ -92,6 +100,7 @@ class SqliteWorker:
         what: what this store is, for messages ("SQLite journal").
         busy_timeout: seconds to wait for another process's write lock before failing.
         synchronous: SQLite ``synchronous`` pragma: ``"FULL"``, ``"NORMAL"`` or ``"EXTRA"``.
+        shared: open the connection for use from other threads as well (see above).
 
     Raises:
         JournalError: the file cannot be opened or initialised.
@@ -99,14 +108,17 @@ class SqliteWorker:
     """
 
     def __init__(
-        self, path: str | Path, *, schema: str, what: str, busy_timeout: float, synchronous: str
+        self, path: str | Path, *, schema: str, what: str, busy_timeout: float, synchronous: str,
+        shared: bool = False,
     ) -> None:
         if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
             raise ValueError("synchronous must be FULL, NORMAL or EXTRA")
         self.path = str(path)
         self._what = what
         self._closed = False
-        self._local = threading.local()
+        self._connection: sqlite3.Connection | None = None
+        self._conn_lock = threading.RLock()
+        """Held by every use of the connection (one thread at a time; see the class notes)."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sagacity-sqlite")
         mode = synchronous.upper()
         self._synchronous = mode
@@ -116,8 +128,9 @@ class SqliteWorker:
         self._lost: str | None = None
 
         def connect() -> None:
-            self._local.conn = open_sqlite(
-                self.path, schema, busy_timeout=busy_timeout, synchronous=mode, what=what
+            self._connection = open_sqlite(
+                self.path, schema, busy_timeout=busy_timeout, synchronous=mode, what=what,
+                shared=shared,
             )
             if self.path != ":memory:" and not self.path.startswith("file:"):
                 # Applying the schema ran a write transaction: the -wal and -shm files exist now,
@@ -133,8 +146,9 @@ class SqliteWorker:
 
     @property
     def _conn(self) -> sqlite3.Connection:
-        """The connection (only on the worker thread)."""
-        return self._local.conn  # type: ignore[no-any-return]
+        """The connection (on the worker thread; on others only when ``shared``, holding
+        :attr:`_conn_lock`)."""
+        return self._connection  # type: ignore[return-value]
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the worker thread; driver errors become :class:`JournalError`."""
@@ -186,6 +200,10 @@ class SqliteWorker:
         # Checked after the operation: a file deleted or replaced before or during it means the
         # write went nowhere, so the caller must not count on it (an INTENT: the body does not
         # run). Once noticed, every later operation is refused before it starts.
+        with self._conn_lock:
+            return self._locked_on_same_file(fn, args)
+
+    def _locked_on_same_file(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         if self._lost is not None:
             self._check_file()
         deadline = None
@@ -206,10 +224,10 @@ class SqliteWorker:
         return result
 
     def _close_sync(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        with self._conn_lock:
+            conn, self._connection = self._connection, None
+            if conn is not None:
+                conn.close()
 
     async def close(self) -> None:
         """Close the connection and stop the worker thread. Idempotent."""
@@ -221,4 +239,8 @@ class SqliteWorker:
 
     def execute_sql(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run raw SQL on the worker thread (tests and tamper demonstrations; not for apps)."""
-        return self._executor.submit(lambda: self._conn.execute(sql, params).fetchall()).result()
+        def run() -> list[tuple[Any, ...]]:
+            with self._conn_lock:
+                return self._conn.execute(sql, params).fetchall()
+
+        return self._executor.submit(run).result()

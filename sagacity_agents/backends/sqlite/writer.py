@@ -12,9 +12,22 @@ written; only a failure of the storage itself (an I/O error, the lock not obtain
 file replaced) fails the whole group, and then nothing of it is committed, or the commit's fate
 is unknown and every caller is told so (each retries under its own write key).
 
-A caller is either the event loop (``submit``: answered through ``call_soon_threadsafe``) or a
-sync tool's worker thread (``submit_blocking``: answered through a ``concurrent.futures``
-future), so a sync tool's append crosses one thread boundary and back, like an async one.
+When nobody is writing, a caller may write its own group on its own thread instead of handing
+it over (the journal's connection is shared, its lock held by each writer):
+
+* a sync tool's worker thread (``submit_blocking``) always does: its appends cross no thread
+  boundary at all (the thread would only wait for the journal's thread otherwise);
+* the event loop (``submit``) does only for appends that neither wait for the disk nor for
+  another process's write lock (``inline_ok``: a call's outcome, RUN_STARTED; a few tens of
+  microseconds, less than the hop costs). If the file's write lock is taken, the inline attempt
+  stops before writing anything (:class:`Busy`) and the appends are queued as usual. An append
+  that waits for the disk (an INTENT) is always written on the journal's thread: the loop is
+  never blocked by an fsync.
+
+Whoever writes, the order is the queue's: a caller writes itself only when the queue is empty
+and no drain is under way, and whatever arrives meanwhile is drained after it. Otherwise a
+caller is answered through ``call_soon_threadsafe`` (the loop) or a ``concurrent.futures``
+future (a worker thread).
 """
 
 from __future__ import annotations
@@ -29,11 +42,20 @@ from dataclasses import dataclass
 from ...core.entries import JournalEntry
 from ...core.journal import AppendRequest
 
-__all__ = ["Answer", "GroupWriter", "Pending"]
+__all__ = ["Answer", "Busy", "GroupWriter", "Pending"]
 
 Answer = tuple[list[JournalEntry], BaseException | None]
 """One caller's answer: the entries its appends stored (or found stored) in order, and the error
 of the first one that failed (``None``: all of them are written)."""
+
+
+def _unused(entries: list[JournalEntry] | None, error: BaseException | None) -> None:
+    """The answer of a group its caller writes itself (it reads the returned answers)."""
+
+
+class Busy(Exception):
+    """Raised by ``write_group(..., wait=False)`` when the file's write lock is another
+    connection's: nothing was written, the caller queues its appends instead."""
 
 
 @dataclass(slots=True)
@@ -49,17 +71,54 @@ class GroupWriter:
 
     Args:
         executor: the journal's single thread.
-        write_group: run on that thread with every queued :class:`Pending`; returns one
-            :data:`Answer` per pending (in order), or raises to fail them all.
+        write_group: ``write_group(pendings, wait)`` writes every :class:`Pending` given, on
+            the calling thread; returns one :data:`Answer` per pending (in order), or raises to
+            fail them all; with ``wait=False`` raises :class:`Busy` (nothing written) instead
+            of waiting for another connection's write lock.
+        inline_ok: whether the event loop may write ``requests`` itself (see the module notes).
     """
 
     def __init__(self, executor: ThreadPoolExecutor,
-                 write_group: Callable[[Sequence[Pending]], list[Answer]]) -> None:
+                 write_group: Callable[[Sequence[Pending], bool], list[Answer]],
+                 inline_ok: Callable[[list[AppendRequest]], bool]) -> None:
         self._executor = executor
         self._write_group = write_group
+        self._inline_ok = inline_ok
         self._lock = threading.Lock()
         self._queue: list[Pending] = []
         self._draining = False
+        """A writer is at work: the journal's thread draining, or a caller writing itself."""
+
+    def _claim(self) -> bool:
+        """Become the writer if nobody is writing and nothing is queued."""
+        with self._lock:
+            if self._draining or self._queue:
+                return False
+            self._draining = True
+            return True
+
+    def _release(self) -> None:
+        """Stop being the writer; what was queued meanwhile goes to the journal's thread."""
+        with self._lock:
+            if not self._queue:
+                self._draining = False
+                return
+        self._executor.submit(self._drain)
+
+    def _write_own(self, requests: list[AppendRequest], wait: bool) -> list[JournalEntry]:
+        """Write ``requests`` on this thread as the writer (claimed by :meth:`_claim`).
+
+        Raises:
+            Busy: ``wait`` is false and the write lock is another connection's.
+            The error of the first append that failed, or of the storage.
+        """
+        try:
+            [(entries, error)] = self._write_group([Pending(requests, _unused)], wait)
+        finally:
+            self._release()
+        if error is not None:
+            raise error
+        return entries
 
     def _enqueue(self, pending: Pending) -> None:
         with self._lock:
@@ -78,7 +137,7 @@ class GroupWriter:
                     self._draining = False
                     return
             try:
-                answers = self._write_group(group)
+                answers = self._write_group(group, True)
             except BaseException as exc:  # noqa: BLE001 - every caller of the group is told
                 for pending in group:
                     pending.answer(None, exc)
@@ -92,6 +151,11 @@ class GroupWriter:
         Raises:
             The error of the first append that failed, or of the group's storage failure.
         """
+        if self._inline_ok(requests) and self._claim():
+            try:
+                return self._write_own(requests, wait=False)
+            except Busy:
+                pass  # another process is writing: queued below, waited for on the thread
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[JournalEntry]] = loop.create_future()
 
@@ -107,12 +171,14 @@ class GroupWriter:
         return await future
 
     def submit_blocking(self, requests: list[AppendRequest]) -> list[JournalEntry]:
-        """Queue ``requests`` from a thread that is neither the loop's nor the journal's, and
-        wait for their answer.
+        """Write ``requests`` from a thread that is neither the loop's nor the journal's: on this
+        thread when nobody is writing, else queued and waited for.
 
         Raises:
             As :meth:`submit`.
         """
+        if self._claim():
+            return self._write_own(requests, wait=True)
         future: concurrent.futures.Future[list[JournalEntry]] = concurrent.futures.Future()
 
         def settle(entries: list[JournalEntry] | None, error: BaseException | None) -> None:

@@ -1,0 +1,167 @@
+"""Issue 22, item 3, on SQLite: who writes an append (``backends/sqlite/writer.py``).
+
+A sync tool's worker thread writes its own appends (no thread hop); the event loop writes a lazy
+append itself when nobody else is writing, never one that waits for the disk, and never waits
+for another connection's write lock; the lease a fenced append checks is remembered only while
+nobody else appended (another writer's takeover is seen at once). Ordering and answers are the
+same whoever writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+
+import pytest
+
+from sagacity_agents import LeaseLostError, Phase, SqliteJournal
+from sagacity_agents.core.chain import verify_entries
+
+
+def _record_writers(journal: SqliteJournal) -> list[tuple[str, str]]:
+    """(phase of the group's first append, name of the thread that wrote it) per group."""
+    seen: list[tuple[str, str]] = []
+    real = journal._write_group
+
+    def recording(group, wait=True):
+        seen.append((group[0].requests[0].phase.value, threading.current_thread().name))
+        return real(group, wait)
+
+    journal._writer._write_group = recording
+    return seen
+
+
+async def test_each_append_is_written_by_the_thread_the_rule_names(tmp_path):
+    journal = SqliteJournal(tmp_path / "j.db")
+    seen = _record_writers(journal)
+    loop_thread = threading.current_thread().name
+    try:
+        await journal.append("s", Phase.INTENT, write_key="i1", tool="t", call_id="c1", payload={})
+        await journal.append("s", Phase.EXECUTED, write_key="o1", tool="t", call_id="c1",
+                             payload={"intent_seq": 1})
+
+        def sync_tool() -> str:
+            journal.append_sync("s", Phase.INTENT, write_key="i2", tool="t", call_id="c2", payload={})
+            journal.append_sync("s", Phase.EXECUTED, write_key="o2", tool="t", call_id="c2",
+                                payload={"intent_seq": 3})
+            return threading.current_thread().name
+
+        worker = await asyncio.to_thread(sync_tool)
+        assert worker not in (loop_thread, "") and not worker.startswith("sagacity-sqlite")
+        assert seen[0] == ("INTENT", seen[0][1]) and seen[0][1].startswith("sagacity-sqlite")
+        assert seen[1] == ("EXECUTED", loop_thread)  # lazy, nobody writing: the loop itself
+        assert seen[2:] == [("INTENT", worker), ("EXECUTED", worker)]  # no hop at all
+        entries = await journal.entries("s")
+        assert [e.seq for e in entries] == [1, 2, 3, 4]
+        assert verify_entries("s", entries).ok
+    finally:
+        await journal.close()
+
+
+async def test_the_loop_does_not_wait_for_another_connections_write_lock(tmp_path):
+    """Another process holds the file's write lock: the loop's lazy append is queued for the
+    journal's thread (which waits for the lock) and the loop goes on running meanwhile."""
+    path = tmp_path / "j.db"
+    journal = SqliteJournal(path)
+    seen = _record_writers(journal)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        await journal.append("s", Phase.INTENT, write_key="i", tool="t", call_id="c", payload={})
+        other.execute("BEGIN IMMEDIATE")
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.001)
+                ticks += 1
+
+        ticking = asyncio.ensure_future(ticker())
+        outcome = asyncio.ensure_future(journal.append(
+            "s", Phase.EXECUTED, write_key="o", tool="t", call_id="c", payload={"intent_seq": 1}))
+        await asyncio.sleep(0.1)
+        assert not outcome.done()  # waiting for the lock...
+        assert ticks >= 20  # ...on the journal's thread: the loop kept running
+        other.execute("ROLLBACK")
+        entry = await asyncio.wait_for(outcome, 5)
+        ticking.cancel()
+        assert entry.seq == 2
+        # The loop's own attempt found the lock taken and wrote nothing; the journal's thread
+        # waited for the lock and wrote it.
+        assert [(phase, who.startswith("sagacity-sqlite")) for phase, who in seen] == [
+            ("INTENT", True), ("EXECUTED", False), ("EXECUTED", True)]
+        assert [e.seq for e in await journal.entries("s")] == [1, 2]
+    finally:
+        other.close()
+        await journal.close()
+
+
+async def test_a_takeover_by_another_writer_is_seen_by_the_next_fenced_append(tmp_path):
+    """The remembered lease is used only while the stored tail is the one this connection wrote:
+    another journal object (another process) that took the saga over is seen at once."""
+    first = SqliteJournal(tmp_path / "j.db")
+    second = SqliteJournal(tmp_path / "j.db")
+    try:
+        run = await first.append("s", Phase.RUN_STARTED, write_key="r1", payload={"holder": "a"})
+        await first.append("s", Phase.INTENT, write_key="i1", tool="t", call_id="c1", payload={},
+                           fence=run.seq)
+        taken = await second.append("s", Phase.RUN_STARTED, write_key="r2", payload={"holder": "b"})
+        with pytest.raises(LeaseLostError):
+            await first.append("s", Phase.INTENT, write_key="i2", tool="t", call_id="c2",
+                               payload={}, fence=run.seq)
+        with pytest.raises(LeaseLostError):
+            await asyncio.to_thread(first.append_sync, "s", Phase.EXECUTED, write_key="o1",
+                                    tool="t", call_id="c1", payload={"intent_seq": 2},
+                                    fence=run.seq)
+        # The new holder appends under its own fence; the old one's late outcome is recorded.
+        await second.append("s", Phase.INTENT, write_key="i3", tool="t", call_id="c3",
+                            payload={}, fence=taken.seq)
+        late = await first.append("s", Phase.EXECUTED, write_key="o1", tool="t", call_id="c1",
+                                  payload={"intent_seq": 2}, fence=run.seq, late=True)
+        assert late.seq == 5
+        # And the first writer, seeing the new tail, checks the lease again (refused again).
+        with pytest.raises(LeaseLostError):
+            await first.append("s", Phase.INTENT, write_key="i4", tool="t", call_id="c4",
+                               payload={}, fence=run.seq)
+        entries = await first.entries("s")
+        assert [e.phase for e in entries] == [Phase.RUN_STARTED, Phase.INTENT, Phase.RUN_STARTED,
+                                              Phase.INTENT, Phase.EXECUTED]
+        assert verify_entries("s", entries).ok
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_threads_and_the_loop_writing_at_once_keep_one_gap_free_chain(tmp_path):
+    """Worker threads writing their own appends, loop appends and reads interleaved on one
+    connection: every saga's chain is gap-free and verifies, and every read saw a committed
+    prefix (never an entry of another thread's open transaction)."""
+    journal = SqliteJournal(tmp_path / "j.db")
+    run = await journal.append("shared", Phase.RUN_STARTED, write_key="r", payload={"holder": "h"})
+    reads: list[list[int]] = []
+    try:
+        def worker(n: int) -> None:
+            for i in range(25):
+                journal.append_sync(f"w{n}", Phase.INTENT, write_key=f"i{i}", tool="t",
+                                    call_id=f"c{i}", payload={"i": i})
+                journal.append_sync("shared", Phase.EXECUTED, write_key=f"w{n}-{i}", tool="t",
+                                    call_id=f"w{n}", payload={"i": i}, fence=run.seq)
+
+        async def loop_writer() -> None:
+            for i in range(25):
+                await journal.append("shared", Phase.INTENT, write_key=f"loop-{i}", tool="t",
+                                     call_id="loop", payload={"i": i}, fence=run.seq)
+                reads.append([e.seq for e in await journal.entries("shared")])
+
+        await asyncio.gather(loop_writer(), *(asyncio.to_thread(worker, n) for n in range(4)))
+        shared = await journal.entries("shared")
+        assert [e.seq for e in shared] == list(range(1, 2 + 25 + 4 * 25))
+        assert verify_entries("shared", shared).ok
+        for n in range(4):
+            own = await journal.entries(f"w{n}")
+            assert [e.seq for e in own] == list(range(1, 26)) and verify_entries(f"w{n}", own).ok
+        for seqs in reads:
+            assert seqs == list(range(1, len(seqs) + 1))
+    finally:
+        await journal.close()
