@@ -529,17 +529,31 @@ class PostgresJournal:
         Raises:
             JournalWriteError: the read failed (pool exhausted, timeout, broken connections).
         """
+        return {sid: [_row_to_entry(r) for r in rows]
+                for sid, rows in (await self.rows_many(saga_ids)).items()}
 
-        async def work(conn: Any) -> dict[str, list[JournalEntry]]:
+    async def rows_many(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+        """The stored rows of each of ``saga_ids`` in one statement
+        (``core.journal.read_saga_rows``): ``{saga_id: rows}``, each row a tuple in
+        ``entries.STORED_COLUMNS`` order, in ``seq`` order, sagas without entries left out; no
+        entry built (``verify`` checks the rows). Binary results: the bytes arrive as bytes.
+
+        Raises:
+            JournalWriteError: the read failed (pool exhausted, timeout, broken connections).
+        """
+
+        async def work(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
             cur = conn.cursor(binary=True)
             await cur.execute(
                 f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ANY(%s) "
                 "ORDER BY saga_id, seq", (list(saga_ids),),
             )
-            found: dict[str, list[JournalEntry]] = {}
+            found: dict[str, list[tuple[Any, ...]]] = {}
             for row in await cur.fetchall():
-                entry = _row_to_entry(row)
-                found.setdefault(entry.saga_id, []).append(entry)
+                chain = found.get(row[0])
+                if chain is None:
+                    found[row[0]] = chain = []
+                chain.append(row)
             return found
 
         if not saga_ids:

@@ -269,20 +269,23 @@ class SqliteJournal(SqliteWorker):
             self._commit_mode(True)
         super()._close_sync()
 
-    def _entries_many_sync(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+    def _rows_many_sync(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
         # One statement for the batch, read along the (saga_id, seq) primary key.
-        found: dict[str, list[JournalEntry]] = {}
+        found: dict[str, list[tuple[Any, ...]]] = {}
         rows = self._conn.execute(
             f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id IN "
             f"({', '.join('?' * len(saga_ids))}) ORDER BY saga_id, seq", saga_ids,
         ).fetchall()
         for row in rows:
-            entry = _row_to_entry(row)
-            chain = found.get(entry.saga_id)
+            chain = found.get(row[0])
             if chain is None:
-                found[entry.saga_id] = chain = []
-            chain.append(entry)
+                found[row[0]] = chain = []
+            chain.append(row)
         return found
+
+    def _entries_many_sync(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        return {sid: [_row_to_entry(r) for r in rows]
+                for sid, rows in self._rows_many_sync(saga_ids).items()}
 
     def _saga_ids_sync(self) -> list[str]:
         # Derived from the entries themselves, never from a side table an editor could prune
@@ -376,6 +379,18 @@ class SqliteJournal(SqliteWorker):
         if not saga_ids:
             return {}
         return await self._run(self._entries_many_sync, list(saga_ids))
+
+    async def rows_many(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+        """The stored rows of each of ``saga_ids`` in one read (``core.journal.read_saga_rows``):
+        ``{saga_id: rows}``, each row a tuple in ``entries.STORED_COLUMNS`` order, in ``seq``
+        order, sagas without entries left out; no entry built (``verify`` checks the rows).
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        if not saga_ids:
+            return {}
+        return await self._run(self._rows_many_sync, list(saga_ids))
 
     async def saga_ids(self) -> list[str]:
         """See :meth:`Journal.saga_ids`. Read from the journal's entries: a saga is listed while
