@@ -269,8 +269,8 @@ def verify_rows(saga_id: str, rows: Sequence[Sequence[Any]]) -> tuple[VerifyResu
 
     Args:
         saga_id: the saga the rows must belong to.
-        rows: its stored rows in ``seq`` order, each in ``entries.STORED_COLUMNS`` order (how
-            the SQL backends select them; ``core.journal.read_saga_rows``).
+        rows: its stored rows in ``seq`` order, each a tuple of ``entries.CHAIN_COLUMNS`` (how
+            the SQL backends select them for ``core.journal.read_saga_rows``).
 
     Returns:
         ``(result, fields)``: the chain verifies (``result`` as :func:`verify_entries` gives it
@@ -286,7 +286,7 @@ def verify_rows(saga_id: str, rows: Sequence[Sequence[Any]]) -> tuple[VerifyResu
     fields: list[EntryFields] = []
     append = fields.append
     position = 0
-    for sid, seq, phase, tool, call_id, write_key, recorded_at, link, digest, canonical, _, _ in rows:
+    for sid, seq, phase, tool, call_id, write_key, recorded_at, link, digest, canonical in rows:
         position += 1
         if (closed or seq != position or sid != saga_id or link != prev
                 or type(canonical) is not bytes or sha256(canonical).hexdigest() != digest):

@@ -18,7 +18,7 @@ import orjson
 
 from .canonical import encode_canonical, format_timestamp, parse_json, sha256_hex, to_canonical_value
 
-__all__ = ["GENESIS_HASH", "HASHED_FIELDS", "STORED_COLUMNS", "EntryFields", "EntryLike", "JournalEntry", "Phase", "seal_entry", "stored_payload"]
+__all__ = ["CHAIN_COLUMNS", "GENESIS_HASH", "HASHED_FIELDS", "STORED_COLUMNS", "EntryFields", "EntryLike", "JournalEntry", "Phase", "seal_entry", "stored_payload"]
 
 GENESIS_HASH = "0" * 64
 """``prev_hash`` of the first entry of every saga."""
@@ -102,6 +102,10 @@ STORED_COLUMNS = ("saga_id", "seq", "phase", "tool", "call_id", "write_key", "re
                   "prev_hash", "hash", "canonical", "tag_key", "tag")
 """The columns every SQL backend stores an entry in, in the order :meth:`JournalEntry.from_row`
 reads them."""
+
+CHAIN_COLUMNS = STORED_COLUMNS[:10]
+"""The stored columns without the tags: what the chain covers (every hashed field, the hash and
+the bytes). ``verify`` without a keyring reads these only (``core.chain.verify_rows``)."""
 
 
 def stored_payload(canonical: bytes) -> Any:

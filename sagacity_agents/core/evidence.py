@@ -341,8 +341,8 @@ async def verify_sagas(
         # fault is named exactly as it always was.
         async for sid, rows in read_saga_rows(journal, ids):
             quick = _verified_rows(sid, rows, heads.get(sid))
-            results.append(quick if quick is not None else await _verify_read(
-                sid, [JournalEntry.from_row(row) for row in rows], heads, evidence, adoption))
+            results.append(quick if quick is not None else await _verify_read(  # no tags: no keyring
+                sid, [JournalEntry.from_row((*row, None, None)) for row in rows], heads, evidence, adoption))
         return results
     async for sid, entries in read_sagas(journal, ids):
         results.append(await _verify_read(sid, entries, heads, evidence, adoption))

@@ -43,7 +43,7 @@ Optional members a backend may add (the saga looks for them, and does without):
   (each list as :meth:`Journal.entries` returns it; a saga without entries left out). Reached
   through :func:`read_sagas`, which ``verify`` uses to read a whole journal at read speed.
 * ``rows_many(saga_ids)``: the same read as stored rows, ``{saga_id: [row, ...]}``, each row a
-  tuple in ``entries.STORED_COLUMNS`` order, no entry built (the SQL backends). Reached through
+  tuple of ``entries.CHAIN_COLUMNS`` (no tags), no entry built (the SQL backends). Reached through
   :func:`read_saga_rows`: ``verify`` checks a sound saga from its rows (``core.chain.verify_rows``).
 * ``append_sync(saga_id, phase, **fields)``: :meth:`Journal.append`, blocking, callable from a
   thread that is not the event loop's (SQLite, memory): a sync tool's worker thread writes its
@@ -529,8 +529,8 @@ async def read_saga_rows(
     journal: Journal, saga_ids: Sequence[str], *, batch: int = READ_BATCH
 ) -> AsyncIterator[tuple[str, list[tuple[Any, ...]]]]:
     """Yield ``(saga_id, rows)`` for each of ``saga_ids``, in that order, ``batch`` sagas per
-    read: the stored rows (tuples in ``entries.STORED_COLUMNS`` order, ``seq`` order), no
-    entry built; ``JournalEntry.from_row`` builds one from a row.
+    read: the stored rows (tuples of ``entries.CHAIN_COLUMNS``: no tags; ``seq`` order), no
+    entry built; ``JournalEntry.from_row`` builds one from a row and two ``None`` tags.
 
     Args:
         journal: a journal with ``rows_many`` (the SQL backends; see the module's optional
@@ -559,7 +559,14 @@ async def _batches(
         for i, chunk in enumerate(chunks):
             assert ahead is not None
             found = await ahead
-            ahead = asyncio.ensure_future(many(chunks[i + 1])) if i + 1 < len(chunks) else None
+            if i + 1 < len(chunks):
+                ahead = asyncio.ensure_future(many(chunks[i + 1]))
+                # Let the read start now (hand the statement to the backend's thread, or send
+                # it to the server): the caller checks the batch without awaiting anything, so
+                # the task would otherwise first run when it is awaited, and nothing overlap.
+                await asyncio.sleep(0)
+            else:
+                ahead = None
             for saga_id in chunk:
                 yield saga_id, found.get(saga_id, [])
     finally:

@@ -16,7 +16,7 @@ import pytest
 from sagacity_agents import JournalEntry, Phase
 from sagacity_agents.core.canonical import canonical_bytes, sha256_hex
 from sagacity_agents.core.chain import VerifyResult, verify_entries, verify_rows
-from sagacity_agents.core.entries import STORED_COLUMNS
+from sagacity_agents.core.entries import CHAIN_COLUMNS
 
 from .support import SAGA, journal_of
 
@@ -35,8 +35,13 @@ async def saga() -> list[JournalEntry]:
 
 
 def row(entry: JournalEntry) -> tuple:
-    """``entry`` as an SQL backend stores it (``STORED_COLUMNS`` order, the phase by name)."""
-    return tuple(entry.phase.value if c == "phase" else getattr(entry, c) for c in STORED_COLUMNS)
+    """``entry`` as an SQL backend reads it for verify (``CHAIN_COLUMNS``, the phase by name)."""
+    return tuple(entry.phase.value if c == "phase" else getattr(entry, c) for c in CHAIN_COLUMNS)
+
+
+def entry(row: tuple) -> JournalEntry:
+    """The entry ``verify`` builds from a row it judges entry by entry (no tags: no keyring)."""
+    return JournalEntry.from_row((*row, None, None))
 
 
 def rows_of(entries: list[JournalEntry]) -> list[tuple]:
@@ -45,7 +50,7 @@ def rows_of(entries: list[JournalEntry]) -> list[tuple]:
 
 def with_column(rows: list[tuple], seq: int, column: str, value) -> list[tuple]:
     """``rows`` with one column of the row at ``seq`` changed."""
-    i = STORED_COLUMNS.index(column)
+    i = CHAIN_COLUMNS.index(column)
     return [r[:i] + (value,) + r[i + 1:] if r[1] == seq else r for r in rows]
 
 
@@ -107,7 +112,7 @@ async def test_t02_rows_a_tampered_row_goes_to_the_entry_check_which_names_it(ta
     entries = await saga()
     rows = TAMPERS[tamper](entries, rows_of(entries))
     assert verify_rows(SAGA, rows) is None
-    assert not verify_entries(SAGA, [JournalEntry.from_row(r) for r in rows]).ok
+    assert not verify_entries(SAGA, [entry(r) for r in rows]).ok
 
 
 async def test_t02_rows_an_entry_after_the_close_goes_to_the_entry_check():
@@ -116,9 +121,9 @@ async def test_t02_rows_an_entry_after_the_close_goes_to_the_entry_check():
     extra = _edited_bytes(entries[-1], seq=7, prev_hash=entries[-1].hash, write_key="k7")
     last = entries[-1]
     rows.append((SAGA, 7, "SAGA_CLOSED", None, None, "k7", last.recorded_at, last.hash, sha256_hex(extra),
-                 extra, None, None))
+                 extra))
     assert verify_rows(SAGA, rows) is None
-    assert verify_entries(SAGA, [JournalEntry.from_row(r) for r in rows]).bad_seq == 7
+    assert verify_entries(SAGA, [entry(r) for r in rows]).bad_seq == 7
 
 
 async def test_t02_rows_of_another_saga_go_to_the_entry_check():
@@ -134,7 +139,7 @@ async def test_t02_rows_bytes_only_the_strict_reader_accepts_go_to_it():
     rows = rows_of(entries)
     rows = _relink(resealed_row(rows, 4, spaced))
     assert verify_rows(SAGA, rows) is None
-    assert verify_entries(SAGA, [JournalEntry.from_row(r) for r in rows]).ok
+    assert verify_entries(SAGA, [entry(r) for r in rows]).ok
 
 
 async def test_t02_rows_bytes_stored_as_text_go_to_the_entry_check():
@@ -143,7 +148,7 @@ async def test_t02_rows_bytes_stored_as_text_go_to_the_entry_check():
     entries = await saga()
     rows = with_column(rows_of(entries), 4, "canonical", entries[3].canonical.decode())
     assert verify_rows(SAGA, rows) is None
-    assert verify_entries(SAGA, [JournalEntry.from_row(r) for r in rows]).ok
+    assert verify_entries(SAGA, [entry(r) for r in rows]).ok
 
 
 def _relink(rows: list[tuple]) -> list[tuple]:

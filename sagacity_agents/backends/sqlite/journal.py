@@ -18,11 +18,13 @@ import random
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from ...errors import JournalWriteError
-from ...core.entries import STORED_COLUMNS, JournalEntry, Phase
+from ...core.entries import CHAIN_COLUMNS, STORED_COLUMNS, JournalEntry, Phase
 from ...core.journal import (
     AppendRequest, Clock, SagaSummary, check_page, lazy_phases, next_entry, replay_of, stamp_from,
     utc_now,
@@ -39,11 +41,13 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 _COLUMNS = ", ".join(STORED_COLUMNS)
+_CHAIN_COLUMNS = ", ".join(CHAIN_COLUMNS)
 _TAG_COLUMNS = ("tag_key", "tag")
 """Added by issue 19 (``core.authenticity``): files of earlier versions get them on open."""
 
 
 _row_to_entry = JournalEntry.from_row
+_saga_of = itemgetter(0)
 
 class SqliteJournal(SqliteWorker):
     """A :class:`~sagacity_agents.core.journal.Journal` in one SQLite file.
@@ -269,23 +273,17 @@ class SqliteJournal(SqliteWorker):
             self._commit_mode(True)
         super()._close_sync()
 
-    def _rows_many_sync(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+    def _rows_many_sync(self, saga_ids: list[str], columns: str = _CHAIN_COLUMNS) -> dict[str, list[tuple[Any, ...]]]:
         # One statement for the batch, read along the (saga_id, seq) primary key.
-        found: dict[str, list[tuple[Any, ...]]] = {}
         rows = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id IN "
+            f"SELECT {columns} FROM sagacity_journal WHERE saga_id IN "
             f"({', '.join('?' * len(saga_ids))}) ORDER BY saga_id, seq", saga_ids,
         ).fetchall()
-        for row in rows:
-            chain = found.get(row[0])
-            if chain is None:
-                found[row[0]] = chain = []
-            chain.append(row)
-        return found
+        return {sid: list(chain) for sid, chain in groupby(rows, _saga_of)}
 
     def _entries_many_sync(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
         return {sid: [_row_to_entry(r) for r in rows]
-                for sid, rows in self._rows_many_sync(saga_ids).items()}
+                for sid, rows in self._rows_many_sync(saga_ids, _COLUMNS).items()}
 
     def _saga_ids_sync(self) -> list[str]:
         # Derived from the entries themselves, never from a side table an editor could prune
@@ -382,7 +380,7 @@ class SqliteJournal(SqliteWorker):
 
     async def rows_many(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
         """The stored rows of each of ``saga_ids`` in one read (``core.journal.read_saga_rows``):
-        ``{saga_id: rows}``, each row a tuple in ``entries.STORED_COLUMNS`` order, in ``seq``
+        ``{saga_id: rows}``, each row a tuple of ``entries.CHAIN_COLUMNS`` (no tags), in ``seq``
         order, sagas without entries left out; no entry built (``verify`` checks the rows).
 
         Raises:
