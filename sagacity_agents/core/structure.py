@@ -205,7 +205,8 @@ def _answer_problem(
             intent = intents_by_key.get(payload["intent_write_key"])
         if intent is None or intent.phase is not _INTENT or intent.seq >= entry.seq:
             return None  # pairs with nothing: the ledger never acts on it
-        if _payload(intent).get("reversibility") == "read_only":
+        started = intent.payload
+        if isinstance(started, dict) and started.get("reversibility") == "read_only":
             return None
         problem = _same_writer(entry, intent, "INTENT")
         if problem is not None and _resumed_after_pause(entry, intent, paused):
