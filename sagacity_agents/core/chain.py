@@ -264,8 +264,10 @@ def verify_rows(saga_id: str, rows: Sequence[Sequence[Any]]) -> tuple[VerifyResu
     Each row is hashed (SHA-256 of the stored bytes against the stored hash), its link and
     ``seq`` checked, and its columns and payload encoded by orjson and compared with the stored
     bytes, exactly as :func:`_verify_chain`'s read-speed path (:func:`_encodes_to`) does for an
-    entry read from the same row, without building the :class:`JournalEntry` (a tuple of the
-    fields the later checks read instead).
+    entry read from the same row, without building the :class:`JournalEntry` (the fields the
+    later checks read, :class:`EntryFields`, instead). It accepts only what
+    :func:`verify_entries` accepts: the encoding of the columns and of the payload orjson reads
+    from the bytes equals the bytes, so the entry built from the row passes :func:`_encodes_to`.
 
     Args:
         saga_id: the saga the rows must belong to.

@@ -539,10 +539,8 @@ class PostgresJournal:
                 for sid, rows in (await self._rows_many(saga_ids, _COLUMNS)).items()}
 
     async def rows_many(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
-        """The stored rows of each of ``saga_ids`` in one statement
-        (``core.journal.read_saga_rows``): ``{saga_id: rows}``, each row a tuple of
-        ``entries.CHAIN_COLUMNS`` (no tags), in ``seq`` order, sagas without entries left out;
-        no entry built (``verify`` checks the rows).
+        """:meth:`entries_many` as stored rows, each a tuple of ``entries.CHAIN_COLUMNS`` (no
+        tags), no entry built (``core.journal.read_saga_rows``: ``verify`` checks the rows).
 
         Raises:
             JournalWriteError: the read failed (pool exhausted, timeout, broken connections).
