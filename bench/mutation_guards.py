@@ -87,9 +87,10 @@ GUARDS: tuple[Guard, ...] = (
           "decision-time and resume-time checks of a request against the journal and snapshot",
           (f"{_T02}approvals.py",)),
     Guard("sagacity_agents.core.chain",
-          ("check_anchor", "verify_entries", "_verify_chain", "_encodes_to", "_parsed_fault"),
-          "hash-chain and link verification, anchored heads",
-          (f"{_T02}chain.py", "tests/journal/test_chain_heads.py")),
+          ("check_anchor", "verify_entries", "_verify_chain", "_encodes_to", "_parsed_fault",
+           "verify_rows"),
+          "hash-chain and link verification, anchored heads; the read-speed check from rows",
+          (f"{_T02}chain.py", f"{_T02}chain_rows.py", "tests/journal/test_chain_heads.py")),
     Guard("sagacity_agents.core.structure",
           ("_same_writer", "_resumed_after_pause"),
           "structure no run writes: an outcome answers its own INTENT under its lease, or after "

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from .canonical import parse_json
-from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry
+from .entries import _PHASES, GENESIS_HASH, HASHED_FIELDS, EntryFields, EntryLike, JournalEntry, Phase
 from .journal import Journal
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "heads_to_json",
     "verify_entries",
     "verify_journal",
+    "verify_rows",
 ]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -127,8 +128,9 @@ class VerifyResult:
         return f"{self.saga_id}: BROKEN at seq {self.bad_seq}: {self.fault.value if self.fault else ''}: {self.detail}"
 
 
-def check_anchor(saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead) -> VerifyResult | None:
-    """The fault of ``entries`` against ``anchor`` (``None`` if the anchored entry is there)."""
+def check_anchor(saga_id: str, entries: Sequence[EntryLike], anchor: ChainHead) -> VerifyResult | None:
+    """The fault of ``entries`` (entries, or the fields of verified rows) against ``anchor``
+    (``None`` if the anchored entry is there)."""
 
     def bad(seq: int, fault: ChainFault, detail: str) -> VerifyResult:
         return VerifyResult(saga_id, False, len(entries), None, seq, fault, detail, anchor)
@@ -254,6 +256,56 @@ def _encodes_to(entry: JournalEntry, canonical: bytes) -> bool:
                 or orjson.dumps(fields, option=orjson.OPT_SORT_KEYS) == canonical)
     except (TypeError, orjson.JSONEncodeError):
         return False
+
+
+def verify_rows(saga_id: str, rows: Sequence[Sequence[Any]]) -> tuple[VerifyResult, list[EntryFields]] | None:
+    """Verify one saga's chain straight from its stored rows, at read speed: the sound case only.
+
+    Each row is hashed (SHA-256 of the stored bytes against the stored hash), its link and
+    ``seq`` checked, and its columns and payload encoded by orjson and compared with the stored
+    bytes, exactly as :func:`_verify_chain`'s read-speed path (:func:`_encodes_to`) does for an
+    entry read from the same row, without building the :class:`JournalEntry` (the fields the
+    later checks read, :class:`EntryFields`, instead). It accepts only what
+    :func:`verify_entries` accepts: the encoding of the columns and of the payload orjson reads
+    from the bytes equals the bytes, so the entry built from the row passes :func:`_encodes_to`.
+
+    Args:
+        saga_id: the saga the rows must belong to.
+        rows: its stored rows in ``seq`` order, each a tuple of ``entries.CHAIN_COLUMNS`` (how
+            the SQL backends select them for ``core.journal.read_saga_rows``).
+
+    Returns:
+        ``(result, fields)``: the chain verifies (``result`` as :func:`verify_entries` gives it
+        without an anchor) and ``fields`` are its entries' :class:`EntryFields`, in order.
+        ``None`` when any row is not plainly sound (a fault, or bytes only the strict reader
+        can judge): the caller then verifies the entries built from the rows
+        (:func:`verify_entries`), which names the fault exactly as it always has.
+    """
+    prev = GENESIS_HASH
+    closed = False
+    sha256, dumps, loads, phases, make = hashlib.sha256, orjson.dumps, orjson.loads, _PHASES, EntryFields
+    saga_closed = Phase.SAGA_CLOSED  # a local: Phase.X goes through the enum's metaclass
+    fields: list[EntryFields] = []
+    append = fields.append
+    position = 0
+    for sid, seq, phase, tool, call_id, write_key, recorded_at, link, digest, canonical in rows:
+        position += 1
+        if (closed or seq != position or sid != saga_id or link != prev
+                or type(canonical) is not bytes or sha256(canonical).hexdigest() != digest):
+            return None
+        try:
+            payload = loads(canonical)["payload"]
+            if dumps({"call_id": call_id, "payload": payload, "phase": phase, "prev_hash": link,
+                      "recorded_at": recorded_at, "saga_id": sid, "seq": seq, "tool": tool,
+                      "write_key": write_key}) != canonical:
+                return None
+        except (TypeError, KeyError, orjson.JSONDecodeError, orjson.JSONEncodeError):
+            return None
+        kind = phases.get(phase, phase)
+        closed = kind is saga_closed
+        append(make(seq, kind, tool, call_id, write_key, payload, digest))
+        prev = digest
+    return VerifyResult(saga_id, True, len(rows), prev if rows else None), fields
 
 
 def _parsed_fault(saga_id: str, entry: JournalEntry, position: int) -> tuple[ChainFault, str] | None:

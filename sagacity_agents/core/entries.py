@@ -18,7 +18,7 @@ import orjson
 
 from .canonical import encode_canonical, format_timestamp, parse_json, sha256_hex, to_canonical_value
 
-__all__ = ["GENESIS_HASH", "HASHED_FIELDS", "STORED_COLUMNS", "JournalEntry", "Phase", "seal_entry", "stored_payload"]
+__all__ = ["CHAIN_COLUMNS", "GENESIS_HASH", "HASHED_FIELDS", "STORED_COLUMNS", "EntryFields", "EntryLike", "JournalEntry", "Phase", "seal_entry", "stored_payload"]
 
 GENESIS_HASH = "0" * 64
 """``prev_hash`` of the first entry of every saga."""
@@ -103,6 +103,10 @@ STORED_COLUMNS = ("saga_id", "seq", "phase", "tool", "call_id", "write_key", "re
 """The columns every SQL backend stores an entry in, in the order :meth:`JournalEntry.from_row`
 reads them."""
 
+CHAIN_COLUMNS = STORED_COLUMNS[:10]
+"""The stored columns without the tags: what the chain covers (every hashed field, the hash and
+the bytes). ``verify`` without a keyring reads these only (``core.chain.verify_rows``)."""
+
 
 def stored_payload(canonical: bytes) -> Any:
     """The payload inside an entry's stored bytes, ``None`` when they hold none (never raises:
@@ -118,6 +122,28 @@ def stored_payload(canonical: bytes) -> Any:
         except Exception:  # noqa: BLE001 - verification names the problem
             return None
     return obj.get("payload") if type(obj) is dict else None
+
+
+@dataclass(slots=True, eq=False)
+class EntryFields:
+    """The fields of a stored entry that ``verify`` reads past the chain, each as the
+    :class:`JournalEntry` of the same row would hold it (the phase a :class:`Phase`, the payload
+    read from the stored bytes): what the structure rule (``core.structure``), the ledger it
+    consults (``core.ledger``) and an anchored head (``core.chain.check_anchor``) look at.
+
+    Built by ``core.chain.verify_rows`` for a row whose columns and payload it found equal to
+    the stored bytes, one per row of a journal verified at read speed: not frozen, since a
+    frozen dataclass sets its fields one call at a time (a :class:`JournalEntry` costs ~4x as
+    much to build); nothing changes them after.
+    """
+
+    seq: int
+    phase: Phase | str
+    tool: str | None
+    call_id: str | None
+    write_key: str
+    payload: Any
+    hash: str
 
 
 OUTCOME_PHASES = frozenset({Phase.EXECUTED, Phase.REFUSED, Phase.FAILED})
@@ -211,6 +237,10 @@ class JournalEntry:
             canonical = bytes(canonical)
         return cls(saga_id, seq, _PHASES.get(phase, phase), tool, call_id, write_key,
                    stored_payload(canonical), recorded_at, prev_hash, hash_, canonical, tag_key, tag)
+
+
+EntryLike = JournalEntry | EntryFields
+"""What the checks after the chain read: an entry, or the fields of a verified stored row."""
 
 
 def entry_bytes(

@@ -42,6 +42,9 @@ Optional members a backend may add (the saga looks for them, and does without):
 * ``entries_many(saga_ids)``: the entries of several sagas in one read, ``{saga_id: entries}``
   (each list as :meth:`Journal.entries` returns it; a saga without entries left out). Reached
   through :func:`read_sagas`, which ``verify`` uses to read a whole journal at read speed.
+* ``rows_many(saga_ids)``: the same read as stored rows, ``{saga_id: [row, ...]}``, each row a
+  tuple of ``entries.CHAIN_COLUMNS`` (no tags), no entry built (the SQL backends). Reached through
+  :func:`read_saga_rows`: ``verify`` checks a sound saga from its rows (``core.chain.verify_rows``).
 * ``append_sync(saga_id, phase, **fields)``: :meth:`Journal.append`, blocking, callable from a
   thread that is not the event loop's (SQLite, memory): a sync tool's worker thread writes its
   INTENT and outcome through it, fenced (``core.fence``), without a hop to the loop. Used only
@@ -53,10 +56,11 @@ Optional members a backend may add (the saga looks for them, and does without):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -69,7 +73,7 @@ from .observe import TRACE_KEY, trace_link, without_trace
 
 __all__ = [
     "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "LAZY_PHASES", "lazy_phases", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
-    "next_entry", "new_claimant", "read_sagas", "replay_of", "stamp_from", "utc_now", "utc_stamp",
+    "next_entry", "new_claimant", "read_saga_rows", "read_sagas", "replay_of", "stamp_from", "utc_now", "utc_stamp",
 ]
 
 CLAIM_PHASES = frozenset({Phase.COMPENSATING, Phase.CONSUMED})
@@ -516,6 +520,37 @@ async def read_sagas(
         for saga_id in saga_ids:
             yield saga_id, await journal.entries(saga_id)
         return
+    async with contextlib.aclosing(_batches(many, saga_ids, batch)) as found:
+        async for item in found:
+            yield item
+
+
+async def read_saga_rows(
+    journal: Journal, saga_ids: Sequence[str], *, batch: int = READ_BATCH
+) -> AsyncIterator[tuple[str, list[tuple[Any, ...]]]]:
+    """Yield ``(saga_id, rows)`` for each of ``saga_ids``, in that order, ``batch`` sagas per
+    read: the stored rows (tuples of ``entries.CHAIN_COLUMNS``: no tags; ``seq`` order), no
+    entry built; ``JournalEntry.from_row`` builds one from a row and two ``None`` tags.
+
+    Args:
+        journal: a journal with ``rows_many`` (the SQL backends; see the module's optional
+            members).
+        saga_ids: the sagas to read (an unknown one yields an empty list).
+        batch: sagas per read (>= 1).
+
+    Raises:
+        JournalError: storage could not be read.
+    """
+    rows_many = journal.rows_many  # type: ignore[attr-defined]
+    async with contextlib.aclosing(_batches(rows_many, saga_ids, batch)) as found:
+        async for item in found:
+            yield item
+
+
+async def _batches(
+    many: Callable[[list[str]], Any], saga_ids: Sequence[str], batch: int
+) -> AsyncGenerator[tuple[str, Any], None]:
+    """``(saga_id, many's list for it)`` for each of ``saga_ids``, ``batch`` per call of ``many``."""
     chunks = [list(saga_ids[start:start + batch]) for start in range(0, len(saga_ids), batch)]
     # The next batch is read (on the backend's thread, or by the server) while the caller
     # checks this one: the read and the check overlap.
@@ -524,7 +559,14 @@ async def read_sagas(
         for i, chunk in enumerate(chunks):
             assert ahead is not None
             found = await ahead
-            ahead = asyncio.ensure_future(many(chunks[i + 1])) if i + 1 < len(chunks) else None
+            if i + 1 < len(chunks):
+                ahead = asyncio.ensure_future(many(chunks[i + 1]))
+                # Let the read start now (hand the statement to the backend's thread, or send
+                # it to the server): the caller checks the batch without awaiting anything, so
+                # the task would otherwise first run when it is awaited, and nothing overlap.
+                await asyncio.sleep(0)
+            else:
+                ahead = None
             for saga_id in chunk:
                 yield saga_id, found.get(saga_id, [])
     finally:

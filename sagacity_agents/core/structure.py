@@ -35,32 +35,46 @@ every such entry is refused anyway for its missing tag.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from .entries import OUTCOME_PHASES, JournalEntry, Phase
+from .entries import OUTCOME_PHASES, EntryLike, JournalEntry, Phase
 from .journal import FENCE_KEY, LATE_KEY, LATE_PHASES
 from .ledger import SagaLedger
 
 __all__ = ["structure_problem"]
+
+# The members the rule compares, as module constants: ``Phase.X`` is an attribute look-up
+# through the enum's metaclass (~150 ns on CPython 3.11), and verify pays it per entry.
+_COMPENSATING = Phase.COMPENSATING
+_INTENT = Phase.INTENT
+_RESOLVED = Phase.RESOLVED
+_RUN_ENDED = Phase.RUN_ENDED
+_RUN_STARTED = Phase.RUN_STARTED
+_SAGA_CLOSED = Phase.SAGA_CLOSED
 
 _UNDO_OUTCOMES = (Phase.COMPENSATED, Phase.COMPENSATION_FAILED)
 PAUSED_STATUS = "AWAITING_APPROVAL"
 """RUN_ENDED's status when its run paused for an approval (``SagaStatus.AWAITING_APPROVAL``)."""
 
 
-def _payload(entry: JournalEntry) -> Mapping[str, Any]:
+def _payload(entry: EntryLike) -> Mapping[str, Any]:
     return entry.payload if isinstance(entry.payload, dict) else {}
 
 
 def _int(value: Any) -> int | None:
+    if type(value) is int:  # the usual case, in one test
+        return value
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _fence(entry: JournalEntry) -> int | None:
-    return _int(_payload(entry).get(FENCE_KEY))
+def _fence(entry: EntryLike) -> int | None:
+    # _int(_payload(entry).get(FENCE_KEY)), in one call: verify asks twice per outcome.
+    payload = entry.payload
+    value = payload.get(FENCE_KEY) if isinstance(payload, dict) else None
+    return value if type(value) is int else _int(value)
 
 
-def _same_writer(entry: JournalEntry, start: JournalEntry, what: str) -> str | None:
+def _same_writer(entry: EntryLike, start: EntryLike, what: str) -> str | None:
     """Why ``entry`` cannot be the answer of ``start`` (an INTENT or a COMPENSATING), or None."""
     if entry.tool != start.tool or entry.call_id != start.call_id:
         return (f"{entry.phase.value if isinstance(entry.phase, Phase) else entry.phase} names "
@@ -73,11 +87,12 @@ def _same_writer(entry: JournalEntry, start: JournalEntry, what: str) -> str | N
     return None
 
 
-def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None:
+def structure_problem(entries: Sequence[EntryLike]) -> tuple[int, str] | None:
     """The first entry (lowest seq) whose shape no run of the library writes (module rules).
 
     Args:
-        entries: one saga's entries in ``seq`` order, already chain-verified (``core.chain``).
+        entries: one saga's entries in ``seq`` order, already chain-verified (``core.chain``):
+            the entries, or the fields of their verified rows (``chain.verify_rows``).
 
     Returns:
         ``(seq, why)`` of the first such entry, or ``None`` when every entry has a shape the
@@ -85,7 +100,7 @@ def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None
     """
     # One pass, the per-entry work inlined: verify runs this on every entry it reads.
     by_seq = {e.seq: e for e in entries}
-    intents_by_key = {e.write_key: e for e in entries if e.phase is Phase.INTENT}
+    intents_by_key = {e.write_key: e for e in entries if e.phase is _INTENT}
     newest_run: int | None = None
     paused: dict[int, int] = {}  # fence -> seq of its run's RUN_ENDED AWAITING_APPROVAL
     unanswered: set[Any] = set()  # INTENTs no outcome named by intent_seq yet (see _closed_in_doubt)
@@ -102,7 +117,7 @@ def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None
             return entry.seq, f"fence {raw_fence!r} is not a seq"
         if fence is not None:
             run = by_seq.get(fence)
-            if run is None or run.phase is not Phase.RUN_STARTED or fence >= entry.seq:
+            if run is None or run.phase is not _RUN_STARTED or fence >= entry.seq:
                 return entry.seq, f"fence {fence} names no RUN_STARTED before this entry"
             if late:
                 if phase not in LATE_PHASES:
@@ -118,37 +133,37 @@ def structure_problem(entries: Sequence[JournalEntry]) -> tuple[int, str] | None
             problem = _answer_problem(entry, payload, by_seq, intents_by_key, paused)
             if problem is not None:
                 return entry.seq, problem
-        if phase is Phase.INTENT:
+        if phase is _INTENT:
             unanswered.add(entry.seq)
-        elif phase in OUTCOME_PHASES or phase is Phase.RESOLVED:
-            named = payload.get("intent_seq" if phase is not Phase.RESOLVED else "target_seq")
-            if phase is Phase.RESOLVED and payload.get("target") != "call":
+        elif phase in OUTCOME_PHASES or phase is _RESOLVED:
+            named = payload.get("intent_seq" if phase is not _RESOLVED else "target_seq")
+            if phase is _RESOLVED and payload.get("target") != "call":
                 named = None
             try:
                 unanswered.discard(named)
             except TypeError:  # unhashable: the ledger decides (as it did before this pass)
                 undo_started = True
-        elif phase is Phase.COMPENSATING:
+        elif phase is _COMPENSATING:
             undo_started = True
-        elif phase is Phase.SAGA_CLOSED and (unanswered or undo_started):
+        elif phase is _SAGA_CLOSED and (unanswered or undo_started):
             # Maybe something in doubt: the ledger's own reading decides.
             problem = _closed_in_doubt(entries, entry)
             if problem is not None:
                 return entry.seq, problem
-        elif phase is Phase.RUN_STARTED:
+        elif phase is _RUN_STARTED:
             newest_run = entry.seq
-        elif (entry.phase is Phase.RUN_ENDED and fence is not None
+        elif (entry.phase is _RUN_ENDED and fence is not None
               and payload.get("status") == PAUSED_STATUS):
             paused.setdefault(fence, entry.seq)
     return None
 
 
 _EMPTY: Mapping[str, Any] = {}
-_ANSWERS = OUTCOME_PHASES | {Phase.COMPENSATING, *_UNDO_OUTCOMES}
+_ANSWERS = OUTCOME_PHASES | {_COMPENSATING, *_UNDO_OUTCOMES}
 """The phases :func:`_answer_problem` checks (it passes every other one)."""
 
 
-def _closed_in_doubt(entries: Sequence[JournalEntry], closed: JournalEntry) -> str | None:
+def _closed_in_doubt(entries: Sequence[EntryLike], closed: EntryLike) -> str | None:
     """Why ``closed`` (a SAGA_CLOSED) closes a saga with something in doubt, or ``None``: no run
     closes one while an INTENT or an undo's COMPENSATING has no outcome (a human's RESOLVED
     counts as one): ``finish`` leaves such a saga open, IN_DOUBT, and recovery closes only when
@@ -158,7 +173,8 @@ def _closed_in_doubt(entries: Sequence[JournalEntry], closed: JournalEntry) -> s
     INTENT that no later outcome (or RESOLVED) names by ``intent_seq`` (the ledger also pairs by
     ``intent_write_key``), or an undo started. Where every INTENT is named so and no undo
     started, the ledger finds nothing in doubt either."""
-    ledger = SagaLedger([e for e in entries if e.seq < closed.seq])
+    # The ledger reads seq, phase, write_key and payload, which the fields of a row carry too.
+    ledger = SagaLedger(cast("list[JournalEntry]", [e for e in entries if e.seq < closed.seq]))
     doubt = sorted(e.seq for e in [*ledger.in_doubt(), *ledger.undo_in_doubt()])
     if not doubt:
         return None
@@ -166,7 +182,7 @@ def _closed_in_doubt(entries: Sequence[JournalEntry], closed: JournalEntry) -> s
             "COMPENSATING without outcome): no run closes a saga with a call in doubt")
 
 
-def _resumed_after_pause(entry: JournalEntry, intent: JournalEntry, paused: Mapping[int, int]) -> bool:
+def _resumed_after_pause(entry: EntryLike, intent: EntryLike, paused: Mapping[int, int]) -> bool:
     """Whether ``entry`` is the outcome of a call carried across an approval pause: same call,
     not late, the INTENT's run ended AWAITING_APPROVAL after the INTENT, and ``entry``'s fence
     is a run started after that pause (module doc)."""
@@ -178,8 +194,8 @@ def _resumed_after_pause(entry: JournalEntry, intent: JournalEntry, paused: Mapp
 
 
 def _answer_problem(
-    entry: JournalEntry, payload: Mapping[str, Any], by_seq: Mapping[int, JournalEntry],
-    intents_by_key: Mapping[str, JournalEntry], paused: Mapping[int, int],
+    entry: EntryLike, payload: Mapping[str, Any], by_seq: Mapping[int, EntryLike],
+    intents_by_key: Mapping[str, EntryLike], paused: Mapping[int, int],
 ) -> str | None:
     """Whether ``entry`` (an outcome, a claim or an undo's outcome) answers what it names."""
     if entry.phase in OUTCOME_PHASES:
@@ -187,9 +203,10 @@ def _answer_problem(
         intent = by_seq.get(intent_seq) if intent_seq is not None else None
         if intent_seq is None and isinstance(payload.get("intent_write_key"), str):
             intent = intents_by_key.get(payload["intent_write_key"])
-        if intent is None or intent.phase is not Phase.INTENT or intent.seq >= entry.seq:
+        if intent is None or intent.phase is not _INTENT or intent.seq >= entry.seq:
             return None  # pairs with nothing: the ledger never acts on it
-        if _payload(intent).get("reversibility") == "read_only":
+        started = intent.payload
+        if isinstance(started, dict) and started.get("reversibility") == "read_only":
             return None
         problem = _same_writer(entry, intent, "INTENT")
         if problem is not None and _resumed_after_pause(entry, intent, paused):
@@ -197,10 +214,10 @@ def _answer_problem(
         return problem
     if entry.phase in _UNDO_OUTCOMES:
         claim = by_seq.get(_int(payload.get("compensating_seq")) or -1)
-        if claim is None or claim.phase is not Phase.COMPENSATING or claim.seq >= entry.seq:
+        if claim is None or claim.phase is not _COMPENSATING or claim.seq >= entry.seq:
             return None  # answers no claim: the ledger never counts it
         return _same_writer(entry, claim, "COMPENSATING")
-    if entry.phase is Phase.COMPENSATING:
+    if entry.phase is _COMPENSATING:
         target = by_seq.get(_int(payload.get("target_seq")) or -1)
         if target is None or target.seq >= entry.seq:
             return None

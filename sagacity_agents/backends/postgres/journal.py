@@ -67,12 +67,16 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from ...errors import JournalClosedError, JournalConflictError, JournalWriteError
 from ...core.authenticity import unlinked_from_pieces
 from ...core.canonical import sha256_hex
-from ...core.entries import GENESIS_HASH, OUTCOME_PHASES, STORED_COLUMNS, JournalEntry, Phase, entry_bytes
+from ...core.entries import (
+    CHAIN_COLUMNS, GENESIS_HASH, OUTCOME_PHASES, STORED_COLUMNS, JournalEntry, Phase, entry_bytes,
+)
 from ...core.journal import (
     AppendRequest, Clock, SagaSummary, Tail, check_page, lazy_phases, next_entry, replay_of,
     stamp_from, utc_now,
@@ -85,6 +89,7 @@ __all__ = ["PostgresJournal"]
 T = TypeVar("T")
 
 _COLUMNS = ", ".join(STORED_COLUMNS)
+_CHAIN_COLUMNS = ", ".join(CHAIN_COLUMNS)
 _NAMES = STORED_COLUMNS
 
 TERMINAL_PHASES: tuple[str, ...] = (Phase.SAGA_CLOSED.value,)
@@ -235,6 +240,7 @@ def _request(saga_id: str, phase: Phase, **fields: Any) -> AppendRequest:
 
 
 _row_to_entry = JournalEntry.from_row
+_saga_of = itemgetter(0)
 
 class PostgresJournal:
     """A :class:`~sagacity_agents.core.journal.Journal` in a PostgreSQL database.
@@ -529,18 +535,26 @@ class PostgresJournal:
         Raises:
             JournalWriteError: the read failed (pool exhausted, timeout, broken connections).
         """
+        return {sid: [_row_to_entry(r) for r in rows]
+                for sid, rows in (await self._rows_many(saga_ids, _COLUMNS)).items()}
 
-        async def work(conn: Any) -> dict[str, list[JournalEntry]]:
-            cur = conn.cursor(binary=True)
+    async def rows_many(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+        """:meth:`entries_many` as stored rows, each a tuple of ``entries.CHAIN_COLUMNS`` (no
+        tags), no entry built (``core.journal.read_saga_rows``: ``verify`` checks the rows).
+
+        Raises:
+            JournalWriteError: the read failed (pool exhausted, timeout, broken connections).
+        """
+        return await self._rows_many(saga_ids, _CHAIN_COLUMNS)
+
+    async def _rows_many(self, saga_ids: list[str], columns: str) -> dict[str, list[tuple[Any, ...]]]:
+        async def work(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
+            cur = conn.cursor(binary=True)  # binary results: the bytes arrive as bytes
             await cur.execute(
-                f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ANY(%s) "
+                f"SELECT {columns} FROM sagacity_journal WHERE saga_id = ANY(%s) "
                 "ORDER BY saga_id, seq", (list(saga_ids),),
             )
-            found: dict[str, list[JournalEntry]] = {}
-            for row in await cur.fetchall():
-                entry = _row_to_entry(row)
-                found.setdefault(entry.saga_id, []).append(entry)
-            return found
+            return {sid: list(chain) for sid, chain in groupby(await cur.fetchall(), _saga_of)}
 
         if not saga_ids:
             return {}

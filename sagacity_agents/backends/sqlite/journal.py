@@ -31,11 +31,13 @@ import random
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from ...errors import JournalWriteError
-from ...core.entries import STORED_COLUMNS, JournalEntry, Phase
+from ...core.entries import CHAIN_COLUMNS, STORED_COLUMNS, JournalEntry, Phase
 from ...core.journal import (
     AppendRequest, Clock, SagaSummary, check_page, lazy_phases, next_entry, replay_of, stamp_from,
     utc_now,
@@ -52,11 +54,13 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 _COLUMNS = ", ".join(STORED_COLUMNS)
+_CHAIN_COLUMNS = ", ".join(CHAIN_COLUMNS)
 _TAG_COLUMNS = ("tag_key", "tag")
 """Added by issue 19 (``core.authenticity``): files of earlier versions get them on open."""
 
 
 _row_to_entry = JournalEntry.from_row
+_saga_of = itemgetter(0)
 
 _CHECKPOINT_EVERY = 250
 """Commits between the journal's own checkpoints (see the module notes): ~1,000 WAL pages."""
@@ -389,20 +393,17 @@ class SqliteJournal(SqliteWorker):
                 os.close(self._wal_fd)
                 self._wal_fd = None
 
-    def _entries_many_sync(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+    def _rows_many_sync(self, saga_ids: list[str], columns: str = _CHAIN_COLUMNS) -> dict[str, list[tuple[Any, ...]]]:
         # One statement for the batch, read along the (saga_id, seq) primary key.
-        found: dict[str, list[JournalEntry]] = {}
         rows = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id IN "
+            f"SELECT {columns} FROM sagacity_journal WHERE saga_id IN "
             f"({', '.join('?' * len(saga_ids))}) ORDER BY saga_id, seq", saga_ids,
         ).fetchall()
-        for row in rows:
-            entry = _row_to_entry(row)
-            chain = found.get(entry.saga_id)
-            if chain is None:
-                found[entry.saga_id] = chain = []
-            chain.append(entry)
-        return found
+        return {sid: list(chain) for sid, chain in groupby(rows, _saga_of)}
+
+    def _entries_many_sync(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        return {sid: [_row_to_entry(r) for r in rows]
+                for sid, rows in self._rows_many_sync(saga_ids, _COLUMNS).items()}
 
     def _saga_ids_sync(self) -> list[str]:
         # Derived from the entries themselves, never from a side table an editor could prune
@@ -496,6 +497,18 @@ class SqliteJournal(SqliteWorker):
         if not saga_ids:
             return {}
         return await self._run(self._entries_many_sync, list(saga_ids))
+
+    async def rows_many(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+        """The stored rows of each of ``saga_ids`` in one read (``core.journal.read_saga_rows``):
+        ``{saga_id: rows}``, each row a tuple of ``entries.CHAIN_COLUMNS`` (no tags), in ``seq``
+        order, sagas without entries left out; no entry built (``verify`` checks the rows).
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        if not saga_ids:
+            return {}
+        return await self._run(self._rows_many_sync, list(saga_ids))
 
     async def saga_ids(self) -> list[str]:
         """See :meth:`Journal.saga_ids`. Read from the journal's entries: a saga is listed while
