@@ -152,7 +152,10 @@ class SqliteJournal(SqliteWorker):
         after each durable commit (see the module notes)."""
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA wal_autocheckpoint=0")
-        self._wal_fd = os.open(self.path + "-wal", os.O_RDONLY)
+        # The file SQLite writes: its own full path of the database (a symlinked path resolved),
+        # not ``self.path``, whose "-wal" may not exist or be another (stale) file.
+        main = next(row[2] for row in self._conn.execute("PRAGMA database_list") if row[1] == "main")
+        self._wal_fd = os.open(main + "-wal", os.O_RDONLY)
 
     def _checkpoint(self) -> None:
         """After a durable commit, once ``_CHECKPOINT_EVERY`` commits were made since the last
