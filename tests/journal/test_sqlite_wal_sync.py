@@ -4,10 +4,13 @@ answer that says "durable"."""
 
 from __future__ import annotations
 
+import errno
 import os
 
+import pytest
 
 from sagacity_agents import Phase, SqliteJournal
+from sagacity_agents.errors import JournalWriteError
 
 
 async def test_a_journal_opened_through_a_symlink_syncs_the_wal_sqlite_writes(tmp_path):
@@ -24,5 +27,39 @@ async def test_a_journal_opened_through_a_symlink_syncs_the_wal_sqlite_writes(tm
         real = os.stat(tmp_path / "real" / "j.db-wal")
         assert (wal.st_dev, wal.st_ino) == (real.st_dev, real.st_ino)
         assert not (tmp_path / "link" / "j.db-wal").exists()
+    finally:
+        await journal.close()
+
+
+async def test_after_a_failed_sync_no_append_is_answered_as_durable(tmp_path, monkeypatch):
+    """Linux reports a failed writeback once (to the next fsync of the file) and may drop the
+    unwritten pages: a later ``fdatasync`` succeeds though the commit never reached the disk.
+    A retry of the INTENT (``core.saga.calls`` retries once, same write key) finds it stored and
+    syncs again: it must not be answered "durable" (the body would run), nor may any later
+    append, whose WAL frames follow the lost ones (a power cut loses them all)."""
+    journal = SqliteJournal(tmp_path / "j.db")
+    real_sync = os.fdatasync
+    failures = [OSError(errno.EIO, "Input/output error")]
+
+    def failing_once(fd: int) -> None:
+        if fd == journal._wal_fd and failures:
+            raise failures.pop()
+        real_sync(fd)
+
+    try:
+        await journal.append("s", Phase.INTENT, write_key="i0", tool="t", call_id="c0", payload={})
+        monkeypatch.setattr(os, "fdatasync", failing_once)
+        intent = dict(write_key="i1", tool="t", call_id="c1", payload={})
+        with pytest.raises(JournalWriteError, match="sync"):
+            await journal.append("s", Phase.INTENT, **intent)
+        assert not failures  # the injected failure was met
+        with pytest.raises(JournalWriteError):
+            await journal.append("s", Phase.INTENT, **intent)  # the saga's retry
+        with pytest.raises(JournalWriteError):
+            await journal.append("s", Phase.INTENT, write_key="i2", tool="t", call_id="c2",
+                                 payload={})
+        with pytest.raises(JournalWriteError):
+            await journal.append("s", Phase.EXECUTED, write_key="o0", tool="t", call_id="c0",
+                                 payload={"intent_seq": 1})  # lazy, from the loop
     finally:
         await journal.close()

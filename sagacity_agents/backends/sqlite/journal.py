@@ -109,6 +109,8 @@ class SqliteJournal(SqliteWorker):
         """The last commit was synced (or needed no sync): nothing of this connection's is
         waiting for the next durable commit."""
         self._wal_fd: int | None = None
+        self._sync_failed: str | None = None
+        """Why a sync of the ``-wal`` failed: every later write is refused (``_sync_wal``)."""
         self._commits_since_checkpoint = 0
         self.tagger: Any = None
         """An ``core.authenticity.EntryTagger``: every entry is tagged before it is inserted
@@ -177,7 +179,8 @@ class SqliteJournal(SqliteWorker):
         one.
 
         Raises:
-            OSError: the sync failed (the caller reports the commit's durability unknown).
+            OSError: the sync failed (the caller reports the commit's durability unknown, and
+                refuses every later write: ``_sync_failed``).
         """
         if self._wal_fd is not None:
             (os.fsync if self._synchronous == "EXTRA" else os.fdatasync)(self._wal_fd)
@@ -317,6 +320,11 @@ class SqliteJournal(SqliteWorker):
         self._refuse_closed()
         conn: sqlite3.Connection = self._conn
         saga_id = group[0].requests[0].saga_id
+        if self._sync_failed is not None:
+            raise JournalWriteError(
+                f"SQLite append to saga {saga_id!r} refused: an earlier sync to disk failed "
+                f"({self._sync_failed}); what it covered may never reach the disk, and a later "
+                "sync would not say so. Reopen the journal after checking the storage.")
         answers: list[Answer] = []
         new_tails: dict[str, tuple[int, str, int | None]] = {}
         try:
@@ -370,6 +378,9 @@ class SqliteJournal(SqliteWorker):
             try:
                 self._sync_wal()
             except OSError as exc:
+                # Linux reports a failed writeback once and may drop the pages: the next sync
+                # would succeed with the commit still not on disk (PostgreSQL's "fsyncgate").
+                self._sync_failed = str(exc)
                 raise JournalWriteError(
                     f"SQLite append to saga {saga_id!r}: committed, but the sync to disk failed "
                     f"({exc}): its durability is unknown") from exc
