@@ -16,6 +16,7 @@ import threading
 import pytest
 
 from sagacity_agents import LeaseLostError, Phase, SqliteJournal
+from sagacity_agents.errors import JournalError
 from sagacity_agents.core.chain import verify_entries
 
 
@@ -165,3 +166,63 @@ async def test_threads_and_the_loop_writing_at_once_keep_one_gap_free_chain(tmp_
             assert seqs == list(range(1, len(seqs) + 1))
     finally:
         await journal.close()
+
+
+def test_closing_while_a_worker_thread_writes_answers_every_queued_caller(tmp_path):
+    """A sync tool's thread is writing (it holds the writer) while another thread's append is
+    queued behind it and the journal is closed: the writer gets its committed entry, the queued
+    caller gets an error at once (the journal is closed); nobody is left waiting forever, even
+    when the writer hands the queue over only after the journal's thread has stopped."""
+    journal = SqliteJournal(tmp_path / "j.db")
+    inside, go = threading.Event(), threading.Event()
+    closed = threading.Event()
+
+    class Holding:
+        """Holds the first append inside its write (under the connection's lock)."""
+
+        def tag_entry(self, entry):
+            if not inside.is_set():
+                inside.set()
+                go.wait(5)
+            return entry
+
+    journal.tagger = Holding()
+    real_release = journal._writer._release
+
+    def release_late() -> None:
+        closed.wait(5)  # the writer's thread is descheduled until the close is over
+        real_release()
+
+    journal._writer._release = release_late
+    results: dict[str, object] = {}
+
+    def append(name: str) -> None:
+        try:
+            results[name] = journal.append_sync("s", Phase.INTENT, write_key=name, tool="t",
+                                                call_id=name, payload={})
+        except BaseException as exc:  # noqa: BLE001 - recorded for the asserts
+            results[name] = exc
+
+    def close() -> None:
+        asyncio.run(journal.close())
+        closed.set()
+
+    writer = threading.Thread(target=append, args=("a",), daemon=True)
+    writer.start()
+    assert inside.wait(5)
+    queued = threading.Thread(target=append, args=("b",), daemon=True)
+    queued.start()
+    while not journal._writer._queue:
+        threading.Event().wait(0.001)
+    closer = threading.Thread(target=close, daemon=True)
+    closer.start()
+    threading.Event().wait(0.05)  # close() is waiting for the connection's lock
+    go.set()
+    for thread in (writer, closer, queued):
+        thread.join(5)
+    assert not queued.is_alive(), "the queued caller was never answered"
+    assert getattr(results["a"], "seq", None) == 1, results["a"]
+    assert isinstance(results["b"], JournalError), results["b"]
+    check = sqlite3.connect(tmp_path / "j.db")
+    assert check.execute("SELECT write_key FROM sagacity_journal").fetchall() == [("a",)]
+    check.close()

@@ -103,7 +103,16 @@ class GroupWriter:
             if not self._queue:
                 self._draining = False
                 return
-        self._executor.submit(self._drain)
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Have the journal's thread drain the queue; once that thread is stopped (the journal
+        closed meanwhile), drain it here: each caller is answered (the journal's error), none
+        left waiting."""
+        try:
+            self._executor.submit(self._drain)
+        except RuntimeError:  # "cannot schedule new futures after shutdown"
+            self._drain()
 
     def _write_own(self, requests: list[AppendRequest], wait: bool) -> list[JournalEntry]:
         """Write ``requests`` on this thread as the writer (claimed by :meth:`_claim`).
@@ -126,7 +135,7 @@ class GroupWriter:
             if self._draining:
                 return  # the drain under way takes it in its next group
             self._draining = True
-        self._executor.submit(self._drain)
+        self._hand_over()
 
     def _drain(self) -> None:
         """On the journal's thread: write groups until the queue is empty."""
