@@ -17,6 +17,7 @@ import pytest
 
 from sagacity_agents import LeaseLostError, Phase, SqliteJournal
 from sagacity_agents.errors import JournalError
+from sagacity_agents.backends.sqlite import journal as sqlite_journal
 from sagacity_agents.core.chain import verify_entries
 
 
@@ -226,3 +227,29 @@ def test_closing_while_a_worker_thread_writes_answers_every_queued_caller(tmp_pa
     check = sqlite3.connect(tmp_path / "j.db")
     assert check.execute("SELECT write_key FROM sagacity_journal").fetchall() == [("a",)]
     check.close()
+
+
+async def test_the_first_commit_after_the_journals_checkpoint_is_not_the_loops(tmp_path, monkeypatch):
+    """A checkpoint that copied the whole WAL makes the next commit restart the WAL, and SQLite
+    syncs the new WAL header in that commit (``synchronous=NORMAL`` too): an fdatasync. The loop
+    must not be the one making it (strace showed the loop's thread calling fdatasync once per
+    checkpoint, i.e. every 125 calls): that commit goes to the journal's thread; the next lazy
+    one is the loop's again."""
+    monkeypatch.setattr(sqlite_journal, "_CHECKPOINT_EVERY", 4)
+    journal = SqliteJournal(tmp_path / "j.db")
+    seen = _record_writers(journal)
+    loop_thread = threading.current_thread().name
+    try:
+        for i in range(4):
+            await journal.append("s", Phase.INTENT, write_key=f"i{i}", tool="t", call_id=f"c{i}",
+                                 payload={})
+            while journal._writer._draining:  # the journal's thread ends its drain after answering
+                await asyncio.sleep(0.001)
+            await journal.append("s", Phase.EXECUTED, write_key=f"o{i}", tool="t",
+                                 call_id=f"c{i}", payload={"intent_seq": 2 * i + 1})
+        # Commits 1..4, then the third INTENT (commit 5) checkpoints after its sync.
+        outcomes = [who == loop_thread for phase, who in seen if phase == "EXECUTED"]
+        assert outcomes == [True, True, False, True]
+        assert [e.seq for e in await journal.entries("s")] == list(range(1, 9))
+    finally:
+        await journal.close()

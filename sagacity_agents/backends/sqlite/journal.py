@@ -112,6 +112,9 @@ class SqliteJournal(SqliteWorker):
         self._sync_failed: str | None = None
         """Why a sync of the ``-wal`` failed: every later write is refused (``_sync_wal``)."""
         self._commits_since_checkpoint = 0
+        self._wal_restarts = False
+        """The journal's last checkpoint copied the whole WAL: the next commit restarts it and
+        syncs its header (SQLite does, under NORMAL too), so the loop does not write it."""
         self.tagger: Any = None
         """An ``core.authenticity.EntryTagger``: every entry is tagged before it is inserted
         (``None``: untagged; set by ``attach_tagger``)."""
@@ -164,12 +167,15 @@ class SqliteJournal(SqliteWorker):
         one (each writes about four pages: the row and its two index entries): a passive
         checkpoint, so the WAL stays as short as SQLite's own threshold would keep it. Passive:
         it never waits for readers or writers; what it cannot copy now, a later one does. A
-        failure is not the append's (it is committed and synced): the next one tries again."""
+        failure is not the append's (it is committed and synced): the next one tries again. When it
+        copied the whole WAL, the next commit restarts the WAL and syncs its header: not the
+        loop's (``_wal_restarts``)."""
         self._commits_since_checkpoint = 0
         try:
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            busy, log, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error:
-            pass
+            return
+        self._wal_restarts = not busy and log == copied
 
     def _sync_wal(self) -> None:
         """Make every commit so far durable: ``fdatasync`` of the ``-wal`` file (``fsync`` for
@@ -222,7 +228,8 @@ class SqliteJournal(SqliteWorker):
     def _inline_ok(self, requests: list[AppendRequest]) -> bool:
         """Whether the event loop may write ``requests`` itself: none of them waits for the
         disk (``writer``: the loop never waits for an fsync)."""
-        return self._lazy_possible and not any(self._waits(r) for r in requests)
+        return self._lazy_possible and not self._wal_restarts \
+            and not any(self._waits(r) for r in requests)
 
     def _lease_of(self, conn: sqlite3.Connection, request: AppendRequest,
                   tail: tuple[int, str, str] | None, new_tails: dict[str, tuple[int, str, int | None]]) -> int | None:
@@ -369,6 +376,7 @@ class SqliteJournal(SqliteWorker):
                 conn.execute("ROLLBACK")
             raise
         if inserted:
+            self._wal_restarts = False
             self._tails.update(new_tails)
             self._durable_now = False
             self._commits_since_checkpoint += 1
