@@ -274,7 +274,11 @@ def encode_canonical(value: Any, *, stdlib_safe: bool | None = None) -> bytes:
     Raises:
         EncodingError: the value cannot be encoded (e.g. a lone surrogate in a string).
     """
-    if stdlib_safe if stdlib_safe is not None else _stdlib_is_jcs(value):
+    try:
+        fast = stdlib_safe if stdlib_safe is not None else _stdlib_is_jcs(value)
+    except RecursionError:  # deeper than the check walks: orjson refuses past 255 levels anyway
+        fast = False
+    if fast:
         try:
             return orjson.dumps(value, option=_FAST_OPTIONS)
         except TypeError:  # orjson.JSONEncodeError is a TypeError
@@ -283,6 +287,8 @@ def encode_canonical(value: Any, *, stdlib_safe: bool | None = None) -> bytes:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, UnicodeError, TypeError) as exc:
         raise EncodingError(f"no RFC 8785 encoding: {exc}") from exc
+    except RecursionError:
+        raise EncodingError("no RFC 8785 encoding: nested too deeply") from None
 
 
 

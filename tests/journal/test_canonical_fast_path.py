@@ -42,3 +42,31 @@ def test_keys_above_bmp_sort_by_utf16_code_units():
 
 def test_floats_use_the_reference_encoder():
     assert encode_canonical({"x": 1e-7, "y": 1.0, "z": -0.0}) == b'{"x":1e-7,"y":1,"z":0}'
+
+
+def test_a_value_nested_hundreds_deep_encodes_or_fails_with_encoding_error():
+    """A converted value 400 lists deep (conversion accepts it) is encoded by the reference
+    encoder (orjson refuses past 255), not a RecursionError from the fast-path check; one too
+    deep for any encoder is an EncodingError (``encode_or_marker`` journals a marker for it)."""
+    import sys
+
+    import rfc8785
+
+    from sagacity_agents.core.canonical import encode_canonical, to_canonical_value
+    from sagacity_agents.core.saga.payloads import encode_or_marker
+    from sagacity_agents.errors import EncodingError
+
+    deep: object = 1
+    for _ in range(400):
+        deep = [deep]
+    converted = to_canonical_value(deep)
+    assert encode_canonical(converted) == rfc8785.dumps(converted)
+    deeper: object = 1
+    for _ in range(sys.getrecursionlimit() - 100):
+        deeper = [deeper]
+    try:
+        encode_canonical(to_canonical_value(deeper))
+    except EncodingError:
+        pass
+    marker = encode_or_marker(deeper)
+    assert isinstance(marker, (list, dict))
