@@ -146,13 +146,24 @@ class GroupWriter:
                     self._draining = False
                     return
             try:
-                answers = self._write_group(group, True)
+                answers: list[Answer] | BaseException = self._write_group(group, True)
             except BaseException as exc:  # noqa: BLE001 - every caller of the group is told
+                answers = exc
+            # Stop being the writer before answering: a caller answered first would find the
+            # writer still busy and queue its next append (the loop's outcome after its INTENT)
+            # instead of writing it itself.
+            with self._lock:
+                done = not self._queue
+                if done:
+                    self._draining = False
+            if isinstance(answers, BaseException):
                 for pending in group:
-                    pending.answer(None, exc)
-                continue
-            for pending, (entries, error) in zip(group, answers, strict=True):
-                pending.answer(entries, error)
+                    pending.answer(None, answers)
+            else:
+                for pending, (entries, error) in zip(group, answers, strict=True):
+                    pending.answer(entries, error)
+            if done:
+                return
 
     async def submit(self, requests: list[AppendRequest]) -> list[JournalEntry]:
         """Queue ``requests`` from the event loop and await their answer.
