@@ -33,7 +33,9 @@ from tests import forked
 
 from . import app
 
-pytestmark = pytest.mark.slow
+# One worker runs the whole module (--dist loadgroup): the kills in _CRASHED serve both tests of
+# a boundary only within one process.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("crash_sigkill")]
 
 
 @dataclass(frozen=True)
