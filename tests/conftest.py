@@ -91,7 +91,7 @@ SLOW_FIRST = (
     "tests/test_multi_worker_example.py",
     "tests/test_wire_transfer_example.py",
     "tests/test_hooks_approval_example.py",
-    "tests/journal/test_canonical_fast_path.py::test_encode_canonical_equals_rfc8785",
+    "tests/journal/test_canonical_fast_path.py",
     "tests/web/test_serve.py",
     "tests/test_script_declarations.py",
     "tests/sdk/test_lease.py",

@@ -33,9 +33,7 @@ from tests import forked
 
 from . import app
 
-# One worker runs the whole module (--dist loadgroup): the kills in _CRASHED serve both tests of
-# a boundary only within one process.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("crash_sigkill")]
+pytestmark = pytest.mark.slow
 
 
 @dataclass(frozen=True)

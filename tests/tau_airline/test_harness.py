@@ -25,10 +25,6 @@ from examples.tau_airline.tools import IRREVERSIBLE, MUTATING, TOOLS
 from sagacity_agents import InMemoryJournal, Reversibility, Sagacity, SagaStatus
 from sagacity_agents.sdk.tools import declaration_of
 
-# One worker runs the whole module (--dist loadgroup): the harness run of `summary` (~20 s of
-# CPU, module-scoped) is made once, not once per worker.
-pytestmark = pytest.mark.xdist_group("tau_harness")
-
 #: TASK.TRIAL: why the conversation is in the subset.
 SUBSET = {
     "5.1": "bag, flight and passenger updates",
