@@ -1,7 +1,8 @@
 """The PostgreSQL server the tests use, and each test run's own schema on it.
 
 The server is ``$SAGACITY_TEST_PG`` (default ``postgresql://postgres@127.0.0.1:5432/test``, as in
-CI). Every test session creates its own schema (``sagacity_test_<pid>_<random>``), migrates it
+CI). Every test process works in a database of its own on it (:data:`SERVER`); every test session
+creates its own schema (``sagacity_test_<pid>_<random>``), migrates it
 with ``sagacity db migrate``'s code and drops it at the end; every test starts from empty tables.
 When the server cannot be reached the PostgreSQL tests are skipped, except under CI (``$CI`` set),
 where they fail: a CI run must never pass without them.
@@ -16,7 +17,50 @@ from collections.abc import Iterator
 
 import pytest
 
-SERVER = os.environ.get("SAGACITY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+BASE = os.environ.get("SAGACITY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+"""The server and database named by the environment (or CI's default)."""
+
+_DATABASE_VARIABLE = "SAGACITY_TEST_PG_DATABASE"
+
+
+def admin_connect(uri: str | None = None):  # type: ignore[no-untyped-def]
+    """A plain (sync, autocommit) psycopg connection for fixtures (default: :data:`SERVER`)."""
+    import psycopg
+
+    return psycopg.connect(SERVER if uri is None else uri, autocommit=True, connect_timeout=3)
+
+
+def _own_database(base: str) -> str:
+    """``base`` pointed at a database of this test process's own, created on first import and
+    dropped at its exit; ``base`` itself when the server cannot be reached (the tests then skip,
+    or fail under CI, in :func:`server_or_skip`).
+
+    Schemas alone do not isolate parallel workers: a saga's lock is an advisory lock, and those
+    are per database, so two workers' tests on saga "s" (each in its own schema) met on one lock
+    and took the contended path (issue 22). Child processes started by a test inherit the name
+    through the environment and use the same database."""
+    name = os.environ.get(_DATABASE_VARIABLE)
+    if name is None:
+        name = f"sagacity_test_{os.getpid()}_{secrets.token_hex(4)}"
+        try:
+            with admin_connect(base) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+        except Exception:  # noqa: BLE001 - no server or no psycopg: server_or_skip reports it
+            return base
+        os.environ[_DATABASE_VARIABLE] = name
+        import atexit
+
+        atexit.register(_drop_database, base, name)
+    return urllib.parse.urlsplit(base)._replace(path=f"/{name}").geturl()
+
+
+def _drop_database(base: str, name: str) -> None:
+    with admin_connect(base) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+SERVER = _own_database(BASE)
+"""The database the tests use: this test process's own on :data:`BASE`'s server."""
 TABLES = "sagacity_journal, sagacity_approval_requests, sagacity_snapshots"
 
 
@@ -49,11 +93,6 @@ CREATE CONSTRAINT TRIGGER {name} AFTER INSERT ON sagacity_journal
 """
 
 
-def admin_connect(uri: str = SERVER):  # type: ignore[no-untyped-def]
-    """A plain (sync, autocommit) psycopg connection for fixtures."""
-    import psycopg
-
-    return psycopg.connect(uri, autocommit=True, connect_timeout=3)
 
 
 def server_or_skip() -> None:

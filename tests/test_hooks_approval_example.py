@@ -6,9 +6,9 @@ import os
 import re
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
+from tests import zygote
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def run(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run(zygote.command(*args), cwd=ROOT, env=env, capture_output=True,
                           text=True, check=check, timeout=120)
 
 
@@ -64,7 +64,7 @@ def test_f12_the_paying_process_awaits_the_decision_and_resumes(tmp_path):
     process; the paying process wakes up (store polling) and resumes on the same saga."""
     db, env = str(tmp_path / "hooks.db"), _env(tmp_path)
     payer = subprocess.Popen(
-        [sys.executable, "-m", "examples.hooks_approval", "pay", "--db", db, "--wait", "60"],
+        zygote.command("-m", "examples.hooks_approval", "pay", "--db", db, "--wait", "60"),
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

@@ -7,8 +7,8 @@ import os
 
 import pytest
 import subprocess
-import sys
 from pathlib import Path
+from tests import zygote
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,8 +19,8 @@ def test_workers_approve_from_another_process_resume_in_a_third(pg_uri, tmp_path
     env = {**os.environ, "MULTI_WORKER_PAYOUTS": str(payouts), "COLUMNS": "200"}
     env.pop("OPENAI_API_KEY", None)
     done = subprocess.run(
-        [sys.executable, "-m", "examples.multi_worker", "--db", pg_uri, "--workers", "2",
-         "--sagas", "3"],
+        zygote.command("-m", "examples.multi_worker", "--db", pg_uri, "--workers", "2",
+                       "--sagas", "3"),
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr

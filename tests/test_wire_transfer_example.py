@@ -6,15 +6,15 @@ import os
 import re
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
+from tests import zygote
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, check=check,
+        zygote.command(*args), cwd=ROOT, env=env, capture_output=True, text=True, check=check,
         timeout=120,
     )
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import multiprocessing
 import shutil
 import time
 from dataclasses import dataclass
@@ -29,6 +28,8 @@ import pytest
 
 from sagacity_agents.core.lease import lease_of
 from sagacity_agents.stores import open_journal
+
+from tests import forked
 
 from . import app
 
@@ -74,9 +75,7 @@ assert set(EXPECTED) == set(app.BOUNDARIES)
 
 @pytest.fixture(scope="module")
 def ctx():
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["tests.crash.app"])  # ignored if the server already runs
-    return ctx
+    return forked.context()
 
 
 _CRASHED: dict[str, Path] = {}

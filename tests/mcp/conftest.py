@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import set_tracing_disabled
+from tests import zygote
 
 SERVER = Path(__file__).resolve().parents[2] / "examples" / "mcp_payments" / "payments_server.py"
 
@@ -61,9 +61,10 @@ def stdio_server(payments: Payments, *, name: str = "payments", cache_tools_list
     """An ``MCPServerStdio`` running the payments server on ``payments``' file."""
     from agents.mcp import MCPServerStdio
 
+    command, *args = zygote.command(str(SERVER))
     return MCPServerStdio(
         name=name,
-        params={"command": sys.executable, "args": [str(SERVER)],
+        params={"command": command, "args": args,
                 "env": {**os.environ, "PAYMENTS_DB": str(payments.path), **env}},
         client_session_timeout_seconds=30, cache_tools_list=cache_tools_list,
     )

@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from sagacity_agents import Phase, Sagacity, SagaStatus
 from sagacity_agents.sdk.mcp import McpPolicy, protect_mcp_server
 
 from .conftest import SERVER, Payments, stdio_server
+from tests import zygote
 
 
 def _model() -> ScriptedModel:
@@ -88,7 +88,7 @@ def _free_port() -> int:
 @pytest.fixture
 def http_server(payments: Payments):
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)],
+    proc = subprocess.Popen(zygote.command(str(SERVER), "http", str(port)),
                             env={**os.environ, "PAYMENTS_DB": str(payments.path)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import multiprocessing
 import os
 
 import pytest
@@ -27,6 +26,7 @@ from sagacity_agents import (
 from sagacity_agents.backends.memory.approvals import InMemoryApprovalStore
 from sagacity_agents.sdk.results import Decision
 
+from tests import forked
 from . import wire_app
 from .helpers import tool_outputs
 
@@ -362,7 +362,7 @@ async def test_c05_two_processes_resume_concurrently_exactly_one_execution(tmp_p
     s = Sagacity(db)
     result = await paused(s)
     await s.approve(result.approvals[0].request_id, approver="alice", reason="ok")
-    ctx = multiprocessing.get_context("spawn")
+    ctx = forked.context()
     barrier = ctx.Barrier(2)
     out = ctx.Queue()
     procs = [ctx.Process(target=_resume_in_subprocess, args=(db, result.saga_id, str(ledger), barrier, out))

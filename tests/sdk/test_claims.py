@@ -5,7 +5,6 @@ far-side store counts applications per idempotency key."""
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 
 import pytest
 
@@ -13,6 +12,7 @@ from sagacity_agents import InMemoryJournal, Phase, SqliteJournal
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.undo import idempotency_key
 
+from tests import forked
 from . import claims_worker
 from .claims_worker import CrashClock, crash_saga, far_side_applied, recover_once
 
@@ -93,7 +93,7 @@ async def test_e05_two_processes_recovering_one_saga_apply_each_undo_at_most_onc
     for saga_id in saga_ids:
         await crash_saga(journal, saga_id)
     clock.catch_up()
-    ctx = multiprocessing.get_context("spawn")
+    ctx = forked.context()
     barrier, out = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=claims_worker.process_worker, args=(db, far, saga_ids, how, barrier, out))
              for _ in range(2)]

@@ -41,6 +41,7 @@ from sagacity_agents.core.compensation import SagaLedger
 
 from .helpers import agent, phases, scripted, tool_outputs
 from .nested_app import f10_agents
+from tests import zygote
 
 HOUR = 3600.0
 GUARD = 120.0  # seconds; only reached if a path waited for in_flight_timeout
@@ -635,14 +636,13 @@ def test_f10_in_separate_processes(tmp_path):
     resumes: COMPLETED, the wire run once, every nested call's outcome journaled."""
     import json
     import subprocess
-    import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     db = str(tmp_path / "f10.db")
 
     def play(*args: str) -> dict[str, Any]:
-        done = subprocess.run([sys.executable, "-m", "tests.sdk.nested_app", db, *args], cwd=root,
+        done = subprocess.run(zygote.command("-m", "tests.sdk.nested_app", db, *args), cwd=root,
                               capture_output=True, text=True, timeout=GUARD)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout.strip().splitlines()[-1])

@@ -5,7 +5,6 @@ saga over (necessarily well past the lease: the taker is refused until then) and
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import time
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from sagacity_agents import LeaseLostError, Phase, Sagacity, SagaStateError, SagaStatus
 from sagacity_agents.core.chain import verify_entries
 
+from tests import forked
 from . import fence_worker
 
 SAGA = "trip-2p"
@@ -34,7 +34,7 @@ async def _wait_for(condition, seconds: float = 60.0) -> None:
 async def test_r01_two_processes_stalled_worker_stops_and_its_late_outcome_is_undone(db, tmp_path):
     log = tmp_path / "log"
     lines = lambda: log.read_text().splitlines() if log.exists() else []  # noqa: E731
-    ctx = multiprocessing.get_context("spawn")
+    ctx = forked.context()
     out = ctx.Queue()
     proc = ctx.Process(target=fence_worker.stalled_run, args=(db, str(tmp_path), SAGA, LEASE, out))
     proc.start()

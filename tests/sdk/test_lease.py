@@ -24,6 +24,7 @@ from sagacity_agents import (
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.lease import lease_of
 
+from tests import forked
 from . import lease_worker
 from .helpers import agent, scripted
 
@@ -151,8 +152,8 @@ async def test_a_long_tool_body_keeps_its_lease_renewed(journal):
 
 
 # --- two processes --------------------------------------------------------------------------
-def _spawn(target, *args) -> multiprocessing.Process:
-    proc = multiprocessing.get_context("spawn").Process(target=target, args=args)
+def _spawn(target, *args) -> multiprocessing.process.BaseProcess:
+    proc = forked.context().Process(target=target, args=args)
     proc.start()
     return proc
 
@@ -161,7 +162,7 @@ def _spawn(target, *args) -> multiprocessing.Process:
 def test_f07_two_processes_on_one_saga_one_runs_one_refused(tmp_path):
     """F-07 across processes (SQLite): one process runs, the other is refused; the running one
     completes and nothing is undone."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = forked.context()
     barrier, out = ctx.Barrier(2), ctx.Queue()
     db = str(tmp_path / "j.db")
     procs = [_spawn(lease_worker.run_order, db, str(tmp_path), n, barrier, out) for n in (1, 2)]
@@ -191,7 +192,7 @@ def test_f07_two_processes_on_one_saga_one_runs_one_refused(tmp_path):
 def test_f07_a_killed_holder_is_taken_over_after_its_lease_expires(tmp_path, later):
     """F-07: the first holder is SIGKILLed mid-call; while it lived its lease refused others;
     after the expiry a later run or recover takes the saga over (journaled in took_over)."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = forked.context()
     out = ctx.Queue()
     db = str(tmp_path / "j.db")
     proc = _spawn(lease_worker.run_order, db, str(tmp_path), 1, None, out, 1.0)
