@@ -231,6 +231,16 @@ class SqliteJournal(SqliteWorker):
         return self._lazy_possible and not self._wal_restarts \
             and not any(self._waits(r) for r in requests)
 
+    def _remembered_newest(self, saga_id: str, tail: tuple[int, str, str] | None,
+                           new_tails: dict[str, tuple[int, str, int | None]]) -> int | None:
+        """The seq of the saga's newest RUN_STARTED as this connection remembers it (this group's
+        own appends first, then its last commit), valid only while the stored ``tail`` is the
+        one it wrote; :data:`_UNKNOWN` otherwise (read it)."""
+        known = new_tails.get(saga_id) or self._tails.get(saga_id)
+        if known is None or tail is None or known[:2] != tail[:2]:
+            return _UNKNOWN
+        return known[2]
+
     def _lease_of(self, conn: sqlite3.Connection, request: AppendRequest,
                   tail: tuple[int, str, str] | None, new_tails: dict[str, tuple[int, str, int | None]]) -> int | None:
         """The seq of the saga's newest RUN_STARTED at or after ``request.fence``, under the
@@ -238,10 +248,9 @@ class SqliteJournal(SqliteWorker):
         one it wrote last (this group's own appends first, then its last commit), else read: a
         range of the primary key, this run's entries only. Reading it every time cost one row
         per entry of the run (~0.2 us each), on every append."""
-        known = new_tails.get(request.saga_id) or self._tails.get(request.saga_id)
-        if known is not None and tail is not None and known[:2] == tail[:2] and known[2] != _UNKNOWN:
-            lease = known[2]
-            return lease if lease is not None and lease >= request.fence else None  # type: ignore[operator]
+        newest = self._remembered_newest(request.saga_id, tail, new_tails)
+        if newest != _UNKNOWN:
+            return newest if newest is not None and newest >= request.fence else None  # type: ignore[operator]
         return conn.execute(
             "SELECT max(seq) FROM sagacity_journal WHERE saga_id = ? AND seq >= ? "
             "AND phase = 'RUN_STARTED'",
@@ -294,9 +303,7 @@ class SqliteJournal(SqliteWorker):
         elif lease is not None:
             newest = lease  # the newest at or after the fence is the newest of all
         else:
-            known = new_tails.get(request.saga_id) or self._tails.get(request.saga_id)
-            newest = known[2] if known is not None and tail is not None and known[:2] == tail[:2] \
-                else _UNKNOWN
+            newest = self._remembered_newest(request.saga_id, tail, new_tails)
         new_tails[request.saga_id] = (entry.seq, entry.hash, newest)
         return entry, True
 
