@@ -10,6 +10,7 @@ listed now; a protected shell tool's commands and working directory.
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import Any
 
 from agents import FunctionTool
@@ -43,6 +44,22 @@ def tool_of(graph: AgentGraph, item: Any) -> FunctionTool | None:
     return graph.tool_of(key_of(item), getattr(agent, "name", None))
 
 
+_schemas: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _schema_of(func: Any) -> Any:
+    """``function_schema(func)``, made once per function and kept while the function lives: it
+    builds a pydantic model (about a millisecond), and depends on the function alone. A callable
+    that takes no weak reference gets a fresh one each time."""
+    try:
+        return _schemas[func]
+    except KeyError:
+        schema = _schemas[func] = function_schema(func)
+        return schema
+    except TypeError:  # not weak-referenceable
+        return function_schema(func)
+
+
 def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[str, Any], str | None]:
     """Return the canonical arguments a paused call's body would receive, and the raw text when
     it differs (only then is it stored).
@@ -65,7 +82,7 @@ def pending_call_arguments(tool: FunctionTool | None, raw: str) -> tuple[dict[st
     func: Any = getattr(tool, "__wrapped__", None)
     if func is None or getattr(func, DECLARATION_ATTR, None) is None:
         return to_canonical_value(data), None
-    schema = function_schema(func)
+    schema = _schema_of(func)
     try:
         parsed = schema.params_pydantic_model(**data)
     except Exception as exc:  # noqa: BLE001 - pydantic ValidationError and friends

@@ -63,3 +63,43 @@ async def test_after_a_failed_sync_no_append_is_answered_as_durable(tmp_path, mo
                                  payload={"intent_seq": 1})  # lazy, from the loop
     finally:
         await journal.close()
+
+
+async def test_without_fdatasync_the_wal_is_fsynced(tmp_path, monkeypatch):
+    """macOS has no ``os.fdatasync``: a durable commit must still sync the ``-wal`` (with
+    ``fsync``, as SQLite's own FULL commit does there), not fail every INTENT with an
+    ``AttributeError``."""
+    journal = SqliteJournal(tmp_path / "j.db")
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    try:
+        monkeypatch.delattr(os, "fdatasync")
+        monkeypatch.setattr(os, "fsync", fsync)
+        await journal.append("s", Phase.INTENT, write_key="i", tool="t", call_id="c", payload={})
+        assert journal._wal_fd in synced
+    finally:
+        await journal.close()
+
+
+async def test_a_relative_path_is_watched_after_a_chdir(tmp_path, monkeypatch):
+    """A journal opened by a relative path keeps checking the file it opened (``_check_file``)
+    after the process changes directory: it must neither refuse sound writes (the relative
+    name now points nowhere) nor miss the real file being deleted."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    journal = SqliteJournal("j.db")
+    try:
+        monkeypatch.chdir(tmp_path / "b")
+        await journal.append("s", Phase.INTENT, write_key="i0", tool="t", call_id="c", payload={})
+        os.remove(tmp_path / "a" / "j.db-wal")
+        with pytest.raises(JournalWriteError, match="changed under this process"):
+            await journal.append("s", Phase.INTENT, write_key="i1", tool="t", call_id="c1",
+                                 payload={})
+    finally:
+        await journal.close()

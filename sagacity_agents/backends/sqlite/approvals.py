@@ -7,7 +7,7 @@ import datetime as dt
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ...errors import ApprovalError
 from ...core.approval import (

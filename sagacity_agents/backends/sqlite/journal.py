@@ -189,7 +189,10 @@ class SqliteJournal(SqliteWorker):
                 refuses every later write: ``_sync_failed``).
         """
         if self._wal_fd is not None:
-            (os.fsync if self._synchronous == "EXTRA" else os.fdatasync)(self._wal_fd)
+            # fsync where there is no fdatasync (macOS; SQLite's own FULL commit calls fsync
+            # there too, unless PRAGMA fullfsync is set). Looked up per call, not at import.
+            sync = os.fsync if self._synchronous == "EXTRA" else getattr(os, "fdatasync", os.fsync)
+            sync(self._wal_fd)
         self._durable_now = True
 
     def _begin_write(self, conn: sqlite3.Connection, saga_id: str) -> None:

@@ -125,6 +125,9 @@ class SqliteWorker:
         self._busy_seconds = busy_timeout
 
         self._file_ids: tuple[tuple[int, int] | None, ...] | None = None
+        self._file_path = self.path
+        """The database file as SQLite opened it (absolute, symlinks resolved): what
+        ``_check_file`` watches, whatever the process's working directory is later."""
         self._lost: str | None = None
 
         def connect() -> None:
@@ -135,8 +138,11 @@ class SqliteWorker:
             if self.path != ":memory:" and not self.path.startswith("file:"):
                 # Applying the schema ran a write transaction: the -wal and -shm files exist now,
                 # and stay while this connection is open (SQLite removes them only when the last
-                # connection closes, and this one is open).
-                self._file_ids = _file_ids(self.path)
+                # connection closes, and this one is open). Watched by the path SQLite reports,
+                # not ``self.path``: a relative path would name another file after a chdir.
+                self._file_path = next(row[2] for row in self._conn.execute("PRAGMA database_list")
+                                       if row[1] == "main")
+                self._file_ids = _file_ids(self._file_path)
 
         try:
             self._executor.submit(connect).result()
@@ -180,7 +186,7 @@ class SqliteWorker:
         if self._file_ids is None:
             return
         if self._lost is None:
-            now = _file_ids(self.path)
+            now = _file_ids(self._file_path)
             if now != self._file_ids:
                 changed = [
                     f"{os.path.basename(self.path) + suffix} "
