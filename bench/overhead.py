@@ -16,8 +16,9 @@ interleaved series with zero tool calls isolates that fixed per-run cost.
 
 It also measures the journal append directly (median per append, one saga), for each backend,
 and a raw ``sqlite3`` INSERT+COMMIT with the same pragmas: each wrapped call is two appends
-(INTENT before the body, EXECUTED after), so on SQLite the per-call figure is bounded below by
-two durable commits.
+(INTENT before the body, EXECUTED after), of which only the INTENT waits for the disk (the
+outcome's commit is covered by the next durable one: docs/architecture.md, "One durable commit
+per call"), so on SQLite the per-call figure is bounded below by one durable commit.
 
 Usage::
 

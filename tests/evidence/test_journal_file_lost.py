@@ -16,7 +16,7 @@ import sqlite3
 import pytest
 from agents import function_tool
 
-from sagacity_agents import JournalWriteError, Phase, Sagacity, SagaStatus, SqliteApprovalStore, SqliteJournal, compensable
+from sagacity_agents import JournalWriteError, Phase, Sagacity, SqliteApprovalStore, SqliteJournal, compensable
 
 from ..sdk.helpers import agent, scripted
 
