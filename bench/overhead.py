@@ -512,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=20, help="tool calls per run (default 20)")
     parser.add_argument("--rounds", type=int, default=150,
-                        help="measured rounds, each runs all 4 variants (default 150, ~40 s)")
+                        help="measured rounds, each runs all 4 variants (default 150, ~40 s; with --durable at most 30)")
     parser.add_argument("--warmup", type=int, default=10, help="discarded warm-up rounds (default 10)")
     parser.add_argument("--fixed-rounds", type=int, default=None,
                         help="rounds of the zero-call series (default rounds/2; 0 skips it)")
