@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagacity_agents import JournalClosedError, Phase, SqliteJournal
+from sagacity_agents import JournalClosedError, JournalError, Phase, SqliteJournal
 from sagacity_agents.core.journal import lazy_phases
 from sagacity_agents.core.lease import acquire_lease
 from sagacity_agents.render import summarize_payload
@@ -211,3 +211,39 @@ async def test_sqlite_close_syncs_the_lazy_commits(tmp_path):
     await journal.close()
     await other.close()
     assert syncs == [True] and journal._durable_now
+
+
+async def test_sqlite_close_does_not_block_the_event_loop(tmp_path):
+    """Closing runs on the journal's thread and is awaited: while the connection closes (a
+    checkpoint of a large WAL can take seconds; here a close made to take 0.3 s), the loop's other
+    tasks keep running, and the close returns only once the connection is closed."""
+    import asyncio  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    journal = SqliteJournal(tmp_path / "j.db")
+    await journal.append("s", Phase.INTENT, write_key="i", tool="t", payload={})
+    closing, ticks = threading.Event(), []
+    real = journal._close_sync
+
+    def slow_close() -> None:
+        closing.set()
+        threading.Event().wait(0.3)
+        real()
+
+    journal._close_sync = slow_close
+
+    async def ticker() -> None:
+        while True:
+            if closing.is_set():
+                ticks.append(True)
+            await asyncio.sleep(0.01)
+
+    task = asyncio.create_task(ticker())
+    try:
+        await journal.close()
+    finally:
+        task.cancel()
+    assert len(ticks) >= 5, ticks  # the loop ran while the connection was closing
+    assert journal._connection is None
+    with pytest.raises(JournalError, match="is closed"):
+        await journal.append("s", Phase.EXECUTED, write_key="o", payload={})

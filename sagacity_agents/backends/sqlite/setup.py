@@ -236,12 +236,18 @@ class SqliteWorker:
                 conn.close()
 
     async def close(self) -> None:
-        """Close the connection and stop the worker thread. Idempotent."""
+        """Close the connection and stop the worker thread. Idempotent.
+
+        Awaited, not blocked on: closing the connection may checkpoint the WAL (milliseconds to
+        seconds for a large one), and the event loop's other tasks keep running meanwhile. The
+        worker thread runs its queued work first (one thread, in order), so when this returns
+        every append handed to it before ``close`` has finished.
+        """
         if self._closed:
             return
         self._closed = True
-        self._executor.submit(self._close_sync).result()
-        self._executor.shutdown(wait=True)
+        await asyncio.wrap_future(self._executor.submit(self._close_sync))
+        self._executor.shutdown(wait=True)  # its last task is done: this only joins the thread
 
     def execute_sql(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run raw SQL on the worker thread (tests and tamper demonstrations; not for apps)."""
