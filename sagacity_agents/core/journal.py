@@ -214,13 +214,24 @@ class AppendRequest:
 
         Raises:
             EncodingError: the payload has no canonical encoding.
+            TypeError: a saga id or write key that is not a ``str``, or a tool or call id that is
+                neither a ``str`` nor ``None`` (a ``uuid.UUID`` saga id: pass ``str(uuid)``).
+                Refused here, before any backend sees it, so that it is this caller's error
+                alone on every backend (SQLite would fail its binding inside a shared commit).
             ValueError: an empty saga id or write key, a negative ``expected_seq``, a claim
                 (:data:`CLAIM_PHASES`) whose payload has no claimant nonce, a fenced payload
                 that is not a mapping (or already holds the fence's keys), a fence below 1, or
                 ``late`` without a fence or on a phase not in :data:`LATE_PHASES`.
         """
+        if not isinstance(saga_id, str) or not isinstance(write_key, str):
+            raise TypeError(f"saga_id and write_key must be str, not {type(saga_id).__name__} "
+                            f"and {type(write_key).__name__}")
         if not saga_id or not write_key:
             raise ValueError("saga_id and write_key must be non-empty strings")
+        if tool is not None and not isinstance(tool, str):
+            raise TypeError(f"tool must be a str or None, not {type(tool).__name__}")
+        if call_id is not None and not isinstance(call_id, str):
+            raise TypeError(f"call_id must be a str or None, not {type(call_id).__name__}")
         if expected_seq is not None and expected_seq < 0:
             raise ValueError("expected_seq must be >= 0 (0: the saga has no entry yet)")
         flags = [False]

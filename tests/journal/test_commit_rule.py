@@ -6,9 +6,24 @@ from __future__ import annotations
 import pytest
 
 from sagacity_agents import JournalClosedError, JournalError, Phase, SqliteJournal
+from sagacity_agents.core.chain import verify_journal
 from sagacity_agents.core.journal import lazy_phases
 from sagacity_agents.core.lease import acquire_lease
 from sagacity_agents.render import summarize_payload
+
+
+def _count_groups(journal: SqliteJournal) -> list[int]:
+    """A list that gets the size of every group of appends the journal writes in one
+    transaction (the appends of several callers that queued together)."""
+    groups: list[int] = []
+    real = journal._write_group
+
+    def counting(group, wait=True):
+        groups.append(len(group))
+        return real(group, wait)
+
+    journal._writer._write_group = counting
+    return groups
 
 
 def test_the_rule_outcomes_lazy_unless_durable_outcomes():
@@ -156,14 +171,7 @@ async def test_sqlite_appends_arriving_together_share_a_commit_and_fail_alone(tm
     from sagacity_agents import JournalConflictError
 
     journal = SqliteJournal(tmp_path / "j.db")
-    groups: list[int] = []
-    real = journal._write_group
-
-    def counting(group, wait=True):
-        groups.append(len(group))
-        return real(group, wait)
-
-    journal._writer._write_group = counting
+    groups = _count_groups(journal)
     try:
         await journal.append("closed", Phase.SAGA_CLOSED, write_key="c", payload={})
         groups.clear()
@@ -247,3 +255,76 @@ async def test_sqlite_close_does_not_block_the_event_loop(tmp_path):
     assert journal._connection is None
     with pytest.raises(JournalError, match="is closed"):
         await journal.append("s", Phase.EXECUTED, write_key="o", payload={})
+
+
+async def test_sqlite_an_entry_too_big_for_the_file_fails_alone_in_a_shared_commit(tmp_path):
+    """Issue 22, item 3 (found by review): an entry SQLite refuses to store (over the file's
+    length limit, lowered here to 1 MB instead of sending 1 GB) shares a commit with another
+    saga's INTENT: it fails alone, naming its own saga; the INTENT is stored, the chain verifies."""
+    import asyncio
+    import sqlite3
+    import threading
+
+    from sagacity_agents import JournalWriteError
+
+    journal = SqliteJournal(tmp_path / "j.db")
+    journal._executor.submit(lambda: journal._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000)).result()
+    groups = _count_groups(journal)
+    try:
+        gate = threading.Event()
+        journal._executor.submit(gate.wait)  # the thread is busy: the appends below queue up
+        tasks = [asyncio.ensure_future(journal.append("A", Phase.INTENT, write_key="i", tool="t", payload={})),
+                 asyncio.ensure_future(journal.append("B", Phase.INTENT, write_key="i", tool="t",
+                                                      payload={"x": "y" * 2_000_000})),
+                 asyncio.ensure_future(journal.append("C", Phase.INTENT, write_key="i", tool="t", payload={}))]
+        await asyncio.sleep(0.05)
+        gate.set()
+        a, b, c = await asyncio.gather(*tasks, return_exceptions=True)
+        assert groups == [3]  # they did share the transaction
+        assert a.seq == 1 and c.seq == 1, (a, c)
+        assert isinstance(b, JournalWriteError) and "'B'" in str(b) and "too big" in str(b)
+        assert await journal.entries("B") == []
+        assert [e.write_key for e in await journal.entries("A")] == ["i"]
+        assert all(chain.ok for chain in await verify_journal(journal))
+        # The next append to B, of a sane size, is its first entry.
+        assert (await journal.append("B", Phase.INTENT, write_key="j", tool="t", payload={})).seq == 1
+    finally:
+        await journal.close()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("saga_id", "uuid"), ("saga_id", ("a", "b")), ("write_key", {"k": 1}), ("tool", ["t"]),
+    ("call_id", 7),
+])
+async def test_a_saga_id_key_tool_or_call_id_of_another_type_is_the_callers_error_alone(tmp_path, field, value):
+    """Review finding on issue 22, item 3: a ``uuid.UUID`` saga id (or a dict write key, a list
+    tool, an int call id) is refused with a TypeError before any backend sees it, on every backend,
+    so a neighbour sharing the SQLite commit is stored; the in-memory journal refuses it too (it
+    stored such values before, giving other bytes than SQLite)."""
+    import asyncio
+    import threading
+    import uuid
+
+    from sagacity_agents import InMemoryJournal
+
+    if value == "uuid":
+        value = uuid.uuid4()
+    fields = {"saga_id": "B", "write_key": "i", "tool": "t", "call_id": "c"} | {field: value}
+    saga_id = fields.pop("saga_id")
+    memory = InMemoryJournal()
+    with pytest.raises(TypeError, match=field.split("_")[0]):
+        await memory.append(saga_id, Phase.INTENT, payload={}, **fields)
+    journal = SqliteJournal(tmp_path / "j.db")
+    try:
+        gate = threading.Event()
+        journal._executor.submit(gate.wait)
+        good = asyncio.ensure_future(journal.append("A", Phase.INTENT, write_key="i", tool="t", payload={}))
+        bad = asyncio.ensure_future(journal.append(saga_id, Phase.INTENT, payload={}, **fields))
+        await asyncio.sleep(0.05)
+        gate.set()
+        stored, refused = await asyncio.gather(good, bad, return_exceptions=True)
+        assert stored.seq == 1
+        assert isinstance(refused, TypeError)
+        assert [e.saga_id for e in await journal.entries("A")] == ["A"]
+    finally:
+        await journal.close()

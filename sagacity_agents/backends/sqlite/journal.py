@@ -48,6 +48,13 @@ from .writer import Answer, Busy, GroupWriter, Pending
 __all__ = ["SqliteJournal"]
 
 
+# Errors of one entry's own statement (a value SQLite cannot bind or store: too big for the
+# file's length limit, say), which SQLite undoes alone, leaving the transaction open. Disk, lock
+# and corruption errors (OperationalError, DatabaseError) are the storage's: a whole group's.
+_ENTRY_ERRORS = (sqlite3.DataError, sqlite3.InterfaceError, sqlite3.ProgrammingError,
+                 sqlite3.IntegrityError)
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     """Whether ``exc`` is SQLITE_BUSY (another connection holds the lock)."""
     return "locked" in str(exc) or "busy" in str(exc)
@@ -364,6 +371,14 @@ class SqliteJournal(SqliteWorker):
                 for request in pending.requests:
                     try:
                         entry, fresh = self._insert_sync(conn, request, new_tails)
+                    except _ENTRY_ERRORS as exc:
+                        if not conn.in_transaction:
+                            raise  # it ended the transaction: the whole group fails
+                        # This entry's own statement failed (too big for the file, say) and
+                        # SQLite undid that statement only: its caller's error, not the others'.
+                        error = JournalWriteError(
+                            f"SQLite append to saga {request.saga_id!r} failed, nothing stored: {exc}")
+                        break
                     except sqlite3.Error:
                         raise  # storage, not the rule: the whole group fails
                     except Exception as exc:  # noqa: BLE001 - the rule refused it: this caller's error
