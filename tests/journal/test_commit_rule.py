@@ -3,6 +3,12 @@ which appends wait for the disk, batches in one commit, the rule journaled in RU
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import threading
+import time
+import uuid
+
 import pytest
 
 from sagacity_agents import JournalClosedError, JournalError, Phase, SqliteJournal
@@ -24,6 +30,17 @@ def _count_groups(journal: SqliteJournal) -> list[int]:
 
     journal._writer._write_group = counting
     return groups
+
+
+async def _queued_together(journal: SqliteJournal, *appends):
+    """Run ``appends`` (coroutines of ``journal``) while the journal's thread is busy, so that
+    they queue and are written as one group; their results or errors, in order."""
+    gate = threading.Event()
+    journal._executor.submit(gate.wait)  # the thread is busy: the appends queue up
+    tasks = [asyncio.ensure_future(a) for a in appends]
+    await asyncio.sleep(0.05)
+    gate.set()
+    return await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def test_the_rule_outcomes_lazy_unless_durable_outcomes():
@@ -123,10 +140,6 @@ async def test_the_rule_is_journaled_in_run_started_and_shown(tmp_path):
 async def test_sqlite_lock_wait_is_bounded_by_busy_timeout_and_fine_grained(tmp_path, monkeypatch):
     """Issue 22, item 5: an append waits for another writer's lock in steps of at most ~1 ms
     (it gets the lock soon after it is freed) and never longer than busy_timeout."""
-    import sqlite3
-    import threading
-    import time
-
     from sagacity_agents import JournalWriteError
 
     path = tmp_path / "j.db"
@@ -165,9 +178,6 @@ async def test_sqlite_lock_wait_is_bounded_by_busy_timeout_and_fine_grained(tmp_
 async def test_sqlite_appends_arriving_together_share_a_commit_and_fail_alone(tmp_path):
     """Issue 22, item 3: appends queued while the journal's thread is busy are written in one
     transaction (one commit); one the rule refuses (a closed saga, a conflict) fails alone."""
-    import asyncio
-    import threading
-
     from sagacity_agents import JournalConflictError
 
     journal = SqliteJournal(tmp_path / "j.db")
@@ -175,8 +185,6 @@ async def test_sqlite_appends_arriving_together_share_a_commit_and_fail_alone(tm
     try:
         await journal.append("closed", Phase.SAGA_CLOSED, write_key="c", payload={})
         groups.clear()
-        gate = threading.Event()
-        journal._executor.submit(gate.wait)  # the thread is busy: the appends below queue up
         appends = [journal.append(f"s{i}", Phase.INTENT, write_key="i", payload={"n": i})
                    for i in range(10)]
         appends.append(journal.append("closed", Phase.INTENT, write_key="late", payload={}))
@@ -185,10 +193,7 @@ async def test_sqlite_appends_arriving_together_share_a_commit_and_fail_alone(tm
             {"phase": Phase.EXECUTED, "write_key": "o", "payload": {"intent_seq": 1}},
             {"phase": Phase.INTENT, "write_key": "j", "expected_seq": 7, "payload": {}},
         ]))
-        tasks = [asyncio.ensure_future(a) for a in appends]
-        await asyncio.sleep(0.05)
-        gate.set()
-        results = await asyncio.gather(*tasks, return_exceptions=True)
+        results = await _queued_together(journal, *appends)
         assert groups == [13]  # one transaction, one commit
         assert all(r.seq == 1 for r in results[:10])
         assert isinstance(results[10], JournalClosedError)
@@ -225,9 +230,6 @@ async def test_sqlite_close_does_not_block_the_event_loop(tmp_path):
     """Closing runs on the journal's thread and is awaited: while the connection closes (a
     checkpoint of a large WAL can take seconds; here a close made to take 0.3 s), the loop's other
     tasks keep running, and the close returns only once the connection is closed."""
-    import asyncio  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
     journal = SqliteJournal(tmp_path / "j.db")
     await journal.append("s", Phase.INTENT, write_key="i", tool="t", payload={})
     closing, ticks = threading.Event(), []
@@ -235,7 +237,7 @@ async def test_sqlite_close_does_not_block_the_event_loop(tmp_path):
 
     def slow_close() -> None:
         closing.set()
-        threading.Event().wait(0.3)
+        time.sleep(0.3)
         real()
 
     journal._close_sync = slow_close
@@ -261,25 +263,18 @@ async def test_sqlite_an_entry_too_big_for_the_file_fails_alone_in_a_shared_comm
     """Issue 22, item 3 (found by review): an entry SQLite refuses to store (over the file's
     length limit, lowered here to 1 MB instead of sending 1 GB) shares a commit with another
     saga's INTENT: it fails alone, naming its own saga; the INTENT is stored, the chain verifies."""
-    import asyncio
-    import sqlite3
-    import threading
-
     from sagacity_agents import JournalWriteError
 
     journal = SqliteJournal(tmp_path / "j.db")
     journal._executor.submit(lambda: journal._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000)).result()
     groups = _count_groups(journal)
     try:
-        gate = threading.Event()
-        journal._executor.submit(gate.wait)  # the thread is busy: the appends below queue up
-        tasks = [asyncio.ensure_future(journal.append("A", Phase.INTENT, write_key="i", tool="t", payload={})),
-                 asyncio.ensure_future(journal.append("B", Phase.INTENT, write_key="i", tool="t",
-                                                      payload={"x": "y" * 2_000_000})),
-                 asyncio.ensure_future(journal.append("C", Phase.INTENT, write_key="i", tool="t", payload={}))]
-        await asyncio.sleep(0.05)
-        gate.set()
-        a, b, c = await asyncio.gather(*tasks, return_exceptions=True)
+        a, b, c = await _queued_together(
+            journal,
+            journal.append("A", Phase.INTENT, write_key="i", tool="t", payload={}),
+            journal.append("B", Phase.INTENT, write_key="i", tool="t", payload={"x": "y" * 2_000_000}),
+            journal.append("C", Phase.INTENT, write_key="i", tool="t", payload={}),
+        )
         assert groups == [3]  # they did share the transaction
         assert a.seq == 1 and c.seq == 1, (a, c)
         assert isinstance(b, JournalWriteError) and "'B'" in str(b) and "too big" in str(b)
@@ -293,7 +288,7 @@ async def test_sqlite_an_entry_too_big_for_the_file_fails_alone_in_a_shared_comm
 
 
 @pytest.mark.parametrize("field, value", [
-    ("saga_id", "uuid"), ("saga_id", ("a", "b")), ("write_key", {"k": 1}), ("tool", ["t"]),
+    ("saga_id", uuid.uuid4()), ("saga_id", ("a", "b")), ("write_key", {"k": 1}), ("tool", ["t"]),
     ("call_id", 7),
 ])
 async def test_a_saga_id_key_tool_or_call_id_of_another_type_is_the_callers_error_alone(tmp_path, field, value):
@@ -301,14 +296,8 @@ async def test_a_saga_id_key_tool_or_call_id_of_another_type_is_the_callers_erro
     tool, an int call id) is refused with a TypeError before any backend sees it, on every backend,
     so a neighbour sharing the SQLite commit is stored; the in-memory journal refuses it too (it
     stored such values before, giving other bytes than SQLite)."""
-    import asyncio
-    import threading
-    import uuid
-
     from sagacity_agents import InMemoryJournal
 
-    if value == "uuid":
-        value = uuid.uuid4()
     fields = {"saga_id": "B", "write_key": "i", "tool": "t", "call_id": "c"} | {field: value}
     saga_id = fields.pop("saga_id")
     memory = InMemoryJournal()
@@ -316,13 +305,11 @@ async def test_a_saga_id_key_tool_or_call_id_of_another_type_is_the_callers_erro
         await memory.append(saga_id, Phase.INTENT, payload={}, **fields)
     journal = SqliteJournal(tmp_path / "j.db")
     try:
-        gate = threading.Event()
-        journal._executor.submit(gate.wait)
-        good = asyncio.ensure_future(journal.append("A", Phase.INTENT, write_key="i", tool="t", payload={}))
-        bad = asyncio.ensure_future(journal.append(saga_id, Phase.INTENT, payload={}, **fields))
-        await asyncio.sleep(0.05)
-        gate.set()
-        stored, refused = await asyncio.gather(good, bad, return_exceptions=True)
+        stored, refused = await _queued_together(
+            journal,
+            journal.append("A", Phase.INTENT, write_key="i", tool="t", payload={}),
+            journal.append(saga_id, Phase.INTENT, payload={}, **fields),
+        )
         assert stored.seq == 1
         assert isinstance(refused, TypeError)
         assert [e.saga_id for e in await journal.entries("A")] == ["A"]
