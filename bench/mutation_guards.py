@@ -75,51 +75,52 @@ class Guard:
     """Test files (or node ids) run against each mutant, relative to the repository root."""
 
 
-_T02 = "tests/guards/test_t02_"
+_GUARDS = "tests/guards/"
 
 GUARDS: tuple[Guard, ...] = (
     Guard("sagacity_agents.core.grants",
           ("consumed_decisions", "grant_for_call", "requests_void"),
           "call-time grant: arguments hash, approved, consume-once, claims; closed-saga void",
-          (f"{_T02}grants.py",)),
+          (f"{_GUARDS}test_call_time_grant_refusals.py",)),
     Guard("sagacity_agents.sdk.approvals",
           ("_check_against_journal", "ApprovalDesk.decide", "ApprovalDesk.restore"),
           "decision-time and resume-time checks of a request against the journal and snapshot",
-          (f"{_T02}approvals.py",)),
+          (f"{_GUARDS}test_approval_checks_at_decision_and_resume.py",)),
     Guard("sagacity_agents.core.chain",
           ("check_anchor", "verify_entries", "_verify_chain", "_encodes_to", "_parsed_fault",
            "verify_rows"),
           "hash-chain and link verification, anchored heads; the read-speed check from rows",
-          (f"{_T02}chain.py", f"{_T02}chain_rows.py", "tests/journal/test_chain_heads.py")),
+          (f"{_GUARDS}test_chain_faults.py", f"{_GUARDS}test_chain_check_from_rows.py",
+           "tests/journal/test_chain_heads.py")),
     Guard("sagacity_agents.core.structure",
           ("_same_writer", "_resumed_after_pause"),
           "structure no run writes: an outcome answers its own INTENT under its lease, or after "
           "an approval pause under the resuming run's",
-          (f"{_T02}structure.py", "tests/evidence/test_entry_authenticity.py")),
+          (f"{_GUARDS}test_outcome_structure.py", "tests/evidence/test_entry_authenticity.py")),
     Guard("sagacity_agents.core.journal",
           ("next_entry", "AppendRequest.checks_fence"),
           "the append rule: fence first, then closed saga, then expected tail",
-          (f"{_T02}append.py",)),
+          (f"{_GUARDS}test_append_fence_and_lease_refusals.py",)),
     Guard("sagacity_agents.core.fence",
           ("_answers_own_start", "FencedJournal._fenced", "FencedJournal.append"),
           "fencing: a run's appends carry its lease's token; only its own outcomes go late",
-          (f"{_T02}append.py",)),
+          (f"{_GUARDS}test_append_fence_and_lease_refusals.py",)),
     Guard("sagacity_agents.core.lease",
           ("Lease.held", "acquire_lease"),
           "lease refusal: one run at a time, none on a closed saga",
-          (f"{_T02}append.py",)),
+          (f"{_GUARDS}test_append_fence_and_lease_refusals.py",)),
     Guard("sagacity_agents.core.authenticity",
           ("TagCache.check", "authenticity_fault", "untagged_after_tagged"),
           "entry tags (Ed25519) and signed RESOLVED",
-          (f"{_T02}tags.py", "tests/evidence/test_entry_tags.py")),
+          (f"{_GUARDS}test_entry_tag_faults.py", "tests/evidence/test_entry_tags.py")),
     Guard("sagacity_agents.core.compensation",
           ("undo_order",),
           "compensation order: what may have acted, newest outcome first",
-          (f"{_T02}verdicts.py",)),
+          (f"{_GUARDS}test_undo_order_and_verdict.py",)),
     Guard("sagacity_agents.core.saga.verdict",
           ("changes_world", "SagaVerdict.failed", "SagaVerdict.blocks_output"),
           "the guardrail verdict: output withheld, effects refused after a failure",
-          (f"{_T02}verdicts.py",)),
+          (f"{_GUARDS}test_undo_order_and_verdict.py",)),
 )
 
 EQUIVALENT: dict[str, str] = {

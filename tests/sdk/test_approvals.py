@@ -112,7 +112,7 @@ async def test_arguments_edited_in_the_snapshot_are_refused(fingerprint):
         await s.resume(result.saga_id, wire_app.resumed_agent())
     # Which guard refused (T-02): the SDK refuses a snapshot without its fingerprint; any other
     # edit is caught by the snapshot's journaled hash. The arguments check behind it has a test
-    # of its own (tests/guards/test_t02_approvals.py, ARGS_HASH_MISMATCH_AT_RESUME).
+    # of its own (tests/guards/test_approval_checks_at_decision_and_resume.py, ARGS_HASH_MISMATCH_AT_RESUME).
     assert refused.value.code == ("SNAPSHOT_UNREADABLE" if fingerprint == "deleted" else "SNAPSHOT_CHANGED")
     assert wire_app.executions() == []
 
