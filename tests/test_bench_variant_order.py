@@ -7,6 +7,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.case("T-04")
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
@@ -19,7 +23,7 @@ def _load(name: str):
     return module
 
 
-def test_t04_each_round_is_a_fresh_permutation_and_the_seed_repeats_it():
+def test_each_round_is_a_fresh_permutation_and_the_seed_repeats_it():
     fair = _load("fair_order")
     names = ("a", "b", "c", "d")
     orders = fair.round_orders(names, 30, seed=7)
@@ -31,7 +35,7 @@ def test_t04_each_round_is_a_fresh_permutation_and_the_seed_repeats_it():
     assert orders != fair.round_orders(names, 30, seed=8)
 
 
-def test_t04_the_guardrail_benchmark_uses_and_reports_the_orders(tmp_path):
+def test_the_guardrail_benchmark_uses_and_reports_the_orders(tmp_path):
     module = _load("guardrails")
     fair = _load("fair_order")
     try:
@@ -43,7 +47,7 @@ def test_t04_the_guardrail_benchmark_uses_and_reports_the_orders(tmp_path):
     assert result["orders"]["memory"] == fair.round_orders(module.VARIANTS, 3, 3)
 
 
-def test_t04_the_fallback_benchmark_uses_and_reports_the_orders():
+def test_the_fallback_benchmark_uses_and_reports_the_orders():
     import asyncio
 
     module = _load("fallback")
@@ -56,7 +60,7 @@ def test_t04_the_fallback_benchmark_uses_and_reports_the_orders():
     assert all(len(series) == 2 for series in result["times"].values())
 
 
-def test_t04_the_postgres_benchmark_draws_cell_orders_from_the_helper_and_keeps_ratios_unrounded():
+def test_the_postgres_benchmark_draws_cell_orders_from_the_helper_and_keeps_ratios_unrounded():
     """Read, not run (it needs a server; tests/test_bench_postgres_smoke.py runs it and checks
     ``cell_orders``)."""
     pg = (BENCH / "postgres_append.py").read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import sqlite3
 
+import pytest
 from agents import OutputGuardrailTripwireTriggered
 from rich.console import Console
 
@@ -183,7 +184,8 @@ def demo_process(tmp_path, **env: str):
     )
 
 
-def test_r04i_real_model_with_the_api_unreachable_exits_non_zero(tmp_path):
+@pytest.mark.case("R-04i")
+def test_real_model_with_the_api_unreachable_exits_non_zero(tmp_path):
     """R-04 i (issue 18): with the model's API unreachable (a base URL nothing listens on) the
     demo says the run failed and why, never "try again", and exits 1."""
     proc = demo_process(tmp_path, OPENAI_API_KEY="sk-test", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
@@ -193,7 +195,8 @@ def test_r04i_real_model_with_the_api_unreachable_exits_non_zero(tmp_path):
     assert "demo failed: the run raised APIConnectionError" in proc.stderr
 
 
-def test_r04i_real_model_without_a_key_exits_non_zero(tmp_path):
+@pytest.mark.case("R-04i")
+def test_real_model_without_a_key_exits_non_zero(tmp_path):
     """R-04 i: without OPENAI_API_KEY the demo refuses before running (usage error, exit 2)."""
     proc = demo_process(tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr

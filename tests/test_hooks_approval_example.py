@@ -8,7 +8,12 @@ import sqlite3
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
+
 from tests import zygote
+
+pytestmark = pytest.mark.case("F-12")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +41,7 @@ def _wires(tmp_path: Path) -> list[tuple[int, str]]:
         return conn.execute("SELECT amount, iban FROM wires").fetchall()
 
 
-def test_f12_pause_approve_resume_in_three_processes(tmp_path):
+def test_pause_approve_resume_in_three_processes(tmp_path):
     """F-12: Runner.run under SagaRunHooks pauses; one call stores the request and snapshot; a
     human approves from the CLI; another process gets the checked RunState with one call and
     Runner.run finishes the saga: the wire runs exactly once, a second resume is refused."""
@@ -59,7 +64,7 @@ def test_f12_pause_approve_resume_in_three_processes(tmp_path):
     assert "ok" in verified.stdout
 
 
-def test_f12_the_paying_process_awaits_the_decision_and_resumes(tmp_path):
+def test_the_paying_process_awaits_the_decision_and_resumes(tmp_path):
     """F-12 with wait_for_decision: the paying process waits; the CLI approves from another
     process; the paying process wakes up (store polling) and resumes on the same saga."""
     db, env = str(tmp_path / "hooks.db"), _env(tmp_path)

@@ -8,12 +8,17 @@ import os
 import sqlite3
 import subprocess
 from pathlib import Path
+
+import pytest
+
 from tests import zygote
+
+pytestmark = pytest.mark.case("N-01")
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_N01_example_mcp_payments_refunds_through_the_server(tmp_path: Path) -> None:
+def test_example_mcp_payments_refunds_through_the_server(tmp_path: Path) -> None:
     env = {**os.environ, "PAYMENTS_DB": str(tmp_path / "payments.db"), "COLUMNS": "200"}
     env.pop("OPENAI_API_KEY", None)
     done = subprocess.run(zygote.command("-m", "examples.mcp_payments", "--db", str(tmp_path / "shop.db")),
@@ -27,7 +32,7 @@ def test_N01_example_mcp_payments_refunds_through_the_server(tmp_path: Path) -> 
     assert len(refunds) == 1 and refunds[0]["sagacity/idempotency_key"].startswith("sgc-")
 
 
-def test_N01_example_mcp_payments_output_is_the_readmes_even_with_an_api_key_set(tmp_path: Path) -> None:
+def test_example_mcp_payments_output_is_the_readmes_even_with_an_api_key_set(tmp_path: Path) -> None:
     env = {**os.environ, "PAYMENTS_DB": str(tmp_path / "payments.db"), "OPENAI_API_KEY": "sk-not-a-key"}
     done = subprocess.run(zygote.command("-m", "examples.mcp_payments", "--db", str(tmp_path / "shop.db")),
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)

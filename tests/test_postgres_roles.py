@@ -87,7 +87,8 @@ def table_grants(pg_uri: str, role: str) -> set[tuple[str, str]]:
 # --- d --------------------------------------------------------------------------------------
 
 
-async def test_r04d_a_role_without_usage_on_the_schema_is_told_the_missing_grant(pg_uri, new_role):
+@pytest.mark.case("R-04d")
+async def test_a_role_without_usage_on_the_schema_is_told_the_missing_grant(pg_uri, new_role):
     """The role holds every table grant but not USAGE on the schema: the error names the schema,
     says it exists, and gives the GRANT to run (not "no schema ... exists; create it")."""
     role, schema = new_role(), schema_of(pg_uri)
@@ -117,7 +118,8 @@ async def test_r04d_a_role_without_usage_on_the_schema_is_told_the_missing_grant
 # --- e --------------------------------------------------------------------------------------
 
 
-def test_r04e_the_scripts_name_role_and_schema_by_psql_variables_only():
+@pytest.mark.case("R-04e")
+def test_the_scripts_name_role_and_schema_by_psql_variables_only():
     """No placeholder that a table name contains: the role and the schema appear only as the
     psql variables :"app_role" and :"schema"; filling them with a role named like a table's
     prefix leaves every table name whole."""
@@ -130,7 +132,8 @@ def test_r04e_the_scripts_name_role_and_schema_by_psql_variables_only():
     assert '"sagacity_app".sagacity_approval_requests TO "sagacity_app";' in filled
 
 
-def test_r04e_printed_grants_give_exactly_the_documented_least_privilege(pg_uri, new_role):
+@pytest.mark.case("R-04e")
+def test_printed_grants_give_exactly_the_documented_least_privilege(pg_uri, new_role):
     """``sagacity db grant ROLE --db URI`` prints the GRANTs for the URI's schema; applied to a
     fresh role they give exactly the privileges docs/postgres.md promises: a paused saga waits
     (its approval request is stored), is approved and resumed (the wire runs once); the role
@@ -165,7 +168,8 @@ def test_r04e_printed_grants_give_exactly_the_documented_least_privilege(pg_uri,
                 conn.execute(statement)
 
 
-def test_r04e_grant_apply_and_the_psql_script_grant_the_same(pg_uri, new_role):
+@pytest.mark.case("R-04e")
+def test_grant_apply_and_the_psql_script_grant_the_same(pg_uri, new_role):
     """``--apply`` runs the GRANTs itself; ``psql -v app_role=... -v schema=... -f app_role.sql``
     (the file as shipped) grants the same, and so does the checkpoint script for its schema."""
     schema = schema_of(pg_uri)
@@ -185,7 +189,8 @@ def test_r04e_grant_apply_and_the_psql_script_grant_the_same(pg_uri, new_role):
     assert table_grants(pg_uri, by_psql) == LEAST_PRIVILEGE
 
 
-def test_r04e_grant_refusals(pg_uri):
+@pytest.mark.case("R-04e")
+def test_grant_apply_refusals(pg_uri):
     """``--apply`` on a SQLite file is a usage error; a role that does not exist: nothing is
     granted and the server's reason is shown."""
     sqlite = CliRunner().invoke(cli, ["db", "grant", "someone", "--apply", "--db", "x.db"])

@@ -12,7 +12,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from sagacity_agents import Phase, SqliteJournal
+
+pytestmark = pytest.mark.case("R-04a")
 
 APP = textwrap.dedent('''
     """A trip whose card is declined; the hotel API is down on the first undo (UNDO_DOWN)."""
@@ -111,7 +115,7 @@ def left_for_recovery(tmp_path: Path) -> str:
     return saga_id
 
 
-def test_r04a_script_run_directly_is_recovered_with_app_module(tmp_path):
+def test_script_run_directly_is_recovered_with_app_module(tmp_path):
     """``python app.py`` journals ``app:book_hotel``; ``sagacity saga recover --app app:agent``
     (another process, importing ``app``) finds the undo, cancels the hotel and closes the saga."""
     saga_id = left_for_recovery(tmp_path)
@@ -125,7 +129,7 @@ def test_r04a_script_run_directly_is_recovered_with_app_module(tmp_path):
     assert (tmp_path / "cancelled.txt").read_text() == "H-1\n"
 
 
-def test_r04a_a_missing_undo_names_the_cause_never_saga_resolve(tmp_path):
+def test_a_missing_undo_names_the_cause_never_saga_resolve(tmp_path):
     """Recovered with an agent that does not declare the journaled tool: exit 1, and the output
     says the undo was not found, why, and what to do; it does not send the human to
     ``saga resolve`` (which refuses: a failed undo is not in doubt)."""
@@ -141,7 +145,7 @@ def test_r04a_a_missing_undo_names_the_cause_never_saga_resolve(tmp_path):
     assert "saga resolve" not in out.replace("`saga resolve` does not apply", "")
 
 
-def test_r04a_ids_follow_the_module_however_it_was_started(tmp_path):
+def test_ids_follow_the_module_however_it_was_started(tmp_path):
     """``python pkg/app.py`` (a package folder) and ``python -m pkg.app`` give ``pkg.app:...``;
     ``python app.py`` gives ``app:...``: each what ``--app`` imports."""
     script = ("from sagacity_agents import no_undo\n"

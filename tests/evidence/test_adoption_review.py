@@ -56,7 +56,8 @@ def garbage(db: str, seq: int = 99) -> None:
                hash="ab" * 32, canonical=b"junk")
 
 
-async def test_a01_a_second_adoption_is_refused_and_launders_nothing(db, keys):
+@pytest.mark.case("A-01")
+async def test_a_second_adoption_is_refused_and_launders_nothing(db, keys):
     """After an adoption, a forged untagged EXECUTED in an adopted saga and a fresh untagged
     saga stay BROKEN: a second adoption (the operator re-running it) is refused, nothing written,
     and recovery still refuses the forgery (Bob's booking is not cancelled)."""
@@ -73,7 +74,8 @@ async def test_a01_a_second_adoption_is_refused_and_launders_nothing(db, keys):
     await refused(db, keys, "fresh-1", 1, ChainFault.UNAUTHENTICATED)
 
 
-async def test_a01_a_later_adoption_already_in_the_journal_is_ignored(db, keys):
+@pytest.mark.case("A-01")
+async def test_a_later_adoption_already_in_the_journal_is_ignored(db, keys):
     """A second complete adoption written anyway (by the version that allowed it) does not
     extend the first: the forged EXECUTED it lists stays BROKEN, and the reading says so."""
     await in_doubt_saga(db, None, "old-1")
@@ -94,7 +96,8 @@ async def test_a01_a_later_adoption_already_in_the_journal_is_ignored(db, keys):
     await refused(db, keys, "old-1", seq, ChainFault.UNAUTHENTICATED)
 
 
-async def test_a01_an_untagged_entry_after_a_tagged_one_is_never_adopted(db, keys):
+@pytest.mark.case("A-01")
+async def test_an_untagged_entry_after_a_tagged_one_is_never_adopted(db, keys):
     """Writers already tag (README step 3) and the forger appends an untagged EXECUTED to a
     tagged saga before the adoption: the adoption refuses, naming it, and writes nothing; the
     forgery stays refused."""
@@ -106,7 +109,8 @@ async def test_a01_an_untagged_entry_after_a_tagged_one_is_never_adopted(db, key
     await refused(db, keys, "new-1", seq, ChainFault.UNAUTHENTICATED)
 
 
-def test_a01_the_cli_says_what_it_adopted_and_refuses_a_second_adoption(tmp_path, keys, monkeypatch):
+@pytest.mark.case("A-01")
+def test_the_cli_says_what_it_adopted_and_refuses_a_second_adoption(tmp_path, keys, monkeypatch):
     """``audit adopt-keyring``: the first run names the adoption and the sagas listed; the
     second exits 1, "keyring NOT adopted ... already adopted", nothing written."""
     import asyncio  # noqa: PLC0415
@@ -123,7 +127,8 @@ def test_a01_the_cli_says_what_it_adopted_and_refuses_a_second_adoption(tmp_path
     assert len(asyncio.run(entries(db, ADOPTION_SAGA))) == 1
 
 
-async def test_a02_garbage_in_the_reserved_saga_does_not_void_the_adoption(db, keys):
+@pytest.mark.case("A-02")
+async def test_garbage_in_the_reserved_saga_does_not_void_the_adoption(db, keys):
     """A raw garbage row in ``sagacity.keyring`` breaks that saga's chain (reported BROKEN
     there) but the signed adoption still counts: the old saga is "before the keyring" and is
     recovered; the garbage is named in the adoption's notes; re-adopting is refused."""
@@ -145,7 +150,8 @@ async def test_a02_garbage_in_the_reserved_saga_does_not_void_the_adoption(db, k
     assert CANCELLED == []
 
 
-def test_a02_journal_verify_says_which_adoption_counts_and_what_was_ignored(tmp_path, keys, monkeypatch):
+@pytest.mark.case("A-02")
+def test_journal_verify_says_which_adoption_counts_and_what_was_ignored(tmp_path, keys, monkeypatch):
     """``journal verify --keyring`` names the adoption that counts, every ignored row (the
     garbage, an untagged fake adoption) and the count before the keyring."""
     import asyncio  # noqa: PLC0415
@@ -164,7 +170,8 @@ def test_a02_journal_verify_says_which_adoption_counts_and_what_was_ignored(tmp_
     assert "saga old-1  3 entries" in out and "3 unauthenticated, before the keyring" in out
 
 
-def test_a02_without_any_adoption_that_counts_verify_says_so(tmp_path, keys, monkeypatch):
+@pytest.mark.case("A-02")
+def test_without_any_adoption_that_counts_verify_says_so(tmp_path, keys, monkeypatch):
     """Only a forged (untagged) adoption: "none counts", and the old saga is BROKEN."""
     import asyncio  # noqa: PLC0415
 

@@ -140,7 +140,8 @@ async def refused(db: str, keys, sid: str, seq: int, fault: ChainFault) -> None:
     assert not any(e.phase is Phase.SAGA_CLOSED for e in await entries(db, sid))
 
 
-async def test_a01_a_forged_executed_with_another_customers_undo_data_is_refused(db, keys):
+@pytest.mark.case("A-01")
+async def test_a_forged_executed_with_another_customers_undo_data_is_refused(db, keys):
     """A-01: under a keyring the forged EXECUTED carries no tag: refused at its seq; Bob's
     booking is not cancelled, the saga is not closed. A genuine recovery of the same saga (no
     forgery) reports the call in doubt and cancels nothing either."""
@@ -149,7 +150,8 @@ async def test_a01_a_forged_executed_with_another_customers_undo_data_is_refused
     await refused(db, keys, saga["sid"], seq, ChainFault.UNAUTHENTICATED)
 
 
-async def test_a01_without_a_keyring_the_forged_executed_directs_the_undo(db):
+@pytest.mark.case("A-01")
+async def test_without_a_keyring_the_forged_executed_directs_the_undo(db):
     """The same attack without a keyring (docs/threat-model.md): the forgery copies the
     structure (fence, intent, call), so it is a valid extension of the chain; recovery cancels
     Bob's booking and closes the saga. This is what the keyring is for."""
@@ -163,7 +165,8 @@ async def test_a01_without_a_keyring_the_forged_executed_directs_the_undo(db):
     assert result.status is SagaStatus.COMPENSATED and CANCELLED == ["b-bob"]
 
 
-async def test_a01_a_tag_that_does_not_verify_is_refused(db, keys, tmp_path):
+@pytest.mark.case("A-01")
+async def test_a_tag_that_does_not_verify_is_refused(db, keys, tmp_path):
     """A tag by a key the keyring does not hold (the forger made its own key) is refused."""
     saga = await in_doubt_saga(db, keys)
     generate_key(tmp_path / "mallory", "writer-1")  # the same key id, another key
@@ -178,7 +181,8 @@ async def test_a01_a_tag_that_does_not_verify_is_refused(db, keys, tmp_path):
     await refused(db, keys, saga["sid"], seq, ChainFault.BAD_SIGNATURE)
 
 
-async def test_a01_the_libraries_own_entries_verify_and_a_genuine_answer_is_acted_on(db, keys):
+@pytest.mark.case("A-01")
+async def test_the_libraries_own_entries_verify_and_a_genuine_answer_is_acted_on(db, keys):
     """Every entry the library writes under the keyring is tagged (the in-doubt run's, the
     recovery's, the signed answer's): verify passes, recovery reports the call in doubt, a
     human's signed "ran" makes the next recovery undo it, once, and close the saga."""
@@ -202,7 +206,8 @@ async def test_a01_the_libraries_own_entries_verify_and_a_genuine_answer_is_acte
     assert all(e.tag_key in ("writer-1", "alice-1") for e in await entries(db, saga["sid"]))
 
 
-async def test_a04_a_forged_resolved_is_refused(db, keys):
+@pytest.mark.case("A-04")
+async def test_a_forged_resolved_is_refused(db, keys):
     """A-04: a forged RESOLVED "not run" (no key, no signature) is refused at its seq: the
     saga is not closed with the booking left in place."""
     saga = await in_doubt_saga(db, keys)
@@ -212,7 +217,8 @@ async def test_a04_a_forged_resolved_is_refused(db, keys):
     await refused(db, keys, saga["sid"], seq, ChainFault.UNAUTHENTICATED)
 
 
-async def test_a04_an_unsigned_resolved_is_refused_even_when_tagged(db, keys):
+@pytest.mark.case("A-04")
+async def test_an_unsigned_resolved_is_refused_even_when_tagged(db, keys):
     """A-04: a RESOLVED the agent host itself wrote (tagged by its key, but not signed as a
     human's decision by a decision key) is refused: a human's answer is signed."""
     saga = await in_doubt_saga(db, keys)
@@ -227,7 +233,8 @@ async def test_a04_an_unsigned_resolved_is_refused_even_when_tagged(db, keys):
     await refused(db, keys, saga["sid"], seq, ChainFault.BAD_SIGNATURE)
 
 
-async def test_a04_without_a_keyring_a_forged_resolved_closes_the_saga(db):
+@pytest.mark.case("A-04")
+async def test_without_a_keyring_a_forged_resolved_closes_the_saga(db):
     """Without a keyring (docs/threat-model.md): the forged "not run" is read as a human's
     answer; recovery closes the saga and Alice's booking stays, undone by nobody."""
     saga = await in_doubt_saga(db, None)
@@ -251,7 +258,8 @@ async def forged_run_and_outcome(db: str, saga: dict) -> tuple[int, int]:
     return run, outcome
 
 
-async def test_a03_a_forged_run_started_and_outcome_are_refused_with_a_keyring(db, keys):
+@pytest.mark.case("A-03")
+async def test_a_forged_run_started_and_outcome_are_refused_with_a_keyring(db, keys):
     """A forged RUN_STARTED followed by a forged outcome under it: with a keyring, refused at
     the RUN_STARTED (the first entry without a tag)."""
     saga = await in_doubt_saga(db, keys)
@@ -259,7 +267,8 @@ async def test_a03_a_forged_run_started_and_outcome_are_refused_with_a_keyring(d
     await refused(db, keys, saga["sid"], run, ChainFault.UNAUTHENTICATED)
 
 
-async def test_a03_without_a_keyring_an_outcome_under_another_lease_is_refused(db):
+@pytest.mark.case("A-03")
+async def test_without_a_keyring_an_outcome_under_another_lease_is_refused(db):
     """A-03, independently of keys: the forged outcome was not written by the lease holder
     that wrote its INTENT; it is refused at its seq (structure), nothing undone, not closed."""
     saga = await in_doubt_saga(db, None)
@@ -267,7 +276,8 @@ async def test_a03_without_a_keyring_an_outcome_under_another_lease_is_refused(d
     await refused(db, None, saga["sid"], outcome, ChainFault.STRUCTURE)
 
 
-async def test_a03_without_a_keyring_an_outcome_under_a_superseded_lease_is_refused(db):
+@pytest.mark.case("A-03")
+async def test_without_a_keyring_an_outcome_under_a_superseded_lease_is_refused(db):
     """A-03: after a recovery took the saga over (and reported the call in doubt), an outcome
     under the dead run's lease that is not marked late is a shape the journal never writes."""
     saga = await in_doubt_saga(db, None)
@@ -286,7 +296,8 @@ async def test_a03_without_a_keyring_an_outcome_under_a_superseded_lease_is_refu
     await refused(db, None, saga["sid"], seq, ChainFault.STRUCTURE)
 
 
-async def test_a02_adopting_a_keyring_on_a_live_journal(db, keys):
+@pytest.mark.case("A-02")
+async def test_adopting_a_keyring_on_a_live_journal(db, keys):
     """A-02: a journal written without a keyring adopts one: its sagas are "unauthenticated,
     before the keyring" (not BROKEN) and are recovered under the keyring; a fresh unauthenticated
     saga after the marker (even backdated) and an untagged entry appended to an old saga are
@@ -325,7 +336,8 @@ async def test_a02_adopting_a_keyring_on_a_live_journal(db, keys):
     await refused(db, keys, "old-2", late, ChainFault.UNAUTHENTICATED)
 
 
-async def test_a02_without_the_adoption_old_entries_are_refused(db, keys):
+@pytest.mark.case("A-02")
+async def test_without_the_adoption_old_entries_are_refused(db, keys):
     """Turning a keyring on without adopting it: the old sagas' untagged entries are refused
     (fail closed), first one named."""
     saga = await in_doubt_saga(db, None)

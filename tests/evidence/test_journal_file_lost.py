@@ -20,6 +20,8 @@ from sagacity_agents import JournalWriteError, Phase, Sagacity, SqliteApprovalSt
 
 from ..sdk.helpers import agent, scripted
 
+pytestmark = pytest.mark.case("E-06")
+
 SUFFIXES = ("", "-wal", "-shm")
 
 
@@ -29,7 +31,7 @@ def delete(path: str, which: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize("which", [SUFFIXES, ("",), ("-wal",), ("-shm",)], ids=["all", "db", "wal", "shm"])
-async def test_e06_deleted_files_refuse_the_next_append(tmp_path, which):
+async def test_deleted_files_refuse_the_next_append(tmp_path, which):
     path = str(tmp_path / "j.db")
     journal = SqliteJournal(path)
     try:
@@ -43,7 +45,7 @@ async def test_e06_deleted_files_refuse_the_next_append(tmp_path, which):
         await journal.close()
 
 
-async def test_e06_replaced_file_refuses_the_next_append(tmp_path):
+async def test_replaced_file_refuses_the_next_append(tmp_path):
     path = str(tmp_path / "j.db")
     journal = SqliteJournal(path)
     try:
@@ -58,7 +60,7 @@ async def test_e06_replaced_file_refuses_the_next_append(tmp_path):
         await journal.close()
 
 
-async def test_e06_approval_store_notices_too(tmp_path):
+async def test_approval_store_notices_a_deleted_file_too(tmp_path):
     path = str(tmp_path / "a.db")
     store = SqliteApprovalStore(path)
     try:
@@ -70,7 +72,7 @@ async def test_e06_approval_store_notices_too(tmp_path):
         await store.close()
 
 
-async def test_e06_journal_deleted_mid_run_is_not_a_clean_compensation(tmp_path):
+async def test_journal_deleted_mid_run_is_not_a_clean_compensation(tmp_path):
     """E-06: db, -wal and -shm deleted by a tool body mid-run: the next INTENT fails (the next
     tool does not run) and the run raises JournalWriteError naming the deleted files (today:
     COMPENSATED with no error, the journal gone). The hotel is not undone: an undo runs only

@@ -35,7 +35,8 @@ async def forged_close_and_open_end(db: str, keys) -> dict[str, int]:
     return {"crashed-1": closed, "crashed-2": ended}
 
 
-async def test_a03_recover_all_reports_sagas_a_forged_close_or_end_would_hide(db, keys):
+@pytest.mark.case("A-03")
+async def test_recover_all_reports_sagas_a_forged_close_or_end_would_hide(db, keys):
     """Under a keyring, recover --all names both sagas with their first bad seq (the forged,
     untagged entry) for a human; nothing is undone or closed on them."""
     forged = await forged_close_and_open_end(db, keys)
@@ -51,7 +52,8 @@ async def test_a03_recover_all_reports_sagas_a_forged_close_or_end_would_hide(db
     assert CANCELLED == []
 
 
-def test_a03_the_cli_exits_non_zero_and_names_the_saga(tmp_path, keys, monkeypatch):
+@pytest.mark.case("A-03")
+def test_the_cli_exits_non_zero_and_names_the_saga(tmp_path, keys, monkeypatch):
     """``saga recover --all`` under a keyring: "no saga needs recovery" is not printed, both
     sagas are named with their first bad seq, exit 1."""
     db = str(tmp_path / "r.db")
@@ -70,8 +72,9 @@ def test_a03_the_cli_exits_non_zero_and_names_the_saga(tmp_path, keys, monkeypat
     assert CANCELLED == []
 
 
+@pytest.mark.case("A-03")
 @pytest.mark.parametrize("with_keyring", [False, True])
-async def test_a03_a_garbage_lease_does_not_stop_the_other_sagas(db, keys, with_keyring):
+async def test_a_garbage_lease_does_not_stop_the_other_sagas(db, keys, with_keyring):
     """A forged RUN_STARTED with ``lease_seconds: "abc"`` (then one of 1e308, past the calendar)
     before a genuine crashed saga: recover --all does not crash, the crashed saga after them is
     recovered (its call reported in doubt); with a keyring the forged sagas are reported."""
@@ -91,14 +94,16 @@ async def test_a03_a_garbage_lease_does_not_stop_the_other_sagas(db, keys, with_
     assert CANCELLED == []
 
 
+@pytest.mark.case("A-03")
 @pytest.mark.parametrize("value", ["abc", -1, 0, math.nan, math.inf, -math.inf, True, None, [30], {"s": 1}])
-def test_a03_a_lease_duration_the_library_never_writes_reads_as_the_default(value):
+def test_a_lease_duration_the_library_never_writes_reads_as_the_default(value):
     """``lease_seconds`` of an attacker's row: anything not a finite number > 0 is the default."""
     assert lease.lease_seconds(value) == lease.DEFAULT_LEASE_SECONDS
     assert lease.lease_seconds(12.5) == 12.5
 
 
-async def test_a03_an_unreadable_recorded_at_renews_nothing(db):
+@pytest.mark.case("A-03")
+async def test_an_unreadable_recorded_at_renews_nothing(db):
     """A lease read from rows with a non-time ``recorded_at`` (a raw row) does not raise."""
     saga = await in_doubt_saga(db, None, "s-1")
     rows = await entries(db, "s-1")
@@ -110,7 +115,8 @@ async def test_a03_an_unreadable_recorded_at_renews_nothing(db):
     assert found is not None and not found.held()
 
 
-async def test_a04_without_a_keyring_a_forged_close_over_a_call_in_doubt_is_refused(db):
+@pytest.mark.case("A-04")
+async def test_without_a_keyring_a_forged_close_over_a_call_in_doubt_is_refused(db):
     """N7: without a keyring, a forged SAGA_CLOSED on a saga whose INTENT has no outcome is a
     shape no run writes: verify says STRUCTURE at its seq, recover refuses, recover --all
     reports it."""
@@ -129,7 +135,8 @@ async def test_a04_without_a_keyring_a_forged_close_over_a_call_in_doubt_is_refu
         await s.aclose()
 
 
-async def test_a04_a_close_after_a_humans_answer_verifies(db):
+@pytest.mark.case("A-04")
+async def test_a_close_after_a_humans_answer_verifies(db):
     """The legitimate path: recovery reports the call in doubt, a human answers "not run"
     (RESOLVED counts as its outcome), recovery closes the saga; verify is ok."""
     saga = await in_doubt_saga(db, None, "s-1")
@@ -145,7 +152,8 @@ async def test_a04_a_close_after_a_humans_answer_verifies(db):
     assert (await entries(db, "s-1"))[-1].phase is Phase.SAGA_CLOSED
 
 
-async def test_a06_pause_does_not_reuse_a_forged_decision_under_a_keyring(db, keys, tmp_path, monkeypatch):
+@pytest.mark.case("A-06")
+async def test_pause_does_not_reuse_a_forged_decision_under_a_keyring(db, keys, tmp_path, monkeypatch):
     """C-05's reuse path reads decisions through the evidence check: an untagged APPROVED +
     CONSUMED forged for the pending transfer is refused (its seq named) when the SDK interrupts
     the call again, not reused as an approval; nothing is wired."""

@@ -140,7 +140,8 @@ async def test_tamper_matrix_first_bad_seq_named(checkpoints_at, keys, tamper, j
         await s.aclose()
 
 
-async def test_e08_approval_appended_without_the_key_is_detected_and_refused(tmp_path, keys, journal_db):
+@pytest.mark.case("E-08")
+async def test_approval_appended_without_the_key_is_detected_and_refused(tmp_path, keys, journal_db):
     """E-08: someone with write access to the journal appends an APPROVED entry through the
     library (a valid chain extension, right request id and hash) without the decision key:
     verify names its seq (bad signature) and resume refuses; nothing is paid. The same decision

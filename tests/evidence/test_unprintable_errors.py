@@ -41,6 +41,7 @@ def test_describe_error_never_raises():
 LONE_SURROGATE = b"card \xff declined".decode("utf-8", "surrogateescape")
 
 
+@pytest.mark.case("E-07")
 @pytest.mark.parametrize(("error", "described"), [
     (Unprintable, "Unprintable (message unavailable: its __str__ raised ZeroDivisionError)"),
     # No JSON encoding for a lone surrogate: FAILED and SAGA_FAILED could not be written, the
@@ -48,7 +49,7 @@ LONE_SURROGATE = b"card \xff declined".decode("utf-8", "surrogateescape")
     (lambda: ValueError(LONE_SURROGATE), "ValueError: card \\udcff declined"),
 ], ids=["str raises", "lone surrogate"])
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
-async def test_e07_unprintable_exception_is_journaled_failed_and_compensated(journal, sync, error, described):
+async def test_unprintable_exception_is_journaled_failed_and_compensated(journal, sync, error, described):
     """E-07: book a hotel (undoable), then a compensable body raises an exception whose str()
     raises, or whose message holds a lone surrogate (bytes decoded with surrogateescape): FAILED
     with a safe description, the hotel is cancelled, COMPENSATED at once (no in-flight wait:
@@ -82,7 +83,8 @@ async def test_e07_unprintable_exception_is_journaled_failed_and_compensated(jou
     assert (await Sagacity(journal).verify(result.saga_id))[0].ok
 
 
-async def test_e07_unprintable_exception_in_an_undo_is_journaled(journal):
+@pytest.mark.case("E-07")
+async def test_unprintable_exception_in_an_undo_is_journaled(journal):
     """An undo raising such an exception is journaled COMPENSATION_FAILED with the safe text."""
     from sagacity_agents import ToolDeclaration, Reversibility  # noqa: PLC0415
 

@@ -39,7 +39,8 @@ def to_5000(obj):
     return None
 
 
-async def test_e01_edited_request_snapshot_and_entries_are_refused_at_resume(journal_db):
+@pytest.mark.case("E-01")
+async def test_edited_request_snapshot_and_entries_are_refused_at_resume(journal_db):
     """E-01: the approval request, the snapshot and the journal entries of a paused saga are
     edited from 5 to 5000 (hashes not re-sealed) after the human approved 5: resume is refused
     with the first edited seq named, and nothing is paid."""
@@ -73,7 +74,8 @@ async def test_e01_edited_request_snapshot_and_entries_are_refused_at_resume(jou
     assert wire_app.executions() == []
 
 
-async def test_e02_rejection_rewritten_as_approval_is_refused(journal_db):
+@pytest.mark.case("E-02")
+async def test_rejection_rewritten_as_approval_is_refused(journal_db):
     """E-02: a REJECTED decision rewritten as APPROVED in the stored entry (and in the store):
     resume is refused, the rejected call never runs."""
     db = journal_db
@@ -123,7 +125,8 @@ def other_customer(obj):
     return None
 
 
-async def test_e03_undo_data_aimed_at_another_customer_is_refused_by_recover(journal_db):
+@pytest.mark.case("E-03")
+async def test_undo_data_aimed_at_another_customer_is_refused_by_recover(journal_db):
     """E-03: an EXECUTED entry's undo data changed to another customer's booking: recover is
     refused (EvidenceError naming the seq), nobody's booking is cancelled."""
     db = journal_db
@@ -152,7 +155,8 @@ async def _entries(db, saga_id):
         await s.aclose()
 
 
-def test_e03_cli_recover_exits_non_zero(journal_db, monkeypatch):
+@pytest.mark.case("E-03")
+def test_cli_recover_exits_non_zero(journal_db, monkeypatch):
     """E-03 through `sagacity saga recover`: exit status non-zero, the seq named, nothing undone."""
     import asyncio
     import sys

@@ -23,6 +23,8 @@ from sagacity_agents.errors import (
 
 from .support import SAGA, journal_of
 
+pytestmark = pytest.mark.case("T-02")
+
 
 async def leased() -> tuple[InMemoryJournal, int]:
     """A saga with a lease taken (its RUN_STARTED seq returned)."""
@@ -32,7 +34,7 @@ async def leased() -> tuple[InMemoryJournal, int]:
     return journal, started.seq
 
 
-async def test_t02_an_append_under_a_lost_fence_is_refused_as_lease_lost():
+async def test_an_append_under_a_lost_fence_is_refused_as_lease_lost():
     journal, run = await leased()
     assert (await journal.append(SAGA, Phase.INTENT, write_key="i", fence=run)).seq == 3
     with pytest.raises(LeaseLostError) as lost:
@@ -45,7 +47,7 @@ async def test_t02_an_append_under_a_lost_fence_is_refused_as_lease_lost():
     assert none.value.current is None and "the saga's lease is now no run's:" in str(none.value)
 
 
-async def test_t02_a_late_append_is_not_fenced_and_the_fence_is_checked_before_the_close():
+async def test_a_late_append_is_not_fenced_and_the_fence_is_checked_before_the_close():
     journal, run = await leased()
     late = await journal.append(SAGA, Phase.EXECUTED, write_key="e", fence=run + 7, late=True,
                                 payload={"intent_seq": 1})
@@ -57,14 +59,14 @@ async def test_t02_a_late_append_is_not_fenced_and_the_fence_is_checked_before_t
         await journal.append(SAGA, Phase.INTENT, write_key="k", fence=run)
 
 
-def test_t02_only_a_fenced_append_that_is_not_late_checks_the_fence():
+def test_only_a_fenced_append_that_is_not_late_checks_the_fence():
     req = AppendRequest(SAGA, Phase.INTENT, "k")
     assert not req.checks_fence
     assert AppendRequest(SAGA, Phase.INTENT, "k", fence=0).checks_fence
     assert not AppendRequest(SAGA, Phase.INTENT, "k", fence=2, late=True).checks_fence
 
 
-async def test_t02_a_closed_saga_refuses_as_closed_and_a_moved_tail_as_a_conflict():
+async def test_a_closed_saga_refuses_as_closed_and_a_moved_tail_as_a_conflict():
     journal, _ = await journal_of((Phase.SAGA_OPENED, {}))
     with pytest.raises(JournalConflictError) as conflict:
         await journal.append(SAGA, Phase.INTENT, write_key="x", expected_seq=0)
@@ -89,7 +91,7 @@ async def fenced(journal: InMemoryJournal, fence: int | None):
     return FencedJournal(journal, SAGA, lambda: fence, lost.append, notes.append), lost, notes
 
 
-async def test_t02_the_fenced_view_fences_its_saga_only_and_never_run_started():
+async def test_the_fenced_view_fences_its_saga_only_and_never_run_started():
     journal, run = await leased()
     view, lost, _ = await fenced(journal, run - 1)
     assert (await view.append("other", Phase.SAGA_OPENED, write_key="o")).seq == 1
@@ -104,7 +106,7 @@ async def test_t02_the_fenced_view_fences_its_saga_only_and_never_run_started():
     assert (await unfenced.append(SAGA, Phase.INTENT, write_key="free")).seq == 5
 
 
-async def test_t02_a_lost_lease_writes_the_own_outcome_late_and_nothing_else():
+async def test_a_lost_lease_writes_the_own_outcome_late_and_nothing_else():
     journal, run = await leased()
     view, lost, notes = await fenced(journal, run - 1)  # a fence that is not the saga's lease
     executed = await view.append(SAGA, Phase.EXECUTED, write_key="e", payload={"intent_seq": 2})
@@ -122,7 +124,7 @@ async def test_t02_a_lost_lease_writes_the_own_outcome_late_and_nothing_else():
     assert len(notes) == 1 and "could not be journaled, even late" in notes[0]
 
 
-async def test_t02_lease_refusals_each_named():
+async def test_lease_refusals_each_named():
     journal, _ = await leased()
     with pytest.raises(SagaStateError) as held:
         await acquire_lease(journal, SAGA, holder="h2", seconds=30, agent="b")
@@ -138,7 +140,7 @@ async def test_t02_lease_refusals_each_named():
     assert closed.value.code == "SAGA_CLOSED" and seen == []
 
 
-async def test_t02_an_expired_lease_is_taken_over_and_journaled():
+async def test_an_expired_lease_is_taken_over_and_journaled():
     journal = InMemoryJournal()
     await journal.append(SAGA, Phase.SAGA_OPENED, write_key="open")
     first = await acquire_lease(journal, SAGA, holder="h1", seconds=0.01, agent="a")
@@ -151,7 +153,7 @@ async def test_t02_an_expired_lease_is_taken_over_and_journaled():
     assert second.payload["took_over"]["run_seq"] == first.seq
 
 
-async def test_t02_a_check_refusal_writes_nothing_and_an_ended_lease_is_not_taken_over():
+async def test_a_check_refusal_writes_nothing_and_an_ended_lease_is_not_taken_over():
     journal, _ = await leased()
     await journal.append(SAGA, Phase.RUN_ENDED, write_key="end", payload={"holder": "h1"})
 
@@ -181,7 +183,7 @@ class RacingJournal(InMemoryJournal):
         return read
 
 
-async def test_t02_a_lease_opening_a_saga_writes_both_in_one_batch_without_reading():
+async def test_a_lease_opening_a_saga_writes_both_in_one_batch_without_reading():
     journal = RacingJournal()
     started = await acquire_lease(journal, SAGA, holder="h1", seconds=30, agent="a",
                                   opening={"phase": Phase.SAGA_OPENED, "write_key": "open"})
@@ -190,12 +192,12 @@ async def test_t02_a_lease_opening_a_saga_writes_both_in_one_batch_without_readi
     assert re.fullmatch(r"run:h1:[0-9a-f]{8}", started.write_key)
 
 
-async def test_t02_a_lease_on_a_saga_with_no_entry_starts_it():
+async def test_a_lease_on_a_saga_with_no_entry_starts_it():
     started = await acquire_lease(InMemoryJournal(), "bare", holder="h1", seconds=30, agent="a")
     assert started.seq == 1
 
 
-async def test_t02_a_write_in_between_is_read_again_and_a_close_in_between_refuses():
+async def test_a_write_in_between_is_read_again_and_a_close_in_between_refuses():
     async def intent(journal):
         await InMemoryJournal.append(journal, SAGA, Phase.INTENT, write_key="racer")
 
@@ -213,7 +215,7 @@ async def test_t02_a_write_in_between_is_read_again_and_a_close_in_between_refus
     assert closed.value.code == "SAGA_CLOSED" and isinstance(closed.value.__cause__, JournalClosedError)
 
 
-async def test_t02_a_saga_written_to_without_pause_is_too_busy():
+async def test_a_saga_written_to_without_pause_is_too_busy():
     async def intent(journal):
         await InMemoryJournal.append(journal, SAGA, Phase.INTENT, write_key=f"racer{journal.reads}")
 
@@ -224,7 +226,7 @@ async def test_t02_a_saga_written_to_without_pause_is_too_busy():
     assert busy.value.code == "LEASE_BUSY" and journal.reads == 50
 
 
-def test_t02_a_lease_is_held_until_it_expires_or_ends():
+def test_a_lease_is_held_until_it_expires_or_ends():
     at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     lease = Lease("h", 1, 10.0, at, False)
     assert lease.held(at - dt.timedelta(microseconds=1))

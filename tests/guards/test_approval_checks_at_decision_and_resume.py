@@ -21,6 +21,8 @@ from sagacity_agents.core.approval import args_hash
 
 from ..sdk import wire_app
 
+pytestmark = pytest.mark.case("T-02")
+
 WIRE = ("transfer", '{"amount": 5, "to": "acct-9"}', "w1")
 OTHER_ARGS = {"amount": 5000, "to": "acct-9", "currency": "USD"}
 
@@ -58,7 +60,7 @@ async def refused_resume(s, saga_id, code):
 
 # --- at decision time -----------------------------------------------------------------------
 
-async def test_t02_decide_each_store_check_alone():
+async def test_decide_each_store_check_alone():
     s, _, request = await paused()
     await refused_decision(s, request.request_id, "NO_APPROVER", approver="")
     await refused_decision(s, "nope", "UNKNOWN_REQUEST")
@@ -71,7 +73,7 @@ async def test_t02_decide_each_store_check_alone():
     await refused_decision(s, request.request_id, "REQUEST_EXPIRED")
 
 
-async def test_t02_a_decision_is_final_and_the_same_one_again_writes_nothing():
+async def test_a_decision_is_final_and_the_same_one_again_writes_nothing():
     s, saga_id, request = await paused()
     await s.desk.decide(request.request_id, approve=True, approver="alice")
     count = len(await s.journal.entries(saga_id))
@@ -80,19 +82,19 @@ async def test_t02_a_decision_is_final_and_the_same_one_again_writes_nothing():
     await refused_decision(s, request.request_id, "DECISION_CHANGED", approve=False)
 
 
-async def test_t02_decide_refuses_a_closed_saga():
+async def test_decide_refuses_a_closed_saga():
     s, saga_id, request = await paused()
     await s.journal.append(saga_id, Phase.SAGA_CLOSED, write_key="closed-by-hand")
     await refused_decision(s, request.request_id, "SAGA_CLOSED")
 
 
-async def test_t02_decide_refuses_a_request_the_journal_never_paused_on():
+async def test_decide_refuses_a_request_the_journal_never_paused_on():
     s, _, request = await paused()
     await s.approvals.create(dataclasses.replace(request, request_id="forged"))
     await refused_decision(s, "forged", "REQUEST_NOT_JOURNALED")
 
 
-async def test_t02_decide_refuses_a_request_whose_call_was_changed_in_the_store():
+async def test_decide_refuses_a_request_whose_call_was_changed_in_the_store():
     s, _, request = await paused()
     edit(s, request, call_id="w2")
     await refused_decision(s, request.request_id, "REQUEST_CALL_CHANGED")
@@ -100,7 +102,7 @@ async def test_t02_decide_refuses_a_request_whose_call_was_changed_in_the_store(
     await refused_decision(s, request.request_id, "REQUEST_CALL_CHANGED")
 
 
-async def test_t02_decide_refuses_arguments_and_hash_both_changed_in_the_store():
+async def test_decide_refuses_arguments_and_hash_both_changed_in_the_store():
     """The stored request is consistent in itself (arguments hash to its hash) but not the
     journaled one: only the comparison with the journaled hash can refuse it."""
     s, _, request = await paused()
@@ -108,7 +110,7 @@ async def test_t02_decide_refuses_arguments_and_hash_both_changed_in_the_store()
     await refused_decision(s, request.request_id, "ARGS_HASH_MISMATCH_AT_DECISION")
 
 
-async def test_t02_decide_refuses_arguments_changed_under_the_journaled_hash():
+async def test_decide_refuses_arguments_changed_under_the_journaled_hash():
     """What a human reads (the arguments) changed, the hash left: only the re-hash refuses."""
     s, _, request = await paused()
     edit(s, request, args=OTHER_ARGS)
@@ -117,7 +119,7 @@ async def test_t02_decide_refuses_arguments_changed_under_the_journaled_hash():
     await refused_decision(s, request.request_id, "REQUEST_ARGS_CHANGED")
 
 
-async def test_t02_decide_journals_the_decision_with_its_hash():
+async def test_decide_journals_the_decision_with_its_hash():
     s, saga_id, request = await paused()
     await s.desk.decide(request.request_id, approve=False, approver="alice")
     rejected = [e for e in await s.journal.entries(saga_id) if e.phase is Phase.REJECTED]
@@ -127,14 +129,14 @@ async def test_t02_decide_journals_the_decision_with_its_hash():
 
 # --- at resume time -------------------------------------------------------------------------
 
-async def test_t02_resume_runs_an_approved_call_once():
+async def test_resume_runs_an_approved_call_once():
     s, saga_id, request = await paused()
     await s.desk.decide(request.request_id, approve=True, approver="alice")
     done = await s.resume(saga_id, wire_app.resumed_agent())
     assert done.status is SagaStatus.COMPLETED and wire_app.executions() == ["5 USD -> acct-9"]
 
 
-async def test_t02_resume_with_arguments_differing_from_the_request_is_refused_at_resume():
+async def test_resume_with_arguments_differing_from_the_request_is_refused_at_resume():
     """Snapshot untouched, decision journaled: only the request's hash was edited afterwards.
     The resume-time comparison refuses it before the decision's hash is even looked at."""
     s, saga_id, request = await paused()
@@ -143,20 +145,20 @@ async def test_t02_resume_with_arguments_differing_from_the_request_is_refused_a
     await refused_resume(s, saga_id, "ARGS_HASH_MISMATCH_AT_RESUME")
 
 
-async def test_t02_resume_refuses_a_journaled_decision_for_another_hash():
+async def test_resume_refuses_a_journaled_decision_for_another_hash():
     s, saga_id, request = await paused()
     await s.journal.append(saga_id, Phase.APPROVED, write_key="forged", tool="transfer", call_id="w1",
                            payload={"request_id": request.request_id, "args_hash": "d" * 64})
     await refused_resume(s, saga_id, "DECISION_HASH_MISMATCH")
 
 
-async def test_t02_resume_refuses_undecided_and_lists_them():
+async def test_resume_refuses_undecided_and_lists_them():
     s, saga_id, request = await paused()
     error = await refused_resume(s, saga_id, "UNDECIDED")
     assert request.request_id in str(error)
 
 
-async def test_t02_resume_refuses_missing_or_unreadable_or_changed_snapshots():
+async def test_resume_refuses_missing_or_unreadable_or_changed_snapshots():
     s, saga_id, request = await paused()
     await s.desk.decide(request.request_id, approve=True, approver="alice")
     text = s.approvals._snapshots.pop(saga_id)
@@ -167,7 +169,7 @@ async def test_t02_resume_refuses_missing_or_unreadable_or_changed_snapshots():
     await refused_resume(s, saga_id, "SNAPSHOT_CHANGED")
 
 
-async def test_t02_resume_refuses_when_nothing_is_pending_or_a_request_was_revived():
+async def test_resume_refuses_when_nothing_is_pending_or_a_request_was_revived():
     s, saga_id, request = await paused()
     await s.desk.decide(request.request_id, approve=True, approver="alice")
     edit(s, await s.approvals.get(request.request_id), consumed_at="2026-01-01T00:00:00.000000Z")
@@ -178,7 +180,7 @@ async def test_t02_resume_refuses_when_nothing_is_pending_or_a_request_was_reviv
     await refused_resume(s, saga_id, "REQUEST_CONSUMED")
 
 
-async def test_t02_resume_refuses_a_pending_call_with_no_request_of_its_own():
+async def test_resume_refuses_a_pending_call_with_no_request_of_its_own():
     s, saga_id, request = await paused()
     await s.desk.decide(request.request_id, approve=True, approver="alice")
     stored = await s.approvals.get(request.request_id)
@@ -188,7 +190,7 @@ async def test_t02_resume_refuses_a_pending_call_with_no_request_of_its_own():
     await refused_resume(s, saga_id, "NO_REQUEST_FOR_CALL")
 
 
-async def test_t02_resume_refuses_a_request_without_hash_or_expired():
+async def test_resume_refuses_a_request_without_hash_or_expired():
     s, saga_id, request = await paused()
     await s.desk.decide(request.request_id, approve=True, approver="alice")
     stored = await s.approvals.get(request.request_id)
@@ -199,7 +201,7 @@ async def test_t02_resume_refuses_a_request_without_hash_or_expired():
     await refused_resume(s, saga_id, "REQUEST_EXPIRED")
 
 
-async def test_t02_resume_refuses_a_request_whose_call_is_not_in_the_snapshot():
+async def test_resume_refuses_a_request_whose_call_is_not_in_the_snapshot():
     """A writer journals a second pause with the same snapshot hash and stores its request:
     every check passes for it but one, that the snapshot has a pending call for it."""
     s, saga_id, request = await paused()
@@ -212,7 +214,7 @@ async def test_t02_resume_refuses_a_request_whose_call_is_not_in_the_snapshot():
     await refused_resume(s, saga_id, "REQUEST_WITHOUT_CALL")
 
 
-async def test_t02_resume_consumes_each_decision_and_journals_it():
+async def test_resume_consumes_each_decision_and_journals_it():
     s, saga_id, request = await paused()
     await s.desk.decide(request.request_id, approve=False, approver="alice")
     _state, grants = await s.desk.restore(Saga(s.journal, saga_id), wire_app.resumed_agent())
@@ -234,7 +236,7 @@ def _model_outputs(agent) -> list[str]:
     ("unknown payee", "Tool execution was not approved: unknown payee"),
     (None, "Tool execution was not approved."),
 ])
-async def test_t02_a_rejection_tells_the_model_the_reason(reason, told):
+async def test_a_rejection_tells_the_model_the_reason(reason, told):
     s, saga_id, request = await paused()
     await s.desk.decide(request.request_id, approve=False, approver="alice", reason=reason)
     agent = wire_app.resumed_agent()
@@ -242,7 +244,7 @@ async def test_t02_a_rejection_tells_the_model_the_reason(reason, told):
     assert _model_outputs(agent) == [told] and wire_app.executions() == []
 
 
-async def test_t02_resume_names_how_the_tool_is_declared_now():
+async def test_resume_names_how_the_tool_is_declared_now():
     from agents import Agent, function_tool
     from agents.testing import ScriptedModel, assistant_message
 
@@ -261,7 +263,7 @@ async def test_t02_resume_names_how_the_tool_is_declared_now():
         in str(refused.value)
 
 
-async def test_t02_an_invalid_call_beside_a_paused_one_is_rejected_and_the_other_still_runs():
+async def test_an_invalid_call_beside_a_paused_one_is_rejected_and_the_other_still_runs():
     """The model's turn held an invalid call (auto-rejected at the pause, no request) before the
     valid one: resume rejects it again and goes on to the valid one."""
     s, saga_id, request = await paused(("transfer", '{"amount": "x", "to": "acct-1"}', "w0"), WIRE)
@@ -271,14 +273,14 @@ async def test_t02_an_invalid_call_beside_a_paused_one_is_rejected_and_the_other
     assert done.status is SagaStatus.COMPLETED and wire_app.executions() == ["5 USD -> acct-9"]
 
 
-async def test_t02_resume_lists_every_undecided_request():
+async def test_resume_lists_every_undecided_request():
     s, saga_id, _ = await paused(WIRE, ("transfer", '{"amount": 6, "to": "acct-9"}', "w2"))
     requests = await s.approvals.list(saga_id)
     error = await refused_resume(s, saga_id, "UNDECIDED")
     assert all(r.request_id in str(error) for r in requests) and len(requests) == 2
 
 
-async def test_t02_a_decision_the_journal_refuses_is_not_recorded(monkeypatch):
+async def test_a_decision_the_journal_refuses_is_not_recorded(monkeypatch):
     from sagacity_agents.errors import JournalWriteError
 
     s, _, request = await paused()
@@ -291,7 +293,7 @@ async def test_t02_a_decision_the_journal_refuses_is_not_recorded(monkeypatch):
     assert (await s.approvals.get(request.request_id)).decision is None
 
 
-async def test_t02_an_unencodable_call_of_an_undecorated_tool_beside_a_paused_one_is_rejected():
+async def test_an_unencodable_call_of_an_undecorated_tool_beside_a_paused_one_is_rejected():
     """The same for a tool we could not decorate (``protect_tool``): its raw arguments have no
     canonical encoding (1e400 parses to infinity)."""
     from agents import Agent, function_tool

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from sagacity_agents import Phase
 from sagacity_agents.core.grants import (
     consumed_decisions,
@@ -12,6 +14,8 @@ from sagacity_agents.core.grants import (
 )
 
 from .support import journal_of
+
+pytestmark = pytest.mark.case("T-02")
 
 H = "a" * 64
 OTHER = "b" * 64
@@ -33,22 +37,22 @@ async def grant(*specs, args_hash: str = H, claimed=frozenset(), call_id: str = 
     return grant_for_call(entries, tool=tool, call_id=call_id, args_hash=args_hash, claimed=claimed)
 
 
-async def test_t02_grant_runs_on_a_consumed_approval_of_the_same_hash():
+async def test_grant_runs_on_a_consumed_approval_of_the_same_hash():
     assert await grant(*decided()) == ("r1", "", None)
 
 
-async def test_t02_grant_without_consumed_approval_is_refused_as_such():
+async def test_grant_without_consumed_approval_is_refused_as_such():
     check = await grant((Phase.APPROVED, {"tool": "wire", "call_id": "c1",
                                           "payload": {"request_id": "r1", "args_hash": H}}))
     assert check.request_id is None and check.code == "NO_CONSUMED_APPROVAL"
 
 
-async def test_t02_grant_of_another_call_or_tool_does_not_count():
+async def test_grant_of_another_call_or_tool_does_not_count():
     assert (await grant(*decided(), call_id="c2")).code == "NO_CONSUMED_APPROVAL"
     assert (await grant(*decided(), tool="refund")).code == "NO_CONSUMED_APPROVAL"
 
 
-async def test_t02_arguments_differing_from_the_approved_hash_are_refused_at_call_time():
+async def test_arguments_differing_from_the_approved_hash_are_refused_at_call_time():
     """Approved, consumed, unused, same call: only the arguments hash differs."""
     check = await grant(*decided(), args_hash=OTHER)
     assert check.request_id is None
@@ -56,36 +60,36 @@ async def test_t02_arguments_differing_from_the_approved_hash_are_refused_at_cal
     assert OTHER in check.why and H in check.why
 
 
-async def test_t02_a_rejected_decision_is_refused_as_not_approved():
+async def test_a_rejected_decision_is_refused_as_not_approved():
     check = await grant(*decided(approved=False))
     assert (check.request_id, check.code) == (None, "NOT_APPROVED")
 
 
-async def test_t02_a_consumed_decision_with_no_approved_entry_of_that_hash_is_not_approved():
+async def test_a_consumed_decision_with_no_approved_entry_of_that_hash_is_not_approved():
     check = await grant(*decided(decided_hash=OTHER))
     assert (check.request_id, check.code) == (None, "NOT_APPROVED")
 
 
-async def test_t02_a_consumed_entry_saying_rejected_is_not_approved_even_with_an_approved_entry():
+async def test_a_consumed_entry_saying_rejected_is_not_approved_even_with_an_approved_entry():
     specs = decided()
     specs[1][1]["payload"]["decision"] = "rejected"
     assert (await grant(*specs)).code == "NOT_APPROVED"
 
 
-async def test_t02_an_approval_used_by_an_intent_is_refused_as_used():
+async def test_an_approval_used_by_an_intent_is_refused_as_used():
     specs = [*decided(), (Phase.INTENT, {"tool": "wire", "call_id": "c1", "payload": {"request_id": "r1"}})]
     check = await grant(*specs)
     assert (check.request_id, check.code) == (None, "APPROVAL_ALREADY_USED")
     assert "INTENT seq 3" in check.why
 
 
-async def test_t02_an_approval_claimed_in_this_process_is_refused_as_used():
+async def test_an_approval_claimed_in_this_process_is_refused_as_used():
     check = await grant(*decided(), claimed={"r1"})
     assert (check.request_id, check.code) == (None, "APPROVAL_ALREADY_USED")
     assert "INTENT seq" not in check.why
 
 
-async def test_t02_the_newest_decision_is_used_and_its_refusal_reported():
+async def test_the_newest_decision_is_used_and_its_refusal_reported():
     """Two decisions for one call: the newest usable one wins; if none is, the newest's reason."""
     older, newer = decided("r1"), decided("r2")
     assert (await grant(*older, *newer)).request_id == "r2"
@@ -95,7 +99,7 @@ async def test_t02_the_newest_decision_is_used_and_its_refusal_reported():
     assert both.code == "ARGS_HASH_MISMATCH_AT_CALL"
 
 
-async def test_t02_consumed_decisions_read_exactly_the_journal():
+async def test_consumed_decisions_read_exactly_the_journal():
     specs = [
         *decided("r1"),
         (Phase.INTENT, {"tool": "wire", "call_id": "c1", "payload": {"request_id": "r1"}}),
@@ -110,7 +114,7 @@ async def test_t02_consumed_decisions_read_exactly_the_journal():
         ("r1", "c1", H, True, 3), ("r2", "c2", H, False, None)]
 
 
-async def test_t02_requests_are_void_once_the_saga_is_closed_or_failed():
+async def test_requests_are_void_once_the_saga_is_closed_or_failed():
     _, open_ = await journal_of((Phase.SAGA_OPENED, {}))
     assert requests_void(open_) is None
     _, failed = await journal_of((Phase.SAGA_OPENED, {}), (Phase.SAGA_FAILED, {}))

@@ -20,6 +20,8 @@ from sagacity_agents.core.entries import CHAIN_COLUMNS
 
 from .support import SAGA, journal_of
 
+pytestmark = pytest.mark.case("T-02")
+
 
 async def saga() -> list[JournalEntry]:
     """A closed saga of six entries, as a run writes them (a fence, an INTENT, its outcome)."""
@@ -59,7 +61,7 @@ def resealed_row(rows: list[tuple], seq: int, canonical: bytes) -> list[tuple]:
     return with_column(with_column(rows, seq, "canonical", canonical), seq, "hash", sha256_hex(canonical))
 
 
-async def test_t02_rows_a_sound_chain_is_accepted_with_the_entries_result():
+async def test_rows_a_sound_chain_is_accepted_with_the_entries_result():
     entries = await saga()
     verified = verify_rows(SAGA, rows_of(entries))
     assert verified is not None
@@ -71,7 +73,7 @@ async def test_t02_rows_a_sound_chain_is_accepted_with_the_entries_result():
     assert fields[2].phase is Phase.INTENT  # the enum, as the structure rule compares it
 
 
-async def test_t02_rows_an_empty_saga_is_sound_without_a_head():
+async def test_rows_an_empty_saga_is_sound_without_a_head():
     assert verify_rows(SAGA, []) == (VerifyResult(SAGA, True, 0, None), [])
 
 
@@ -108,14 +110,14 @@ TAMPERS = {
 
 
 @pytest.mark.parametrize("tamper", TAMPERS, ids=str)
-async def test_t02_rows_a_tampered_row_goes_to_the_entry_check_which_names_it(tamper):
+async def test_rows_a_tampered_row_goes_to_the_entry_check_which_names_it(tamper):
     entries = await saga()
     rows = TAMPERS[tamper](entries, rows_of(entries))
     assert verify_rows(SAGA, rows) is None
     assert not verify_entries(SAGA, [entry(r) for r in rows]).ok
 
 
-async def test_t02_rows_an_entry_after_the_close_goes_to_the_entry_check():
+async def test_rows_an_entry_after_the_close_goes_to_the_entry_check():
     entries = await saga()
     rows = rows_of(entries)
     extra = _edited_bytes(entries[-1], seq=7, prev_hash=entries[-1].hash, write_key="k7")
@@ -126,12 +128,12 @@ async def test_t02_rows_an_entry_after_the_close_goes_to_the_entry_check():
     assert verify_entries(SAGA, [entry(r) for r in rows]).bad_seq == 7
 
 
-async def test_t02_rows_of_another_saga_go_to_the_entry_check():
+async def test_rows_of_another_saga_go_to_the_entry_check():
     entries = await saga()
     assert verify_rows("other", rows_of(entries)) is None
 
 
-async def test_t02_rows_bytes_only_the_strict_reader_accepts_go_to_it():
+async def test_rows_bytes_only_the_strict_reader_accepts_go_to_it():
     """Bytes that hash right and say what the columns say, but not in orjson's encoding
     (spaces): not plainly sound, so the entry check decides (and accepts, as it always has)."""
     entries = await saga()
@@ -142,7 +144,7 @@ async def test_t02_rows_bytes_only_the_strict_reader_accepts_go_to_it():
     assert verify_entries(SAGA, [entry(r) for r in rows]).ok
 
 
-async def test_t02_rows_bytes_stored_as_text_go_to_the_entry_check():
+async def test_rows_bytes_stored_as_text_go_to_the_entry_check():
     """Storage may hand back text for the bytes (an SQL ``replace()`` on the BLOB): the entry
     built from the row keeps it as UTF-8 and judges it."""
     entries = await saga()

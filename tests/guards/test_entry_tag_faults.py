@@ -21,6 +21,8 @@ from sagacity_agents.core.signing import Keyring, generate_key
 
 from .support import SAGA
 
+pytestmark = pytest.mark.case("T-02")
+
 
 @pytest.fixture
 def keyring(tmp_path):
@@ -45,14 +47,14 @@ def adopted(head_seq: int, entries, saga_id: str = SAGA) -> Adoption:
     return Adoption({saga_id: (ChainHead(head_seq, entries[head_seq - 1].hash),)}, "adoption-1")
 
 
-async def test_t02_a_tag_verifies_once_and_is_cached(keyring):
+async def test_a_tag_verifies_once_and_is_cached(keyring):
     entries = await saga(keyring)
     cache = TagCache()
     assert cache.check(entries[0], keyring) is None
     assert cache.check(entries[0], Keyring({})) is None  # verified already: the hash binds it
 
 
-async def test_t02_a_tag_by_an_unknown_key_or_that_does_not_verify_is_named(keyring):
+async def test_a_tag_by_an_unknown_key_or_that_does_not_verify_is_named(keyring):
     entries = await saga(keyring)
     assert "unknown key 'writer-9'" in TagCache().check(dataclasses.replace(entries[0], tag_key="writer-9"), keyring)
     swapped = dataclasses.replace(entries[0], tag=entries[1].tag)
@@ -64,7 +66,7 @@ async def test_t02_a_tag_by_an_unknown_key_or_that_does_not_verify_is_named(keyr
         TagCache().check(dataclasses.replace(entries[0], tag=None), keyring)
 
 
-async def test_t02_the_tag_cache_is_bounded(keyring, monkeypatch):
+async def test_the_tag_cache_is_bounded(keyring, monkeypatch):
     monkeypatch.setattr(authenticity, "_CACHE_LIMIT", 2)
     entries = await saga(keyring, tagged=3)
     cache = TagCache()
@@ -75,7 +77,7 @@ async def test_t02_the_tag_cache_is_bounded(keyring, monkeypatch):
     assert sizes == [1, 2, 1]  # full at two: cleared, then the third added
 
 
-async def test_t02_an_untagged_entry_without_adoption_is_unauthenticated(keyring):
+async def test_an_untagged_entry_without_adoption_is_unauthenticated(keyring):
     entries = await saga(keyring, untagged_first=1)
     fault, before = authenticity_fault(SAGA, entries, keyring, None, TagCache())
     assert fault[:2] == (1, ChainFault.UNAUTHENTICATED) and before == 0
@@ -86,7 +88,7 @@ async def test_t02_an_untagged_entry_without_adoption_is_unauthenticated(keyring
         assert fault[:2] == (2, ChainFault.UNAUTHENTICATED), half
 
 
-async def test_t02_untagged_entries_up_to_the_adopted_head_count_as_before_the_keyring(keyring):
+async def test_untagged_entries_up_to_the_adopted_head_count_as_before_the_keyring(keyring):
     entries = await saga(keyring, untagged_first=2)
     assert authenticity_fault(SAGA, entries, keyring, adopted(2, entries), TagCache()) == (None, 2)
     fault, before = authenticity_fault(SAGA, entries, keyring, adopted(1, entries), TagCache())
@@ -97,13 +99,13 @@ async def test_t02_untagged_entries_up_to_the_adopted_head_count_as_before_the_k
     assert fault[:2] == (2, ChainFault.UNAUTHENTICATED) and "no keyring adoption lists it" in fault[2]
 
 
-async def test_t02_the_adoption_saga_itself_has_nothing_before_the_keyring(keyring):
+async def test_the_adoption_saga_itself_has_nothing_before_the_keyring(keyring):
     entries = await saga(keyring, untagged_first=1, saga_id=ADOPTION_SAGA)
     fault, _ = authenticity_fault(ADOPTION_SAGA, entries, keyring, adopted(1, entries, ADOPTION_SAGA), TagCache())
     assert fault[:2] == (1, ChainFault.UNAUTHENTICATED)
 
 
-async def test_t02_an_adopted_head_the_chain_no_longer_holds_is_a_fault(keyring):
+async def test_an_adopted_head_the_chain_no_longer_holds_is_a_fault(keyring):
     entries = await saga(keyring, untagged_first=2)
     moved = Adoption({SAGA: (ChainHead(2, entries[0].hash),)}, "adoption-1")
     fault, before = authenticity_fault(SAGA, entries, keyring, moved, TagCache())
@@ -111,14 +113,14 @@ async def test_t02_an_adopted_head_the_chain_no_longer_holds_is_a_fault(keyring)
     assert before == 0
 
 
-async def test_t02_a_bad_tag_is_a_bad_signature(keyring):
+async def test_a_bad_tag_is_a_bad_signature(keyring):
     entries = await saga(keyring)
     forged = [entries[0], dataclasses.replace(entries[1], tag=entries[0].tag)]
     fault, before = authenticity_fault(SAGA, forged, keyring, None, TagCache())
     assert fault[:2] == (2, ChainFault.BAD_SIGNATURE) and before == 0
 
 
-async def test_t02_an_unsigned_resolved_is_a_bad_signature_unless_before_the_keyring(keyring):
+async def test_an_unsigned_resolved_is_a_bad_signature_unless_before_the_keyring(keyring):
     entries = await saga(keyring, resolved={"target": "call", "target_seq": 1, "answer": "ran"})
     fault, _ = authenticity_fault(SAGA, entries, keyring, None, TagCache())
     assert fault[:2] == (3, ChainFault.BAD_SIGNATURE) and "carries no signature" in fault[2]
@@ -130,7 +132,7 @@ async def test_t02_an_unsigned_resolved_is_a_bad_signature_unless_before_the_key
     assert authenticity_fault(SAGA, early, keyring, adopted(1, early), TagCache()) == (None, 1)
 
 
-async def test_t02_an_untagged_entry_after_a_tagged_one_is_found(keyring):
+async def test_an_untagged_entry_after_a_tagged_one_is_found(keyring):
     entries = await saga(keyring, untagged_first=1, tagged=1)
     assert untagged_after_tagged(entries) is None
     journal = InMemoryJournal()

@@ -9,7 +9,11 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 from sagacity_agents.core import grants
+
+pytestmark = pytest.mark.case("T-01")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +26,7 @@ def _script():
     return module
 
 
-def test_t01_every_guard_function_and_test_file_exists_and_is_documented():
+def test_every_guard_function_and_test_file_exists_and_is_documented():
     script = _script()
     docs = (ROOT / "docs" / "architecture.md").read_text()
     for guard in script.GUARDS:
@@ -36,7 +40,7 @@ def test_t01_every_guard_function_and_test_file_exists_and_is_documented():
         assert ident.split(":")[0] in {g.module for g in script.GUARDS} and why
 
 
-def test_t01_a_swapped_in_mutant_reaches_the_callers_that_imported_the_guard():
+def test_a_swapped_in_mutant_reaches_the_callers_that_imported_the_guard():
     """What the run relies on: the mutated code replaces the live function's, so
     ``core.saga.refusals`` (which imported ``grant_for_call`` by name) runs the mutant."""
     script = _script()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sagacity_agents import Phase
 from sagacity_agents.core.compensation import CompensationItem, SagaLedger, undo_order
 from sagacity_agents.core.declarations import Reversibility, ToolDeclaration
@@ -10,6 +12,8 @@ from sagacity_agents.core.saga.status import FailureRecord
 from sagacity_agents.core.saga.verdict import SagaVerdict, changes_world
 
 from .support import journal_of
+
+pytestmark = pytest.mark.case("T-02")
 
 
 def intent(call: str):
@@ -24,7 +28,7 @@ def resolved(target: int, answer: str):
     return (Phase.RESOLVED, {"payload": {"target": "call", "target_seq": target, "answer": answer}})
 
 
-async def test_t02_compensation_walks_possible_effects_newest_outcome_first():
+async def test_compensation_walks_possible_effects_newest_outcome_first():
     _, entries = await journal_of(
         intent("a"),                                   # 1
         intent("b"),                                   # 2
@@ -49,7 +53,7 @@ def verdict(**fields) -> SagaVerdict:
     return SagaVerdict("s", fields.pop("status", "RUNNING"), **fields)
 
 
-def test_t02_the_verdict_blocks_output_on_each_ground_alone():
+def test_the_verdict_blocks_output_on_each_ground_alone():
     item = CompensationItem(3, "t", "c")
     failure = FailureRecord(3, "t", "c", "boom", None)
     assert not verdict().failed and not verdict().blocks_output
@@ -61,7 +65,7 @@ def test_t02_the_verdict_blocks_output_on_each_ground_alone():
     assert not doubt.failed and doubt.blocks_output
 
 
-def test_t02_only_read_only_tools_are_let_through_after_a_failure():
+def test_only_read_only_tools_are_let_through_after_a_failure():
     assert changes_world(None)
     for kind in Reversibility:
         decl = ToolDeclaration("t", kind, undo=(lambda ctx: None) if kind is Reversibility.COMPENSATABLE else None)

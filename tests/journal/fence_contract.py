@@ -34,7 +34,8 @@ async def run_started(journal, holder: str) -> int:
 class FenceContract:
     """R-01 on one backend: the ``journal`` fixture is a fresh journal."""
 
-    async def test_r01_fenced_append_under_the_current_lease_carries_its_token(self, journal):
+    @pytest.mark.case("R-01")
+    async def test_fenced_append_under_the_current_lease_carries_its_token(self, journal):
         first = await run_started(journal, "a")
         entry = await journal.append(SAGA, Phase.INTENT, write_key="i1", tool="t",
                                      payload={"args": {}}, fence=first)
@@ -42,7 +43,8 @@ class FenceContract:
         stored = (await journal.entries(SAGA))[-1]
         assert stored.payload["fence"] == first and stored.hash == entry.hash
 
-    async def test_r01_append_under_a_lease_taken_over_is_refused_and_writes_nothing(self, journal):
+    @pytest.mark.case("R-01")
+    async def test_append_under_a_lease_taken_over_is_refused_and_writes_nothing(self, journal):
         first = await run_started(journal, "a")
         await journal.append(SAGA, Phase.INTENT, write_key="i1", payload={}, fence=first)
         second = await run_started(journal, "b")
@@ -58,7 +60,8 @@ class FenceContract:
         # the new holder writes on
         await journal.append(SAGA, Phase.INTENT, write_key="i2", payload={}, fence=second)
 
-    async def test_r01_a_fence_that_names_no_run_started_is_refused(self, journal):
+    @pytest.mark.case("R-01")
+    async def test_a_fence_that_names_no_run_started_is_refused(self, journal):
         await run_started(journal, "a")
         await journal.append(SAGA, Phase.INTENT, write_key="i1", payload={})
         with pytest.raises(LeaseLostError):
@@ -66,14 +69,16 @@ class FenceContract:
         with pytest.raises(LeaseLostError):
             await journal.append("no-run-yet", Phase.INTENT, write_key="i", payload={}, fence=1)
 
-    async def test_r01_a_retry_of_a_stored_fenced_write_returns_it_after_a_takeover(self, journal):
+    @pytest.mark.case("R-01")
+    async def test_a_retry_of_a_stored_fenced_write_returns_it_after_a_takeover(self, journal):
         first = await run_started(journal, "a")
         stored = await journal.append(SAGA, Phase.INTENT, write_key="i1", payload={}, fence=first)
         await run_started(journal, "b")
         again = await journal.append(SAGA, Phase.INTENT, write_key="i1", payload={}, fence=first)
         assert again == stored
 
-    async def test_r01_late_outcome_is_written_and_marked(self, journal):
+    @pytest.mark.case("R-01")
+    async def test_late_outcome_is_written_and_marked(self, journal):
         first = await run_started(journal, "a")
         intent = await journal.append(SAGA, Phase.INTENT, write_key="i1", tool="t", payload={},
                                       fence=first)
@@ -83,6 +88,7 @@ class FenceContract:
         assert late.payload == {"intent_seq": intent.seq, "fence": first, "late": True}
         assert verify_entries(SAGA, await journal.entries(SAGA)).ok
 
+    @pytest.mark.case("R-01")
     @pytest.mark.parametrize("kwargs", [
         {"phase": Phase.INTENT, "fence": 1, "late": True},  # only outcomes may be late
         {"phase": Phase.EXECUTED, "late": True},  # late needs the lost lease's fence
@@ -91,13 +97,14 @@ class FenceContract:
         {"phase": Phase.EXECUTED, "fence": 1, "payload": [1]},  # the token needs a mapping
         {"phase": Phase.EXECUTED, "fence": 1, "payload": {"fence": 9}},  # the journal's keys
     ])
-    async def test_r01_malformed_fences_are_refused_before_anything_is_written(self, journal, kwargs):
+    async def test_malformed_fences_are_refused_before_anything_is_written(self, journal, kwargs):
         await run_started(journal, "a")
         with pytest.raises(ValueError):
             await journal.append(SAGA, write_key="bad", **{"payload": {}, **kwargs})
         assert len(await journal.entries(SAGA)) == 1
 
-    async def test_r01_a_batch_stops_at_its_first_fenced_append_under_a_lost_lease(self, journal):
+    @pytest.mark.case("R-01")
+    async def test_a_batch_stops_at_its_first_fenced_append_under_a_lost_lease(self, journal):
         first = await run_started(journal, "a")
         await run_started(journal, "b")
         with pytest.raises(LeaseLostError):
@@ -107,7 +114,8 @@ class FenceContract:
             ])
         assert [e.phase for e in await journal.entries(SAGA)] == [Phase.RUN_STARTED] * 2
 
-    async def test_r01_takeover_racing_fenced_appends_never_interleave(self, journal):
+    @pytest.mark.case("R-01")
+    async def test_takeover_racing_fenced_appends_never_interleave(self, journal):
         """A takeover and a stream of appends under the old lease, at once: every stored entry
         of the old holder precedes the takeover's RUN_STARTED, every refused one is missing."""
         first = await run_started(journal, "a")
@@ -135,7 +143,8 @@ class FenceContract:
         taken = next(e.seq for e in entries if e.phase is Phase.RUN_STARTED and e.seq != first)
         assert all(e.seq < taken for e in entries if e.payload.get("fence") == first)
 
-    async def test_r01_a_stale_holder_learns_of_the_takeover_even_after_the_close(self, journal):
+    @pytest.mark.case("R-01")
+    async def test_a_stale_holder_learns_of_the_takeover_even_after_the_close(self, journal):
         """The fence is checked before the close rule: a stalled run whose saga another run took
         over and closed is told it lost its lease (it then stops), not only that it is closed."""
         first = await run_started(journal, "a")

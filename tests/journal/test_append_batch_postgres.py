@@ -122,7 +122,8 @@ async def test_append_each_that_raises_on_a_reused_write_key_writes_nothing_afte
         await journal.close()
 
 
-async def test_c10a_connection_killed_in_a_batch_commit_stores_the_batch_once(pg_uri, kill_at_commit):
+@pytest.mark.case("C-10a")
+async def test_connection_killed_in_a_batch_commit_stores_the_batch_once(pg_uri, kill_at_commit):
     """C-10 (a) for a batch: the backend is killed inside the commit of [INTENT, EXECUTED]; the
     retry under the same write keys stores both once, in order: no duplicate, no gap."""
     journal = PostgresJournal(pg_uri, fast_outcomes=True)

@@ -17,6 +17,8 @@ from tests.backends import BACKENDS
 
 from ..sdk.helpers import agent, scripted
 
+pytestmark = pytest.mark.case("R-04h")
+
 SAGA = "saga-batch"
 SPECS = [
     {"phase": Phase.INTENT, "write_key": "k1", "tool": "t", "call_id": "c1", "payload": {"n": 1}},
@@ -46,7 +48,7 @@ def count_batches(journal) -> list[int]:
     return sizes
 
 
-async def test_r04h_a_fault_in_a_batch_stops_it_there(inner):
+async def test_a_fault_in_a_batch_stops_it_there(inner):
     """The second entry of a batch of three is chosen to fail: JournalWriteError, the first is
     stored (through the wrapped journal's own batch where it has one), the third is never
     attempted."""
@@ -60,7 +62,7 @@ async def test_r04h_a_fault_in_a_batch_stops_it_there(inner):
     assert batches in ([], [1])  # PostgreSQL: the entries before the fault went as a batch
 
 
-async def test_r04h_after_write_stores_the_chosen_entry_then_raises(inner):
+async def test_after_write_stores_the_chosen_entry_then_raises(inner):
     """``after_write``: the chosen entry is stored with the ones before it, then the error (a
     lost acknowledgement); a retry of the batch with the same write keys stores the rest once."""
     faulty = make_failing(inner, phase=Phase.EXECUTED, after_write=True, times=1)
@@ -72,7 +74,7 @@ async def test_r04h_after_write_stores_the_chosen_entry_then_raises(inner):
     assert [e.write_key for e in await inner.entries(SAGA)] == ["k1", "k2", "k3"]
 
 
-async def test_r04h_a_batch_without_fault_is_the_wrapped_journals_batch(inner):
+async def test_a_batch_without_fault_is_the_wrapped_journals_batch(inner):
     """No fault chosen: every entry is an attempt, and the whole batch reaches the wrapped
     journal's ``append_many`` in one piece (PostgreSQL), so the batched path is what is tested."""
     batches = count_batches(inner)
@@ -83,7 +85,7 @@ async def test_r04h_a_batch_without_fault_is_the_wrapped_journals_batch(inner):
     assert batches in ([], [3])
 
 
-async def test_r04h_fault_injection_reaches_a_sagas_closing_batch(inner):
+async def test_fault_injection_reaches_a_sagas_closing_batch(inner):
     """A saga's RUN_ENDED + SAGA_CLOSED go as one batch where the journal batches (PostgreSQL):
     a fault chosen for SAGA_CLOSED is injected there too (before, the batch went by unseen and
     the saga closed as if nothing had been asked)."""

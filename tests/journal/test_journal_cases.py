@@ -142,7 +142,8 @@ C07_GOLDEN_HASH = "9da128c1ebe32e63eeb308c0e98eb9bcf6bce2c4cddd0c5e25f444c8fe6b9
 """SHA-256 of C07_BYTES: a third party re-verifies it with nothing but SHA-256."""
 
 
-async def test_c07_values_that_are_not_plain_json(backends):
+@pytest.mark.case("C-07")
+async def test_values_that_are_not_plain_json(backends):
     """C-07: Decimal -> "10.10" (never 10.1), datetime -> fixed-width UTC, set -> sorted list;
     identical bytes and hash on every backend."""
     entry = await backends.append(
@@ -167,13 +168,15 @@ class Opaque:
     """A value with no defined canonical encoding."""
 
 
-async def test_c07_object_without_encoding_is_refused_by_the_rules():
+@pytest.mark.case("C-07")
+async def test_object_without_encoding_is_refused_by_the_rules():
     """C-07: an object with no defined encoding raises EncodingError naming its path and type."""
     with pytest.raises(EncodingError, match=r"\$\.result\.handle.*Opaque"):
         to_canonical_value({"result": {"handle": Opaque()}})
 
 
-async def test_c07_journal_refuses_object_without_encoding(backends):
+@pytest.mark.case("C-07")
+async def test_journal_refuses_object_without_encoding(backends):
     """C-07: the journal itself never stores a repr: append raises and writes nothing."""
     for journal in backends.journals.values():
         with pytest.raises(EncodingError):
@@ -181,12 +184,13 @@ async def test_c07_journal_refuses_object_without_encoding(backends):
         assert await journal.entries("c07") == []
 
 
+@pytest.mark.case("C-07")
 @pytest.mark.parametrize(
     "value",
     [Opaque(), {"ok": 1, "bad": Opaque()}, [1, Opaque()], {"n": float("nan")}],
     ids=["object", "nested-in-dict", "nested-in-list", "nan"],
 )
-async def test_c07_result_without_encoding_is_journaled_as_explicit_marker(backends, value):
+async def test_result_without_encoding_is_journaled_as_explicit_marker(backends, value):
     """C-07: the saga layer journals an explicit encoding-error marker, never a repr with a
     memory address; the marker is itself canonical and hashes the same on every backend."""
     marker = _encode_or_marker(value)
@@ -203,7 +207,8 @@ async def test_c07_result_without_encoding_is_journaled_as_explicit_marker(backe
     await backends.verify("c07m")
 
 
-async def test_c07_encodable_value_passes_through_marker_helper():
+@pytest.mark.case("C-07")
+async def test_encodable_value_passes_through_marker_helper():
     assert _encode_or_marker(C07_RESULT) == {
         "due": "2026-01-01T00:00:00.000000Z",
         "tags": ["a", "b"],
@@ -219,7 +224,8 @@ def _expected_from_ns(ns: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{rest // 1000:06d}Z"
 
 
-async def test_c08_timestamps_truncated_utc_fixed_width(backends):
+@pytest.mark.case("C-08")
+async def test_timestamps_truncated_utc_fixed_width(backends):
     """C-08: microsecond 0, nanosecond precision (truncated, not rounded) and non-UTC zones all
     become one fixed-width UTC form before hashing; same bytes and verification everywhere."""
     cases = [
@@ -253,12 +259,13 @@ async def test_c08_timestamps_truncated_utc_fixed_width(backends):
     await backends.verify("c08")
 
 
+@pytest.mark.case("C-08")
 @pytest.mark.parametrize("ns", [
     1767225600_123456_999,  # .999 ns past a microsecond: truncated, not rounded up
     1767225600_999999_999,  # the last nanosecond of a second: not carried into the next one
     1767225600_000000_000,
 ])
-async def test_c08_nanoseconds_truncated_by_the_journals_own_clock(backends, monkeypatch, ns):
+async def test_nanoseconds_truncated_by_the_journals_own_clock(backends, monkeypatch, ns):
     """C-08 through the product's conversion: each backend on its default clock, which reads
     ``time.time_ns()`` (``core.journal.utc_stamp``); the expected text is built independently
     (``time.gmtime``)."""
@@ -276,7 +283,8 @@ async def test_c08_nanoseconds_truncated_by_the_journals_own_clock(backends, mon
     await backends.verify("c08ns")
 
 
-async def test_c08_order_is_by_seq_never_by_time(backends):
+@pytest.mark.case("C-08")
+async def test_order_is_by_seq_never_by_time(backends):
     """C-08: a clock that goes backwards still yields seq order, and the chain verifies."""
     backends.clock.set(dt.datetime(2026, 6, 1, 12, 0, tzinfo=UTC))
     await backends.append("c08b", Phase.INTENT, write_key="a", payload="first")
@@ -297,14 +305,16 @@ C11_VALUE = {"b": 1, "a": {"y": 2, "x": 1e-7}}
 C11_BYTES = b'{"a":{"x":1e-7,"y":2},"b":1}'
 
 
-def test_c11_canonical_form():
+@pytest.mark.case("C-11")
+def test_one_canonical_form_keys_sorted_numbers_as_ecmascript():
     """C-11: one RFC 8785 form: keys sorted, 1e-7 written as ECMAScript does."""
     assert canonical_bytes(C11_VALUE) == C11_BYTES
     assert canonical_bytes({"a": {"x": 1e-7, "y": 2}, "b": 1}) == C11_BYTES
     assert canonical_bytes(json.loads('{"b":1,"a":{"y":2.0,"x":0.0000001}}')) == C11_BYTES
 
 
-async def test_c11_exactly_the_canonical_bytes_are_stored_and_hashed(backends):
+@pytest.mark.case("C-11")
+async def test_exactly_the_canonical_bytes_are_stored_and_hashed(backends):
     """C-11: computed once; the stored bytes are those bytes and the hash is their SHA-256."""
     entry = await backends.append("c11", Phase.EXECUTED, write_key="k", tool="t", call_id="c",
                                   payload=C11_VALUE)
@@ -318,16 +328,18 @@ async def test_c11_exactly_the_canonical_bytes_are_stored_and_hashed(backends):
     await backends.verify("c11")
 
 
+@pytest.mark.case("C-11")
 @pytest.mark.parametrize(
     "text", ['{"a":1,"a":2}', '{"x":{"a":1,"a":2}}', '[{"k":0,"k":0}]'], ids=["top", "nested", "in-list"]
 )
-def test_c11_duplicate_keys_refused(text):
+def test_duplicate_keys_refused(text):
     """C-11: duplicate keys are refused with a clear error (readers would disagree)."""
     with pytest.raises(EncodingError, match="duplicate key"):
         parse_json(text)
 
 
-async def test_c11_unicode_never_normalized(backends):
+@pytest.mark.case("C-11")
+async def test_unicode_never_normalized(backends):
     """C-11: precomposed "é" and "e" + combining accent are different bytes and hashes."""
     composed, decomposed = "\u00e9", "e\u0301"
     assert unicodedata.normalize("NFC", decomposed) == composed  # the same text to a human
@@ -351,8 +363,9 @@ async def test_c11_unicode_never_normalized(backends):
 C12_VALUE = "PK\x03\x04\x00"
 
 
+@pytest.mark.case("C-12")
 @pytest.mark.parametrize("wrap", [False, True], ids=["bare", "in-dict"])
-async def test_c12_nul_bytes_round_trip(backends, wrap):
+async def test_nul_bytes_round_trip(backends, wrap):
     """C-12: a string with NUL is stored as escaped canonical JSON (no raw NUL byte), verifies,
     and reads back equal to the original on every backend."""
     payload = {"result": C12_VALUE} if wrap else C12_VALUE

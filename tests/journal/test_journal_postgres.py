@@ -47,8 +47,9 @@ class TestPostgresJournal:
 # --- C-09 concurrent first appends ------------------------------------------------------------
 
 
+@pytest.mark.case("C-09")
 @pytest.mark.parametrize("tasks", [10, 64])
-async def test_c09_concurrent_first_appends_on_separate_connections(pg_uri, tasks):
+async def test_concurrent_first_appends_on_separate_connections(pg_uri, tasks):
     """C-09: an empty journal; N tasks, each on its own connection, append to saga ``r1`` at the
     same instant under READ COMMITTED: seq exactly 1..N, one genesis entry, distinct previous
     hashes, nothing lost or failed, the chain verifies."""
@@ -102,7 +103,8 @@ def kill_at_commit(pg_uri):
         conn.execute("DROP SEQUENCE IF EXISTS sagacity_test_kills")
 
 
-async def test_c10a_connection_killed_between_insert_and_commit_stores_once(pg_uri, kill_at_commit):
+@pytest.mark.case("C-10a")
+async def test_connection_killed_between_insert_and_commit_stores_once(pg_uri, kill_at_commit):
     """C-10 (a): the server connection is killed (pg_terminate_backend) between writing an
     EXECUTED entry and its commit. The append is retried under the same write key on a new
     connection: exactly one EXECUTED row, the outcome kept, the chain intact."""
@@ -127,7 +129,8 @@ async def test_c10a_connection_killed_between_insert_and_commit_stores_once(pg_u
         await journal.close()
 
 
-async def test_c10a_connection_killed_on_every_attempt_raises_and_stores_nothing(
+@pytest.mark.case("C-10a")
+async def test_connection_killed_on_every_attempt_raises_and_stores_nothing(
     pg_uri, kill_at_commit
 ):
     """C-10 (a): when every attempt's commit is killed the append raises JournalWriteError (the

@@ -432,7 +432,8 @@ async def _start(journal: PostgresJournal, holder: str, saga: str = "f") -> int:
     return entry.seq
 
 
-async def test_r01_takeover_before_the_sole_writers_insert_refuses_it(pg_uri, ways):
+@pytest.mark.case("R-01")
+async def test_takeover_before_the_sole_writers_insert_refuses_it(pg_uri, ways):
     from sagacity_agents.errors import LeaseLostError
 
     old, taker = await _journals(pg_uri, 2)
@@ -452,7 +453,8 @@ async def test_r01_takeover_before_the_sole_writers_insert_refuses_it(pg_uri, wa
             await journal.close()
 
 
-async def test_r01_sole_writers_insert_before_the_takeover_makes_it_read_again(pg_uri, ways):
+@pytest.mark.case("R-01")
+async def test_sole_writers_insert_before_the_takeover_makes_it_read_again(pg_uri, ways):
     old, taker = await _journals(pg_uri, 2)
     try:
         fence = await _start(old, "a")
@@ -469,7 +471,8 @@ async def test_r01_sole_writers_insert_before_the_takeover_makes_it_read_again(p
             await journal.close()
 
 
-async def test_r01_one_journal_object_shared_by_the_stale_and_the_new_holder(pg_uri, ways):
+@pytest.mark.case("R-01")
+async def test_one_journal_object_shared_by_the_stale_and_the_new_holder(pg_uri, ways):
     """Both holders in one process on one journal: its remembered tail is the new holder's
     RUN_STARTED, so the stale holder's append must not go alone on it."""
     from sagacity_agents.errors import LeaseLostError

@@ -18,6 +18,8 @@ from sagacity_agents.sdk.mcp import protect_mcp_server
 
 from .conftest import POLICY, Payments, stdio_server
 
+pytestmark = pytest.mark.case("N-02")
+
 
 def _wire_model() -> ScriptedModel:
     model = ScriptedModel()
@@ -49,7 +51,7 @@ async def _resume(payments: Payments, journal, saga_id: str, **env: str):
             await sagacity.aclose()
 
 
-async def test_N02_approval_binds_arguments_and_definition_then_runs(payments: Payments, tmp_path) -> None:
+async def test_approval_binds_arguments_and_definition_then_runs(payments: Payments, tmp_path) -> None:
     journal = tmp_path / "j.db"
     saga_id, request_id = await _pause(payments, journal)
     sagacity = Sagacity(journal)
@@ -64,7 +66,7 @@ async def test_N02_approval_binds_arguments_and_definition_then_runs(payments: P
     assert payments.rows("SELECT dest, amount FROM wires") == [("DE89", 900)]
 
 
-async def test_N02_rug_pull_between_approval_and_resume_is_refused(payments: Payments, tmp_path) -> None:
+async def test_rug_pull_between_approval_and_resume_is_refused(payments: Payments, tmp_path) -> None:
     journal = tmp_path / "j.db"
     saga_id, request_id = await _pause(payments, journal)
     sagacity = Sagacity(journal)
@@ -83,7 +85,7 @@ async def test_N02_rug_pull_between_approval_and_resume_is_refused(payments: Pay
     assert len(payments.calls("wire")) == 1
 
 
-def test_N02_approvals_show_prints_the_stored_definition_without_a_server(payments: Payments, tmp_path) -> None:
+def test_approvals_show_prints_the_stored_definition_without_a_server(payments: Payments, tmp_path) -> None:
     journal = tmp_path / "j.db"
     _saga_id, request_id = asyncio.run(_pause(payments, journal))  # the server is gone after this
     shown = CliRunner().invoke(cli, ["approvals", "show", request_id, "--db", str(journal)])
@@ -94,7 +96,7 @@ def test_N02_approvals_show_prints_the_stored_definition_without_a_server(paymen
     assert "MCP tool's definition as its server listed it" in " ".join(shown.output.split())
 
 
-async def test_N02_rug_pull_is_refused_even_when_the_server_caches_its_tools_list(payments: Payments, tmp_path) -> None:
+async def test_rug_pull_is_refused_even_when_the_server_caches_its_tools_list(payments: Payments, tmp_path) -> None:
     journal = tmp_path / "j.db"
     saga_id, request_id = await _pause(payments, journal)
     sagacity = Sagacity(journal)

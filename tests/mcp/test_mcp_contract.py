@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from agents import Agent, RunHooks
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool_guardrails import (
@@ -20,8 +21,10 @@ from sagacity_agents.sdk.mcp import protect_mcp_server
 
 from .conftest import POLICY, Payments, stdio_server
 
+pytestmark = pytest.mark.case("N-01")
 
-async def test_N01_contract_one_tool_context_through_every_seam_in_order(payments: Payments) -> None:
+
+async def test_contract_one_tool_context_through_every_seam_in_order(payments: Payments) -> None:
     seen: list[tuple[str, int]] = []
 
     @tool_input_guardrail
@@ -60,7 +63,7 @@ async def test_N01_contract_one_tool_context_through_every_seam_in_order(payment
     assert sdk.mcp_approval_policy(server) is False  # require_approval=None, normalized
 
 
-async def test_N01_the_applications_own_seams_are_chained(payments: Payments, tmp_path) -> None:
+async def test_the_applications_own_seams_are_chained(payments: Payments, tmp_path) -> None:
     extracted: list[Any] = []
 
     @tool_input_guardrail
@@ -99,7 +102,7 @@ async def test_N01_the_applications_own_seams_are_chained(payments: Payments, tm
     assert not any(e.phase is Phase.INTENT and e.tool == "ship" for e in entries)
 
 
-def test_N01_contract_prefixed_mcp_tool_names_are_the_ones_the_sdk_gives() -> None:
+def test_contract_prefixed_mcp_tool_names_are_the_ones_the_sdk_gives() -> None:
     from types import SimpleNamespace
 
     from agents.mcp.util import MCPUtil

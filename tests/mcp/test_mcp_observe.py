@@ -21,6 +21,8 @@ from sagacity_agents.sdk.mcp import McpPolicy, protect_mcp_server
 from .conftest import SERVER, Payments, stdio_server
 from tests import zygote
 
+pytestmark = pytest.mark.case("N-01")
+
 
 def _model() -> ScriptedModel:
     model = ScriptedModel()
@@ -29,7 +31,7 @@ def _model() -> ScriptedModel:
     return model
 
 
-async def test_N01_observe_writes_a_skeleton_that_enforce_accepts(payments: Payments, tmp_path: Path) -> None:
+async def test_observe_writes_a_skeleton_that_enforce_accepts(payments: Payments, tmp_path: Path) -> None:
     skeleton = tmp_path / "payments.policy.json"
     async with stdio_server(payments) as server:
         protect_mcp_server(server, mode="observe", skeleton=skeleton)
@@ -57,7 +59,7 @@ async def test_N01_observe_writes_a_skeleton_that_enforce_accepts(payments: Paym
     assert intent.payload["declaration"].startswith("mcp:payments:balance#")
 
 
-async def test_N01_a_changed_definition_is_undeclared_until_the_policy_names_it(
+async def test_a_changed_definition_is_undeclared_until_the_policy_names_it(
         payments: Payments, tmp_path: Path) -> None:
     skeleton = tmp_path / "p.json"
     async with stdio_server(payments) as server:
@@ -103,7 +105,7 @@ def http_server(payments: Payments):
     proc.wait(timeout=10)
 
 
-async def test_N01_streamable_http_refund_undone_through_the_server(payments: Payments, http_server: str,
+async def test_streamable_http_refund_undone_through_the_server(payments: Payments, http_server: str,
                                                                   tmp_path: Path) -> None:
     from agents.mcp import MCPServerStreamableHttp
 

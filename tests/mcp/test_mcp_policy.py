@@ -22,19 +22,22 @@ def _ctx(args: dict, result: object) -> CompensationContext:
                                result=result, undo_data=None, idempotency_key="k")
 
 
-def test_N01_undo_arguments_from_structured_content_and_args() -> None:
+@pytest.mark.case("N-01")
+def test_undo_arguments_from_structured_content_and_args() -> None:
     undo = McpUndo("refund", {"charge_id": "$.result.charge_id", "who": "$.args.customer", "full": True})
     result = {"structured_content": {"charge_id": "ch_1"}, "output": "ignored"}
     assert undo.build(_ctx({"customer": "ann"}, result)) == {"charge_id": "ch_1", "who": "ann", "full": True}
 
 
-def test_N01_undo_arguments_from_json_text_content_when_no_structured_content() -> None:
+@pytest.mark.case("N-01")
+def test_undo_arguments_from_json_text_content_when_no_structured_content() -> None:
     undo = McpUndo("refund", {"charge_id": "$.result.items.0.id"})
     result = {"structured_content": None, "output": {"type": "text", "text": '{"items": [{"id": "ch_9"}]}'}}
     assert undo.build(_ctx({}, result)) == {"charge_id": "ch_9"}
 
 
-def test_N01_result_with_neither_structured_nor_json_text_is_refused_not_guessed() -> None:
+@pytest.mark.case("N-01")
+def test_result_with_neither_structured_nor_json_text_is_refused_not_guessed() -> None:
     undo = McpUndo("refund", {"charge_id": "$.result.charge_id"})
     with pytest.raises(UndoArgumentsError, match="neither structuredContent nor JSON text"):
         undo.build(_ctx({}, {"structured_content": None, "output": {"type": "text", "text": "charged ch_1"}}))
@@ -42,13 +45,15 @@ def test_N01_result_with_neither_structured_nor_json_text_is_refused_not_guessed
         undo.build(_ctx({}, {"structured_content": {"id": "x"}, "output": ""}))
 
 
-def test_N01_undo_arguments_from_a_python_callable() -> None:
+@pytest.mark.case("N-01")
+def test_undo_arguments_from_a_python_callable() -> None:
     undo = McpUndo("refund", lambda ctx: {"charge_id": ctx.result["structured_content"]["charge_id"],
                                           "key": ctx.idempotency_key})
     assert undo.build(_ctx({}, {"structured_content": {"charge_id": "c"}})) == {"charge_id": "c", "key": "k"}
 
 
-def test_N01_policy_file_errors_name_the_tool(tmp_path: Path) -> None:
+@pytest.mark.case("N-01")
+def test_policy_file_errors_name_the_tool(tmp_path: Path) -> None:
     bad = tmp_path / "p.json"
     bad.write_text(json.dumps({"tools": {"charge": {"reversibility": "compensatable"}}}))
     with pytest.raises(DeclarationError, match="charge.*needs an undo"):
@@ -61,7 +66,8 @@ def test_N01_policy_file_errors_name_the_tool(tmp_path: Path) -> None:
         McpPolicy.load(bad)
 
 
-def test_N01_a_pinned_definition_that_changed_is_undeclared() -> None:
+@pytest.mark.case("N-01")
+def test_a_pinned_definition_that_changed_is_undeclared() -> None:
     definition = {"server": "p", "name": "wire", "description": "Wire money.", "input_schema": {"type": "object"}}
     policy = McpPolicy.from_json({"tools": {"wire": {"reversibility": "irreversible",
                                                      "definition_sha256": definition_digest(definition)}}})
@@ -70,7 +76,8 @@ def test_N01_a_pinned_definition_that_changed_is_undeclared() -> None:
     assert policy.entry_for("wire", {**definition, "server": "renamed"}) is not None  # the server name is not pinned
 
 
-def test_N04_an_mcp_declaration_no_server_here_declares_fails_naming_the_server() -> None:
+@pytest.mark.case("N-04")
+def test_an_mcp_declaration_no_server_here_declares_fails_naming_the_server() -> None:
     from sagacity_agents.core.declarations import declaration_by_id
     from sagacity_agents.sdk.mcp import McpServerMissingError
 
@@ -81,8 +88,9 @@ def test_N04_an_mcp_declaration_no_server_here_declares_fails_naming_the_server(
     assert declaration_by_id("module:function") is None  # other ids: unchanged
 
 
+@pytest.mark.case("N-01")
 @pytest.mark.parametrize("path", ["$result.charge_id", "$.reslt.charge_id", "$args", "$.args..x"])
-def test_N01_malformed_undo_path_is_refused_when_the_policy_loads(path: str) -> None:
+def test_malformed_undo_path_is_refused_when_the_policy_loads(path: str) -> None:
     policy = {"tools": {"charge": {"reversibility": "compensatable",
                                    "undo": {"tool": "refund", "arguments": {"charge_id": path}}}}}
     with pytest.raises(DeclarationError, match=r"policy tool 'charge'.*is not a path expression"):

@@ -9,10 +9,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from sagacity_agents import idempotency_key
 
 from .conftest import Payments
 from tests import zygote
+
+pytestmark = pytest.mark.case("N-04")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +42,7 @@ def _recover(saga_id: str, journal: Path, payments: Payments, **env: str) -> sub
         capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_N04_recover_in_another_process_undoes_through_a_recreated_server(
+def test_recover_in_another_process_undoes_through_a_recreated_server(
         payments: Payments, tmp_path: Path) -> None:
     journal = tmp_path / "j.db"
     saga_id = _killed_saga(payments, journal)
@@ -51,7 +55,7 @@ def test_N04_recover_in_another_process_undoes_through_a_recreated_server(
     assert meta["sagacity/idempotency_key"].startswith("sgc-")
 
 
-def test_N04_missing_server_is_a_clear_error_naming_it(payments: Payments, tmp_path: Path) -> None:
+def test_missing_server_is_a_clear_error_naming_it(payments: Payments, tmp_path: Path) -> None:
     journal = tmp_path / "j.db"
     saga_id = _killed_saga(payments, journal)
     out = _recover(saga_id, journal, payments, PAYMENTS_SERVER_NAME="billing")  # no "payments" now

@@ -41,7 +41,8 @@ async def _charge_and_ship(payments: Payments, tmp_path, policy: dict = POLICY, 
     return result, entries
 
 
-async def test_N01_refund_undone_through_server_after_failing_next_step(payments: Payments, tmp_path) -> None:
+@pytest.mark.case("N-01")
+async def test_refund_undone_through_server_after_failing_next_step(payments: Payments, tmp_path) -> None:
     result, entries = await _charge_and_ship(payments, tmp_path)
     assert result.status is SagaStatus.COMPENSATED
     charge_id = payments.rows("SELECT id FROM charges")[0][0]
@@ -55,7 +56,8 @@ async def test_N01_refund_undone_through_server_after_failing_next_step(payments
     assert executed.payload["result"]["structured_content"]["charge_id"] == charge_id
 
 
-async def test_N03_meta_carries_forward_and_undo_idempotency_keys(payments: Payments, tmp_path) -> None:
+@pytest.mark.case("N-03")
+async def test_meta_carries_forward_and_undo_idempotency_keys(payments: Payments, tmp_path) -> None:
     result, entries = await _charge_and_ship(payments, tmp_path)
     intent = next(e for e in entries if e.phase is Phase.INTENT and e.tool == "charge")
     compensating = next(e for e in entries if e.phase is Phase.COMPENSATING)
@@ -66,7 +68,8 @@ async def test_N03_meta_carries_forward_and_undo_idempotency_keys(payments: Paym
     assert refund_meta[KEY] == compensating.payload["idempotency_key"]
 
 
-async def test_N03_decorated_tool_reads_the_same_forward_key(tmp_path) -> None:
+@pytest.mark.case("N-03")
+async def test_decorated_tool_reads_the_same_forward_key(tmp_path) -> None:
     from sagacity_agents import read_only
 
     seen: list[str | None] = []
@@ -90,7 +93,8 @@ async def test_N03_decorated_tool_reads_the_same_forward_key(tmp_path) -> None:
     assert current_idempotency_key() is None
 
 
-async def test_N01_enforce_refuses_a_tool_the_policy_does_not_name(payments: Payments, tmp_path) -> None:
+@pytest.mark.case("N-01")
+async def test_enforce_refuses_a_tool_the_policy_does_not_name(payments: Payments, tmp_path) -> None:
     policy = {"tools": {k: v for k, v in POLICY["tools"].items() if k != "ship"}}
     result, entries = await _charge_and_ship(payments, tmp_path, policy, address="x")
     assert payments.calls("ship") == []  # never reached the server
@@ -100,7 +104,8 @@ async def test_N01_enforce_refuses_a_tool_the_policy_does_not_name(payments: Pay
     assert payments.rows("SELECT refunded FROM charges") == [(1,)]
 
 
-async def test_N01_an_undo_answered_with_isError_is_compensation_failed(payments: Payments, tmp_path) -> None:
+@pytest.mark.case("N-01")
+async def test_an_undo_answered_with_isError_is_compensation_failed(payments: Payments, tmp_path) -> None:
     policy = json.loads(json.dumps(POLICY))
     policy["tools"]["charge"]["undo"]["arguments"] = {"charge_id": "$.args.customer"}  # a wrong id
     result, _entries = await _charge_and_ship(payments, tmp_path, policy)
@@ -110,7 +115,8 @@ async def test_N01_an_undo_answered_with_isError_is_compensation_failed(payments
     assert payments.rows("SELECT refunded FROM charges") == [(0,)]  # still dirty, and said so
 
 
-async def test_N01_strict_runs_tools_the_policy_names_and_refuses_an_unprotected_server(
+@pytest.mark.case("N-01")
+async def test_strict_runs_tools_the_policy_names_and_refuses_an_unprotected_server(
         payments: Payments, tmp_path) -> None:
     for protect in (True, False):
         model = ScriptedModel()
@@ -133,7 +139,8 @@ async def test_N01_strict_runs_tools_the_policy_names_and_refuses_an_unprotected
     assert len(payments.calls("balance")) == 1
 
 
-async def test_N01_a_call_whose_server_died_mid_call_is_left_in_doubt_not_failed(payments: Payments, tmp_path) -> None:
+@pytest.mark.case("N-01")
+async def test_a_call_whose_server_died_mid_call_is_left_in_doubt_not_failed(payments: Payments, tmp_path) -> None:
     model = ScriptedModel()
     model.enqueue([function_call("charge", json.dumps({"customer": "ann", "amount": 2500}), call_id="c1")])
     model.enqueue([assistant_message("done")])
@@ -151,7 +158,8 @@ async def test_N01_a_call_whose_server_died_mid_call_is_left_in_doubt_not_failed
     assert payments.calls("refund") == []  # never undone blindly
 
 
-async def test_N04_undo_goes_to_the_server_that_made_the_call_and_a_second_live_one_of_that_name_is_refused(
+@pytest.mark.case("N-04")
+async def test_undo_goes_to_the_server_that_made_the_call_and_a_second_live_one_of_that_name_is_refused(
         tmp_path) -> None:
     from agents.exceptions import UserError
 
@@ -172,7 +180,8 @@ async def test_N04_undo_goes_to_the_server_that_made_the_call_and_a_second_live_
     assert tenant_b.calls() == []  # the other tenant's server saw nothing
 
 
-async def test_N01_policy_applies_by_the_servers_own_names_when_the_agent_prefixes_them(
+@pytest.mark.case("N-01")
+async def test_policy_applies_by_the_servers_own_names_when_the_agent_prefixes_them(
         payments: Payments, tmp_path) -> None:
     prefixed = {"include_server_in_tool_names": True}
     model = ScriptedModel()
@@ -194,7 +203,8 @@ async def test_N01_policy_applies_by_the_servers_own_names_when_the_agent_prefix
     assert request.args["mcp_tool"]["name"] == "wire" and payments.calls("wire") == []
 
 
-async def test_N01_an_undo_tool_the_server_does_not_list_is_an_error_naming_it_before_any_call(
+@pytest.mark.case("N-01")
+async def test_an_undo_tool_the_server_does_not_list_is_an_error_naming_it_before_any_call(
         payments: Payments, tmp_path) -> None:
     policy = json.loads(json.dumps(POLICY))
     policy["tools"]["charge"]["undo"]["tool"] = "refnud"
@@ -210,7 +220,8 @@ async def test_N01_an_undo_tool_the_server_does_not_list_is_an_error_naming_it_b
     assert payments.calls() == []  # nothing ran
 
 
-async def test_N01_enforce_refusal_names_the_policy_and_how_to_add_the_tool_not_decorators(
+@pytest.mark.case("N-01")
+async def test_enforce_refusal_names_the_policy_and_how_to_add_the_tool_not_decorators(
         payments: Payments, tmp_path) -> None:
     policy = {"tools": {k: v for k, v in POLICY["tools"].items() if k != "ship"}}
     _result, entries = await _charge_and_ship(payments, tmp_path, policy, address="x")

@@ -17,6 +17,8 @@ from tests.sdk import wire_app
 
 from .conftest import points
 
+pytestmark = pytest.mark.case("O-23")
+
 WIRE = ("transfer", '{"amount": 5, "to": "acct-9"}', "w1")
 
 
@@ -25,7 +27,7 @@ def ledger(tmp_path, monkeypatch):
     monkeypatch.setattr(wire_app, "LEDGER", tmp_path / "ledger.txt")
 
 
-async def test_o23_approval_pause_and_decision_spans_with_the_wait(tmp_path, sdk_spans):
+async def test_approval_pause_and_decision_spans_with_the_wait(tmp_path, sdk_spans):
     async def slow_human(request):
         await asyncio.sleep(0.05)
         return Decision(approved=True, approver="alice", reason="ok")
@@ -86,7 +88,7 @@ async def _recover(path, saga_id):
         await sagacity.aclose()
 
 
-async def test_o23_recovery_span_in_a_trace_grouped_with_the_saga(tmp_path, sdk_spans):
+async def test_recovery_span_in_a_trace_grouped_with_the_saga(tmp_path, sdk_spans):
     saga_id = await _left_open(tmp_path)
     first_trace = sdk_spans.traces[0].trace_id
     result, entries = await _recover(tmp_path, saga_id)
@@ -105,7 +107,7 @@ async def test_o23_recovery_span_in_a_trace_grouped_with_the_saga(tmp_path, sdk_
     assert {e.payload["trace"]["trace_id"] for e in compensating} == {recovery_trace.trace_id}
 
 
-def test_o23_otel_decision_from_the_cli_joins_the_run_trace(tmp_path, sdk_spans, otel):
+def test_otel_decision_from_the_cli_joins_the_run_trace(tmp_path, sdk_spans, otel):
     """A run pauses (its SDK trace in the journal); the CLI, another process with no SDK trace,
     approves: its OTel span is in the run's trace (the SDK trace's 32 hex digits), child of the
     pause's span, and the APPROVED entry carries the OTel span's ids."""
@@ -148,7 +150,7 @@ def test_o23_otel_decision_from_the_cli_joins_the_run_trace(tmp_path, sdk_spans,
     assert wait.count == 1 and wait.attributes["sagacity.approval.decision"] == "approved"
 
 
-async def test_o23_otel_recovery_span_joined_to_the_run_trace(tmp_path, sdk_spans, otel):
+async def test_otel_recovery_span_joined_to_the_run_trace(tmp_path, sdk_spans, otel):
     exporter, reader, _ = otel
     saga_id = await _left_open(tmp_path)
     run_trace = sdk_spans.traces[0].trace_id
@@ -166,7 +168,7 @@ async def test_o23_otel_recovery_span_joined_to_the_run_trace(tmp_path, sdk_span
     assert outcomes == {"book_hotel": 1, "book_flight": 1}
 
 
-async def test_o23_otel_resolve_span_joins_the_last_known_trace(sdk_spans, otel):
+async def test_otel_resolve_span_joins_the_last_known_trace(sdk_spans, otel):
     """A crashed saga is recovered (its call in doubt stays), then a human resolves the call from
     a process with no SDK trace: the ``sagacity.resolve`` span is in the recovery's trace, and
     the RESOLVED entry carries its OTel ids."""

@@ -13,6 +13,8 @@ from sagacity_agents.core import observe
 from sagacity_agents.demo.booking import BookingSystem
 from sagacity_agents.demo.trip import TRIP_REQUEST, build_agent
 
+pytestmark = pytest.mark.case("O-23")
+
 
 class Broken:
     def follows(self, kind):
@@ -35,7 +37,7 @@ def broken():
     observe.remove_link_source(source)
 
 
-async def test_o23_a_failing_observer_changes_nothing_and_is_logged(tmp_path, broken, caplog):
+async def test_a_failing_observer_changes_nothing_and_is_logged(tmp_path, broken, caplog):
     caplog.set_level(logging.WARNING, logger="sagacity_agents.observe")
     sagacity = Sagacity(":memory:", policy=FailurePolicy.CONTINUE)
     result = await sagacity.run(build_agent(BookingSystem(tmp_path / "b.db", reset=True)),

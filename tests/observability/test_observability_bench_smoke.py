@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.case("O-23")
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
@@ -20,7 +22,7 @@ def load(name: str):
     return module
 
 
-def test_o23_overhead_bench_runs(tmp_path):
+def test_overhead_bench_runs(tmp_path):
     from agents import set_trace_processors, set_tracing_disabled
 
     try:
@@ -33,7 +35,7 @@ def test_o23_overhead_bench_runs(tmp_path):
     assert result["added_tracing_off_us"] >= 0 and (tmp_path / "o.json").exists()
 
 
-def test_o23_gauges_bench_counts_what_it_built(tmp_path):
+def test_gauges_bench_counts_what_it_built(tmp_path):
     result = load("observe_gauges").main(["--sagas", "300", "--repeat", "1", "--dir", str(tmp_path)])
     for backend in ("memory", "sqlite"):
         counts = result[backend]

@@ -7,14 +7,18 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from sagacity_agents import FailurePolicy, Phase, Sagacity, SagaStatus, SqliteJournal
 from sagacity_agents.demo.booking import BookingSystem
 from sagacity_agents.demo.trip import TRIP_REQUEST, build_agent
 
 from .conftest import points
 
+pytestmark = pytest.mark.case("O-23")
 
-async def test_o23_otel_metrics_of_the_demo_saga(tmp_path, otel):
+
+async def test_otel_metrics_of_the_demo_saga(tmp_path, otel):
     exporter, reader, _ = otel
     sagacity = Sagacity(str(tmp_path / "j.db"), policy=FailurePolicy.CONTINUE)
     try:
@@ -50,7 +54,7 @@ async def _saga(journal, saga_id: str, *phases) -> None:
         await journal.append(saga_id, phase, write_key=f"k{n}", payload=payload)
 
 
-async def test_o23_gauges_count_still_dirty_in_doubt_and_waiting_sagas(tmp_path, otel):
+async def test_gauges_count_still_dirty_in_doubt_and_waiting_sagas(tmp_path, otel):
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -78,7 +82,7 @@ async def test_o23_gauges_count_still_dirty_in_doubt_and_waiting_sagas(tmp_path,
     provider.shutdown()
 
 
-def test_o23_only_the_otel_package_imports_opentelemetry():
+def test_only_the_otel_package_imports_opentelemetry():
     """The core, the SDK layer, the CLI and the web inbox never import OpenTelemetry themselves:
     only ``sagacity_agents.otel`` (the extra), which the CLI imports guarded."""
     import ast
@@ -98,7 +102,7 @@ def test_o23_only_the_otel_package_imports_opentelemetry():
     assert offenders == []
 
 
-def test_o23_nothing_imports_the_otel_extra_when_it_is_missing(tmp_path):
+def test_nothing_imports_the_otel_extra_when_it_is_missing(tmp_path):
     """Without the extra (its packages refused: the metrics API and the OTel SDK; the Agents
     SDK's own MCP dependency brings the tracing API alone), a saga runs, the CLI's hook stays
     silent, and ``sagacity_agents.otel`` is not loaded; a plain run never loads it either."""
@@ -132,7 +136,7 @@ def test_o23_nothing_imports_the_otel_extra_when_it_is_missing(tmp_path):
         assert out.stdout.split() == ["COMPENSATED", "False", "False"], mode
 
 
-async def test_o23_sync_tool_writes_are_timed_too(tmp_path, otel):
+async def test_sync_tool_writes_are_timed_too(tmp_path, otel):
     """A sync tool's INTENT and outcome are written from the SDK's worker thread
     (``append_sync``, issue 22): the append-latency histogram counts them as it counts an async
     tool's."""
@@ -160,7 +164,7 @@ async def test_o23_sync_tool_writes_are_timed_too(tmp_path, otel):
     assert len(entries) - 2 <= append.count <= len(entries)
 
 
-async def test_o23_a_failing_metrics_backend_never_changes_the_saga(tmp_path, otel, monkeypatch):
+async def test_a_failing_metrics_backend_never_changes_the_saga(tmp_path, otel, monkeypatch):
     """Telemetry never changes what the saga does: a metrics backend that raises on every
     append-latency record leaves the demo's saga COMPENSATED, the world clean."""
     _, _, instrumentation = otel

@@ -29,6 +29,8 @@ from sagacity_agents.demo.booking import BookingSystem
 from sagacity_agents.demo.trip import CARD, TRIP_REQUEST, build_agent
 from sagacity_agents.sdk.tracing import saga_trace
 
+pytestmark = pytest.mark.case("O-23")
+
 
 async def run_demo(tmp_path, **kwargs):
     """The demo's failing saga in a SQLite journal: (result, its entries)."""
@@ -44,7 +46,7 @@ async def run_demo(tmp_path, **kwargs):
         await sagacity.aclose()
 
 
-async def test_o23_demo_failing_saga_span_names_and_parent_links(tmp_path, sdk_spans):
+async def test_demo_failing_saga_span_names_and_parent_links(tmp_path, sdk_spans):
     result, _ = await run_demo(tmp_path)
     assert result.status is SagaStatus.COMPENSATED
     names = [s.span_data.name for s in sdk_spans.ours()]
@@ -68,7 +70,7 @@ async def test_o23_demo_failing_saga_span_names_and_parent_links(tmp_path, sdk_s
         assert sdk_spans.one(f"saga.undo {tool}").parent_id == run.span_id
 
 
-async def test_o23_error_status_on_the_failed_call_and_the_saga(tmp_path, sdk_spans):
+async def test_error_status_on_the_failed_call_and_the_saga(tmp_path, sdk_spans):
     await run_demo(tmp_path)
     charge = sdk_spans.one("saga.call charge_card")
     assert charge.error is not None and "CardDeclined" in charge.error["message"]
@@ -83,7 +85,7 @@ async def test_o23_error_status_on_the_failed_call_and_the_saga(tmp_path, sdk_sp
     assert sdk_spans.one("saga.run").error["message"] == "saga COMPENSATED"
 
 
-async def test_o23_compensation_spans_in_reverse_order(tmp_path, sdk_spans):
+async def test_compensation_spans_in_reverse_order(tmp_path, sdk_spans):
     await run_demo(tmp_path)
     undos = [s for s in sdk_spans.ours() if s.span_data.name.startswith("saga.undo")]
     assert [s.span_data.name for s in undos] == ["saga.undo book_hotel", "saga.undo book_flight"]
@@ -95,7 +97,7 @@ async def test_o23_compensation_spans_in_reverse_order(tmp_path, sdk_spans):
         assert data["sagacity.outcome"] == "COMPENSATED" and data["sagacity.undo.key"].startswith("sgc-")
 
 
-async def test_o23_journal_entries_trace_ids_equal_the_spans(tmp_path, sdk_spans):
+async def test_journal_entries_trace_ids_equal_the_spans(tmp_path, sdk_spans):
     _, entries = await run_demo(tmp_path)
     (trace,) = sdk_spans.traces
     links = {e.seq: e.payload["trace"] for e in entries}
@@ -123,7 +125,7 @@ def _everything(spans) -> str:
     return json.dumps([s.export() for s in spans], default=str)
 
 
-async def test_o23_no_raw_argument_in_any_span_when_sensitive_data_is_off(tmp_path, sdk_spans):
+async def test_no_raw_argument_in_any_span_when_sensitive_data_is_off(tmp_path, sdk_spans):
     await run_demo(tmp_path, run_config=RunConfig(trace_include_sensitive_data=False))
     text = _everything(sdk_spans.spans)
     assert sdk_spans.ours() and CARD not in text and "Lisbon" not in text and "amount_eur" not in text
@@ -132,13 +134,13 @@ async def test_o23_no_raw_argument_in_any_span_when_sensitive_data_is_off(tmp_pa
     assert sdk_spans.one("saga.call charge_card").span_data.data["sagacity.args.hash"]
 
 
-async def test_o23_raw_arguments_only_when_the_run_allows_them(tmp_path, sdk_spans):
+async def test_raw_arguments_only_when_the_run_allows_them(tmp_path, sdk_spans):
     await run_demo(tmp_path, run_config=RunConfig(trace_include_sensitive_data=True))
     data = sdk_spans.one("saga.call charge_card").span_data.data
     assert data["sagacity.call.args"] == {"card_number": CARD, "amount_eur": 740}
 
 
-async def test_o23_run_config_names_the_trace(tmp_path, sdk_spans):
+async def test_run_config_names_the_trace(tmp_path, sdk_spans):
     trace_id = "trace_" + "ab" * 16
     _, entries = await run_demo(tmp_path, run_config=RunConfig(
         workflow_name="trip booking", trace_id=trace_id, group_id="conversation-7"))
@@ -147,7 +149,7 @@ async def test_o23_run_config_names_the_trace(tmp_path, sdk_spans):
     assert {e.payload["trace"]["trace_id"] for e in entries} == {trace_id}
 
 
-async def test_o23_tracing_disabled_in_run_config_no_span_no_ids(tmp_path, sdk_spans):
+async def test_tracing_disabled_in_run_config_no_span_no_ids(tmp_path, sdk_spans):
     _, entries = await run_demo(tmp_path, run_config=RunConfig(tracing_disabled=True))
     assert sdk_spans.ours() == [] and all("trace" not in e.payload for e in entries)
 
@@ -163,7 +165,7 @@ def charge(amount: int) -> dict:
     return {"status": "declined", "amount": amount}
 
 
-async def test_o23_classified_failure_is_an_error_while_the_sdk_span_shows_success(tmp_path, sdk_spans):
+async def test_classified_failure_is_an_error_while_the_sdk_span_shows_success(tmp_path, sdk_spans):
     model = ScriptedModel([[function_call("charge", {"amount": 5}, call_id="c1")],
                            [assistant_message("done")]])
     # CONTINUE: under STOP the hook that stops the run marks the SDK's span in error too.
@@ -177,7 +179,7 @@ async def test_o23_classified_failure_is_an_error_while_the_sdk_span_shows_succe
 
 
 @pytest.mark.parametrize("wrapped", [True, False], ids=["saga_trace", "plain"])
-async def test_o23_hooks_users_get_compensation_in_the_run_trace_with_saga_trace(tmp_path, sdk_spans, wrapped):
+async def test_hooks_users_get_compensation_in_the_run_trace_with_saga_trace(tmp_path, sdk_spans, wrapped):
     """With ``saga_trace`` around the block, the undos are in the run's trace; without it the
     SDK's trace ends with ``Runner.run`` and the undos (after it) are in none (why it exists)."""
     agent = build_agent(BookingSystem(tmp_path / "booking.db", reset=True))
@@ -200,7 +202,7 @@ async def test_o23_hooks_users_get_compensation_in_the_run_trace_with_saga_trace
     assert {s.trace_id for s in undos} <= {sdk_spans.traces[0].trace_id}
 
 
-async def test_o23_streamed_run_compensation_in_the_run_trace(tmp_path, sdk_spans):
+async def test_streamed_run_compensation_in_the_run_trace(tmp_path, sdk_spans):
     agent = build_agent(BookingSystem(tmp_path / "booking.db", reset=True))
     sagacity = Sagacity(":memory:", policy=FailurePolicy.CONTINUE)
     async with sagacity.run_streamed(agent, TRIP_REQUEST, max_turns=12) as stream:
@@ -213,7 +215,7 @@ async def test_o23_streamed_run_compensation_in_the_run_trace(tmp_path, sdk_span
     assert {s.trace_id for s in sdk_spans.ours()} == {trace.trace_id}
 
 
-async def test_o23_call_span_names_its_outcome_and_undo_key(tmp_path, sdk_spans):
+async def test_call_span_names_its_outcome_and_undo_key(tmp_path, sdk_spans):
     _, entries = await run_demo(tmp_path)
     flight = sdk_spans.one("saga.call book_flight").span_data.data
     undo = sdk_spans.one("saga.undo book_flight").span_data.data
@@ -223,7 +225,7 @@ async def test_o23_call_span_names_its_outcome_and_undo_key(tmp_path, sdk_spans)
     assert "sagacity.undo.key" not in sdk_spans.one("saga.call charge_card").span_data.data
 
 
-async def test_o23_run_config_as_a_dict_names_the_trace_too(tmp_path, sdk_spans):
+async def test_run_config_as_a_dict_names_the_trace_too(tmp_path, sdk_spans):
     await run_demo(tmp_path, run_config={"workflow_name": "as a dict", "trace_include_sensitive_data": False})
     (trace,) = sdk_spans.traces
     assert trace.name == "as a dict"

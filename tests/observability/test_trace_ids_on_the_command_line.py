@@ -16,6 +16,8 @@ from sagacity_agents.demo.booking import BookingSystem
 from sagacity_agents.demo.trip import TRIP_REQUEST, build_agent
 from tests.sdk import wire_app
 
+pytestmark = pytest.mark.case("O-23")
+
 
 @pytest.fixture
 def traced_demo(tmp_path, sdk_spans):
@@ -41,7 +43,7 @@ def invoke(*args: str) -> str:
     return out.output
 
 
-def test_o23_journal_show_prints_the_trace_and_span_ids(traced_demo):
+def test_journal_show_prints_the_trace_and_span_ids(traced_demo):
     location, saga_id, spans = traced_demo
     out = invoke("journal", "show", saga_id, "--db", location)
     (trace,) = spans.traces
@@ -51,7 +53,7 @@ def test_o23_journal_show_prints_the_trace_and_span_ids(traced_demo):
     assert out.count(spans.one("saga.run").span_id) == 5  # SAGA_OPENED, RUN_STARTED, SAGA_FAILED, RUN_ENDED, SAGA_CLOSED
 
 
-def test_o23_audit_export_keeps_the_ids(traced_demo, tmp_path):
+def test_audit_export_keeps_the_ids(traced_demo, tmp_path):
     location, saga_id, spans = traced_demo
     out_file = tmp_path / "export.jsonl"
     invoke("audit", "export", saga_id, "--out", str(out_file), "--db", location)
@@ -61,7 +63,7 @@ def test_o23_audit_export_keeps_the_ids(traced_demo, tmp_path):
     assert {e["payload"]["trace"]["trace_id"] for e in entries} == {spans.traces[0].trace_id}
 
 
-def test_o23_saga_show_draws_the_timeline(traced_demo):
+def test_saga_show_draws_the_timeline(traced_demo):
     location, saga_id, _ = traced_demo
     out = invoke("saga", "show", saga_id[:8], "--db", location)
     lines = out.splitlines()
@@ -73,7 +75,7 @@ def test_o23_saga_show_draws_the_timeline(traced_demo):
     assert all(" ms" in r or " s" in r for r in rows)
 
 
-def test_o23_saga_show_draws_the_approval_and_its_wait(tmp_path, monkeypatch):
+def test_saga_show_draws_the_approval_and_its_wait(tmp_path, monkeypatch):
     monkeypatch.setattr(wire_app, "LEDGER", tmp_path / "ledger.txt")
     location = str(tmp_path / "j.db")
 

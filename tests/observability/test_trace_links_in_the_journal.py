@@ -15,6 +15,8 @@ from sagacity_agents.errors import JournalWriteError
 from sagacity_agents.testing import DEFAULT_START, FrozenClock
 from tests.backends import BACKENDS
 
+pytestmark = pytest.mark.case("O-23")
+
 LINK_A = {"trace_id": "trace_" + "a" * 32, "span_id": "span_" + "1" * 24}
 LINK_B = {"trace_id": "trace_" + "b" * 32, "span_id": "span_" + "2" * 24}
 
@@ -40,7 +42,7 @@ async def _close(journal) -> None:
     await journal.close()
 
 
-async def test_o23_link_inside_the_payload_same_bytes_on_every_backend(journal, link):
+async def test_link_inside_the_payload_same_bytes_on_every_backend(journal, link):
     link["now"] = LINK_A
     try:
         first = await journal.append("s1", Phase.SAGA_OPENED, write_key="open", payload={"metadata": {}})
@@ -59,7 +61,7 @@ async def test_o23_link_inside_the_payload_same_bytes_on_every_backend(journal, 
     assert verify_entries("s1", stored).ok
 
 
-async def test_o23_retry_from_another_span_is_the_same_write(journal, link):
+async def test_retry_from_another_span_is_the_same_write(journal, link):
     try:
         link["now"] = LINK_A
         stored = await journal.append("s1", Phase.SAGA_OPENED, write_key="open", payload={"metadata": {}})
@@ -73,7 +75,7 @@ async def test_o23_retry_from_another_span_is_the_same_write(journal, link):
     assert again == stored and again.payload["trace"] == LINK_A and len(entries) == 1
 
 
-async def test_o23_an_edited_trace_link_breaks_the_chain(tmp_path, link):
+async def test_an_edited_trace_link_breaks_the_chain(tmp_path, link):
     from sagacity_agents import SqliteJournal
     from tests.backends import BACKENDS as every
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.case("O-23")
+
 pytest.importorskip("fastapi")
 
 from tests.web.support import Bank, client, paused_saga
@@ -29,7 +31,7 @@ def serve():
         server.stop()
 
 
-async def test_o23_inbox_decision_span_joins_the_run_trace(tmp_path, sdk_spans, otel, serve):
+async def test_inbox_decision_span_joins_the_run_trace(tmp_path, sdk_spans, otel, serve):
     exporter, reader, _ = otel
     db = str(tmp_path / "inbox.db")
     saga_id, request = await paused_saga(db, Bank())

@@ -73,7 +73,8 @@ def trip_agents(model, log):
     return a, b
 
 
-async def test_f01_recover_finds_the_undo_of_a_tool_reached_by_a_handoff_object(journals):
+@pytest.mark.case("F-01")
+async def test_recover_finds_the_undo_of_a_tool_reached_by_a_handoff_object(journals):
     """F-01: A (book_flight) with handoffs=[handoff(B)], B (book_hotel); the run is left open
     (close=False); recover(saga_id, A) in a fresh Sagacity undoes both, hotel first."""
     log: list = []
@@ -120,8 +121,9 @@ def f02_model(how):
     return scripted(*turns)
 
 
+@pytest.mark.case("F-02")
 @pytest.mark.parametrize("how", ["handoff", "as_tool"])
-async def test_f02_approval_of_a_tool_behind_handoff_or_as_tool_hashes_validated_args(journals, how):
+async def test_approval_of_a_tool_behind_handoff_or_as_tool_hashes_validated_args(journals, how):
     """F-02: send_wire (irreversible, needs_approval) on B, reached through handoff(B) or
     B.as_tool; the model sends {"amount_eur": "2500", "iban": "PT50"}. The request shows and
     hashes {"amount_eur": 2500, "iban": "PT50", "memo": ""} with the tool's reversibility;
@@ -185,8 +187,9 @@ def start_ran(ran):
     return look
 
 
+@pytest.mark.case("F-03")
 @pytest.mark.parametrize("how", ["handoff", "handoff_agent", "as_tool"])
-async def test_f03_irreversible_tool_without_approval_anywhere_in_the_graph_is_refused(journals, how):
+async def test_irreversible_tool_without_approval_anywhere_in_the_graph_is_refused(journals, how):
     """F-03: an irreversible tool without needs_approval three levels down (through a handoff
     object, a handoff agent, or as_tool agents) -> ConfigurationError before any tool runs."""
     ran: list = []
@@ -202,7 +205,8 @@ async def test_f03_irreversible_tool_without_approval_anywhere_in_the_graph_is_r
     assert await journal.saga_ids() == []
 
 
-def test_f03_the_same_tool_on_several_agents_and_cycles_are_fine():
+@pytest.mark.case("F-03")
+def test_the_same_tool_on_several_agents_and_cycles_are_fine():
     """One tool object on two agents is one tool; handoff cycles end."""
     look = start_ran([])
     model = scripted()
@@ -301,7 +305,8 @@ def car_book(log):
     return book
 
 
-async def test_f04_recovery_finds_the_undo_of_a_tool_met_only_at_run_time(journals):
+@pytest.mark.case("F-04")
+async def test_recovery_finds_the_undo_of_a_tool_met_only_at_run_time(journals):
     """F-04: each INTENT journals its declaration id; recovering with the outer agent alone (the
     inner agent ran inside a tool body, invisible to the walk) still undoes the car with the
     car's own undo, found by that id."""
@@ -416,7 +421,8 @@ def booker(kind: str, log: list):
     return book
 
 
-async def test_f04_one_factory_tools_met_at_run_time_never_get_each_others_undo(journals):
+@pytest.mark.case("F-04")
+async def test_one_factory_tools_met_at_run_time_never_get_each_others_undo(journals):
     """F-04, factory-made: `booker("car")` runs inside a tool body; recovery is given an agent
     whose graph holds `booker("hotel")` under the same tool name and qualname. The ids differ by
     the values the factory captured, so the car is undone by the car's undo (never the hotel's)."""

@@ -265,8 +265,9 @@ async def test_irreversible_tool_outside_a_saga_still_needs_approval():
     assert wire_app.executions() == []
 
 
+@pytest.mark.case("C-06")
 @pytest.mark.parametrize("raw", ['{"amount": "100", "to": "acct', '{"amount": NaN, "to": "acct-9"}'])
-async def test_c06_invalid_pending_call_rejected_without_asking(raw):
+async def test_invalid_pending_call_rejected_without_asking(raw):
     """C-06 (b), (c): never hashed as {}, never shown to an approver, saga not failed."""
     s = sagacity()
     agent = wire_app.paused_agent(("transfer", raw, "w1"))
@@ -278,7 +279,8 @@ async def test_c06_invalid_pending_call_rejected_without_asking(raw):
     assert wire_app.executions() == []
 
 
-async def test_c06_approval_hash_covers_validated_values():
+@pytest.mark.case("C-06")
+async def test_approval_hash_covers_validated_values():
     """C-06 (a): the approver is shown amount 100 as an integer and currency USD filled in."""
     from sagacity_agents.core.approval import args_hash
 
@@ -302,7 +304,8 @@ async def test_inline_approver_completes_in_one_call():
     assert wire_app.executions() == ["5 USD -> acct-9"]
 
 
-async def test_c05_reused_decision_for_a_re_interrupted_call():
+@pytest.mark.case("C-05")
+async def test_reused_decision_for_a_re_interrupted_call():
     """C-05: if the SDK interrupts again for the same not-yet-run call with the same hash, the
     consumed decision is reused instead of asking the human again; the journal (CONSUMED with no
     INTENT using it) says so, not memory, and the call still runs once."""
@@ -354,8 +357,9 @@ def _resume_in_subprocess(db: str, saga_id: str, ledger: str, barrier, out) -> N
     asyncio.run(go())
 
 
+@pytest.mark.case("C-05")
 @pytest.mark.slow
-async def test_c05_two_processes_resume_concurrently_exactly_one_execution(tmp_path, ledger):
+async def test_two_processes_resume_concurrently_exactly_one_execution(tmp_path, ledger):
     """C-05 and the concurrency guarantee: pause here, approve, then two processes resume at the
     same instant on one SQLite file; the transfer runs exactly once (one INTENT, one EXECUTED)."""
     db = str(tmp_path / "journal.db")

@@ -68,8 +68,9 @@ def build_c01(refunds: list[str], *, fatal: bool, sync_notify: bool = False):
     return model, agent(model, charge, reserve, notify)
 
 
+@pytest.mark.case("C-01")
 @pytest.mark.parametrize("fatal", [True, False], ids=["failure_error_function=None", "default-formatter"])
-async def test_c01_parallel_calls_one_fails(fatal):
+async def test_parallel_calls_one_fails_and_the_charge_is_refunded_once(fatal):
     """C-01: charge EXECUTED, reserve FAILED(SeatTaken), notify FAILED(cancelled); refund once."""
     refunds: list[str] = []
     journal = InMemoryJournal()
@@ -92,7 +93,8 @@ async def test_c01_parallel_calls_one_fails(fatal):
     assert (await verify_journal(journal, result.saga_id))[0].ok
 
 
-async def test_c01_sync_sibling_runs_to_the_end_and_is_undone():
+@pytest.mark.case("C-01")
+async def test_sync_sibling_runs_to_the_end_and_is_undone():
     """C-01 variant: a sync sibling the SDK cannot cancel journals its real outcome (EXECUTED),
     once, before compensation decides; it is then undone."""
     refunds: list[str] = []
@@ -112,8 +114,9 @@ async def test_c01_sync_sibling_runs_to_the_end_and_is_undone():
     assert (await verify_journal(journal, result.saga_id))[0].ok
 
 
+@pytest.mark.case("C-02")
 @pytest.mark.parametrize("behavior", ["error_as_result", "raise_exception"])
-async def test_c02_tool_timeout(behavior):
+async def test_tool_timeout_is_one_failed_entry_and_no_executed(behavior):
     """C-02: exactly one FAILED entry saying it timed out; no EXECUTED afterwards."""
     journal = InMemoryJournal()
     finally_ran = asyncio.Event()
@@ -158,7 +161,8 @@ def _c03_setup(journal):
     return outer_model, agent(outer_model, boom, inner_tool, name="outer")
 
 
-async def test_c03_failure_inside_agent_used_as_tool_continue_policy():
+@pytest.mark.case("C-03")
+async def test_failure_inside_agent_used_as_tool_continue_policy():
     """C-03: both calls INTENT->FAILED(ValueError) in one saga, the inner one naming its outer
     call; the model still gets the SDK's error text; the saga fails and compensates."""
     journal = InMemoryJournal()
@@ -175,7 +179,8 @@ async def test_c03_failure_inside_agent_used_as_tool_continue_policy():
     assert result.final_output is None or result.exception is None
 
 
-async def test_c03_default_policy_stops_before_second_call():
+@pytest.mark.case("C-03")
+async def test_default_policy_stops_before_second_call():
     """C-03 under the default policy: the run stops after the first failure."""
     journal = InMemoryJournal()
     model, ag = _c03_setup(journal)
@@ -185,7 +190,8 @@ async def test_c03_default_policy_stops_before_second_call():
     assert result.status is SagaStatus.COMPENSATED
 
 
-async def test_c04_streamed_run_hits_turn_limit():
+@pytest.mark.case("C-04")
+async def test_streamed_run_hits_turn_limit():
     """C-04: create_ticket EXECUTED even if no event was read; MaxTurnsExceeded fails the saga;
     the undo runs once; never reported completed."""
     journal = InMemoryJournal()
@@ -208,7 +214,8 @@ async def test_c04_streamed_run_hits_turn_limit():
     assert result.final_output is None and result.exception is not None
 
 
-async def test_c04_streamed_run_consumed_reports_max_turns():
+@pytest.mark.case("C-04")
+async def test_streamed_run_consumed_reports_max_turns():
     journal = InMemoryJournal()
 
     @function_tool

@@ -16,6 +16,8 @@ from tests import forked
 from . import claims_worker
 from .claims_worker import CrashClock, crash_saga, far_side_applied, recover_once
 
+pytestmark = pytest.mark.case("E-05")
+
 TRIES = 30
 
 
@@ -52,7 +54,7 @@ async def check_sagas(db_journal: object, far: str, saga_ids: list[str], how: st
 
 @pytest.mark.parametrize("how", ["recover", "compensate"])
 @pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
-async def test_e05_two_tasks_recovering_one_saga_apply_each_undo_at_most_once(tmp_path, backend, how, request):
+async def test_two_tasks_recovering_one_saga_apply_each_undo_at_most_once(tmp_path, backend, how, request):
     """E-05 (tasks): two concurrent recoveries of one crashed saga in one process, 30 tries.
     ``recover``: the run lease admits one (the other is refused before writing); ``compensate``:
     the core step alone, where only the COMPENSATING claim separates the two writers."""
@@ -83,7 +85,7 @@ async def test_e05_two_tasks_recovering_one_saga_apply_each_undo_at_most_once(tm
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["recover", "compensate"])
-async def test_e05_two_processes_recovering_one_saga_apply_each_undo_at_most_once(tmp_path, how):
+async def test_two_processes_recovering_one_saga_apply_each_undo_at_most_once(tmp_path, how):
     """E-05 (processes): two spawned processes recover the same 30 crashed sagas on one SQLite
     file, meeting at a barrier before each saga: every undo key is applied at most once."""
     db, far = str(tmp_path / "j.db"), str(tmp_path / "far.db")

@@ -26,6 +26,8 @@ from sagacity_agents import (
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.sdk.approvals import ApprovalDesk
 
+pytestmark = pytest.mark.case("F-11")
+
 WIRES: list[tuple[int, str]] = []
 
 
@@ -118,7 +120,7 @@ async def run_sdk_approved(path: str, kind: str, journal: Any, saga_id: str, sta
 @pytest.mark.parametrize("path", ["facade", "hooks", "hooks-streamed"])
 @pytest.mark.parametrize("kind", ["decorated", "protected"])
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
-async def test_f11_irreversible_body_runs_only_on_a_journaled_consumed_approval(
+async def test_irreversible_body_runs_only_on_a_journaled_consumed_approval(
     tmp_path, backend, kind, path, approval
 ):
     """F-11: tool kind (decorated, protect_tool) x entry path (facade, SagaRunHooks with

@@ -66,8 +66,9 @@ def sql_model(*then) -> ScriptedModel:
     return model
 
 
+@pytest.mark.case("M-01")
 @pytest.mark.parametrize("is_async", [True, False])
-async def test_m01_custom_tool_call_is_journaled_undeclared_and_reported_dirty(journal, is_async):
+async def test_custom_tool_call_is_journaled_undeclared_and_reported_dirty(journal, is_async):
     """M-01: a CustomTool call runs inside the saga with its INTENT (raw input) and EXECUTED;
     when a later call fails the report says it was not undone: no undo declared."""
     effects: list = []
@@ -87,8 +88,9 @@ async def test_m01_custom_tool_call_is_journaled_undeclared_and_reported_dirty(j
     assert not result.report.clean
 
 
+@pytest.mark.case("M-01")
 @pytest.mark.parametrize("is_async", [True, False])
-async def test_m01_custom_tool_exception_is_journaled_failed_and_fails_the_saga(journal, is_async):
+async def test_custom_tool_exception_is_journaled_failed_and_fails_the_saga(journal, is_async):
     """M-01: the SDK hands the model a CustomTool's exception as plain text; the saga sees the
     exception itself: FAILED, the saga fails, and the model still gets the SDK's text."""
     model = sql_model([assistant_message("all good")])
@@ -104,7 +106,8 @@ async def test_m01_custom_tool_exception_is_journaled_failed_and_fails_the_saga(
     assert [i["output"] for i in sent] == ["syntax error at DELETE"]
 
 
-async def test_m01_observed_custom_tool_behaves_as_before_outside_a_saga():
+@pytest.mark.case("M-01")
+async def test_observed_custom_tool_behaves_as_before_outside_a_saga():
     """M-01: the observed executor is the original for everyone outside a saga: same result,
     same exception, observed once however many sagas meet it."""
     from sagacity_agents.sdk.undeclared import observe_custom_tool
@@ -122,7 +125,8 @@ async def test_m01_observed_custom_tool_behaves_as_before_outside_a_saga():
         broken.on_invoke_tool(object(), "x")
 
 
-async def test_m01_strict_refuses_a_custom_tool_before_anything_runs(journal):
+@pytest.mark.case("M-01")
+async def test_strict_refuses_a_custom_tool_before_anything_runs(journal):
     """M-01: strict=True names a CustomTool among the undeclared tools, before the model runs."""
     effects: list = []
     model = sql_model([assistant_message("ok")])
@@ -132,7 +136,8 @@ async def test_m01_strict_refuses_a_custom_tool_before_anything_runs(journal):
     assert effects == [] and not model.calls
 
 
-async def test_m01_undeclared_call_approved_then_run_names_its_request(journal):
+@pytest.mark.case("M-01")
+async def test_undeclared_call_approved_then_run_names_its_request(journal):
     """M-01: an undeclared tool paused by its own needs_approval; approved, resumed, run; a
     later failure. Its INTENT names the request it used, the report lists it once, as not
     undone, and never as "approved but never ran"."""
@@ -163,7 +168,8 @@ async def test_m01_undeclared_call_approved_then_run_names_its_request(journal):
     assert [(i.tool, i.detail) for i in done.report.still_dirty] == [("wire", "no undo declared")]
 
 
-async def test_m01_undeclared_timeout_is_journaled_timed_out(journal):
+@pytest.mark.case("M-01")
+async def test_undeclared_timeout_is_journaled_timed_out(journal):
     """M-01: an undeclared tool stopped by its own timeout is journaled FAILED with
     ``timed_out``, as a declared tool's is (the error is the SDK's own text)."""
 
@@ -180,7 +186,8 @@ async def test_m01_undeclared_timeout_is_journaled_timed_out(journal):
     assert "timed out after 0.05 seconds" in failed.payload["error"]
 
 
-async def test_m01_journal_show_prints_an_undeclared_calls_raw_arguments(journal):
+@pytest.mark.case("M-01")
+async def test_journal_show_prints_an_undeclared_calls_raw_arguments(journal):
     """M-01: an undeclared INTENT keeps ``args == {}`` and its arguments in ``raw_args``; the
     journal view shows those arguments, not an empty line."""
 
@@ -196,7 +203,8 @@ async def test_m01_journal_show_prints_an_undeclared_calls_raw_arguments(journal
     assert '"to":"a@x"' in shown and '"body":"hi"' in shown and "[undeclared]" in shown
 
 
-async def test_m03_protect_tool_same_name_on_two_agents_each_undone_by_its_own_undo(journal):
+@pytest.mark.case("M-03")
+async def test_protect_tool_same_name_on_two_agents_each_undone_by_its_own_undo(journal):
     """M-03: agent a protects its ``search``, agent b (a handoff) its own; both run, a later
     call fails; each INTENT journals its agent, and each call is undone by its own undo,
     newest first."""
@@ -252,8 +260,9 @@ def lookalike(tag: str, log: list, *, protect: bool):
     return search
 
 
+@pytest.mark.case("M-03")
 @pytest.mark.parametrize("protect", [False, True], ids=["compensable", "protect_tool"])
-async def test_m03_agent_run_in_a_tool_body_is_undone_by_its_own_tool_not_a_lookalike(journal, protect):
+async def test_agent_run_in_a_tool_body_is_undone_by_its_own_tool_not_a_lookalike(journal, protect):
     """M-03: an agent run with ``Runner.run`` inside a tool body (no graph walk sees it) has a
     ``search`` with the same declaration id as the outer agent's (one factory). Each call binds
     its own declaration under its agent as it starts: the inner call is undone by the inner
@@ -282,7 +291,8 @@ async def test_m03_agent_run_in_a_tool_body_is_undone_by_its_own_tool_not_a_look
     assert log == ["do-OUTER out", "do-INNER in", undo_in, undo_out]
 
 
-def test_m03_an_agent_missing_from_the_graph_given_is_not_undone_by_a_lookalike():
+@pytest.mark.case("M-03")
+def test_an_agent_missing_from_the_graph_given_is_not_undone_by_a_lookalike():
     """M-03: recovery given a graph without the agent that made a call (an agent met only at
     run time) finds one declaration with the journaled id, bound for another agent: the undo
     is refused with the reason, never guessed."""
@@ -301,8 +311,9 @@ def test_m03_an_agent_missing_from_the_graph_given_is_not_undone_by_a_lookalike(
                             {("outer", "search"): outer}) == (outer, None)
 
 
+@pytest.mark.case("M-01")
 @pytest.mark.parametrize("how", ["as_tool", "protect_tool"])
-async def test_m01_agent_tool_paused_for_an_inner_approval_resumes_verifiable(journal, how):
+async def test_agent_tool_paused_for_an_inner_approval_resumes_verifiable(journal, how):
     """M-01: a plain ``as_tool`` agent (or one protected as compensatable) whose inner tool asks
     for an approval: the run pauses with the outer call in flight; the resumed run writes that
     call's outcome under its own lease. The journal verifies, and a later failure is
@@ -342,7 +353,8 @@ async def test_m01_agent_tool_paused_for_an_inner_approval_resumes_verifiable(jo
     assert verdict.ok, verdict.detail
 
 
-async def test_m01_custom_tool_with_needs_approval_is_approved_on_its_raw_input(journal):
+@pytest.mark.case("M-01")
+async def test_custom_tool_with_needs_approval_is_approved_on_its_raw_input(journal):
     """M-01: a CustomTool with ``needs_approval=True`` pauses through ours; the request binds
     ``{"input": text}`` (the raw string, not parsed as JSON), the same value its INTENT is
     checked against: approved, it runs once and its INTENT names the request."""

@@ -8,11 +8,14 @@ Irreversible calls were already rejected at the pause (docs/approvals.md).
 
 from __future__ import annotations
 
+import pytest
 from agents import function_tool, set_tracing_disabled
 
 from sagacity_agents import Sagacity, SagaStatus, compensable
 
 from .helpers import agent, phases, scripted, tool_outputs
+
+pytestmark = pytest.mark.case("C-11")
 
 set_tracing_disabled(True)
 
@@ -35,7 +38,7 @@ def _tools(paid: list[str]) -> list:
     return [pay, pay_sync]
 
 
-async def test_c11_duplicate_key_arguments_do_not_run_async_or_sync_tool_body() -> None:
+async def test_duplicate_key_arguments_do_not_run_async_or_sync_tool_body() -> None:
     """C-11: body not run, nothing journaled for the call, the SDK's usual error text to the model
     (as for invalid JSON), saga not failed."""
     for name in ("pay", "pay_sync"):
@@ -50,7 +53,7 @@ async def test_c11_duplicate_key_arguments_do_not_run_async_or_sync_tool_body() 
         assert output.startswith("An error occurred while running the tool"), name
 
 
-async def test_c11_duplicate_key_outside_a_saga_behaves_like_the_sdk() -> None:
+async def test_duplicate_key_outside_a_saga_behaves_like_the_sdk() -> None:
     """Outside a saga a decorated tool behaves exactly like the undecorated one (last value)."""
     from agents import Runner
 

@@ -65,7 +65,8 @@ async def reset_consumed(store: Any, path: str | None, request_id: str) -> None:
     sql(path, "UPDATE sagacity_approval_requests SET consumed_at = NULL WHERE request_id = ?", (request_id,))
 
 
-async def test_e04_reset_consumed_flag_and_old_snapshot_cannot_run_an_approved_call_again(backend):
+@pytest.mark.case("E-04")
+async def test_reset_consumed_flag_and_old_snapshot_cannot_run_an_approved_call_again(backend):
     """E-04: an open saga (``close=False``) pays 5000 to acct-7 on one APPROVED; the store's
     ``consumed_at`` is then reset and the old snapshot re-inserted. A second resume is refused
     (CONSUMED in the journal), and the old state approved through the SDK and run on the saga

@@ -17,6 +17,8 @@ from sagacity_agents import (
 from .helpers import scripted
 from .test_agent_graph import journals  # noqa: F401 - the memory/SQLite fixture
 
+pytestmark = pytest.mark.case("M-03")
+
 
 class Client:
     """A booking system; ``cancel`` raises for an unknown booking unless ``idempotent``."""
@@ -80,7 +82,7 @@ def graph(mode, hotels, cars, names=("hotel_agent", "cars_agent"), run=True):
 
 @pytest.mark.parametrize("mode", ["handoff", "as_tool"])
 @pytest.mark.parametrize("idempotent", [False, True])
-async def test_m03_factory_tools_on_two_agents_are_undone_by_their_own_instance(
+async def test_factory_tools_on_two_agents_are_undone_by_their_own_instance(
         journals, mode, idempotent):
     """Each booking is cancelled in its own system; nothing live, nothing failed."""
     hotels, cars = Client("hotels", idempotent), Client("cars", idempotent)
@@ -103,7 +105,7 @@ def left_open_graph(hotels, cars):
 
 
 @pytest.mark.parametrize("mode", ["handoff", "as_tool"])
-async def test_m03_recovery_with_a_fresh_graph_in_the_same_process(journals, mode):
+async def test_recovery_with_a_fresh_graph_in_the_same_process(journals, mode):
     """A run left open, then recovered with a fresh agent graph (new tool objects): each
     booking is undone by the instance bound for its INTENT's agent."""
     hotels, cars = Client("hotels", True), Client("cars", True)
@@ -120,7 +122,7 @@ async def test_m03_recovery_with_a_fresh_graph_in_the_same_process(journals, mod
     assert hotels.live == [] and cars.live == []
 
 
-async def test_m03_recovery_that_cannot_tell_the_instances_apart_refuses(journals):
+async def test_recovery_that_cannot_tell_the_instances_apart_refuses(journals):
     """Recovery with agents of other names: two different declarations share the id and none is
     bound for the journaled agent, so no undo runs; both stay dirty and are named."""
     hotels, cars = Client("hotels", True), Client("cars", True)
@@ -134,7 +136,7 @@ async def test_m03_recovery_that_cannot_tell_the_instances_apart_refuses(journal
     assert all("not guessed" in i.detail for i in result.report.failed)
 
 
-async def test_m03_same_agent_name_same_id_different_undos_refused_at_start(journals):
+async def test_same_agent_name_same_id_different_undos_refused_at_start(journals):
     """Two agents of one name, each with its own instance of the factory's tool: no INTENT could
     say which undo is its own, so the run is refused before any tool runs."""
     hotels, cars = Client("hotels", True), Client("cars", True)
@@ -145,7 +147,7 @@ async def test_m03_same_agent_name_same_id_different_undos_refused_at_start(jour
     assert hotels.live == [] and cars.live == []
 
 
-async def test_m03_a_pause_journals_the_agent_that_asked():
+async def test_a_pause_journals_the_agent_that_asked():
     """The AWAITING_APPROVAL entry names the agent whose call waits (``sagacity approvals show``
     prints it): two agents' ``wire`` tools are told apart by a human."""
     from sagacity_agents import InMemoryApprovalStore, InMemoryJournal, Phase, irreversible

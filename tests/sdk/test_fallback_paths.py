@@ -110,7 +110,8 @@ def refund_tool(ran: list[int], **tool_kw: Any):
     return refund
 
 
-async def test_f05_app_input_guardrail_rejects_protected_refund(desk):
+@pytest.mark.case("F-05")
+async def test_app_input_guardrail_rejects_protected_refund(desk):
     """F-05: the app's guardrail rejects refund(amount=500): no INTENT, the rejection journaled
     REFUSED with its message, the saga COMPLETED at once (today IN_DOUBT after the timeout)."""
     ran: list[int] = []
@@ -132,7 +133,8 @@ async def test_f05_app_input_guardrail_rejects_protected_refund(desk):
     assert in_doubt(entries) == []
 
 
-async def test_f05_allowed_refund_is_journaled_once_with_our_guardrail_last(desk):
+@pytest.mark.case("F-05")
+async def test_allowed_refund_is_journaled_once_with_our_guardrail_last(desk):
     """The app's guardrail allows amount 20: ours (last) writes the INTENT, the output guardrail
     the EXECUTED; the protected copy keeps the app's guardrail first."""
     ran: list[int] = []
@@ -148,7 +150,8 @@ async def test_f05_allowed_refund_is_journaled_once_with_our_guardrail_last(desk
     assert next(e for e in entries if e.phase is Phase.EXECUTED).payload["result"] == "refunded 20 on o1"
 
 
-async def test_f05_guardrail_raising_writes_no_intent_and_compensates_at_once(desk):
+@pytest.mark.case("F-05")
+async def test_guardrail_raising_writes_no_intent_and_compensates_at_once(desk):
     """A guardrail of the app that raises: the run raises, no INTENT exists, nothing in doubt."""
 
     @tool_input_guardrail
@@ -169,7 +172,8 @@ async def test_f05_guardrail_raising_writes_no_intent_and_compensates_at_once(de
 PRE_APPROVAL = RunConfig(tool_execution=ToolExecutionConfig(pre_approval_tool_input_guardrails=True))
 
 
-async def test_f06_pre_approval_guardrails_one_intent_after_the_approval(desk):
+@pytest.mark.case("F-06")
+async def test_pre_approval_guardrails_one_intent_after_the_approval(desk):
     """F-06: exactly one INTENT, written after the APPROVED entry, one EXECUTED, COMPLETED
     (today an INTENT at pause, IN_DOUBT)."""
     ran: list[int] = []
@@ -196,7 +200,8 @@ async def test_f06_pre_approval_guardrails_one_intent_after_the_approval(desk):
     assert order == [Phase.APPROVED, Phase.INTENT]
 
 
-async def test_f06_protected_irreversible_without_consumed_grant_never_runs(desk):
+@pytest.mark.case("F-06")
+async def test_protected_irreversible_without_consumed_grant_never_runs(desk):
     """The protected path checks the consumed approval too: a snapshot approved through the
     SDK's own API (no journaled decision) runs nothing."""
     ran: list[int] = []
@@ -219,7 +224,8 @@ async def test_f06_protected_irreversible_without_consumed_grant_never_runs(desk
     assert failed.payload["not_run"] is True and "no consumed approval" in failed.payload["error"]
 
 
-async def test_f06_callable_policy_with_pre_approval_guardrails(desk):
+@pytest.mark.case("F-06")
+async def test_callable_policy_with_pre_approval_guardrails(desk):
     """A policy callable that needs no approval for small amounts: the pre-approval pass asks it,
     the INTENT is written once, before the body."""
     ran: list[int] = []
@@ -417,7 +423,8 @@ async def test_nested_agent_tool_two_levels_failure_undoes_the_innermost(desk):
 
 # --- F-10: two-level nested_agent_tool paused, restored in a fresh process ----------------------
 
-async def test_f10_two_level_nested_pause_restored_in_fresh_process(desk):
+@pytest.mark.case("F-10")
+async def test_two_level_nested_pause_restored_in_fresh_process(desk):
     """F-10: paused in the innermost agent, restored with a fresh Sagacity and fresh agents on the
     same journal, approved and resumed: COMPLETED, the wire run once, both nested calls'
     outcomes journaled, the wire naming its parent (today IN_DOUBT)."""
@@ -441,7 +448,8 @@ async def test_f10_two_level_nested_pause_restored_in_fresh_process(desk):
     assert in_doubt(entries) == []
 
 
-async def test_f10_rejected_in_fresh_process_completes_without_running(desk):
+@pytest.mark.case("F-10")
+async def test_rejected_in_fresh_process_completes_without_running(desk):
     """F-10, rejected: the wire never runs, the nested calls still get their outcome."""
     ran: list[int] = []
     paused = await run(desk.fresh(), f10_agents(ran, first=True))
@@ -614,7 +622,8 @@ async def test_streamed_run_protected_paths(desk):
     assert next(e for e in entries if e.phase is Phase.EXECUTED).payload["result"] == "booking-5"
 
 
-async def test_f10_inline_approver_same_process(desk):
+@pytest.mark.case("F-10")
+async def test_nested_pause_decided_by_an_inline_approver_in_the_same_process(desk):
     """F-10 decided inline (Sagacity.run(approver=...)): the same saga object resumes; both nested
     calls get one outcome each, COMPLETED."""
     from sagacity_agents.sdk.results import Decision
@@ -631,7 +640,8 @@ async def test_f10_inline_approver_same_process(desk):
     assert parents(entries) == {"m1": None, "i1": "m1", "w1": "i1"}
 
 
-def test_f10_in_separate_processes(tmp_path):
+@pytest.mark.case("F-10")
+def test_nested_pause_approved_and_resumed_in_separate_processes(tmp_path):
     """F-10 across real processes on one SQLite file: one process pauses, another approves and
     resumes: COMPLETED, the wire run once, every nested call's outcome journaled."""
     import json

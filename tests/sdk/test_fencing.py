@@ -94,8 +94,9 @@ def place(request):
     return backend, backend.location(request), options
 
 
+@pytest.mark.case("R-01")
 @pytest.mark.parametrize("sync_hotel", [False, True], ids=["async", "sync"])
-async def test_r01_stalled_run_never_acts_after_a_takeover(place, sync_hotel):
+async def test_stalled_run_never_acts_after_a_takeover(place, sync_hotel):
     backend, location, options = place
     trip = Trip(sync_hotel)
     stalled_journal = backend.journal(location, clock=behind, **options)
@@ -163,7 +164,8 @@ async def test_r01_stalled_run_never_acts_after_a_takeover(place, sync_hotel):
 
 # --- the keeper's loss, and what renews a lease -------------------------------------------------
 
-async def test_r01_keeper_sees_the_loss_and_the_run_stops_at_its_next_step(any_journal):
+@pytest.mark.case("R-01")
+async def test_keeper_sees_the_loss_and_the_run_stops_at_its_next_step(any_journal):
     """While a body awaits (the loop runs, the keeper beats), another run takes the saga over:
     the keeper notices, the body's outcome is written late, the run writes nothing else and
     ends LEASE_LOST, and the next call's body never starts."""
@@ -204,7 +206,8 @@ async def test_r01_keeper_sees_the_loss_and_the_run_stops_at_its_next_step(any_j
     assert [(e.phase, e.payload.get("late")) for e in after] == [(Phase.EXECUTED, True)]
 
 
-async def test_r04b_only_the_holders_own_entries_renew_its_lease():
+@pytest.mark.case("R-04b")
+async def test_only_the_holders_own_entries_renew_its_lease():
     """R-04b: a RESOLVED (a human's entry) after a dead holder's last entry must not renew its
     lease, or the `recover` that `resolve` suggests is refused for another lease period."""
     from sagacity_agents import InMemoryJournal
@@ -231,7 +234,8 @@ async def test_r04b_only_the_holders_own_entries_renew_its_lease():
     assert (renewed.expires_at - own.expires_at).total_seconds() == pytest.approx(27)
 
 
-async def test_r01_a_recovery_that_stalls_in_an_undo_stops_before_the_next(place):
+@pytest.mark.case("R-01")
+async def test_a_recovery_that_stalls_in_an_undo_stops_before_the_next(place):
     """A recovery whose undo blocks its event loop past the lease is taken over by a second
     recovery; when the undo returns its COMPENSATED is written late and the stalled recovery
     starts no further undo (its COMPENSATING is refused) and ends LEASE_LOST. The second

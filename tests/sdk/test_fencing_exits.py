@@ -23,6 +23,8 @@ from .helpers import agent as make_agent
 from .helpers import scripted
 from .test_fencing import Trip, behind, place  # noqa: F401 - the fixture is used by name
 
+pytestmark = pytest.mark.case("R-01")
+
 
 def in_other_thread(work) -> tuple[threading.Thread, dict[str, Any]]:
     """Run ``work()`` (a coroutine function) on its own event loop in a thread."""
@@ -59,7 +61,7 @@ class StallBeforeModelCall(RunHooks[Any]):
             assert self.gate.wait(60)  # blocks the loop: no renewal
 
 
-async def test_r01_stalled_before_a_model_call_after_a_close_ends_lease_lost(place):  # noqa: F811
+async def test_stalled_before_a_model_call_after_a_close_ends_lease_lost(place):  # noqa: F811
     trip = Trip()
     stalled, other_journal, shared = journals(place)
     reached, gate = threading.Event(), threading.Event()
@@ -91,7 +93,7 @@ async def test_r01_stalled_before_a_model_call_after_a_close_ends_lease_lost(pla
     await stalled.close()
 
 
-async def test_r01_hooks_block_left_after_a_takeover_raises(place):  # noqa: F811
+async def test_hooks_block_left_after_a_takeover_raises(place):  # noqa: F811
     """``Runner.run`` returned "done"; while the application still held the block, a recovery
     took the saga over, undid the calls and closed it: leaving the block raises."""
     trip = Trip()
@@ -118,7 +120,7 @@ async def test_r01_hooks_block_left_after_a_takeover_raises(place):  # noqa: F81
     await stalled.close()
 
 
-async def test_r01_an_outcome_refused_even_late_is_named_in_the_error(place):  # noqa: F811
+async def test_an_outcome_refused_even_late_is_named_in_the_error(place):  # noqa: F811
     """The hotel's body is stalled; a recovery reports it in doubt, a human answers "not run",
     the next recovery closes the saga; the hotel then returns: its EXECUTED cannot be written,
     even late, and the run's LeaseLostError says so."""
@@ -153,7 +155,7 @@ async def test_r01_an_outcome_refused_even_late_is_named_in_the_error(place):  #
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "5", None])
-def test_r01_lease_seconds_is_checked_when_the_facade_is_made(bad):
+def test_lease_seconds_is_checked_when_the_facade_is_made(bad):
     """A lease that cannot work is refused at construction, before anything is written (it was
     accepted, then failed at the first run after SAGA_OPENED was journaled)."""
     from sagacity_agents import InMemoryJournal, Saga

@@ -15,6 +15,8 @@ from sagacity_agents.core.chain import verify_entries
 from tests import forked
 from . import fence_worker
 
+pytestmark = pytest.mark.case("R-01")
+
 SAGA = "trip-2p"
 LEASE = 3.0
 
@@ -31,7 +33,7 @@ async def _wait_for(condition, seconds: float = 60.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_r01_two_processes_stalled_worker_stops_and_its_late_outcome_is_undone(db, tmp_path):
+async def test_two_processes_stalled_worker_stops_and_its_late_outcome_is_undone(db, tmp_path):
     log = tmp_path / "log"
     lines = lambda: log.read_text().splitlines() if log.exists() else []  # noqa: E731
     ctx = forked.context()

@@ -74,8 +74,9 @@ def assert_trip_undone_once(booking: BookingSystem, entries) -> None:
     assert entries[-1].payload["status"] == "COMPENSATED"
 
 
+@pytest.mark.case("H-01")
 @pytest.mark.parametrize("where", ["agent", "run_config"])
-async def test_h01_runner_run_raises_the_sdks_tripwire_and_the_saga_is_compensated_once(
+async def test_runner_run_raises_the_sdks_tripwire_and_the_saga_is_compensated_once(
     tmp_path, any_journal, where
 ):
     """H-01 through Runner.run + SagaRunHooks: the model's "Your trip is booked!" never comes
@@ -102,7 +103,8 @@ async def test_h01_runner_run_raises_the_sdks_tripwire_and_the_saga_is_compensat
     assert_trip_undone_once(booking, await any_journal.entries(hooks.saga_id))
 
 
-async def test_h01_facade_says_the_output_was_withheld_and_why(tmp_path, any_journal):
+@pytest.mark.case("H-01")
+async def test_facade_says_the_output_was_withheld_and_why(tmp_path, any_journal):
     """H-01 through the facade: final_output is not the false success; the result says it was
     withheld, by which guardrail, which call failed and what was undone."""
     agent, booking, _ = demo_agent(tmp_path)
@@ -119,7 +121,8 @@ async def test_h01_facade_says_the_output_was_withheld_and_why(tmp_path, any_jou
     assert_trip_undone_once(booking, await any_journal.entries(result.saga_id))
 
 
-async def test_h01_streamed_facade_withholds_the_output(tmp_path, any_journal):
+@pytest.mark.case("H-01")
+async def test_streamed_facade_withholds_the_output(tmp_path, any_journal):
     """H-01 streamed: the run's exception is the SDK's tripwire, the result says withheld."""
     agent, booking, _ = demo_agent(tmp_path)
     sagacity = Sagacity(any_journal, policy=FailurePolicy.CONTINUE)
@@ -133,7 +136,8 @@ async def test_h01_streamed_facade_withholds_the_output(tmp_path, any_journal):
     assert_trip_undone_once(booking, await any_journal.entries(result.saga_id))
 
 
-async def test_h01_runner_run_streamed_with_saga_hooks(tmp_path, any_journal):
+@pytest.mark.case("H-01")
+async def test_runner_run_streamed_with_saga_hooks(tmp_path, any_journal):
     agent, booking, _ = demo_agent(tmp_path)
     with pytest.raises(OutputGuardrailTripwireTriggered):
         async with SagaRunHooks(any_journal, agent=agent, policy=FailurePolicy.CONTINUE) as hooks:
@@ -221,7 +225,8 @@ def assert_h02(trip: Trip, entries, model) -> None:
                                      ("COMPENSATING", "book_flight"), ("COMPENSATED", "book_flight")]
 
 
-async def test_h02_refuse_effects_policy_refuses_effects_and_runs_reads(any_journal):
+@pytest.mark.case("H-02")
+async def test_refuse_effects_policy_refuses_effects_and_runs_reads(any_journal):
     """H-02 with FailurePolicy.REFUSE_EFFECTS and nothing attached: after the failed charge,
     book_hotel is refused (REFUSED, body not run), get_booking runs, the saga ends COMPENSATED
     with one undo per earlier effect; the user's tool objects are not changed."""
@@ -241,7 +246,8 @@ async def test_h02_refuse_effects_policy_refuses_effects_and_runs_reads(any_jour
     assert refused[0].payload["args"] == {"city": "Porto"}  # validated values, from the wrapper
 
 
-async def test_h02_tool_guardrail_with_continue(any_journal):
+@pytest.mark.case("H-02")
+async def test_tool_guardrail_with_continue(any_journal):
     """H-02 with saga_tool_guardrail attached (policy CONTINUE), through Runner.run + hooks."""
     trip = Trip()
     for tool in trip.tools():
@@ -258,7 +264,8 @@ async def test_h02_tool_guardrail_with_continue(any_journal):
     assert json.loads(refused.payload["raw_args"]) == {"city": "Porto"}
 
 
-async def test_h02_with_the_output_guardrail_too(any_journal):
+@pytest.mark.case("H-02")
+async def test_with_the_output_guardrail_too(any_journal):
     """Both guardrails: the effect is refused and the false success withheld."""
     trip = Trip()
     model = scripted(*H02_SCRIPT)

@@ -56,7 +56,8 @@ def location(request) -> str:
     return request.param.location(request)
 
 
-async def test_r04f_hooks_take_a_path_or_uri_as_sagacity_does(location):
+@pytest.mark.case("R-04f")
+async def test_hooks_take_a_path_or_uri_as_sagacity_does(location):
     """``SagaRunHooks(location)`` for each backend's location form (``":memory:"``, a SQLite
     path, a ``postgresql://`` URI): the saga is journaled there (read back through a journal
     opened on the same location), and the hooks close what they opened when the block is left,
@@ -78,7 +79,8 @@ async def test_r04f_hooks_take_a_path_or_uri_as_sagacity_does(location):
             pass
 
 
-async def test_r04f_hooks_take_a_pathlib_path(tmp_path):
+@pytest.mark.case("R-04f")
+async def test_hooks_take_a_pathlib_path(tmp_path):
     """A ``pathlib.Path`` is a SQLite file too, created when missing."""
     db = tmp_path / "journal.db"
     undone: list[str] = []
@@ -107,7 +109,8 @@ async def run_snippet(snippet: str, agent_: object) -> None:
     await namespace["snippet"](agent_)  # type: ignore[operator]
 
 
-async def test_r04g_readme_hooks_snippet_shows_saga_stopped_and_the_verdict(tmp_path, monkeypatch, capsys):
+@pytest.mark.case("R-04g")
+async def test_readme_hooks_snippet_shows_saga_stopped_and_the_verdict(tmp_path, monkeypatch, capsys):
     """The README's snippet, run as printed (its ``journal.db`` in a fresh directory): the card is
     declined, ``Runner.run`` raises ``SagaStopped`` (caught by the snippet), and by then the
     hooks say COMPENSATED and what was undone; with the card accepted, the same code prints the

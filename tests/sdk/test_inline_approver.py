@@ -16,6 +16,8 @@ from tests.backends import BACKENDS
 
 from . import wire_app
 
+pytestmark = pytest.mark.case("R-04c")
+
 WIRE = ("transfer", '{"amount": 5, "to": "acct-9"}', "w1")
 
 
@@ -50,7 +52,7 @@ def run_wire(location: str, **options):
     return asyncio.run(work())
 
 
-def test_r04c_approver_returning_true_is_a_type_error_naming_decision(location):
+def test_approver_returning_true_is_a_type_error_naming_decision(location):
     """The approver answers ``True``: the run fails with a ``TypeError`` naming ``Decision`` and
     the request, the wire does not run, the saga is compensated; its request, still undecided
     in the store, is not listed as pending (``--all`` and ``show`` say void: saga closed)."""
@@ -85,14 +87,14 @@ def test_r04c_approver_returning_true_is_a_type_error_naming_decision(location):
     assert "closed" in refusal and "waiting for approval" not in refusal
 
 
-def test_r04c_a_sync_approver_returning_a_decision_is_accepted(location):
+def test_a_sync_approver_returning_a_decision_is_accepted(location):
     """A plain function returning a ``Decision`` works as an async one does."""
     result, _ = run_wire(location, approver=lambda request: Decision(approved=True, approver="alice"))
     assert result.status is SagaStatus.COMPLETED, result.exception
     assert wire_app.executions() == ["5 USD -> acct-9"]
 
 
-def test_r04c_a_waiting_request_is_still_listed_pending(location):
+def test_a_waiting_request_is_still_listed_pending(location):
     """The listing's journal check hides only what is over: a saga waiting for a decision is
     listed as pending."""
     result, (request,) = run_wire(location)

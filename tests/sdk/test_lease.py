@@ -55,7 +55,8 @@ def booking(log: list, release: asyncio.Event, name: str, n: int):
     return agent(scripted([("book", {"n": n}, f"b{n}")], "done"), book, name=name)
 
 
-async def test_f07_gather_two_runs_on_one_saga_one_runs_one_refused(journal):
+@pytest.mark.case("F-07")
+async def test_gather_two_runs_on_one_saga_one_runs_one_refused(journal):
     """F-07: gather(s.run(a1, saga_id="order-42"), s.run(a2, saga_id="order-42")): one runs,
     one raises SagaStateError before writing anything; the first caller's effects are never
     undone by the other."""
@@ -158,8 +159,9 @@ def _spawn(target, *args) -> multiprocessing.process.BaseProcess:
     return proc
 
 
+@pytest.mark.case("F-07")
 @pytest.mark.slow
-def test_f07_two_processes_on_one_saga_one_runs_one_refused(tmp_path):
+def test_two_processes_on_one_saga_one_runs_one_refused(tmp_path):
     """F-07 across processes (SQLite): one process runs, the other is refused; the running one
     completes and nothing is undone."""
     ctx = forked.context()
@@ -187,9 +189,10 @@ def test_f07_two_processes_on_one_saga_one_runs_one_refused(tmp_path):
     asyncio.run(check())
 
 
+@pytest.mark.case("F-07")
 @pytest.mark.slow
 @pytest.mark.parametrize("later", ["run", "recover"])
-def test_f07_a_killed_holder_is_taken_over_after_its_lease_expires(tmp_path, later):
+def test_a_killed_holder_is_taken_over_after_its_lease_expires(tmp_path, later):
     """F-07: the first holder is SIGKILLed mid-call; while it lived its lease refused others;
     after the expiry a later run or recover takes the saga over (journaled in took_over)."""
     ctx = forked.context()

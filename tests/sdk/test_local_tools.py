@@ -35,6 +35,8 @@ from sagacity_agents.sdk.local_tools import (
     protect_shell,
 )
 
+pytestmark = pytest.mark.case("N-05")
+
 ORIGINAL = b"line one\r\nline two\x00\xff\n"  # CRLF, NUL and a non-UTF-8 byte: byte for byte
 
 
@@ -78,7 +80,7 @@ def _patch_model() -> ScriptedModel:
     return model
 
 
-async def test_N05_apply_patch_edit_undone_byte_for_byte(tmp_path: Path) -> None:
+async def test_apply_patch_edit_undone_byte_for_byte(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(ORIGINAL)
     tool = protect_apply_patch(ApplyPatchTool(editor=WholeFileEditor(tmp_path)), root=tmp_path)
     sagacity = Sagacity(tmp_path / "j.db")
@@ -91,7 +93,7 @@ async def test_N05_apply_patch_edit_undone_byte_for_byte(tmp_path: Path) -> None
     assert sum(e.phase is Phase.COMPENSATED for e in entries) == 2
 
 
-async def test_N05_apply_patch_undo_refused_when_the_file_changed_since(tmp_path: Path) -> None:
+async def test_apply_patch_undo_refused_when_the_file_changed_since(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(ORIGINAL)
 
     class TouchyEditor(WholeFileEditor):
@@ -109,7 +111,7 @@ async def test_N05_apply_patch_undo_refused_when_the_file_changed_since(tmp_path
     assert "changed since the edit" in failed.detail
 
 
-async def test_N05_shell_command_paused_and_bound_to_its_text(tmp_path: Path) -> None:
+async def test_shell_command_paused_and_bound_to_its_text(tmp_path: Path) -> None:
     ran: list[list[str]] = []
 
     def executor(request: Any) -> str:
@@ -137,7 +139,7 @@ async def test_N05_shell_command_paused_and_bound_to_its_text(tmp_path: Path) ->
     assert intent.payload["request_id"] == request.request_id
 
 
-def test_N05_tools_outside_the_saga_listed_and_hosted_mcp_refused_under_strict(tmp_path: Path) -> None:
+def test_tools_outside_the_saga_listed_and_hosted_mcp_refused_under_strict(tmp_path: Path) -> None:
     hosted = HostedMCPTool(tool_config={"type": "mcp", "server_label": "github",
                                         "server_url": "https://example.invalid/mcp",
                                         "require_approval": "never"})
@@ -158,7 +160,7 @@ def test_N05_tools_outside_the_saga_listed_and_hosted_mcp_refused_under_strict(t
             bind_agent(saga, agent, strict=True)
 
 
-async def test_N05_apply_patch_undo_never_claims_a_restore_when_the_editor_wrote_outside_root(tmp_path: Path) -> None:
+async def test_apply_patch_undo_never_claims_a_restore_when_the_editor_wrote_outside_root(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         protect_apply_patch(ApplyPatchTool(editor=WholeFileEditor(tmp_path)))  # type: ignore[call-arg]
     elsewhere, root = tmp_path / "editor", tmp_path / "given"

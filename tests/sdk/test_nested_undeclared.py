@@ -28,6 +28,8 @@ from sagacity_agents import (
 
 from .helpers import scripted
 
+pytestmark = pytest.mark.case("M-01")
+
 
 def email_tool(log: list, *, sync: bool, fail: bool = False) -> Any:
     """``send_email``, declared nowhere, sync or async; ``fail`` makes its body raise."""
@@ -113,7 +115,7 @@ async def run(journal: Any, agent: Agent[Any], *, streamed: bool = False, **kw: 
 
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
 @pytest.mark.parametrize("way", WAYS)
-async def test_m01_undeclared_calls_of_nested_runs_are_journaled_and_reported(journal, way, sync):
+async def test_undeclared_calls_of_nested_runs_are_journaled_and_reported(journal, way, sync):
     """M-01: the nested agent's undeclared ``send_email`` runs: INTENT (raw arguments,
     ``undeclared``, the agent that made the call, the nested call as parent) before its body,
     EXECUTED after; when the card is declined the hotel is undone and the email reported "not
@@ -139,7 +141,7 @@ async def test_m01_undeclared_calls_of_nested_runs_are_journaled_and_reported(jo
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
 @pytest.mark.parametrize("way", ["as_tool", "runner_in_body"])
-async def test_m01_a_failed_undeclared_nested_call_fails_the_saga(journal, way, streamed):
+async def test_a_failed_undeclared_nested_call_fails_the_saga(journal, way, streamed):
     """M-01: a nested undeclared call whose body raises (the model gets the SDK's error text)
     is journaled FAILED and fails the saga, plain or streamed: the hotel is undone although the
     card would have been charged."""
@@ -152,7 +154,7 @@ async def test_m01_a_failed_undeclared_nested_call_fails_the_saga(journal, way, 
     assert phases == [Phase.INTENT, Phase.FAILED]
 
 
-async def test_m01_strict_refuses_a_nested_agent_with_undeclared_tools_before_it_runs(journal):
+async def test_strict_refuses_a_nested_agent_with_undeclared_tools_before_it_runs(journal):
     """M-01, strict=True: an agent run with ``Runner.run`` in a tool body (no walk sees it)
     whose tools include an undeclared one is refused when it starts, before its model is
     called: nothing of it runs, the saga fails and the hotel is undone."""
@@ -179,7 +181,7 @@ class AddsTool(RunHooks):
             agent.tools.append(self.tool)
 
 
-async def test_m01_strict_refuses_an_undeclared_tool_met_at_call_time_in_a_nested_run(journal):
+async def test_strict_refuses_an_undeclared_tool_met_at_call_time_in_a_nested_run(journal):
     """M-01, strict=True: a tool added by the nested run's own hook (no graph shows it) is
     refused at its call: FAILED (``not_run``, its raw arguments), never run; the saga fails."""
     log: list = []
@@ -199,7 +201,7 @@ async def test_m01_strict_refuses_an_undeclared_tool_met_at_call_time_in_a_neste
     assert refused.payload["raw_args"] == '{"to":"ana@example.com"}'
 
 
-async def test_m01_strict_refuses_a_nested_as_tool_graph_before_anything_runs(journal):
+async def test_strict_refuses_a_nested_as_tool_graph_before_anything_runs(journal):
     """M-01, strict=True: where the graph shows the nested run's undeclared tool (an ``as_tool``
     agent's), the saga refuses it before anything is journaled or any model called."""
     log: list = []
@@ -210,7 +212,7 @@ async def test_m01_strict_refuses_a_nested_as_tool_graph_before_anything_runs(jo
     assert log == [] and await journal.saga_ids() == []
 
 
-async def test_m01_the_run_s_own_hooks_still_see_a_nested_run(journal):
+async def test_the_run_s_own_hooks_still_see_a_nested_run(journal):
     """The nested hooks forward every callback to the hooks the nested run was given."""
     seen: list = []
 

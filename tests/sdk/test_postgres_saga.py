@@ -89,7 +89,8 @@ async def test_least_privilege_role_runs_a_saga_an_approval_and_a_recovery(app_r
                 await conn.execute(statement)
 
 
-async def test_c10b_pool_of_two_twenty_parallel_two_second_tools(pg_uri):
+@pytest.mark.case("C-10b")
+async def test_pool_of_two_twenty_parallel_two_second_tools(pg_uri):
     """C-10 (b): a pool of 2 connections with a 1 s timeout and 20 parallel tools that each take
     2 s: connections are held for journal writes only, never across a body, so all 20 calls
     complete and are journaled."""
@@ -121,7 +122,8 @@ async def test_c10b_pool_of_two_twenty_parallel_two_second_tools(pg_uri):
         await s.aclose()
 
 
-async def test_c10b_intent_that_cannot_get_a_connection_means_the_body_does_not_run(pg_uri):
+@pytest.mark.case("C-10b")
+async def test_intent_that_cannot_get_a_connection_means_the_body_does_not_run(pg_uri):
     """C-10 (b): the pool's only connection is taken elsewhere while the model answers, and held
     past ``pool_timeout``: the INTENT raises JournalWriteError and the tool body does not run."""
     ran: list[int] = []

@@ -63,7 +63,8 @@ def booking_tools(world: list[int], *, started: dict[str, asyncio.Event] | None 
     return book, slow, boom
 
 
-async def test_r02_a_second_cancellation_stops_compensation_at_the_next_step():
+@pytest.mark.case("R-02")
+async def test_a_second_cancellation_stops_compensation_at_the_next_step():
     """A cancelled run is compensated; a caller cancelled *again* while that runs (anyio /
     Starlette cancel scopes cancel every await, asyncio.wait_for gives up) stops compensation at
     the next step boundary (issue 18, R-02): the undo running is journaled in doubt (cancelled),
@@ -208,7 +209,8 @@ async def test_naive_datetime_argument_is_journaled_as_given():
     assert result.status is SagaStatus.COMPLETED
 
 
-async def test_r03_unencodable_undo_data_does_not_raise_in_the_body():
+@pytest.mark.case("R-03")
+async def test_unencodable_undo_data_does_not_raise_in_the_body():
     """R-03: ``record_undo_data`` with a value that has no canonical encoding does not raise into
     the body (the effect has happened by then): the body returns, the call is journaled EXECUTED
     with the encoding marker (naming the path) and fails the saga."""

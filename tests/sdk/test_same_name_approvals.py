@@ -22,6 +22,8 @@ from tests.backends import BACKENDS
 
 from .helpers import scripted
 
+pytestmark = pytest.mark.case("M-03")
+
 
 @pytest.fixture(params=BACKENDS, ids=str)
 async def stores(request):
@@ -66,7 +68,7 @@ def bank(ran: list[Any], *, first: bool) -> Agent[Any]:
                         nested_agent_tool(us.as_tool("us_desk", "US payments"))])
 
 
-async def test_m03_approvals_use_the_tool_of_the_agent_that_made_the_call(stores):
+async def test_approvals_use_the_tool_of_the_agent_that_made_the_call(stores):
     """M-03: both ``transfer`` calls pause, each request holding its own tool's validated
     arguments (the US default filled in, nothing auto-rejected); approving the US one and
     rejecting the EU one runs the US tool once, with the approved hash, and never the EU tool."""

@@ -194,7 +194,8 @@ async def test_invalid_arguments_never_reach_the_body():
     assert result.status is SagaStatus.COMPLETED
 
 
-async def test_c06_intent_holds_the_validated_values_the_body_receives():
+@pytest.mark.case("C-06")
+async def test_intent_holds_the_validated_values_the_body_receives():
     """C-06 (a): INTENT args are what the body gets: amount 100 as an int, currency filled in."""
     journal = InMemoryJournal()
     got: list[tuple] = []

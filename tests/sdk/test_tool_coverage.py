@@ -76,7 +76,8 @@ def trip(log: list, *, fail: bool = True):
     return book_hotel, send_email, charge_card
 
 
-async def test_m01_an_undeclared_call_is_journaled_and_reported_still_dirty(journal):
+@pytest.mark.case("M-01")
+async def test_an_undeclared_call_is_journaled_and_reported_still_dirty(journal):
     """M-01: send_email, declared nowhere, runs: INTENT (raw arguments, ``undeclared``, its
     agent) before its body, EXECUTED with its result; once the saga fails it is reported "not
     undone ... no undo declared" and counts as still dirty, while the hotel is undone."""
@@ -100,7 +101,8 @@ async def test_m01_an_undeclared_call_is_journaled_and_reported_still_dirty(jour
     assert "not undone: send_email (call e1): no undo declared" in result.withheld_reason
 
 
-async def test_m01_an_undeclared_call_that_raised_fails_the_saga(journal):
+@pytest.mark.case("M-01")
+async def test_an_undeclared_call_that_raised_fails_the_saga(journal):
     """M-01: an undeclared tool that raises (the model gets the SDK's default error text) is
     journaled FAILED, and the saga fails as for a declared tool: the hotel is undone."""
     log: list = []
@@ -127,8 +129,9 @@ def nested_undeclared(model):
     return Agent(name="outer", model=model, tools=[inner.as_tool("ask_inner", "Ask inner")])
 
 
+@pytest.mark.case("M-01")
 @pytest.mark.parametrize("via", ["facade", "hooks"])
-async def test_m01_strict_refuses_a_graph_with_undeclared_tools_naming_each(journal, via):
+async def test_strict_refuses_a_graph_with_undeclared_tools_naming_each(journal, via):
     """M-01: strict=True (Sagacity and SagaRunHooks) refuses, before anything is journaled or
     the model is called, every function tool of the graph nobody declared (an ``as_tool`` agent
     and the tool inside it), each named with its path and how to declare it."""
@@ -159,8 +162,9 @@ class AddsTool(RunHooks):
             agent.tools.append(self.tool)
 
 
+@pytest.mark.case("M-01")
 @pytest.mark.parametrize("strict", [False, True], ids=["journaled", "strict"])
-async def test_m01_a_tool_appearing_at_run_time_is_journaled_or_refused(journal, strict):
+async def test_a_tool_appearing_at_run_time_is_journaled_or_refused(journal, strict):
     """M-01: a tool no walk of the graph saw (added by a hook when the agent starts) is
     journaled as undeclared; under strict=True its call is refused instead: FAILED, not run,
     and the run raises the ConfigurationError."""
@@ -186,7 +190,8 @@ async def test_m01_a_tool_appearing_at_run_time_is_journaled_or_refused(journal,
 
 # --- M-02: every tool shape as the SDK has it -----------------------------------------------
 
-async def test_m02_varargs_tools_journal_the_arguments_they_receive(journal):
+@pytest.mark.case("M-02")
+async def test_varargs_tools_journal_the_arguments_they_receive(journal):
     """M-02: ``*args``, ``**kwargs`` (only) and a mix with a context, keyword-only parameter and
     defaults run inside a saga and journal exactly what the body received (``args=[1, 2]``,
     not ``{'ctx': 1, 'args': [2]}``); the ``**kwargs`` tool no longer fails on every call."""
@@ -340,9 +345,10 @@ def build(make, decorate: bool, options: dict[str, Any]) -> tuple[Any, ...]:
     return ("taken", tool.name, tool.description, tool.params_json_schema, tool.strict_json_schema)
 
 
+@pytest.mark.case("M-02")
 @pytest.mark.parametrize("options", list(OPTIONS), ids=list(OPTIONS))
 @pytest.mark.parametrize("shape", list(SHAPE_CASES), ids=list(SHAPE_CASES))
-def test_m02_shapes_taken_and_refused_exactly_as_function_tool(shape, options):
+def test_shapes_taken_and_refused_exactly_as_function_tool(shape, options):
     """M-02 (the SDK suite's shape cases): for each shape and option set, the decorated
     callable is taken by function_tool with the same name, description, schema and strictness,
     or refused with the same exception type and message, as the undecorated one."""
@@ -351,7 +357,8 @@ def test_m02_shapes_taken_and_refused_exactly_as_function_tool(shape, options):
     assert ours == plain
 
 
-async def test_m02_callable_objects_and_annotated_contexts_run_inside_a_saga(journal):
+@pytest.mark.case("M-02")
+async def test_callable_objects_and_annotated_contexts_run_inside_a_saga(journal):
     """M-02: a callable object (documented by its class, async, keyword-only default) and a
     function whose context is written ``Annotated[RunContextWrapper, ...]`` run in a saga: the
     body gets the context, the journal gets the arguments the body received."""
@@ -365,7 +372,8 @@ async def test_m02_callable_objects_and_annotated_contexts_run_inside_a_saga(jou
     assert args == {"o1": {"x": 4, "scale": 2}, "a1": {"x": 7}}
 
 
-def test_m02_no_docstring_is_read_with_use_docstring_info_false():
+@pytest.mark.case("M-02")
+def test_no_docstring_is_read_with_use_docstring_info_false():
     """M-02 (from the SDK suite): with ``use_docstring_info=False`` neither the SDK nor the
     decorator reads the callable object's class docstring (here a descriptor that raises)."""
 
@@ -383,7 +391,8 @@ def test_m02_no_docstring_is_read_with_use_docstring_info_false():
     assert tool.params_json_schema["properties"]["value"]["type"] == "integer"
 
 
-def test_m02_wrapped_stays_our_wrapper():
+@pytest.mark.case("M-02")
+def test_wrapped_stays_our_wrapper():
     """M-02, the one documented difference: ``FunctionTool.__wrapped__`` is our wrapper (it
     journals inside a saga), not the user's function, which ``inspect.unwrap`` still reaches."""
 
@@ -415,8 +424,9 @@ def declined():
     return charge
 
 
+@pytest.mark.case("M-03")
 @pytest.mark.parametrize("how", ["as_tool", "nested_agent_tool", "handoff"])
-async def test_m03_same_name_on_two_agents_each_call_undone_by_its_own_undo(journal, how):
+async def test_same_name_on_two_agents_each_call_undone_by_its_own_undo(journal, how):
     """M-03: the trip agent's ``book`` (a hotel) and the cars agent's ``book`` (a car), reached
     through as_tool, nested_agent_tool or a handoff, both run; each INTENT journals its agent
     and its own declaration; when the card is declined each is undone by its own undo, newest
@@ -446,7 +456,8 @@ async def test_m03_same_name_on_two_agents_each_call_undone_by_its_own_undo(jour
     assert intents["c1"]["declaration"] != intents["i1"]["declaration"]
 
 
-def test_m03_two_tools_of_one_name_on_one_agent_are_refused_naming_both_paths():
+@pytest.mark.case("M-03")
+def test_two_tools_of_one_name_on_one_agent_are_refused_naming_both_paths():
     """M-03: the one real ambiguity, two different tools of one name on one agent (the SDK warns
     and lets the last win), is refused by the graph walk, naming both paths once; the same name
     on two agents is not."""
@@ -465,7 +476,8 @@ def test_m03_two_tools_of_one_name_on_one_agent_are_refused_naming_both_paths():
     assert "agent 'trip' has two different tools named 'book'" in str(caught.value)
 
 
-async def test_m03_same_name_met_only_at_run_time_is_undone_by_its_own_undo(journal):
+@pytest.mark.case("M-03")
+async def test_same_name_met_only_at_run_time_is_undone_by_its_own_undo(journal):
     """M-03: an agent run with a plain Runner.run inside a tool body (no walk sees it) has its own
     ``book``: it runs (it used to be refused), and its effect is undone by the car's undo while
     the hotel's is undone by the hotel's."""

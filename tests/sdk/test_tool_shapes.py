@@ -66,8 +66,9 @@ def built(shape, decorated: bool):
     return function_tool(no_undo(target) if decorated else target, **options)
 
 
+@pytest.mark.case("F-08", "F-09")
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_f08_f09_the_sdk_sees_the_same_tool(shape):
+def test_the_sdk_sees_the_same_tool(shape):
     """F-08 / F-09: name, description, JSON schema and sync/async kind are those of the
     undecorated tool."""
     plain, ours = built(shape, False), built(shape, True)
@@ -77,8 +78,9 @@ def test_f08_f09_the_sdk_sees_the_same_tool(shape):
     assert ours.strict_json_schema == plain.strict_json_schema
 
 
+@pytest.mark.case("F-08", "F-09")
 @pytest.mark.parametrize("shape", list(SHAPES))
-async def test_f08_f09_outside_a_saga_the_tool_behaves_as_the_undecorated_one(shape):
+async def test_outside_a_saga_the_tool_behaves_as_the_undecorated_one(shape):
     """F-08 / F-09: outside a saga, the model gets the same output from both."""
     _make, _options, args, result = SHAPES[shape]
     outputs = []
@@ -91,8 +93,9 @@ async def test_f08_f09_outside_a_saga_the_tool_behaves_as_the_undecorated_one(sh
     assert outputs[0] == outputs[1] == [str(result)]
 
 
+@pytest.mark.case("F-08", "F-09")
 @pytest.mark.parametrize("shape", list(SHAPES))
-async def test_f08_f09_inside_a_saga_the_call_is_journaled_with_its_arguments(any_journal, shape):
+async def test_inside_a_saga_the_call_is_journaled_with_its_arguments(any_journal, shape):
     """F-08: function_tool(no_undo(Doubler()), name_override="double") with {"x": 21} journals
     INTENT {"x": 21} and EXECUTED 42 (sync and async __call__); F-09: add(x, /, y) with
     {"x": 1, "y": 2} journals {"x": 1, "y": 2} and 3. Both COMPLETED."""

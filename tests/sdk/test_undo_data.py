@@ -29,6 +29,8 @@ from tests.backends import BACKENDS
 
 from .helpers import agent, scripted
 
+pytestmark = pytest.mark.case("R-03")
+
 
 class CardDeclined(Exception):
     pass
@@ -40,7 +42,7 @@ def location(request) -> str:
     return request.param.location(request)
 
 
-def test_r03_canonical_forms_of_uuid_paths_and_ip_values():
+def test_canonical_forms_of_uuid_paths_and_ip_values():
     """Each new type's canonical form is its ``str``; nested values and set members too."""
     booking = uuid.UUID("12345678-1234-5678-1234-567812345678")
     value = {
@@ -92,7 +94,7 @@ def trip(hotels: dict[str, str], undone: list[CompensationContext], undo_value):
     return agent(model, book_hotel, charge_card)
 
 
-async def test_r03_uuid_undo_data_reaches_the_undo_as_str(location):
+async def test_uuid_undo_data_reaches_the_undo_as_str(location):
     """``record_undo_data({"booking_id": uuid.uuid4()})`` after the booking: journaled, and the
     undo gets the id back as a ``str`` (its JSON form) and cancels that very booking."""
     hotels: dict[str, str] = {}
@@ -114,7 +116,7 @@ async def test_r03_uuid_undo_data_reaches_the_undo_as_str(location):
     assert executed.payload["undo_data"] == ctx.undo_data
 
 
-async def test_r03_unencodable_undo_data_is_reported_still_dirty_never_clean(location):
+async def test_unencodable_undo_data_is_reported_still_dirty_never_clean(location):
     """An undo-data value with no canonical encoding (``object()``) after the booking: the body is
     not interrupted (its result reaches the model), the call is journaled EXECUTED with the
     encoding marker as its undo data, the saga fails, the undo is never run blind, and the report
@@ -147,7 +149,7 @@ async def test_r03_unencodable_undo_data_is_reported_still_dirty_never_clean(loc
     assert result.status is SagaStatus.COMPENSATED         # closed, and says what is still dirty
 
 
-async def test_r03_unencodable_undo_data_then_a_raise_is_still_dirty(location):
+async def test_unencodable_undo_data_then_a_raise_is_still_dirty(location):
     """The body records unencodable undo data, then raises: FAILED, but with the marker as its
     undo data, so compensation counts the call as an effect that may exist (still dirty),
     never as a clean failure."""
@@ -171,7 +173,7 @@ async def test_r03_unencodable_undo_data_then_a_raise_is_still_dirty(location):
     assert not result.report.clean
 
 
-async def test_r03_verdict_counts_lost_undo_data_as_cannot_be_undone():
+async def test_verdict_counts_lost_undo_data_as_cannot_be_undone():
     """While the run is still going, the saga's verdict (guardrails, REFUSE_EFFECTS) lists the
     call under ``kept`` (cannot be undone), not under ``to_undo``, and counts the saga failed."""
     seen = []

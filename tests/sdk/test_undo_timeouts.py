@@ -36,6 +36,8 @@ from tests.backends import BACKENDS
 
 from .helpers import agent, scripted
 
+pytestmark = pytest.mark.case("R-02")
+
 LEASE = 3.0
 """Lease seconds: long enough for a loaded 2-core machine, short enough to matter."""
 
@@ -119,7 +121,7 @@ def attempts_of(entries, tool: str) -> list:
     return [e for e in entries if e.phase is Phase.COMPENSATING and e.tool == tool]
 
 
-async def test_r02_hung_undo_with_the_caller_cancelled_releases_the_lease_and_recover_finishes(journal):
+async def test_hung_undo_with_the_caller_cancelled_releases_the_lease_and_recover_finishes(journal):
     """The hotel's undo hangs; the caller gives up while it runs. Compensation stops there: the
     hung undo is journaled in doubt (cancelled), the flight's undo does not start, RUN_ENDED is
     written at once (well within one lease period) and nothing renews the lease after it. A
@@ -180,7 +182,7 @@ async def test_r02_hung_undo_with_the_caller_cancelled_releases_the_lease_and_re
     assert entries[-1].phase is Phase.SAGA_CLOSED and verify_entries(saga_id, entries).ok
 
 
-async def test_r02_an_undo_past_its_timeout_is_in_doubt_the_walk_goes_on_and_recover_retries_it(journal):
+async def test_an_undo_past_its_timeout_is_in_doubt_the_walk_goes_on_and_recover_retries_it(journal):
     """No caller gives up here: the hotel's undo outlasts its ``undo_timeout``. It is cancelled,
     journaled in doubt (timed out), reported still dirty; the flight's undo still runs; the run
     ends IN_DOUBT and releases the lease. ``recover`` retries it (same key) and closes."""
@@ -216,7 +218,7 @@ async def test_r02_an_undo_past_its_timeout_is_in_doubt_the_walk_goes_on_and_rec
     assert len(keys) == 2 and keys[0] == keys[1]
 
 
-async def test_r02_a_sync_undo_finishing_late_is_journaled_once_and_not_undone_again(journal):
+async def test_a_sync_undo_finishing_late_is_journaled_once_and_not_undone_again(journal):
     """A sync undo cannot be killed: it outlasts its timeout (in doubt, the run ends IN_DOUBT),
     then returns. Its end is journaled once, as the outcome of its own attempt (write key
     ``undo:SEQ:1:end``, ``after_in_doubt``); the recovery that reads it afterwards does not run
@@ -262,7 +264,7 @@ async def test_r02_a_sync_undo_finishing_late_is_journaled_once_and_not_undone_a
     assert verify_entries(first.saga_id, entries).ok
 
 
-async def test_r02_a_late_end_landing_after_the_retry_is_written_late_and_counted_once(journal):
+async def test_a_late_end_landing_after_the_retry_is_written_late_and_counted_once(journal):
     """The other order: a recovery retries the timed-out sync undo (attempt 2, same key) before
     attempt 1 returns; attempt 1's end then lands while the recovery holds the saga, so it is
     written late, under attempt 1's end key. Both attempts reached the far side with one key
@@ -317,7 +319,7 @@ async def test_r02_a_late_end_landing_after_the_retry_is_written_late_and_counte
     assert verify_entries(first.saga_id, entries).ok
 
 
-async def test_r02_a_cancelled_recovery_ends_its_run_and_the_next_one_finishes():
+async def test_a_cancelled_recovery_ends_its_run_and_the_next_one_finishes():
     """Cancelling ``recover`` itself (no hooks around it) while an undo hangs: the undo is
     journaled in doubt (cancelled), the recovery's run ends IN_DOUBT (RUN_ENDED) and the next
     recovery, not refused, retries it."""
@@ -355,7 +357,7 @@ async def test_r02_a_cancelled_recovery_ends_its_run_and_the_next_one_finishes()
     assert recovered.status is SagaStatus.COMPENSATED and far.booked == set()
 
 
-async def test_r02_a_human_may_answer_a_timed_out_undo():
+async def test_a_human_may_answer_a_timed_out_undo():
     """A timed-out undo is in doubt: ``resolve`` accepts an answer for it (it ran), and the
     next recovery does not run it again."""
     from sagacity_agents import InMemoryJournal
@@ -378,13 +380,13 @@ async def test_r02_a_human_may_answer_a_timed_out_undo():
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), True, "60"])
-def test_r02_undo_timeout_is_checked_at_declaration(bad):
+def test_undo_timeout_is_checked_at_declaration(bad):
     with pytest.raises(DeclarationError, match="undo_timeout") as raised:
         compensable(undo=lambda ctx: None, undo_timeout=bad)(lambda n: n)
     assert isinstance(raised.value, UserError)
 
 
-def test_r02_undo_timeout_defaults_to_60_seconds():
+def test_undo_timeout_defaults_to_60_seconds():
     assert DEFAULT_UNDO_TIMEOUT == 60.0
 
     @compensable(undo=lambda ctx: None)
@@ -446,7 +448,7 @@ ATTEMPT_2 = (Phase.COMPENSATING, {})
     ((MARK, ATTEMPT_2, LATE_OK), "undone"),      # attempt 1 worked after all
 ], ids=["mark", "mark+ok", "ok+mark", "mark+failed", "mark+retry", "mark+retry+late-failed",
         "mark+retry+late-ok"])
-async def test_r02_undo_outcomes_are_paired_with_their_attempt_not_counted(ends, state):
+async def test_undo_outcomes_are_paired_with_their_attempt_not_counted(ends, state):
     """Two outcomes of one attempt (its in-doubt mark, then its late end) never stand in for the
     missing outcome of a later attempt, and a COMPENSATED of any attempt means undone; what
     ``compensate`` then does follows."""
