@@ -71,7 +71,8 @@ class JournalWriteError(JournalError):
 
 class JournalClosedError(JournalWriteError):
     """An append to a saga whose chain ends with SAGA_CLOSED: a closed saga is terminal and
-    nothing is ever appended after its close (design.md, "Runs, leases and the end of a saga")."""
+    nothing is ever appended after its close (docs/architecture.md, "Runs, leases and the end
+    of a saga")."""
 
 
 class JournalConflictError(JournalWriteError):
@@ -83,7 +84,8 @@ class ClaimTakenError(JournalConflictError):
     """A claim (an entry that starts an action two writers could both start: COMPENSATING before
     an undo, CONSUMED when a resume uses a decision) found its write key already taken by
     *another* writer (another claimant nonce). Nothing was written; the action is the other
-    writer's: do not perform it (design.md, "Runs, leases and the end of a saga", Claims).
+    writer's: do not perform it (docs/architecture.md, "Runs, leases and the end of a saga":
+    claims).
 
     Attributes:
         saga_id: the saga.
@@ -113,7 +115,8 @@ class LeaseLostError(JournalConflictError, SagaStateError):
     append carries a fence token (``fence``: the seq of the RUN_STARTED whose lease the writer
     held) that is not the saga's newest RUN_STARTED, checked in the same transaction as the
     insert (nothing was written); and by a run that finds it lost its lease: it starts no new
-    tool body, writes no compensation and never closes the saga (design.md, "Fencing").
+    tool body, writes no compensation and never closes the saga (docs/architecture.md, "Runs,
+    leases and the end of a saga": the fence).
 
     Attributes:
         saga_id: the saga.

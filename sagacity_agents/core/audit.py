@@ -80,7 +80,7 @@ async def export_audit(
             record = {"type": "entry", "saga_id": sid, "seq": e.seq, "hash": e.hash,
                       "prev_hash": e.prev_hash,
                       "canonical": base64.b64encode(e.canonical).decode("ascii")}
-            if e.tag is not None:  # issue 19: the entry's tag, beside the bytes it covers
+            if e.tag is not None:  # the entry's tag, beside the bytes it covers
                 record.update(tag_key=e.tag_key, tag=e.tag)
             out.write(_line(record))
             count += 1
@@ -156,7 +156,8 @@ def verify_export(path: str | Path, keyring: Keyring | None = None,
     ``keyring``, also each checkpoint's signature, each decision's and resolution's signature
     (made by one of ``decision_keys`` when given, as ``journal verify --decision-keys`` checks)
     and every entry's tag (an untagged entry passes only where a signed keyring adoption in the
-    export lists it as written before the keyring). The structure (A-03) is checked always.
+    export lists it as written before the keyring). The structure no run writes
+    (``core.structure``) is checked always.
 
     Returns:
         One :class:`VerifyResult` per saga (sagas with only a head or checkpoints: missing saga).

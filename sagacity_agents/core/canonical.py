@@ -1,6 +1,6 @@
 """Canonical JSON: the fixed conversion rules and RFC 8785 encoding every hashed byte goes through.
 
-Rules (design.md, "Canonical bytes"), applied recursively before encoding:
+Rules (docs/architecture.md, "The journal"), applied recursively before encoding:
 
 * ``Decimal`` -> its string form (``Decimal("10.10")`` -> ``"10.10"``, never the float 10.1);
 * ``datetime`` -> UTC, truncated to microseconds, fixed width ``2026-01-01T00:00:00.000000Z``;

@@ -1,6 +1,6 @@
 """Journal entries: phases, the entry record, and the hash-chain rule that seals an entry.
 
-The rule (design.md, "Canonical bytes and the hash chain"): an entry's canonical bytes are the
+The rule (docs/architecture.md, "The journal"): an entry's canonical bytes are the
 RFC 8785 encoding of ``{saga_id, seq, phase, tool, call_id, write_key, payload, recorded_at,
 prev_hash}``; its hash is SHA-256 of exactly those bytes, as lowercase hex. ``prev_hash`` is the
 previous entry's hash in the same saga, and 64 zeros for the first. A third party can re-verify
@@ -85,9 +85,9 @@ class Phase(str, enum.Enum):
     a call that ran is undone by the next recovery (when compensatable), one that did not is
     dropped; an undo that ran counts as COMPENSATED, one that did not is retried."""
     KEYRING_ADOPTED = "KEYRING_ADOPTED"
-    """An operator adopted a keyring on a journal that already held entries (issue 19, A-02):
-    written in the reserved saga ``core.authenticity.ADOPTION_SAGA``, tagged by the adopting
-    key; payload: ``{"adoption", "part", "parts", "heads": {saga_id: {"seq", "hash"}}}``.
+    """An operator adopted a keyring on a journal that already held entries: written in the
+    reserved saga ``core.authenticity.ADOPTION_SAGA``, tagged by the adopting key; payload:
+    ``{"adoption", "part", "parts", "heads": {saga_id: {"seq", "hash"}}}``.
     Untagged entries up to the heads it lists are "before the keyring"; any other untagged
     entry is refused under a keyring."""
     SAGA_CLOSED = "SAGA_CLOSED"

@@ -1,6 +1,6 @@
 """What the journal allows an irreversible call to do: a consumed, approved, unused decision.
 
-Rule (design.md, "Runs, leases and the end of a saga"; issue 7 item 4): an irreversible body runs
+Rule (docs/architecture.md, "Runs, leases and the end of a saga"): an irreversible body runs
 only when the saga's journal holds, for that call (tool and call id) and the SHA-256 of the
 arguments the body is about to receive,
 

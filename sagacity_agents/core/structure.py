@@ -1,4 +1,4 @@
-"""Structure that no run writes is refused (issue 19, A-03), whatever the keys.
+"""Structure that no run writes is refused, whatever the keys.
 
 The library writes a saga's entries in a few fixed shapes (``core.journal``, ``core.fence``,
 ``core.compensation``). A writer that can only INSERT rows can append entries of any shape
@@ -141,7 +141,7 @@ def structure_problem(entries: Sequence[EntryLike]) -> tuple[int, str] | None:
                 named = None
             try:
                 unanswered.discard(named)
-            except TypeError:  # unhashable: the ledger decides (as it did before this pass)
+            except TypeError:  # unhashable: the ledger decides
                 undo_started = True
         elif phase is _COMPENSATING:
             undo_started = True
