@@ -16,7 +16,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 def _load(name: str):
     sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_t04_{name}", BENCH / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"bench_order_{name}", BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -43,7 +43,7 @@ def test_the_guardrail_benchmark_uses_and_reports_the_orders(tmp_path):
 
         result = asyncio.run(module.run_benchmark(calls=1, rounds=2, warmup=1, db_dir=tmp_path, seed=3))
     finally:
-        sys.modules.pop("bench_t04_guardrails", None)
+        sys.modules.pop("bench_order_guardrails", None)
     assert result["orders"]["memory"] == fair.round_orders(module.VARIANTS, 3, 3)
 
 
@@ -55,7 +55,7 @@ def test_the_fallback_benchmark_uses_and_reports_the_orders():
     try:
         result = asyncio.run(module.run_benchmark(calls=1, rounds=2, warmup=1, seed=5))
     finally:
-        sys.modules.pop("bench_t04_fallback", None)
+        sys.modules.pop("bench_order_fallback", None)
     assert result["orders"] == fair.round_orders(module.VARIANTS, 3, 5)
     assert all(len(series) == 2 for series in result["times"].values())
 

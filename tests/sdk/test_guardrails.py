@@ -247,7 +247,7 @@ async def test_refuse_effects_policy_refuses_effects_and_runs_reads(any_journal)
 
 
 @pytest.mark.case("H-02")
-async def test_tool_guardrail_with_continue(any_journal):
+async def test_the_tool_guardrail_refuses_effects_under_the_continue_policy(any_journal):
     """H-02 with saga_tool_guardrail attached (policy CONTINUE), through Runner.run + hooks."""
     trip = Trip()
     for tool in trip.tools():
@@ -265,7 +265,7 @@ async def test_tool_guardrail_with_continue(any_journal):
 
 
 @pytest.mark.case("H-02")
-async def test_with_the_output_guardrail_too(any_journal):
+async def test_both_guardrails_refuse_the_effect_and_withhold_the_output(any_journal):
     """Both guardrails: the effect is refused and the false success withheld."""
     trip = Trip()
     model = scripted(*H02_SCRIPT)
