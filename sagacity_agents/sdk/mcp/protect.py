@@ -1,4 +1,4 @@
-"""``protect_mcp_server``: every tool call of a local MCP server journaled in the saga (issue 21).
+"""``protect_mcp_server``: every tool call of a local MCP server journaled in the saga.
 
 The tools of an ``mcp_servers=`` server become ``FunctionTool`` objects only at run time, after
 ``list_tools`` (sdk-notes.md, "MCP"): nothing of ours can decorate them. The SDK gives a local
@@ -138,7 +138,7 @@ class McpProtection:
                 ``cache_tools_list=True`` (its cache is invalidated first, so the SDK's next
                 listing is fresh too). Every check that guards against a changed definition
                 (an approval's subject, an irreversible or pinned tool's INTENT) asks for it:
-                a cached listing would hide a rug pull (N-02).
+                a cached listing would hide a rug pull.
 
         Raises:
             Exception: whatever the server's ``list_tools`` raises (not connected...).
@@ -308,7 +308,7 @@ class McpProtection:
 
     def refusal(self, name: str, public: str) -> str:
         """Why a call of the tool ``name`` (called ``public`` by the run) is refused, and what
-        to do about it (N-01: the policy, not a decorator, declares an MCP tool)."""
+        to do about it (the policy, not a decorator, declares an MCP tool)."""
         called = f" (called {public!r})" if public != name else ""
         where = f"MCP tool {name!r}{called} of server {self.server_name!r}"
         why = f"{self.mode} mode" if self.mode == "enforce" else "observe mode under strict=True"
