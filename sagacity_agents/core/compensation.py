@@ -336,7 +336,7 @@ class _Walk:
     """One pass of :func:`compensate`: the report's lists as the walk fills them, and what each
     undo needs (the journal, the saga, this pass's claimant nonce, the stop signal)."""
 
-    def __init__(self, journal: Journal, saga_id: str, claimant: str, stop: StopSignal | None):
+    def __init__(self, journal: Journal, saga_id: str, claimant: str, stop: StopSignal | None) -> None:
         self.journal = journal
         self.saga_id = saga_id
         self.claimant = claimant
