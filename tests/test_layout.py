@@ -11,15 +11,23 @@
   ``settings``, nor the package's ``__init__``; and a fresh interpreter that imports every module
   of ``core/`` has not imported ``agents``.
 * ``backends/`` implement the core's protocols: they import neither ``sdk`` nor ``agents``.
-* No module is over 600 lines.
+* No function is over 80 lines but at most three named in ``LONG_FUNCTIONS`` with the reason,
+  and none is over 120. A function's lines run from its ``def`` to its last line (decorators
+  aside); a nested function counts on its own and inside the one holding it.
+* No chain of the package's own classes is deeper than 3: a class, its bases of the package,
+  their bases... (bases from elsewhere, ``Protocol`` or ``Generic`` say, end a chain; exception
+  classes, whose hierarchies name kinds of failure, are not counted).
+* Modules over 800 lines are listed for review (printed, not a failure).
 
 Each failure names every offender: the cycles with the import lines that make them, the
-forbidden imports with their file and line, the long modules with their line counts.
+forbidden imports with their file and line, the long functions with their line counts, the deep
+chains class by class.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import json
 import re
@@ -32,7 +40,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "sagacity_agents"
-MAX_LINES = 600
 
 
 def module_name(path: Path) -> str:
@@ -356,11 +363,221 @@ def test_every_core_module_imports_without_the_agents_sdk():
 
 # --- size ---------------------------------------------------------------------------------------
 
+MAX_FUNCTION_LINES = 80
+"""Longest function without a reason named in ``LONG_FUNCTIONS``."""
+HARD_MAX_FUNCTION_LINES = 120
+"""Longest function, whatever the reason."""
+LONG_FUNCTIONS: dict[str, str] = {
+    "sagacity_agents/backends/sqlite/journal.py::SqliteJournal._write_group_locked":
+        "one SQLite group commit under its lock, read top to bottom: the lease check, each "
+        "entry's insert or refusal, the commit and its fsync, and whom each failure fails; "
+        "split, the order of those steps (the point of the function) is lost between parts",
+}
+"""``path::qualified name`` -> why it is longer than ``MAX_FUNCTION_LINES`` (at most three)."""
+MAX_CLASS_CHAIN = 3
+"""Deepest chain of the package's own non-exception classes."""
+REVIEW_MODULE_LINES = 800
+"""Modules longer than this are listed for review."""
 
-def test_no_module_is_over_600_lines():
+
+@dataclasses.dataclass(frozen=True)
+class Function:
+    """One function or method, with its length in lines."""
+
+    key: str
+    """``path::qualified name`` (a method ``Class.method``, a nested function
+    ``outer.<locals>.inner``), the path relative to the checkout."""
+    lines: int
+
+
+def functions_of(path: Path, source: str) -> list[Function]:
+    """Every function defined in ``source`` (at any depth), with its length: from its ``def``
+    line to its last line."""
+    found: list[Function] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + child.name
+                found.append(Function(f"{path.relative_to(ROOT)}::{name}",
+                                      (child.end_lineno or child.lineno) - child.lineno + 1))
+                walk(child, name + ".<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                walk(child, prefix + child.name + ".")
+            else:
+                walk(child, prefix)
+
+    walk(ast.parse(source, str(path)), "")
+    return found
+
+
+def package_functions() -> list[Function]:
+    return [f for path in MODULES.values() for f in functions_of(path, path.read_text(encoding="utf-8"))]
+
+
+def long_functions(functions: Iterable[Function], over: int) -> list[Function]:
+    return sorted((f for f in functions if f.lines > over), key=lambda f: (-f.lines, f.key))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassDef:
+    """One class of the package and the names of its bases."""
+
+    name: str
+    module: str
+    bases: tuple[str, ...]
+    """Each base's last name (``Base`` for ``mod.Base`` and ``Base[T]``)."""
+
+
+def classes_of(module: str, source: str) -> list[ClassDef]:
+    def base_name(node: ast.expr) -> str:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        if isinstance(node, ast.Attribute):
+            return node.attr
+        return node.id if isinstance(node, ast.Name) else ""
+
+    return [ClassDef(n.name, module, tuple(base_name(b) for b in n.bases))
+            for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)]
+
+
+def _foreign_exception(name: str) -> bool:
+    """A base from outside the package that is an exception class (by the builtins, or by
+    the names libraries give them)."""
+    found = getattr(builtins, name, None)
+    if isinstance(found, type) and issubclass(found, BaseException):
+        return True
+    return name.endswith(("Error", "Exception", "Warning"))
+
+
+class ClassChains:
+    """The package's classes and their chains. A base is looked up in the class's own module
+    first, else among every class of the package with that name (the deepest counts); a base
+    not in the package ends the chain."""
+
+    def __init__(self, classes: Iterable[ClassDef]) -> None:
+        self.by_name: dict[str, list[ClassDef]] = {}
+        for c in classes:
+            self.by_name.setdefault(c.name, []).append(c)
+
+    def bases_of(self, c: ClassDef) -> list[ClassDef]:
+        out = []
+        for base in c.bases:
+            found = self.by_name.get(base, [])
+            same = [b for b in found if b.module == c.module and b is not c]
+            out.extend(same or [b for b in found if b is not c])
+        return out
+
+    def is_exception(self, c: ClassDef, seen: frozenset[int] = frozenset()) -> bool:
+        if id(c) in seen:
+            return False
+        own = self.bases_of(c)
+        own_names = {b.name for b in own}
+        return any(_foreign_exception(b) for b in c.bases if b not in own_names) or any(
+            self.is_exception(b, seen | {id(c)}) for b in own)
+
+    def chain(self, c: ClassDef, seen: frozenset[int] = frozenset()) -> list[ClassDef]:
+        """The longest chain from ``c`` down its bases of the package, ``c`` first."""
+        if id(c) in seen:
+            return []
+        below = [self.chain(b, seen | {id(c)}) for b in self.bases_of(c)]
+        return [c, *max(below, key=len, default=[])]
+
+    def deep(self, limit: int) -> list[list[ClassDef]]:
+        """The chains of non-exception classes longer than ``limit``, deepest first."""
+        chains = [self.chain(c) for found in self.by_name.values() for c in found
+                  if not self.is_exception(c)]
+        return sorted((ch for ch in chains if len(ch) > limit),
+                      key=lambda ch: (-len(ch), ch[0].module, ch[0].name))
+
+
+def package_classes() -> ClassChains:
+    return ClassChains(c for module, path in MODULES.items()
+                       for c in classes_of(module, path.read_text(encoding="utf-8")))
+
+
+def test_the_size_measures_read_what_they_name():
+    """The measures themselves: qualified names and lengths of functions, methods and nested
+    functions; class chains through the package's own bases only, exception classes aside."""
+    source = (
+        "import typing\n"
+        "class A(typing.Protocol):\n"
+        "    def one(self):\n"
+        "        pass\n"
+        "class B(A):\n"
+        "    async def two(self):\n"
+        "        def inner():\n"
+        "            return 1\n"
+        "        return inner\n"
+        "class C(B, typing.Generic[T]):\n"
+        "    pass\n"
+        "class D(C):\n"
+        "    pass\n"
+        "class Failed(ValueError):\n"
+        "    pass\n"
+        "class Worse(Failed):\n"
+        "    pass\n"
+        "class Worst(Worse):\n"
+        "    pass\n"
+        "def top():\n"
+        "    return 2\n"
+    )
+    path = PACKAGE / "core" / "example.py"
+    assert [(f.key.split("::")[1], f.lines) for f in functions_of(path, source)] == [
+        ("A.one", 2), ("B.two", 4), ("B.two.<locals>.inner", 2), ("top", 2)]
+    assert functions_of(path, source)[0].key == "sagacity_agents/core/example.py::A.one"
+    assert [f.key.split("::")[1] for f in long_functions(functions_of(path, source), 2)] == ["B.two"]
+    chains = ClassChains(classes_of("sagacity_agents.core.example", source))
+    assert [[c.name for c in ch] for ch in chains.deep(3)] == [["D", "C", "B", "A"]]
+    assert [[c.name for c in ch] for ch in chains.deep(2)] == [["D", "C", "B", "A"], ["C", "B", "A"]]
+    assert {c.name for found in chains.by_name.values() for c in found
+            if chains.is_exception(c)} == {"Failed", "Worse", "Worst"}
+
+
+def test_no_function_is_over_120_lines():
+    functions = package_functions()
+    assert len(functions) > 500 and max(f.lines for f in functions) > 40  # the files were read
+    over = long_functions(functions, HARD_MAX_FUNCTION_LINES)
+    if over:
+        pytest.fail(f"functions over {HARD_MAX_FUNCTION_LINES} lines (no reason allows it):\n"
+                    + "\n".join(f"  {f.key}: {f.lines} lines" for f in over), pytrace=False)
+
+
+@pytest.mark.xfail(strict=False, reason="run_call and run_call_sync rewritten by h1")
+def test_no_function_is_over_80_lines_but_the_named_ones():
+    """At most three functions may be over ``MAX_FUNCTION_LINES``, each named in
+    ``LONG_FUNCTIONS`` with the reason; a name there that is no longer over it is stale."""
+    assert len(LONG_FUNCTIONS) <= 3, "at most three functions may be named as long"
+    long = long_functions(package_functions(), MAX_FUNCTION_LINES)
+    unnamed = [f for f in long if f.key not in LONG_FUNCTIONS]
+    stale = sorted(set(LONG_FUNCTIONS) - {f.key for f in long})
+    problems = [f"  {f.key}: {f.lines} lines" for f in unnamed]
+    problems += [f"  {key}: named in LONG_FUNCTIONS but not over {MAX_FUNCTION_LINES} lines (or gone)"
+                 for key in stale]
+    if problems:
+        pytest.fail(f"functions over {MAX_FUNCTION_LINES} lines not named in LONG_FUNCTIONS with "
+                    "a reason (split them into parts that read as the design), and stale names:\n"
+                    + "\n".join(problems), pytrace=False)
+
+
+@pytest.mark.xfail(strict=False, reason="saga chain flattened by h1")
+def test_no_class_chain_is_deeper_than_3():
+    chains = package_classes()
+    assert len(chains.by_name) > 50  # the files were read
+    deep = chains.deep(MAX_CLASS_CHAIN)
+    if deep:
+        pytest.fail(f"chains of the package's own classes deeper than {MAX_CLASS_CHAIN} (compose "
+                    "parts instead of stacking subclasses):\n" + "\n".join(
+                        "  " + " -> ".join(f"{c.name} ({c.module})" for c in ch) for ch in deep),
+                    pytrace=False)
+
+
+def test_modules_over_800_lines_are_listed_for_review():
+    """Not a rule: a module over ``REVIEW_MODULE_LINES`` lines is printed for a reviewer to
+    decide whether it holds more than one concept (shown with ``pytest -rP`` or ``-s``)."""
     sizes = {path: len(path.read_text(encoding="utf-8").splitlines()) for path in MODULES.values()}
     assert len(sizes) > 40 and max(sizes.values()) > 100  # the files were read
-    long = sorted(((n, p) for p, n in sizes.items() if n > MAX_LINES), key=lambda np: (-np[0], np[1]))
-    if long:
-        pytest.fail(f"modules over {MAX_LINES} lines:\n" + "\n".join(
-            f"  {p.relative_to(ROOT)}: {n} lines" for n, p in long), pytrace=False)
+    long = sorted(((n, p) for p, n in sizes.items() if n > REVIEW_MODULE_LINES),
+                  key=lambda np: (-np[0], np[1]))
+    print(f"modules over {REVIEW_MODULE_LINES} lines, for review: "
+          + (", ".join(f"{p.relative_to(ROOT)} ({n})" for n, p in long) or "none"))

@@ -149,7 +149,7 @@ def approvals_show(request_id: str, db: str) -> None:
 
     request, paused, void = _with_store(db, load)
     reversibility = paused.get("reversibility")
-    agent = paused.get("agent")  # journaled since issue 20's review; older pauses: not known
+    agent = paused.get("agent")  # None for a pause journaled without its agent
     if request is None:
         raise UsageFailure(f"no approval request {request_id!r} (see: sagacity approvals list)")
     try:

@@ -182,7 +182,7 @@ def audit_keygen(key_id: str, keyring: str) -> None:
 @db_option()
 @keyring_option(required=True)
 def audit_adopt_keyring(db: str, keyring: str, key_id: str | None) -> None:
-    """Adopt the keyring on a journal that already holds entries (issue 19, A-02): verify every
+    """Adopt the keyring on a journal that already holds entries: verify every
     saga, then journal a signed marker listing every saga's head. Under the keyring, untagged
     entries up to those heads are then "unauthenticated, before the keyring"; any other untagged
     entry, in any saga, is BROKEN. Run it once every writer has the keyring, and once only:

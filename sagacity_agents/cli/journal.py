@@ -127,7 +127,7 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
         f"  ({len(entries)} entries)",
     )
     console.print(title)
-    for line in trace_lines(entries):  # the traces its entries were written in (issue 23)
+    for line in trace_lines(entries):  # the traces its entries were written in
         console.print(line, soft_wrap=True)
     console.print(journal_table(entries, full=full, width=console.width))
 

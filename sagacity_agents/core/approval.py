@@ -532,31 +532,45 @@ async def wait_for_decision(
     try:
         if event is not None and isinstance(notifier, DecisionNotifier):
             await notifier.listen()  # before the first read: a decision after it wakes us
-        while True:
-            request = await store.get(request_id)
-            if request is None:
-                raise ApprovalError(f"approval request {request_id!r} is unknown")
-            if request.decision is not None:
-                return request
-            if request.consumed_at is not None:
-                raise ApprovalError(
-                    f"approval request {request_id!r} was consumed without a decision"
-                )
+        while (request := await _decided(store, request_id)) is None:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise TimeoutError(
                     f"no decision on approval request {request_id!r} within {timeout} s"
                 )
-            delay = min(interval, remaining)
-            if event is None:
-                await asyncio.sleep(delay)
-            else:
-                try:
-                    await asyncio.wait_for(event.wait(), delay)
-                except TimeoutError:
-                    pass
-                event.clear()
+            await _nap(event, min(interval, remaining))
             interval = min(interval * backoff, max_interval)
+        return request
     finally:
         if event is not None and isinstance(notifier, DecisionNotifier):
             notifier.unsubscribe(request_id, event)
+
+
+async def _decided(store: ApprovalStore, request_id: str) -> ApprovalRequest | None:
+    """The request read again from the store if it is decided, ``None`` if not yet.
+
+    Raises:
+        ApprovalError: the request is unknown, or was consumed without a decision.
+    """
+    request = await store.get(request_id)
+    if request is None:
+        raise ApprovalError(f"approval request {request_id!r} is unknown")
+    if request.decision is not None:
+        return request
+    if request.consumed_at is not None:
+        raise ApprovalError(
+            f"approval request {request_id!r} was consumed without a decision"
+        )
+    return None
+
+
+async def _nap(event: asyncio.Event | None, delay: float) -> None:
+    """Wait ``delay`` seconds, or less when ``event`` (a decision's notification) is set."""
+    if event is None:
+        await asyncio.sleep(delay)
+        return
+    try:
+        await asyncio.wait_for(event.wait(), delay)
+    except TimeoutError:
+        pass
+    event.clear()

@@ -149,7 +149,7 @@ def _declaration_for(
     by_agent: Mapping[tuple[str | None, str], ToolDeclaration] | None = None,
 ) -> tuple[ToolDeclaration | None, str | None]:
     """The declaration whose undo compensates an INTENT of ``tool`` journaled with ``decl_id``
-    by ``agent``, or ``None`` and why not (M-03: the wrong undo must never run).
+    by ``agent``, or ``None`` and why not (the wrong undo must never run).
 
     First the declaration bound for the INTENT's (agent, tool), if it has the journaled id; else
     the one declaration of the saga with that id (several different ones, e.g. one factory's
@@ -259,6 +259,7 @@ async def compensate(
     stop: StopSignal | None = None,
     retry_timed_out: bool = True,
     agent_declarations: Mapping[tuple[str | None, str], ToolDeclaration] | None = None,
+    ledger: SagaLedger | None = None,
 ) -> CompensationReport:
     """Undo the saga's EXECUTED compensatable effects in reverse sequence and report.
 
@@ -285,6 +286,8 @@ async def compensate(
             agent is undone by the declaration bound for its (agent, tool) when that one has the
             journaled id; when several different declarations share the id and none is bound
             for the INTENT's agent, the undo is not run (reported failed, still dirty).
+        ledger: the saga's ledger, verified by the caller just now (``evidence`` then unused);
+            ``None``: read and verified here.
 
     Returns:
         The report. Undos that raise are journaled as COMPENSATION_FAILED and listed under
@@ -307,162 +310,219 @@ async def compensate(
     """
     # Undo only what verified evidence says happened: an edited EXECUTED entry could aim an
     # undo at someone else's booking.
-    ledger = SagaLedger(await verified_entries(journal, saga_id, evidence))
-    claimant = claimant or new_claimant()
-    undone: list[CompensationItem] = []
-    failed: list[CompensationItem] = []
-    kept: list[CompensationItem] = []
-    no_undo: list[CompensationItem] = []
-    in_doubt = [
+    if ledger is None:
+        ledger = SagaLedger(await verified_entries(journal, saga_id, evidence))
+    walk = _Walk(journal, saga_id, claimant or new_claimant(), stop)
+    walk.in_doubt.extend(
         CompensationItem(e.seq, e.tool, e.call_id, intent_in_doubt_note(e, ledger.entries))
         for e in ledger.in_doubt()
-    ]
+    )
     for call in undo_order(ledger):
-        assert call.outcome is not None
+        if walk.settled(ledger, call, retry_timed_out):
+            continue
         intent_payload = call.intent.payload or {}
-        kind = intent_payload.get("reversibility")
-        item = CompensationItem(call.outcome.seq, call.intent.tool, call.intent.call_id)
+        decl, unsure = _declaration_for(declarations, call.intent.tool or "",
+                                        intent_payload.get("declaration"),
+                                        intent_payload.get("agent"), agent_declarations)
+        await walk.undo(call, decl, unsure)
+    return walk.report(ledger.entries)
+
+
+_STOPPED = ("undo not run: compensation was stopped before it (its caller was cancelled); "
+            "`recover` runs it")
+
+
+class _Walk:
+    """One pass of :func:`compensate`: the report's lists as the walk fills them, and what each
+    undo needs (the journal, the saga, this pass's claimant nonce, the stop signal)."""
+
+    def __init__(self, journal: Journal, saga_id: str, claimant: str, stop: StopSignal | None) -> None:
+        self.journal = journal
+        self.saga_id = saga_id
+        self.claimant = claimant
+        self.stop = stop
+        self.undone: list[CompensationItem] = []
+        self.failed: list[CompensationItem] = []
+        self.kept: list[CompensationItem] = []
+        self.no_undo: list[CompensationItem] = []
+        self.in_doubt: list[CompensationItem] = []
+
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    def settled(self, ledger: SagaLedger, call: Any, retry_timed_out: bool) -> bool:
+        """Report ``call`` if no undo is to run for it now (kept irreversible, without undo,
+        read-only, already undone, in doubt, or the walk stopped); ``True`` when it was."""
+        assert call.outcome is not None
+        kind = (call.intent.payload or {}).get("reversibility")
+        item = _item(call)
         if kind == Reversibility.IRREVERSIBLE.value:
-            kept.append(item)
-            continue
+            self.kept.append(item)
+            return True
         if kind == Reversibility.NO_UNDO.value:
-            no_undo.append(item)
-            continue
-        if kind == "undeclared":  # a tool nobody declared ran: its effect is unknown (M-01)
-            no_undo.append(CompensationItem(item.seq, item.tool, item.call_id, "no undo declared"))
-            continue
+            self.no_undo.append(item)
+            return True
+        if kind == "undeclared":  # a tool nobody declared ran: its effect is unknown
+            self.no_undo.append(_item(call, "no undo declared"))
+            return True
         if kind != Reversibility.COMPENSATABLE.value:
-            continue  # read-only
+            return True  # read-only
         lost = lost_undo_data(call.outcome.payload)
         if lost is not None:  # never run an undo without its data: still dirty, said why
-            no_undo.append(CompensationItem(item.seq, item.tool, item.call_id,
-                                            f"undo not run: {lost}; the effect may exist"))
-            continue
+            self.no_undo.append(_item(call, f"undo not run: {lost}; the effect may exist"))
+            return True
         state, said = ledger.undo_state(call)
         if state is UndoState.UNDONE:
-            undone.append(item)
-            continue
-        if state is UndoState.IN_DOUBT:
-            in_doubt.append(
-                CompensationItem(item.seq, item.tool, item.call_id, "COMPENSATING without outcome")
-            )
-            continue
-        if state is UndoState.TIMED_OUT and (not retry_timed_out or (stop and stop.is_set())):
-            in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, _in_doubt_detail(said)))
-            continue
-        if stop is not None and stop.is_set():
-            failed.append(CompensationItem(
-                item.seq, item.tool, item.call_id,
-                "undo not run: compensation was stopped before it (its caller was cancelled); "
-                "`recover` runs it"))
-            continue
-        decl_id = intent_payload.get("declaration")
-        decl, unsure = _declaration_for(declarations, call.intent.tool or "", decl_id,
-                                        intent_payload.get("agent"), agent_declarations)
-        key = idempotency_key(saga_id, call.outcome.seq)
+            self.undone.append(item)
+        elif state is UndoState.IN_DOUBT:
+            self.in_doubt.append(_item(call, "COMPENSATING without outcome"))
+        elif state is UndoState.TIMED_OUT and (not retry_timed_out or self.stopped()):
+            self.in_doubt.append(_item(call, _in_doubt_detail(said)))
+        elif self.stopped():
+            self.failed.append(_item(call, _STOPPED))
+        else:
+            return False
+        return True
+
+    async def undo(self, call: Any, decl: ToolDeclaration | None, unsure: str | None) -> None:
+        """Claim the undo of ``call`` (COMPENSATING), run it, journal how it ended, report it;
+        one observed step per undo, begun before its claim so that its entries carry its span."""
+        seq = call.outcome.seq
+        decl_id = (call.intent.payload or {}).get("declaration")
+        key = idempotency_key(self.saga_id, seq)
         attempt = len(call.attempts) + 1
-        claim = {"target_seq": call.outcome.seq, "idempotency_key": key, "attempt": attempt,
-                 CLAIMANT_KEY: claimant}
-        # One observed step per undo, begun before its claim so that its entries carry its span.
-        step = begin_undo(saga_id, call.intent, call.outcome.seq, key, attempt, decl_id)
-        before = (len(undone), len(failed), len(in_doubt))
+        claim = {"target_seq": seq, "idempotency_key": key, "attempt": attempt,
+                 CLAIMANT_KEY: self.claimant}
+        step = begin_undo(self.saga_id, call.intent, seq, key, attempt, decl_id)
+        before = (len(self.undone), len(self.failed), len(self.in_doubt))
         try:
-            try:
-                start = await _claim_undo(journal, saga_id, f"undo:{call.outcome.seq}:{attempt}:start",
-                                          call.intent, claim)
-            except LeaseLostError:
-                raise  # another run holds the saga now: the rest of the walk is theirs
-            except ClaimTakenError as taken:
-                # Another writer (a second recovery, another task) claimed this undo first: it is
-                # theirs to run and to journal; running it here too would apply it twice.
-                in_doubt.append(CompensationItem(
-                    item.seq, item.tool, item.call_id,
-                    f"undo claimed by another writer (COMPENSATING seq {taken.seq}); not run here: "
-                    "its outcome is theirs to journal, recover again to read it",
-                ))
-                continue
-            except Exception as exc:  # noqa: BLE001 - record intent before acting: no entry, no undo
-                failed.append(CompensationItem(
-                    item.seq, item.tool, item.call_id,
-                    f"undo not run: COMPENSATING could not be journaled ({describe_error(exc)})",
-                ))
-                continue
-            outcome_payload: dict[str, Any] = {"target_seq": call.outcome.seq, "compensating_seq": start.seq}
-            end_key = f"undo:{call.outcome.seq}:{attempt}:end"
-            error: str | None = None
+            start = await self._claim(call, f"undo:{seq}:{attempt}:start", claim)
+            if start is None:
+                return
+            outcome_payload: dict[str, Any] = {"target_seq": seq, "compensating_seq": start.seq}
+            end_key = f"undo:{seq}:{attempt}:end"
             run = UndoRun()
-            if stop is not None and stop.is_set():  # set while the claim was written: not started
-                error = ("undo not run: compensation was stopped before it (its caller was "
-                         "cancelled); `recover` runs it")
-            elif decl is None or decl.undo is None:
-                error = f"no undo registered for tool {call.intent.tool!r} in this process" + (
-                    f" (declaration {decl_id})" if decl_id else "")
-                if unsure is not None:
-                    error = f"undo not run: {unsure}"
-                elif isinstance(decl_id, str) and is_ambiguous(decl_id):
-                    error = (f"declaration {decl_id} names several different tools in this process "
-                             "(one factory or lambdas); the undo is not guessed: give each tool its "
-                             "own id with compensable(..., declaration_id=...)")
-            else:
-                outcome_payload_ctx = call.outcome.payload or {}
-                ctx = CompensationContext(
-                    saga_id=saga_id,
-                    seq=call.outcome.seq,
-                    tool=call.intent.tool or "",
-                    call_id=call.intent.call_id,
-                    args=intent_payload.get("args") or {},
-                    result=_journaled_result(outcome_payload_ctx),
-                    undo_data=outcome_payload_ctx.get("undo_data"),
-                    idempotency_key=key,
-                    raw_args=intent_payload.get("raw_args"),
-                )
-                late = late_end_writer(journal, saga_id, end_key, call.intent, outcome_payload)
-                try:
-                    run = await run_undo(decl.undo, ctx, timeout=decl.undo_timeout, stop=stop,
-                                         on_late_end=late)
-                except asyncio.CancelledError:
-                    # This walk's own task was cancelled: the undo was abandoned; say so, then stop.
-                    await mark_in_doubt(journal, saga_id, call.intent, outcome_payload,
-                                        UndoRun(stopped="cancelled"), decl.undo_timeout, attempt)
-                    raise
+            error = self._why_not_run(call, decl, decl_id, unsure)
+            if error is None:
+                assert decl is not None and decl.undo is not None
+                run = await self._run(call, decl, key, attempt, end_key, outcome_payload)
                 if run.error is not None:
                     error = describe_error(run.error)
             if run.stopped is not None:
                 assert decl is not None
-                detail = await mark_in_doubt(journal, saga_id, call.intent, outcome_payload, run,
-                                             decl.undo_timeout, attempt)
-                in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, detail))
-                continue
-            phase = Phase.COMPENSATED if error is None else Phase.COMPENSATION_FAILED
-            if error is not None:
-                outcome_payload["error"] = error
-            try:
-                await journal.append(
-                    saga_id,
-                    phase,
-                    write_key=end_key,
-                    tool=call.intent.tool,
-                    call_id=call.intent.call_id,
-                    payload=outcome_payload,
-                )
-            except Exception as exc:  # noqa: BLE001 - the undo's outcome is known here, not in the journal
-                note = f"undo {'ran' if error is None else 'failed'} but its outcome could not be journaled ({describe_error(exc)})"
-                in_doubt.append(CompensationItem(item.seq, item.tool, item.call_id, note))
-                continue
-            if error is None:
-                undone.append(item)
-            else:
-                failed.append(CompensationItem(item.seq, item.tool, item.call_id, error))
+                detail = await mark_in_doubt(self.journal, self.saga_id, call.intent,
+                                             outcome_payload, run, decl.undo_timeout, attempt)
+                self.in_doubt.append(_item(call, detail))
+                return
+            await self._journal_end(call, end_key, outcome_payload, error)
         finally:
-            end_undo(step, before, undone, failed, in_doubt)
-    by_seq = lambda items: tuple(sorted(items, key=lambda i: i.seq))  # noqa: E731
-    return CompensationReport(
-        undone=tuple(undone),
-        failed=tuple(failed),
-        kept_irreversible=by_seq(kept),
-        no_undo=by_seq(no_undo),
-        in_doubt=by_seq(in_doubt),
-        approved_not_run=approved_never_run(ledger.entries),
+            end_undo(step, before, self.undone, self.failed, self.in_doubt)
+
+    async def _claim(self, call: Any, write_key: str, claim: dict[str, Any]) -> JournalEntry | None:
+        """The COMPENSATING entry this pass wrote, or ``None`` (reported) when it holds no claim."""
+        try:
+            return await _claim_undo(self.journal, self.saga_id, write_key, call.intent, claim)
+        except LeaseLostError:
+            raise  # another run holds the saga now: the rest of the walk is theirs
+        except ClaimTakenError as taken:
+            # Another writer (a second recovery, another task) claimed this undo first: it is
+            # theirs to run and to journal; running it here too would apply it twice.
+            self.in_doubt.append(_item(
+                call, f"undo claimed by another writer (COMPENSATING seq {taken.seq}); not run here: "
+                "its outcome is theirs to journal, recover again to read it"))
+        except Exception as exc:  # noqa: BLE001 - record intent before acting: no entry, no undo
+            self.failed.append(_item(
+                call, f"undo not run: COMPENSATING could not be journaled ({describe_error(exc)})"))
+        return None
+
+    def _why_not_run(self, call: Any, decl: ToolDeclaration | None, decl_id: Any,
+                     unsure: str | None) -> str | None:
+        """Why the claimed undo is not run (the error journaled), or ``None`` to run it."""
+        if self.stopped():  # set while the claim was written: not started
+            return _STOPPED
+        if decl is not None and decl.undo is not None:
+            return None
+        if unsure is not None:
+            return f"undo not run: {unsure}"
+        if isinstance(decl_id, str) and is_ambiguous(decl_id):
+            return (f"declaration {decl_id} names several different tools in this process "
+                    "(one factory or lambdas); the undo is not guessed: give each tool its "
+                    "own id with compensable(..., declaration_id=...)")
+        return f"no undo registered for tool {call.intent.tool!r} in this process" + (
+            f" (declaration {decl_id})" if decl_id else "")
+
+    async def _run(self, call: Any, decl: ToolDeclaration, key: str, attempt: int, end_key: str,
+                   outcome_payload: dict[str, Any]) -> UndoRun:
+        """Run the declaration's undo under its timeout; a late end is journaled under
+        ``end_key``. This walk's own cancellation marks the attempt in doubt, then propagates."""
+        assert decl.undo is not None
+        ctx = _context(self.saga_id, call, key)
+        late = late_end_writer(self.journal, self.saga_id, end_key, call.intent, outcome_payload)
+        try:
+            return await run_undo(decl.undo, ctx, timeout=decl.undo_timeout, stop=self.stop,
+                                  on_late_end=late)
+        except asyncio.CancelledError:
+            # This walk's own task was cancelled: the undo was abandoned; say so, then stop.
+            await mark_in_doubt(self.journal, self.saga_id, call.intent, outcome_payload,
+                                UndoRun(stopped="cancelled"), decl.undo_timeout, attempt)
+            raise
+
+    async def _journal_end(self, call: Any, end_key: str, outcome_payload: dict[str, Any],
+                           error: str | None) -> None:
+        """Journal COMPENSATED or COMPENSATION_FAILED and report it; an outcome that cannot be
+        journaled leaves the undo in doubt."""
+        phase = Phase.COMPENSATED if error is None else Phase.COMPENSATION_FAILED
+        if error is not None:
+            outcome_payload["error"] = error
+        try:
+            await self.journal.append(
+                self.saga_id,
+                phase,
+                write_key=end_key,
+                tool=call.intent.tool,
+                call_id=call.intent.call_id,
+                payload=outcome_payload,
+            )
+        except Exception as exc:  # noqa: BLE001 - the undo's outcome is known here, not in the journal
+            note = f"undo {'ran' if error is None else 'failed'} but its outcome could not be journaled ({describe_error(exc)})"
+            self.in_doubt.append(_item(call, note))
+            return
+        if error is None:
+            self.undone.append(_item(call))
+        else:
+            self.failed.append(_item(call, error))
+
+    def report(self, entries: list[JournalEntry]) -> CompensationReport:
+        by_seq = lambda items: tuple(sorted(items, key=lambda i: i.seq))  # noqa: E731
+        return CompensationReport(
+            undone=tuple(self.undone),
+            failed=tuple(self.failed),
+            kept_irreversible=by_seq(self.kept),
+            no_undo=by_seq(self.no_undo),
+            in_doubt=by_seq(self.in_doubt),
+            approved_not_run=approved_never_run(entries),
+        )
+
+
+def _item(call: Any, detail: str = "") -> CompensationItem:
+    """The report line of ``call``: its outcome's seq, tool and call id."""
+    return CompensationItem(call.outcome.seq, call.intent.tool, call.intent.call_id, detail)
+
+
+def _context(saga_id: str, call: Any, key: str) -> CompensationContext:
+    """What the undo is given: the call's journaled arguments, result and undo data."""
+    intent_payload = call.intent.payload or {}
+    outcome_payload = call.outcome.payload or {}
+    return CompensationContext(
+        saga_id=saga_id,
+        seq=call.outcome.seq,
+        tool=call.intent.tool or "",
+        call_id=call.intent.call_id,
+        args=intent_payload.get("args") or {},
+        result=_journaled_result(outcome_payload),
+        undo_data=outcome_payload.get("undo_data"),
+        idempotency_key=key,
+        raw_args=intent_payload.get("raw_args"),
     )
 
 

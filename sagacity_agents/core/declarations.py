@@ -230,7 +230,7 @@ def _same_tool(a: ToolDeclaration, b: ToolDeclaration) -> bool:
     twice with the same plain values, a module reloaded): same reversibility, same undo code,
     same plain captured values. Objects captured count by type: a factory whose tools differ only
     by the objects they capture cannot be told apart here and needs explicit ids (within a saga,
-    compensation tells them apart by the INTENT's agent, M-03: ``interchangeable``)."""
+    compensation tells them apart by the INTENT's agent: ``interchangeable``)."""
     if a.reversibility is not b.reversibility:
         return False
     code_a = getattr(a.undo, "__code__", a.undo)

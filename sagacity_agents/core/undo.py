@@ -53,7 +53,7 @@ def call_idempotency_key(saga_id: str, intent_seq: int) -> str:
 
     ``"sgc-call-"`` + the first 32 hex digits of SHA-256(``saga_id`` NUL ``"call"`` NUL
     ``intent_seq``): the same in every process that reads the journal, and never equal to an
-    undo's key (:func:`idempotency_key`). Sent to MCP servers in ``_meta`` (issue 21, N-03);
+    undo's key (:func:`idempotency_key`). Sent to MCP servers in ``_meta``;
     a decorated tool's body reads its own with ``current_idempotency_key()``.
     """
     return "sgc-call-" + sha256_hex(f"{saga_id}\x00call\x00{intent_seq}".encode())[:32]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents import Agent, RunContextWrapper
@@ -80,6 +80,39 @@ class PauseOutcome:
     state: Any
     """The ``RunState`` with automatic decisions applied (invalid arguments rejected, consumed
     decisions reused)."""
+
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A paused call that needs a human's decision."""
+
+    tool: str
+    call_id: str | None
+    args: dict[str, Any]
+    """The validated arguments, as the request shows and hashes them."""
+    raw_args: str | None
+    digest: str
+    """SHA-256 of ``args``."""
+    kind: str | None
+    """The tool's reversibility when the run paused."""
+    agent: str | None
+    """Which agent asked (one tool name may be on two agents)."""
+
+
+
+@dataclass(frozen=True, slots=True)
+class _Journaled:
+    """What a saga's journal records about its approval requests, by request id."""
+
+    decisions: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    """APPROVED / REJECTED: (approved?, the hash decided on)."""
+    snapshots: dict[str, str] = field(default_factory=dict)
+    """AWAITING_APPROVAL: the SHA-256 of the snapshot stored with the request."""
+    kinds: dict[str, str | None] = field(default_factory=dict)
+    """AWAITING_APPROVAL: the tool's reversibility when the run paused."""
+    consumed: set[str] = field(default_factory=set)
+    """Requests a resume consumed (CONSUMED)."""
 
 
 def _check_against_journal(request: ApprovalRequest, entries: list[Any]) -> None:
@@ -162,86 +195,16 @@ class ApprovalDesk:
         """
         graph = agent_graph(agent)
         now = self.clock()
-        # Decisions a resume consumed and no INTENT used yet: the SDK asked again for the same
-        # call (C-05); the journal, not memory, says so (works in any process). Read through the
-        # evidence check as resume reads them (issue 19 review, A6): under a keyring a forged,
-        # untagged APPROVED + CONSUMED is refused, never reused.
-        unused = {(d.tool, d.call_id, d.args_hash): d
-                  for d in consumed_decisions(await verified_entries(self.journal, saga.saga_id,
-                                                                     self.evidence))
-                  if d.used_by is None}
-        waiting: list[tuple[str, str | None, dict[str, Any], str | None, str]] = []
-        kinds: dict[str | None, str | None] = {}
-        agents: dict[str | None, str | None] = {}  # which agent asked (one name on two agents)
-        for item in state.get_interruptions():
-            name = item.tool_name or ""
-            raw = pending_raw_arguments(item)
-            call_id = getattr(item, "call_id", None)
-            try:
-                args, raw_kept = await approval_args(graph, item)
-            except (ApprovalError, EncodingError) as exc:
-                await self.journal.append(
-                    saga.saga_id, Phase.REJECTED, write_key=f"auto-reject:{uuid.uuid4().hex}",
-                    tool=name, call_id=call_id,
-                    payload={"request_id": None, "approver": "sagacity", "reason": str(exc),
-                             "raw_args": raw},
-                )
-                state.reject(item, rejection_message=AUTO_REJECTION)
-                continue
-            digest = args_hash(args)
-            reused = unused.get((name, call_id, digest))
-            if reused is not None:
-                if reused.approved:
-                    state.approve(item)
-                else:
-                    state.reject(item)
-                continue
-            waiting.append((name, call_id, args, raw_kept, digest))
-            kinds[call_id] = reversibility_of(tool_of(graph, item)) or mcp_reversibility(item)
-            agents[call_id] = getattr(getattr(item, "agent", None), "name", None)
+        unused = await self._unused_decisions(saga.saga_id)
+        waiting = [call for item in state.get_interruptions()
+                   if (call := await self._sort_pending(saga, graph, state, item, unused)) is not None]
         if not waiting:
             return PauseOutcome((), state)
         # The snapshot's hash is journaled with every request, inside the chain: resume refuses a
         # stored snapshot that differs in any byte (an injected call, edited arguments...).
         snapshot = json.dumps(_strip_snapshot(state.to_json()), sort_keys=True)
         snapshot_hash = sha256_hex(snapshot.encode("utf-8"))
-        requests: list[ApprovalRequest] = []
-        for name, call_id, args, raw_kept, digest in waiting:
-            request = ApprovalRequest(
-                request_id=f"apr-{uuid.uuid4().hex}",
-                saga_id=saga.saga_id,
-                call_id=call_id,
-                tool=name,
-                args=args,
-                raw_args=raw_kept,
-                args_hash=digest,
-                created_at=format_timestamp(now),
-                expires_at=(format_timestamp(now + dt.timedelta(seconds=self.ttl))
-                            if self.ttl is not None else None),
-            )
-            step = begin("approval.pause", **{
-                "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id,
-                "sagacity.saga.id": saga.saga_id, "sagacity.approval.request_id": request.request_id,
-                "sagacity.args.hash": digest, "sagacity.reversibility": kinds[call_id],
-            })
-            try:
-                paused = await self.journal.append(
-                    saga.saga_id, Phase.AWAITING_APPROVAL, write_key=f"await:{request.request_id}",
-                    tool=name, call_id=call_id,
-                    payload={"request_id": request.request_id, "args": args, "raw_args": raw_kept,
-                             "args_hash": digest, "expires_at": request.expires_at,
-                             "snapshot_sha256": snapshot_hash,
-                             "reversibility": kinds[call_id], "agent": agents[call_id]},
-                )
-            except BaseException as exc:
-                if step is not None:
-                    step.end(describe_error(exc))
-                raise
-            if step is not None:
-                step.sensitive["sagacity.call.args"] = args
-                step.end(**{"sagacity.call.seq": paused.seq})
-            await self.store.create(request)
-            requests.append(request)
+        requests = [await self._ask(saga, call, snapshot_hash, now) for call in waiting]
         await self.store.save_snapshot(saga.saga_id, snapshot)
         if self.evidence is not None:
             try:
@@ -249,6 +212,85 @@ class ApprovalDesk:
             except Exception as exc:  # noqa: BLE001 - as at close: the pause stands; reported
                 saga.journal_errors.append(f"checkpoint not written at the pause: {describe_error(exc)}")
         return PauseOutcome(tuple(requests), state)
+
+    async def _unused_decisions(self, saga_id: str) -> dict[tuple[Any, Any, str], Any]:
+        """Decisions a resume consumed and no INTENT used yet, by (tool, call id, hash): the SDK
+        asked again for the same call; the journal, not memory, says so (works in any process).
+        Read through the evidence check as resume reads them: under a keyring a forged, untagged
+        APPROVED + CONSUMED is refused, never reused."""
+        entries = await verified_entries(self.journal, saga_id, self.evidence)
+        return {(d.tool, d.call_id, d.args_hash): d
+                for d in consumed_decisions(entries) if d.used_by is None}
+
+    async def _sort_pending(self, saga: Saga, graph: Any, state: Any, item: Any,
+                            unused: dict[tuple[Any, Any, str], Any]) -> _Pending | None:
+        """The call ``item`` waits for if it needs a human; ``None`` when it was decided at
+        once: invalid arguments rejected (journaled REJECTED by "sagacity"), or an unused
+        consumed decision for the same call and hash applied again."""
+        name = item.tool_name or ""
+        call_id = getattr(item, "call_id", None)
+        try:
+            args, raw_kept = await approval_args(graph, item)
+        except (ApprovalError, EncodingError) as exc:
+            await self.journal.append(
+                saga.saga_id, Phase.REJECTED, write_key=f"auto-reject:{uuid.uuid4().hex}",
+                tool=name, call_id=call_id,
+                payload={"request_id": None, "approver": "sagacity", "reason": str(exc),
+                         "raw_args": pending_raw_arguments(item)},
+            )
+            state.reject(item, rejection_message=AUTO_REJECTION)
+            return None
+        digest = args_hash(args)
+        reused = unused.get((name, call_id, digest))
+        if reused is not None:
+            if reused.approved:
+                state.approve(item)
+            else:
+                state.reject(item)
+            return None
+        return _Pending(name, call_id, args, raw_kept, digest,
+                        reversibility_of(tool_of(graph, item)) or mcp_reversibility(item),
+                        getattr(getattr(item, "agent", None), "name", None))
+
+    async def _ask(self, saga: Saga, call: _Pending, snapshot_hash: str,
+                   now: dt.datetime) -> ApprovalRequest:
+        """Make the approval request for ``call``: AWAITING_APPROVAL journaled (with the
+        snapshot's hash), then the request stored."""
+        request = ApprovalRequest(
+            request_id=f"apr-{uuid.uuid4().hex}",
+            saga_id=saga.saga_id,
+            call_id=call.call_id,
+            tool=call.tool,
+            args=call.args,
+            raw_args=call.raw_args,
+            args_hash=call.digest,
+            created_at=format_timestamp(now),
+            expires_at=(format_timestamp(now + dt.timedelta(seconds=self.ttl))
+                        if self.ttl is not None else None),
+        )
+        step = begin("approval.pause", **{
+            "gen_ai.tool.name": call.tool, "gen_ai.tool.call.id": call.call_id,
+            "sagacity.saga.id": saga.saga_id, "sagacity.approval.request_id": request.request_id,
+            "sagacity.args.hash": call.digest, "sagacity.reversibility": call.kind,
+        })
+        try:
+            paused = await self.journal.append(
+                saga.saga_id, Phase.AWAITING_APPROVAL, write_key=f"await:{request.request_id}",
+                tool=call.tool, call_id=call.call_id,
+                payload={"request_id": request.request_id, "args": call.args,
+                         "raw_args": call.raw_args, "args_hash": call.digest,
+                         "expires_at": request.expires_at, "snapshot_sha256": snapshot_hash,
+                         "reversibility": call.kind, "agent": call.agent},
+            )
+        except BaseException as exc:
+            if step is not None:
+                step.end(describe_error(exc))
+            raise
+        if step is not None:
+            step.sensitive["sagacity.call.args"] = call.args
+            step.end(**{"sagacity.call.seq": paused.seq})
+        await self.store.create(request)
+        return request
 
     # --- deciding -------------------------------------------------------------------------
     async def decide(
@@ -347,35 +389,28 @@ class ApprovalDesk:
         )}
 
     # --- resuming -------------------------------------------------------------------------
-    async def _journaled(
-        self, saga_id: str
-    ) -> tuple[dict[str, tuple[bool, str]], dict[str, str], dict[str, str | None], set[str]]:
-        """What the saga's journal records, by request id: decisions (approved?, hash decided
-        on), snapshot hashes, the tool's reversibility when the run paused, and the requests a
-        resume already consumed (CONSUMED entries).
+    async def _journaled(self, saga_id: str) -> _Journaled:
+        """What the saga's journal records about its approval requests.
 
         Raises:
             ApprovalError: the saga is closed.
         """
-        decisions: dict[str, tuple[bool, str]] = {}
-        snapshots: dict[str, str] = {}
-        kinds: dict[str, str | None] = {}
-        consumed: set[str] = set()
+        record = _Journaled()
         for e in await verified_entries(self.journal, saga_id, self.evidence):
             if not isinstance(e.payload, dict) or not e.payload.get("request_id"):
                 continue
             rid = e.payload["request_id"]
             if e.phase in (Phase.APPROVED, Phase.REJECTED):
-                decisions[rid] = (e.phase is Phase.APPROVED, e.payload.get("args_hash") or "")
+                record.decisions[rid] = (e.phase is Phase.APPROVED, e.payload.get("args_hash") or "")
             elif e.phase is Phase.AWAITING_APPROVAL:
-                snapshots[rid] = e.payload.get("snapshot_sha256") or ""
-                kinds[rid] = e.payload.get("reversibility")
+                record.snapshots[rid] = e.payload.get("snapshot_sha256") or ""
+                record.kinds[rid] = e.payload.get("reversibility")
             elif e.phase is Phase.CONSUMED:
-                consumed.add(rid)
+                record.consumed.add(rid)
             elif e.phase is Phase.SAGA_CLOSED:
                 raise ApprovalError(f"saga {saga_id} is closed; its approvals can no longer be used",
                                     code="SAGA_CLOSED")
-        return decisions, snapshots, kinds, consumed
+        return record
 
     async def _journal_consumed(self, saga: Saga, request: ApprovalRequest, approved: bool) -> None:
         """Journal CONSUMED for a request the store just consumed (retried once, same key).
@@ -430,7 +465,7 @@ class ApprovalDesk:
         text = await self.store.load_snapshot(saga.saga_id)
         if text is None:
             raise ApprovalError(f"saga {saga.saga_id} has no stored snapshot to resume", code="NO_SNAPSHOT")
-        decisions, snapshot_hashes, paused_kinds, consumed = await self._journaled(saga.saga_id)
+        journaled = await self._journaled(saga.saga_id)
         snapshot_hash = sha256_hex(text.encode("utf-8"))
         try:
             state = await RunState.from_json(
@@ -442,71 +477,78 @@ class ApprovalDesk:
                 f"the stored snapshot of saga {saga.saga_id} cannot be restored: {exc}",
                 code="SNAPSHOT_UNREADABLE",
             ) from exc
-        graph = agent_graph(agent)
-        requests = {r.call_id: r for r in await self.store.list(saga.saga_id) if r.consumed_at is None}
+        requests = await self._open_requests(saga.saga_id, journaled, snapshot_hash)
+        now = self.clock()
+        plan = await self._plan(saga.saga_id, agent_graph(agent), state, requests, journaled, now)
+        await self.store.consume([r.request_id for _, r, _ in plan], now)
+        grants: list[Grant] = []
+        for item, request, approved in plan:
+            # The journal is the record: an irreversible body runs only on a CONSUMED entry
+            # (core.grants), written after the store's atomic consume, before the run goes on.
+            await self._journal_consumed(saga, request, approved)
+            grants.append(Grant(request.request_id, request.call_id, request.tool, request.args_hash, approved))
+            if approved:
+                state.approve(item)
+            else:
+                reason = (await self.store.get(request.request_id))
+                message = f"Tool execution was not approved{': ' + reason.reason if reason and reason.reason else '.'}"
+                state.reject(item, rejection_message=message)
+        await rebuild_pending_calls(saga, agent, state)  # nested fallback calls left open
+        return state, grants
+
+    async def _open_requests(self, saga_id: str, journaled: _Journaled,
+                             snapshot_hash: str) -> dict[str | None, ApprovalRequest]:
+        """The saga's unconsumed requests by call id, each checked against the journal: never
+        consumed by a resume, and paused with this very snapshot.
+
+        Raises:
+            ApprovalError: none; one the journal says was consumed; a snapshot that changed.
+        """
+        requests = {r.call_id: r for r in await self.store.list(saga_id) if r.consumed_at is None}
         if not requests:
-            raise ApprovalError(f"saga {saga.saga_id} has no unconsumed approval request to resume",
+            raise ApprovalError(f"saga {saga_id} has no unconsumed approval request to resume",
                                 code="NOTHING_TO_RESUME")
         # The journal is the record: a request a resume consumed is never pending again, whatever
         # the store's consumed flag says now.
-        revived = [r.request_id for r in requests.values() if r.request_id in consumed]
+        revived = [r.request_id for r in requests.values() if r.request_id in journaled.consumed]
         if revived:
             raise ApprovalError(
-                f"request(s) {', '.join(revived)} of saga {saga.saga_id} were already consumed "
+                f"request(s) {', '.join(revived)} of saga {saga_id} were already consumed "
                 "(CONSUMED in the journal); the store's consumed flag was reset",
                 code="REQUEST_CONSUMED",
             )
         # The snapshot must be, byte for byte, the one journaled with the pending requests: checked
         # for every request, whatever the snapshot itself claims is pending.
         changed = [r.request_id for r in requests.values()
-                   if snapshot_hashes.get(r.request_id) != snapshot_hash]
+                   if journaled.snapshots.get(r.request_id) != snapshot_hash]
         if changed:
             raise ApprovalError(
-                f"the stored snapshot of saga {saga.saga_id} (SHA-256 {snapshot_hash}) is not the "
+                f"the stored snapshot of saga {saga_id} (SHA-256 {snapshot_hash}) is not the "
                 f"one journaled with request(s) {', '.join(changed)}; it was changed",
                 code="SNAPSHOT_CHANGED",
             )
-        now = self.clock()
+        return requests
+
+    async def _plan(self, saga_id: str, graph: Any, state: Any,
+                    requests: dict[str | None, ApprovalRequest], journaled: _Journaled,
+                    now: dt.datetime) -> list[tuple[Any, ApprovalRequest, bool]]:
+        """Each pending call of the snapshot with its checked request and journaled decision
+        (pending calls with invalid arguments are rejected here at once).
+
+        Raises:
+            ApprovalError: a request without a pending call, or one with no decision yet (all
+                listed); a pending call its request does not cover (:meth:`_request_for`).
+        """
         plan: list[tuple[Any, ApprovalRequest, bool]] = []
         undecided: list[str] = []
         for item in state.get_interruptions():
-            name = item.tool_name or ""
-            call_id = getattr(item, "call_id", None)
             try:
                 args, _raw = await approval_args(graph, item)
             except (ApprovalError, EncodingError):
                 state.reject(item, rejection_message=AUTO_REJECTION)
                 continue
-            request = requests.get(call_id)
-            if request is None or request.saga_id != saga.saga_id or request.tool != name:
-                raise ApprovalError(
-                    f"pending call {call_id} ({name}) has no unconsumed approval request in saga "
-                    f"{saga.saga_id}", code="NO_REQUEST_FOR_CALL"
-                )
-            if not request.args_hash:
-                raise ApprovalError(f"request {request.request_id} has no recorded hash", code="NO_ARGS_HASH")
-            if request.expired(now):
-                raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}",
-                                    code="REQUEST_EXPIRED")
-            kind_now = reversibility_of(tool_of(graph, item)) or mcp_reversibility(item)
-            if kind_now != paused_kinds.get(request.request_id):
-                raise ApprovalError(
-                    f"tool {name!r} is declared {kind_now or 'without a saga decorator'} in the "
-                    f"agent given to resume, but was {paused_kinds.get(request.request_id)} "
-                    "when the run paused; resume with the same tools", code="DECLARATION_CHANGED"
-                )
-            change = definition_change(request.args, args)
-            if change is not None:  # a "rug pull" (issue 21, N-02): refused, naming what changed
-                raise ApprovalError(f"pending call {call_id} ({name}) of request {request.request_id}: "
-                                    f"{change}; the approval does not cover it, resume refused",
-                                    code="DEFINITION_CHANGED")
-            if args_hash(args) != request.args_hash:
-                raise ApprovalError(
-                    f"pending call {call_id} ({name}) in the snapshot does not match request "
-                    f"{request.request_id}: its arguments hash to {args_hash(args)}, the request "
-                    f"to {request.args_hash}", code="ARGS_HASH_MISMATCH_AT_RESUME"
-                )
-            decision = decisions.get(request.request_id)
+            request = _request_for(saga_id, graph, item, args, requests, journaled, now)
+            decision = journaled.decisions.get(request.request_id)
             if decision is None:
                 undecided.append(request.request_id)
                 continue
@@ -529,20 +571,49 @@ class ApprovalDesk:
                 "cannot resume: these approval requests have no decision yet: " + ", ".join(undecided),
                 code="UNDECIDED",
             )
-        await self.store.consume([r.request_id for _, r, _ in plan], now)
-        grants: list[Grant] = []
-        for item, request, approved in plan:
-            # The journal is the record: an irreversible body runs only on a CONSUMED entry
-            # (core.grants), written after the store's atomic consume, before the run goes on.
-            await self._journal_consumed(saga, request, approved)
-            grants.append(Grant(request.request_id, request.call_id, request.tool, request.args_hash, approved))
-            if approved:
-                state.approve(item)
-            else:
-                reason = (await self.store.get(request.request_id))
-                message = f"Tool execution was not approved{': ' + reason.reason if reason and reason.reason else '.'}"
-                state.reject(item, rejection_message=message)
-        await rebuild_pending_calls(saga, agent, state)  # nested fallback calls left open
-        return state, grants
+        return plan
 
 
+def _request_for(saga_id: str, graph: Any, item: Any, args: dict[str, Any],
+                 requests: dict[str | None, ApprovalRequest], journaled: _Journaled,
+                 now: dt.datetime) -> ApprovalRequest:
+    """The unconsumed request of the pending call ``item`` (validated ``args``), checked to
+    cover it exactly: same saga and tool, a recorded hash, unexpired, the tool declared as when
+    the run paused, its definition unchanged, its arguments hashing to the request's.
+
+    Raises:
+        ApprovalError: any of these fails (each with its own code).
+    """
+    name = item.tool_name or ""
+    call_id = getattr(item, "call_id", None)
+    request = requests.get(call_id)
+    if request is None or request.saga_id != saga_id or request.tool != name:
+        raise ApprovalError(
+            f"pending call {call_id} ({name}) has no unconsumed approval request in saga "
+            f"{saga_id}", code="NO_REQUEST_FOR_CALL"
+        )
+    if not request.args_hash:
+        raise ApprovalError(f"request {request.request_id} has no recorded hash", code="NO_ARGS_HASH")
+    if request.expired(now):
+        raise ApprovalError(f"request {request.request_id} expired at {request.expires_at}",
+                            code="REQUEST_EXPIRED")
+    kind_now = reversibility_of(tool_of(graph, item)) or mcp_reversibility(item)
+    paused_kind = journaled.kinds.get(request.request_id)
+    if kind_now != paused_kind:
+        raise ApprovalError(
+            f"tool {name!r} is declared {kind_now or 'without a saga decorator'} in the "
+            f"agent given to resume, but was {paused_kind} "
+            "when the run paused; resume with the same tools", code="DECLARATION_CHANGED"
+        )
+    change = definition_change(request.args, args)
+    if change is not None:  # a "rug pull": refused, naming what changed
+        raise ApprovalError(f"pending call {call_id} ({name}) of request {request.request_id}: "
+                            f"{change}; the approval does not cover it, resume refused",
+                            code="DEFINITION_CHANGED")
+    if args_hash(args) != request.args_hash:
+        raise ApprovalError(
+            f"pending call {call_id} ({name}) in the snapshot does not match request "
+            f"{request.request_id}: its arguments hash to {args_hash(args)}, the request "
+            f"to {request.args_hash}", code="ARGS_HASH_MISMATCH_AT_RESUME"
+        )
+    return request

@@ -141,8 +141,8 @@ def protect_tool(
         declaration_id: the declaration's stable id, journaled with each INTENT so compensation
             and recovery find *this* undo (default ``"protect_tool:<qualified name>"``). Give
             one when two tools you protect under one name sit on one agent graph *and* the
-            agent that made a call does not tell them apart (M-03: the agent is journaled, so
-            the same name on two agents needs none).
+            agent that made a call does not tell them apart (the agent is journaled, so the
+            same name on two agents needs none).
 
     Returns:
         A copy whose calls are journaled inside a saga (raw arguments) and unchanged outside one.
@@ -165,6 +165,22 @@ def protect_tool(
     except DeclarationError as exc:
         raise as_user_error(exc) from None
     protected = copy.copy(tool)
+    protected.tool_input_guardrails = [*(tool.tool_input_guardrails or []),
+                                       _intent_guardrail(protected, decl)]
+    protected.tool_output_guardrails = [_outcome_guardrail(tool, decl),
+                                        *(tool.tool_output_guardrails or [])]
+    previous = resolve_function_tool_failure_error_function(tool)
+    if previous is not None:
+        set_function_tool_failure_error_function(protected, _journal_then(previous))
+    if tool.timeout_error_function is not None:
+        protected.timeout_error_function = _journal_then(tool.timeout_error_function)
+    setattr(protected, FALLBACK_ATTR, decl)
+    return protected
+
+
+def _intent_guardrail(protected: FunctionTool, decl: ToolDeclaration) -> Any:
+    """The input guardrail of a protected tool: journals the call's INTENT (raw arguments)
+    inside a saga, or refuses the call (the saga's policy, or a failure to journal it)."""
 
     @tool_input_guardrail(name=INTENT_GUARDRAIL)
     async def journal_intent(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
@@ -193,6 +209,12 @@ def protect_tool(
         current_call.set(CallFrame(saga, ctx.tool_name, ctx.tool_call_id, intent.seq))
         return ToolGuardrailFunctionOutput.allow()
 
+    return journal_intent
+
+
+def _outcome_guardrail(tool: FunctionTool, decl: ToolDeclaration) -> Any:
+    """The output guardrail of a protected tool: journals the call's outcome (its output, or
+    the SDK's timeout as a failure) before the SDK's output reaches the model."""
     timed_out_message = (
         default_tool_timeout_error_message(tool_name=tool.name, timeout_seconds=tool.timeout_seconds)
         if tool.timeout_seconds is not None and tool.timeout_error_function is None else None
@@ -214,15 +236,7 @@ def protect_tool(
                 await task
         return ToolGuardrailFunctionOutput.allow()
 
-    protected.tool_input_guardrails = [*(tool.tool_input_guardrails or []), journal_intent]
-    protected.tool_output_guardrails = [journal_outcome, *(tool.tool_output_guardrails or [])]
-    previous = resolve_function_tool_failure_error_function(tool)
-    if previous is not None:
-        set_function_tool_failure_error_function(protected, _journal_then(previous))
-    if tool.timeout_error_function is not None:
-        protected.timeout_error_function = _journal_then(tool.timeout_error_function)
-    setattr(protected, FALLBACK_ATTR, decl)
-    return protected
+    return journal_outcome
 
 
 def nested_agent_tool(tool: FunctionTool) -> FunctionTool:

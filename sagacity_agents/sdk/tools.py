@@ -134,20 +134,9 @@ def _wrap(func: Any, decl: ToolDeclaration, body: Callable[..., Any]) -> Any:
     user's callable, which the wrapper passes on unchanged and journals by parameter name, as
     the callable receives them (``*args`` as a list, ``**kwargs`` as a dict).
     """
-    function_like = body is func
     signature = inspect.signature(body)
     adds_ctx = not _takes_context(body)
-    user_signature = signature  # what the body is called with (the context included if its own)
-    first = next(iter(user_signature.parameters), None)
-
-    def arguments(call_args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The values the body receives, by parameter name (its own context excluded)."""
-        bound = user_signature.bind(*call_args, **kwargs)
-        bound.apply_defaults()
-        values = dict(bound.arguments)
-        if not adds_ctx and first is not None:
-            values.pop(first, None)
-        return values
+    arguments = _by_parameter(signature, adds_ctx)
 
     def call_info(ctx: Any) -> tuple[str, str | None]:
         # Named as the SDK names the tool: ``namespace.name`` for a tool_namespace() tool.
@@ -200,6 +189,32 @@ def _wrap(func: Any, decl: ToolDeclaration, body: Callable[..., Any]) -> Any:
 
         wrapper = sync_wrapper
 
+    return _dressed(func, body, wrapper, decl, signature, adds_ctx, is_async)
+
+
+def _by_parameter(signature: inspect.Signature, adds_ctx: bool) -> Callable[..., dict[str, Any]]:
+    """``arguments(call_args, kwargs)``: the values a body with ``signature`` (what it is called
+    with, its own context included) receives, by parameter name, its own context excluded."""
+    first = next(iter(signature.parameters), None)
+
+    def arguments(call_args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        bound = signature.bind(*call_args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        if not adds_ctx and first is not None:
+            values.pop(first, None)
+        return values
+
+    return arguments
+
+
+def _dressed(func: Any, body: Callable[..., Any], wrapper: Callable[..., Any],
+             decl: ToolDeclaration, signature: inspect.Signature, adds_ctx: bool,
+             is_async: bool) -> Any:
+    """``wrapper`` as the SDK must see it, carrying ``decl``: for a function-like ``func``, with
+    its metadata, annotations and signature (a leading context parameter added when the body
+    takes none); for a callable object, the callable-object wrapper the SDK adapts."""
+    function_like = body is func
     ctx_name = _context_name(signature) if adds_ctx else None
     if not function_like:
         made = callable_object_wrapper(func, body, wrapper, is_async=is_async, context_name=ctx_name)

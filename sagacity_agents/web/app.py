@@ -37,7 +37,7 @@ from ..core.signing import Keyring
 from ..errors import JournalError
 from ..visible import escape as escape_hidden
 from .api import router as api_router
-from .auth import Authenticator, Forbidden, Sessions, TokenLogin, authenticate
+from .auth import Authenticator, Caller, Forbidden, Sessions, TokenLogin, authenticate
 from .decisions import DecisionWatcher, OnDecided, Refused
 from .pages import base_of, render
 from .pages import router as pages_router
@@ -211,13 +211,21 @@ def create_app(
                         secure=secure_cookies)
     inbox = Inbox(sagacity, authenticator, sessions,
                   DecisionWatcher(sagacity.approvals, on_decided, poll_interval), title, owns)
+    app = _application(inbox)
+    _guard_requests(app, inbox)
+    _answer_errors(app)
+    return app
+
+
+def _application(inbox: Inbox) -> FastAPI:
+    """The app with its lifespan (the inbox's :meth:`Inbox.running`), routes and static files."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
         async with inbox.running():
             yield
 
-    app = FastAPI(title=f"sagacity-agents: {title}", docs_url=None, redoc_url=None,
+    app = FastAPI(title=f"sagacity-agents: {inbox.title}", docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json", lifespan=lifespan,
                   description="Decide the irreversible tool calls that paused a saga, bound to "
                   "the SHA-256 of their exact arguments. Every route needs an identity.")
@@ -226,6 +234,12 @@ def create_app(
     app.include_router(api_router)
     app.include_router(pages_router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    return app
+
+
+def _guard_requests(app: FastAPI, inbox: Inbox) -> None:
+    """Every request: start the inbox if no lifespan did, check identity and CSRF
+    (:func:`_guarded`), and set the security headers on the response."""
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
@@ -234,7 +248,7 @@ def create_app(
                         "or enter inbox.state.inbox.running() in your lifespan): decisions made "
                         "elsewhere reached on_decided only from this first request on")
             inbox.start()
-        response = await _guarded(request, call_next)
+        response = await _guarded(request, call_next, inbox.authenticator, inbox.sessions)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "same-origin"  # no-referrer makes browsers post Origin: null
@@ -242,41 +256,59 @@ def create_app(
         response.headers.setdefault("Cache-Control", "no-store")
         return response
 
-    async def _guarded(request: Request, call_next: Any) -> Response:
-        path = request.url.path[len(base_of(request)):]
-        if path.startswith(PUBLIC):
-            if request.method == "POST" and not _same_origin(request):
-                return _error(403, "csrf_failed", "cross-origin post refused")
-            return await call_next(request)  # type: ignore[no-any-return]
-        try:
-            caller = await authenticate(request, authenticator, sessions)
-        except Forbidden as exc:
-            return _error(403, "forbidden", str(exc) or "not allowed")
-        if caller is None:
-            if _wants_json(request):
-                return _error(401, "unauthenticated", "sign in first (no identity in this request)")
-            if isinstance(authenticator, TokenLogin):
-                return RedirectResponse(f"{base_of(request)}/login", status_code=303)
-            return render(request, "error.html", 401, code="unauthenticated",
-                          message="no identity in this request: reach the inbox through the "
-                          "proxy that signs you in")
-        request.state.caller = caller
-        if caller.new_cookie is not None and request.method in ("GET", "HEAD"):
-            response = await call_next(request)
-            sessions.set_cookie(response, caller.new_cookie, f"{base_of(request)}/")
-            return response  # type: ignore[no-any-return]
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
-            token = request.headers.get("x-csrf-token")
-            if token is None and "form" in request.headers.get("content-type", ""):
-                try:
-                    await request.body()  # cached: the route reads the form again
-                    token = str((await request.form()).get("csrf_token", ""))
-                except (StarletteHTTPException, MultiPartException) as exc:  # a part over 1 MB...
-                    return _error(getattr(exc, "status_code", 400), "invalid_request",
-                                  f"unreadable form: {getattr(exc, 'detail', None) or exc}")
-            if not _same_origin(request) or not sessions.csrf_ok(caller, token):
-                return _error(403, "csrf_failed", "missing or wrong CSRF token: reload the page")
+
+async def _guarded(request: Request, call_next: Any, authenticator: Authenticator,
+                   sessions: Sessions) -> Response:
+    """The response to ``request``: public paths as they are (same-origin POSTs only); every
+    other one needs an identity (401, or the login page), and a non-GET a valid CSRF token."""
+    path = request.url.path[len(base_of(request)):]
+    if path.startswith(PUBLIC):
+        if request.method == "POST" and not _same_origin(request):
+            return _error(403, "csrf_failed", "cross-origin post refused")
         return await call_next(request)  # type: ignore[no-any-return]
+    try:
+        caller = await authenticate(request, authenticator, sessions)
+    except Forbidden as exc:
+        return _error(403, "forbidden", str(exc) or "not allowed")
+    if caller is None:
+        if _wants_json(request):
+            return _error(401, "unauthenticated", "sign in first (no identity in this request)")
+        if isinstance(authenticator, TokenLogin):
+            return RedirectResponse(f"{base_of(request)}/login", status_code=303)
+        return render(request, "error.html", 401, code="unauthenticated",
+                      message="no identity in this request: reach the inbox through the "
+                      "proxy that signs you in")
+    request.state.caller = caller
+    if caller.new_cookie is not None and request.method in ("GET", "HEAD"):
+        response = await call_next(request)
+        sessions.set_cookie(response, caller.new_cookie, f"{base_of(request)}/")
+        return response  # type: ignore[no-any-return]
+    if request.method not in ("GET", "HEAD", "OPTIONS"):
+        refused = await _csrf_refusal(request, caller, sessions)
+        if refused is not None:
+            return refused
+    return await call_next(request)  # type: ignore[no-any-return]
+
+
+async def _csrf_refusal(request: Request, caller: Caller, sessions: Sessions) -> Response | None:
+    """The error response when a state-changing request lacks the session's CSRF token (from
+    the ``X-CSRF-Token`` header or the form's ``csrf_token``) or comes from another origin."""
+    token = request.headers.get("x-csrf-token")
+    if token is None and "form" in request.headers.get("content-type", ""):
+        try:
+            await request.body()  # cached: the route reads the form again
+            token = str((await request.form()).get("csrf_token", ""))
+        except (StarletteHTTPException, MultiPartException) as exc:  # a part over 1 MB...
+            return _error(getattr(exc, "status_code", 400), "invalid_request",
+                          f"unreadable form: {getattr(exc, 'detail', None) or exc}")
+    if not _same_origin(request) or not sessions.csrf_ok(caller, token):
+        return _error(403, "csrf_failed", "missing or wrong CSRF token: reload the page")
+    return None
+
+
+def _answer_errors(app: FastAPI) -> None:
+    """Errors as the API's JSON error body (``{"error": {"code", "message"}}``), or, for a
+    refusal on a page, the error page."""
 
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> Response:
@@ -299,8 +331,6 @@ def create_app(
     async def storage(request: Request, exc: JournalError) -> Response:
         log.error("journal or store unavailable: %s", exc)
         return _error(503, "storage_unavailable", str(exc))
-
-    return app
 
 
 def mount_inbox(host: Starlette, path: str, inbox: FastAPI) -> None:

@@ -1,4 +1,4 @@
-"""MCP servers inside the saga (issue 21): ``protect_mcp_server`` and its policy."""
+"""MCP servers inside the saga: ``protect_mcp_server`` and its policy."""
 
 from .approval import definition_change, mcp_approval_subject
 from .policy import (

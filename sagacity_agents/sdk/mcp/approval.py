@@ -1,4 +1,4 @@
-"""Approvals of irreversible MCP calls, bound to the tool's definition (issue 21, N-02).
+"""Approvals of irreversible MCP calls, bound to the tool's definition.
 
 An MCP tool is whatever its server says it is when it is called: a server can keep a tool's
 name and change its description or input schema between the approval and the call (a "rug

@@ -174,7 +174,7 @@ class McpUndo:
     arguments: Mapping[str, Any] | ArgumentsBuilder = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        """Refuse a malformed path expression now, not when an undo needs it (N-01).
+        """Refuse a malformed path expression now, not when an undo needs it.
 
         Raises:
             DeclarationError: a string that looks like a path (``$`` then a letter, ``.`` or

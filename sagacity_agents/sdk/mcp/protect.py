@@ -1,4 +1,4 @@
-"""``protect_mcp_server``: every tool call of a local MCP server journaled in the saga (issue 21).
+"""``protect_mcp_server``: every tool call of a local MCP server journaled in the saga.
 
 The tools of an ``mcp_servers=`` server become ``FunctionTool`` objects only at run time, after
 ``list_tools`` (sdk-notes.md, "MCP"): nothing of ours can decorate them. The SDK gives a local
@@ -138,7 +138,7 @@ class McpProtection:
                 ``cache_tools_list=True`` (its cache is invalidated first, so the SDK's next
                 listing is fresh too). Every check that guards against a changed definition
                 (an approval's subject, an irreversible or pinned tool's INTENT) asks for it:
-                a cached listing would hide a rug pull (N-02).
+                a cached listing would hide a rug pull.
 
         Raises:
             Exception: whatever the server's ``list_tools`` raises (not connected...).
@@ -308,7 +308,7 @@ class McpProtection:
 
     def refusal(self, name: str, public: str) -> str:
         """Why a call of the tool ``name`` (called ``public`` by the run) is refused, and what
-        to do about it (N-01: the policy, not a decorator, declares an MCP tool)."""
+        to do about it (the policy, not a decorator, declares an MCP tool)."""
         called = f" (called {public!r})" if public != name else ""
         where = f"MCP tool {name!r}{called} of server {self.server_name!r}"
         why = f"{self.mode} mode" if self.mode == "enforce" else "observe mode under strict=True"
@@ -417,7 +417,7 @@ def protect_mcp_server(
     mode: str = "enforce",
     skeleton: str | Path | None = None,
 ) -> McpProtection:
-    """Journal every tool call of a local MCP server inside the saga (issue 21, N-01..N-04).
+    """Journal every tool call of a local MCP server inside the saga.
 
     It changes the server object in place, adding to what the application gave it: our INTENT
     guardrail is appended to ``tool_input_guardrails`` (last), our outcome guardrail prepended
@@ -457,6 +457,23 @@ def protect_mcp_server(
         raise as_user_error(DeclarationError(f"mode must be one of {MODES}, got {mode!r}"))
     if getattr(server, "_sagacity_protection", None) is not None:
         raise as_user_error(DeclarationError(f"MCP server {server.name!r} is already protected"))
+    policy = _policy_of(policy, mode)
+    protection = McpProtection(server, policy, mode, Path(skeleton) if skeleton is not None else None)
+    try:
+        registry.register(protection)  # first: a refused server is left as it was
+    except DeclarationError as exc:
+        raise as_user_error(exc) from None
+    _hook_into(server, protection)
+    return protection
+
+
+def _policy_of(policy: McpPolicy | Mapping[str, Any] | str | Path | None, mode: str) -> McpPolicy:
+    """The policy ``protect_mcp_server`` was given, loaded and its undos checked (an empty one
+    in observe mode).
+
+    Raises:
+        DeclarationError: (also the SDK's ``UserError``) an invalid policy, enforce without one.
+    """
     try:
         if policy is None:
             if mode == "enforce":
@@ -469,11 +486,13 @@ def protect_mcp_server(
         policy.check_undos()
     except DeclarationError as exc:
         raise as_user_error(exc) from None
-    protection = McpProtection(server, policy, mode, Path(skeleton) if skeleton is not None else None)
-    try:
-        registry.register(protection)  # first: a refused server is left as it was
-    except DeclarationError as exc:
-        raise as_user_error(exc) from None
+    return policy
+
+
+def _hook_into(server: Any, protection: McpProtection) -> None:
+    """Add ``protection`` to ``server`` in place: its INTENT guardrail last among the input
+    guardrails, its outcome guardrail first among the output ones, meta resolver and data
+    extractor wrapping the application's own, approval chained before the application's."""
 
     @tool_input_guardrail(name="sagacity_mcp_journal")
     async def journal_intent(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
@@ -504,5 +523,3 @@ def protect_mcp_server(
     server.tool_meta_resolver = resolve_meta
     server.custom_data_extractor = extract
     server._sagacity_protection = protection
-    return protection
-

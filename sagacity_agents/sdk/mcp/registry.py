@@ -1,6 +1,6 @@
 """MCP servers by name, for the undos and approvals that need a server after the run that met it.
 
-An MCP call's undo is another call on the server *of the same name* (issue 21, N-04): the
+An MCP call's undo is another call on the server *of the same name*: the
 journal names the server (``declaration`` ``mcp:SERVER:TOOL#DIGEST``), never a connection.
 During the run that made the call, the undo goes to the very server object that made it while
 that one is connected; the registry is only for later (resume, recovery). Two connected server
@@ -48,7 +48,7 @@ def register(protection: Any) -> None:
     Raises:
         DeclarationError: another server object of the same name is registered and connected
             (two live servers under one name, e.g. two tenants: an undo or approval found by
-            name could reach the wrong one, N-04). Give each its own name.
+            name could reach the wrong one). Give each its own name.
     """
     known = _BY_NAME.get(protection.server_name)
     if known is not None and known.server is not protection.server and _connected(known.server):
@@ -107,7 +107,7 @@ def _servers_of(agent: Any) -> list[Any]:
 @contextlib.asynccontextmanager
 async def connected_mcp_servers(agent: Any) -> AsyncIterator[list[Any]]:
     """Connect, for the time of the block, every MCP server of every agent a run of ``agent`` can
-    reach that is not connected yet (resume and recovery in another process, N-04); those it
+    reach that is not connected yet (resume and recovery in another process); those it
     connected are cleaned up when the block is left.
 
     Args:
