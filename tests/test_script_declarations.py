@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from sagacity_agents import Phase, SqliteJournal
+from sagacity_agents.backends import Phase, SqliteJournal
 
 APP = textwrap.dedent('''
     """A trip whose card is declined; the hotel API is down on the first undo (UNDO_DOWN)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from sagacity_agents import Phase
+from sagacity_agents.backends import Phase
 from sagacity_agents.core.chain import (
     ChainFault,
     ChainHead,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagacity_agents import Phase
+from sagacity_agents.backends import Phase
 from sagacity_agents.core.grants import (
     consumed_decisions,
     grant_for_call,

@@ -7,7 +7,8 @@ import subprocess
 import sys
 import textwrap
 
-from sagacity_agents import FailurePolicy, Phase, Sagacity, SagaStatus, SqliteJournal
+from sagacity_agents import FailurePolicy, Sagacity, SagaStatus
+from sagacity_agents.backends import Phase, SqliteJournal
 from sagacity_agents.demo.booking import BookingSystem
 from sagacity_agents.demo.trip import TRIP_REQUEST, build_agent
 
