@@ -121,7 +121,8 @@ async def run_durable(calls: int = 20, rounds: int = 30, warmup: int = 3, commit
     """The measurements above, as a JSON-able dict (see :func:`print_durable`)."""
     from agents import Runner, set_tracing_disabled
 
-    from sagacity_agents import InMemoryJournal, Sagacity, SagaStatus, SqliteJournal
+    from sagacity_agents import Sagacity, SagaStatus
+    from sagacity_agents.backends import InMemoryJournal, SqliteJournal
 
     set_tracing_disabled(True)
     tools = _tools()

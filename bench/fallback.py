@@ -31,7 +31,8 @@ from typing import Any
 from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from sagacity_agents import InMemoryJournal, Sagacity, compensable, nested_agent_tool, protect_tool
+from sagacity_agents import Sagacity, compensable, nested_agent_tool, protect_tool
+from sagacity_agents.backends import InMemoryJournal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fair_order import round_orders  # noqa: E402

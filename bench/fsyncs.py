@@ -34,7 +34,8 @@ async def _child(path: str, calls: int, durable_outcomes: bool, runs: int = 1) -
     from agents import Agent, function_tool, set_tracing_disabled
     from agents.testing import ScriptedModel, assistant_message, function_call
 
-    from sagacity_agents import Sagacity, SagaStatus, SqliteJournal, compensable
+    from sagacity_agents import Sagacity, SagaStatus, compensable
+    from sagacity_agents.backends import SqliteJournal
 
     set_tracing_disabled(True)
 

@@ -34,17 +34,10 @@ from typing import Any
 from agents import Agent, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from sagacity_agents import (
-    FailurePolicy,
-    InMemoryJournal,
-    Saga,
-    Sagacity,
-    SagaStatus,
-    SqliteJournal,
-    compensable,
-    saga_output_guardrail,
-    saga_tool_guardrail,
-)
+from sagacity_agents import FailurePolicy, Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import InMemoryJournal, SqliteJournal
+from sagacity_agents.guardrails import saga_output_guardrail, saga_tool_guardrail
+from sagacity_agents.saga import Saga
 from sagacity_agents.core.saga.verdict import read_verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sagacity_agents import InMemoryJournal, Phase, SqliteJournal
+from sagacity_agents.backends import InMemoryJournal, Phase, SqliteJournal
 from sagacity_agents.core.health import saga_health
 from sagacity_agents.core.journal import Journal
 
@@ -97,7 +97,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         await sqlite.close()
     if args.postgres:
-        from sagacity_agents import PostgresJournal
+        from sagacity_agents.backends import PostgresJournal
 
         postgres = PostgresJournal(args.postgres)
         try:

@@ -36,7 +36,8 @@ from agents import set_trace_processors, set_tracing_disabled
 from agents.tracing import TracingProcessor, trace
 
 import sagacity_agents.sdk  # noqa: F401 - installs the SDK layer's observer and id source
-from sagacity_agents import InMemoryJournal, Phase, Saga
+from sagacity_agents.backends import InMemoryJournal, Phase
+from sagacity_agents.saga import Saga
 from sagacity_agents.core import observe
 from sagacity_agents.core.declarations import Reversibility, ToolDeclaration
 from sagacity_agents.core.saga.observed import begin_call, end_call, note_intent

@@ -46,14 +46,8 @@ from typing import Any
 from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from sagacity_agents import (
-    InMemoryJournal,
-    Phase,
-    Sagacity,
-    SagaStatus,
-    SqliteJournal,
-    compensable,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import InMemoryJournal, Phase, SqliteJournal
 
 VARIANTS = ("bare", "memory", "sqlite-full", "sqlite-normal")
 TOOL_NAME = "reserve"

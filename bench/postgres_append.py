@@ -69,7 +69,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fair_order import round_orders  # noqa: E402
 from overhead import _agent, _bare_tool, _wrapped_tool, machine_facts  # noqa: E402
 
-from sagacity_agents import Phase, PostgresJournal, Sagacity, SagaStatus, verify_journal  # noqa: E402
+from sagacity_agents import Sagacity, SagaStatus  # noqa: E402
+from sagacity_agents.backends import Phase, PostgresJournal  # noqa: E402
+from sagacity_agents.evidence import verify_journal  # noqa: E402
 from sagacity_agents.backends.memory.journal import InMemoryJournal  # noqa: E402
 from sagacity_agents.core.journal import AppendRequest, next_entry, utc_stamp  # noqa: E402
 from sagacity_agents.backends.postgres.migrations import migrate  # noqa: E402

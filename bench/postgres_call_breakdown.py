@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overhead import _agent, _bare_tool, _wrapped_tool  # noqa: E402
 from postgres_append import scratch_schema  # noqa: E402
 
-from sagacity_agents import PostgresJournal, Sagacity  # noqa: E402
+from sagacity_agents import Sagacity  # noqa: E402
+from sagacity_agents.backends import PostgresJournal  # noqa: E402
 from sagacity_agents.core import saga as saga_module  # noqa: E402
 
 TIMES: dict[str, list[float]] = defaultdict(list)

@@ -40,7 +40,8 @@ from agents import Runner, set_tracing_disabled
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from durable_cost import _SqliteFloor, _agent, _floor, _tools  # noqa: E402
 
-from sagacity_agents import Sagacity, SqliteJournal  # noqa: E402
+from sagacity_agents import Sagacity  # noqa: E402
+from sagacity_agents.backends import SqliteJournal  # noqa: E402
 from sagacity_agents.backends.sqlite import journal as sqlite_journal  # noqa: E402
 from sagacity_agents.backends.sqlite import writer as sqlite_writer  # noqa: E402
 from sagacity_agents.core.saga import calls  # noqa: E402

@@ -49,7 +49,7 @@ def bare_commits(path: Path, n: int) -> list[float]:
 
 
 def _writer(path: str, name: str, n: int, barrier: object, out: object, bound: float) -> None:
-    from sagacity_agents import Phase, SqliteJournal
+    from sagacity_agents.backends import Phase, SqliteJournal
 
     async def main() -> list[float]:
         journal = SqliteJournal(path, busy_timeout=bound)
@@ -78,7 +78,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="sagacity-mp-"))
     print(f"{args.processes} processes on one SQLite file, load average {os.getloadavg()}")
     bare = bare_commits(tmp / "bare.db", args.n)
-    from sagacity_agents import SqliteJournal
+    from sagacity_agents.backends import SqliteJournal
 
     asyncio.run(SqliteJournal(tmp / "journal.db").close())  # created once, before the race
     ctx = multiprocessing.get_context("spawn")

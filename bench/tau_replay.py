@@ -185,7 +185,8 @@ async def run_benchmark(
     )
     from examples.tau_airline.script import load_scripts
     from examples.tau_airline.store import AirlineStore, resolve_data_dir
-    from sagacity_agents import InMemoryJournal, Phase, Sagacity, SagaStatus, SqliteJournal
+    from sagacity_agents import Sagacity, SagaStatus
+    from sagacity_agents.backends import InMemoryJournal, Phase, SqliteJournal
 
     set_tracing_disabled(True)
     loadavg_start = os.getloadavg()

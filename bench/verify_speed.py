@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sagacity_agents import InMemoryJournal, SqliteJournal
+from sagacity_agents.backends import InMemoryJournal, SqliteJournal
 from sagacity_agents.core.authenticity import EntryTagger
 from sagacity_agents.core.entries import JournalEntry, seal_entry
 from sagacity_agents.core.evidence import Evidence, verify_sagas

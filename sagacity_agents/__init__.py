@@ -4,178 +4,103 @@ Every wrapped tool call is journaled in a tamper-evident hash chain (INTENT befo
 EXECUTED / REFUSED / FAILED after); when a call fails, the effects already made are undone in
 reverse order by the undos the developer declared; irreversible calls wait for a human approval
 bound to their exact arguments.
+
+The front door is the twenty names of ``__all__``: what an application needs to declare tools,
+run a saga and read how it ended. The rest has a second door (docs/api.md):
+``sagacity_agents.backends`` (journals and stores), ``.evidence`` (verification), ``.approvals``,
+``.guardrails``, ``.saga`` (adapters and advanced use), ``.errors`` (every exception),
+``.testing``, ``.web`` and ``.otel``. Every other module of the package is internal.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
-from .core.approval import ApprovalRequest, ApprovalStore, args_hash, wait_for_decision
-from .core.chain import (
-    ChainFault,
-    ChainHead,
-    VerifyResult,
-    heads_from_json,
-    heads_of,
-    heads_to_json,
-    verify_entries,
-    verify_journal,
-)
-from .core.checkpoints import Checkpoint, CheckpointStore
-from .core.compensation import CompensationItem, CompensationReport, compensate
-from .core.declarations import Reversibility, ToolDeclaration, Verdict
-from .core.undo import CompensationContext, call_idempotency_key, idempotency_key
-from .core.entries import JournalEntry, Phase
-from .core.evidence import Evidence
-from .core.journal import Journal
-from .backends.directory.checkpoints import DirectoryCheckpointStore
-from .backends.memory.approvals import InMemoryApprovalStore
-from .backends.memory.journal import InMemoryJournal
-from .core.signing import Keyring
-from .core.saga import (
-    FailurePolicy, FailureRecord, Saga, SagaStatus, current_idempotency_key, record_undo_data,
-)
-from .backends.postgres.approvals import PostgresApprovalStore
-from .backends.postgres.checkpoints import PostgresCheckpointStore
-from .backends.postgres.journal import PostgresJournal
-from .backends.postgres.setup import PostgresDatabase
-from .backends.sqlite.approvals import SqliteApprovalStore
-from .backends.sqlite.journal import SqliteJournal
-from .core.saga.verdict import SagaVerdict
-from .errors import (
-    ApprovalError,
-    ClaimTakenError,
-    ConfigurationError,
-    DeclarationError,
-    EncodingError,
-    EvidenceError,
-    JournalClosedError,
-    JournalConflictError,
-    JournalError,
-    JournalWriteError,
-    LeaseLostError,
-    SagacityError,
-    SagaFailedError,
-    SagaStateError,
-    SignatureError,
-)
+from ._lazy import on_first_use
+from .core.approval import wait_for_decision
+from .core.declarations import Verdict
+from .core.saga import FailurePolicy, SagaStatus, current_idempotency_key, record_undo_data
+from .core.undo import CompensationContext, idempotency_key
+from .errors import SagacityError
 
-# The Agents SDK adapter is imported on first use, so core-only users (the CLI's journal
-# commands, an auditor verifying an export) do not pay for importing the SDK.
-_SDK_NAMES = {
-    "Decision": ".sdk.results",
-    "HooksNotEnteredError": ".sdk.hooks",
-    "McpPolicy": ".sdk.mcp",
-    "SagaRecovered": ".sdk.results",
-    "SagaResult": ".sdk.results",
-    "SagaRunHooks": ".sdk.hooks",
-    "RunLeaseLostError": ".sdk.hooks",
-    "SagaStopped": ".sdk.hooks",
-    "SagaStream": ".sdk.streaming",
-    "Sagacity": ".sdk.facade",
-    "StreamAbandoned": ".sdk.results",
-    "compensable": ".sdk.tools",
-    "irreversible": ".sdk.tools",
-    "nested_agent_tool": ".sdk.fallback",
-    "no_undo": ".sdk.tools",
-    "protect_mcp_server": ".sdk.mcp",
-    "protect_tool": ".sdk.fallback",
-    "read_only": ".sdk.tools",
-    "saga_output_guardrail": ".sdk.guardrails",
-    "saga_tool_guardrail": ".sdk.guardrails",
-    "saga_trace": ".sdk.tracing",
-}
-
+# The Agents SDK adapter is imported on first use (``_lazy``), so core-only users (the CLI's
+# journal commands, an auditor verifying an export) do not pay for importing the SDK.
 if TYPE_CHECKING:
     from .sdk.facade import Sagacity
     from .sdk.fallback import nested_agent_tool, protect_tool
-    from .sdk.guardrails import saga_output_guardrail, saga_tool_guardrail
-    from .sdk.mcp import McpPolicy, protect_mcp_server
-    from .sdk.hooks import HooksNotEnteredError, RunLeaseLostError, SagaRunHooks, SagaStopped
-    from .sdk.results import Decision, SagaRecovered, SagaResult, StreamAbandoned
-    from .sdk.streaming import SagaStream
+    from .sdk.hooks import SagaRunHooks
+    from .sdk.mcp import protect_mcp_server
+    from .sdk.results import Decision, SagaResult
     from .sdk.tools import compensable, irreversible, no_undo, read_only
-    from .sdk.tracing import saga_trace
+
+_DOORS = {
+    "sagacity_agents.approvals": ("ApprovalRequest", "args_hash"),
+    "sagacity_agents.backends": (
+        "ApprovalStore", "CheckpointStore", "DirectoryCheckpointStore", "InMemoryApprovalStore",
+        "InMemoryJournal", "Journal", "JournalEntry", "Phase", "PostgresApprovalStore",
+        "PostgresCheckpointStore", "PostgresDatabase", "PostgresJournal", "SqliteApprovalStore",
+        "SqliteJournal",
+    ),
+    "sagacity_agents.errors": (
+        "ApprovalError", "ClaimTakenError", "ConfigurationError", "DeclarationError",
+        "EncodingError", "EvidenceError", "HooksNotEnteredError", "JournalClosedError",
+        "JournalConflictError", "JournalError", "JournalWriteError", "LeaseLostError",
+        "RunLeaseLostError", "SagaFailedError", "SagaRecovered", "SagaStateError", "SagaStopped",
+        "SignatureError", "StreamAbandoned",
+    ),
+    "sagacity_agents.evidence": (
+        "ChainFault", "ChainHead", "Checkpoint", "Evidence", "Keyring", "VerifyResult",
+        "heads_from_json", "heads_of", "heads_to_json", "verify_entries", "verify_journal",
+    ),
+    "sagacity_agents.guardrails": ("SagaVerdict", "saga_output_guardrail", "saga_tool_guardrail"),
+    "sagacity_agents.saga": (
+        "CompensationItem", "CompensationReport", "FailureRecord", "McpPolicy", "Reversibility",
+        "Saga", "SagaStream", "ToolDeclaration", "call_idempotency_key", "compensate", "saga_trace",
+    ),
+}
+
+_MOVED = {name: door for door, names in _DOORS.items() for name in names}
+"""The names that left the top level, each with its new door. They stay importable from here, with
+a DeprecationWarning, for one release; then they go."""
+
+
+_first_use = on_first_use(globals())
 
 
 def __getattr__(name: str) -> Any:
-    module = _SDK_NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sagacity_agents' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    door = _MOVED.get(name)
+    if door is None:
+        return _first_use(name)
+    # Not cached in globals(): every access from a new place warns.
+    warnings.warn(
+        f"sagacity_agents.{name} is deprecated and leaves the top level in the next release: "
+        f"import it from {door} (from {door} import {name})",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(door), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ApprovalError",
-    "ApprovalRequest",
-    "ApprovalStore",
-    "ChainFault",
-    "ChainHead",
-    "Checkpoint",
-    "CheckpointStore",
-    "ClaimTakenError",
     "CompensationContext",
-    "CompensationItem",
-    "CompensationReport",
-    "ConfigurationError",
     "Decision",
-    "DeclarationError",
-    "DirectoryCheckpointStore",
-    "EncodingError",
-    "Evidence",
-    "EvidenceError",
     "FailurePolicy",
-    "FailureRecord",
-    "HooksNotEnteredError",
-    "InMemoryApprovalStore",
-    "InMemoryJournal",
-    "Journal",
-    "JournalClosedError",
-    "JournalConflictError",
-    "JournalEntry",
-    "JournalError",
-    "JournalWriteError",
-    "Keyring",
-    "LeaseLostError",
-    "McpPolicy",
-    "Phase",
-    "PostgresApprovalStore",
-    "PostgresCheckpointStore",
-    "PostgresDatabase",
-    "PostgresJournal",
-    "Reversibility",
-    "RunLeaseLostError",
-    "Saga",
-    "SagaFailedError",
-    "SagaRecovered",
     "SagaResult",
     "SagaRunHooks",
-    "SagaStateError",
     "SagaStatus",
-    "SagaStopped",
-    "SagaStream",
-    "SagaVerdict",
     "Sagacity",
     "SagacityError",
-    "SignatureError",
-    "SqliteApprovalStore",
-    "SqliteJournal",
-    "StreamAbandoned",
-    "ToolDeclaration",
     "Verdict",
-    "VerifyResult",
-    "args_hash",
-    "call_idempotency_key",
     "compensable",
-    "compensate",
     "current_idempotency_key",
-    "heads_from_json",
-    "heads_of",
-    "heads_to_json",
     "idempotency_key",
     "irreversible",
     "nested_agent_tool",
@@ -184,10 +109,5 @@ __all__ = [
     "protect_tool",
     "read_only",
     "record_undo_data",
-    "saga_output_guardrail",
-    "saga_tool_guardrail",
-    "saga_trace",
-    "verify_entries",
-    "verify_journal",
     "wait_for_decision",
 ]

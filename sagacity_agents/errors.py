@@ -6,6 +6,8 @@ raised ``from`` the original, so callers never need to import a driver to catch 
 
 from __future__ import annotations
 
+from ._lazy import on_first_use
+
 __all__ = [
     "ApprovalError",
     "ClaimTakenError",
@@ -13,17 +15,28 @@ __all__ = [
     "DeclarationError",
     "EncodingError",
     "EvidenceError",
+    "HooksNotEnteredError",
     "JournalClosedError",
     "JournalConflictError",
     "JournalError",
     "JournalWriteError",
     "LeaseLostError",
+    "McpServerMissingError",
+    "RunLeaseLostError",
     "SagaFailedError",
+    "SagaRecovered",
     "SagaStateError",
+    "SagaStopped",
     "SagacityError",
     "SignatureError",
+    "StreamAbandoned",
     "describe_error",
 ]
+
+# The exceptions of the Agents SDK adapter (some are also ``agents.AgentsException``s, so they
+# pass through the SDK unwrapped) are imported on first use: the core imports this module and
+# must not import the SDK.
+__getattr__ = on_first_use(globals())
 
 
 class SagacityError(Exception):

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from sagacity_agents import Phase, SqliteJournal
+from sagacity_agents.backends import Phase, SqliteJournal
 from sagacity_agents.cli import cli, main
 from sagacity_agents.demo import run_trip
 
@@ -518,7 +518,7 @@ def test_list_and_verify_escape_control_characters(runner, tmp_path):
 def test_show_prints_approval_hashes_whole(runner, tmp_path, monkeypatch, columns):
     """Issue 7 item 8: an approval entry's argument hash is printed whole (a human compares it
     with the request), in the wide and the compact layout, without --full."""
-    from sagacity_agents import Phase
+    from sagacity_agents.backends import Phase
 
     monkeypatch.setenv("COLUMNS", columns)
     path = tmp_path / "journal.db"

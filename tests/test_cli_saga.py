@@ -6,7 +6,7 @@ import asyncio
 
 from click.testing import CliRunner
 
-from sagacity_agents import Phase, SqliteJournal
+from sagacity_agents.backends import Phase, SqliteJournal
 from sagacity_agents.cli import cli
 from sagacity_agents.cli.saga import load_app
 
@@ -47,7 +47,7 @@ def test_load_app_rejects_bad_specs():
 def test_approvals_list_on_an_empty_journal(tmp_path):
     db = str(tmp_path / "j.db")
     asyncio.run(_crash(db))
-    from sagacity_agents import SqliteApprovalStore
+    from sagacity_agents.backends import SqliteApprovalStore
 
     async def make_store():
         store = SqliteApprovalStore(db)

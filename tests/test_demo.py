@@ -9,7 +9,8 @@ import pytest
 from agents import OutputGuardrailTripwireTriggered
 from rich.console import Console
 
-from sagacity_agents import Phase, SagaStatus, SqliteJournal
+from sagacity_agents import SagaStatus
+from sagacity_agents.backends import Phase, SqliteJournal
 from sagacity_agents.demo import BookingSystem, CardDeclined, render, run_trip
 from sagacity_agents.demo.run import booking_path_for
 from sagacity_agents.demo.trip import FINAL_MESSAGE

@@ -22,7 +22,8 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from sagacity_agents import JournalError, Sagacity, SagaStatus
+from sagacity_agents import Sagacity, SagaStatus
+from sagacity_agents.errors import JournalError
 from sagacity_agents.backends.postgres.journal import PostgresJournal
 from sagacity_agents.backends.postgres.roles import grant_statements
 from sagacity_agents.cli import cli

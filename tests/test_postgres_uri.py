@@ -11,15 +11,9 @@ import pytest
 from agents import function_tool
 from click.testing import CliRunner
 
-from sagacity_agents import (
-    ConfigurationError,
-    JournalError,
-    PostgresDatabase,
-    PostgresJournal,
-    Sagacity,
-    SagaStatus,
-    compensable,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import PostgresDatabase, PostgresJournal
+from sagacity_agents.errors import ConfigurationError, JournalError
 from sagacity_agents.cli import cli
 from sagacity_agents.backends.postgres.migrations import migrate
 from sagacity_agents.backends.postgres.driver import redacted_uri

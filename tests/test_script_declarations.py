@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sagacity_agents import Phase, SqliteJournal
+from sagacity_agents.backends import Phase, SqliteJournal
 
 pytestmark = pytest.mark.case("R-04a")
 

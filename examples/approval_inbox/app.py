@@ -26,7 +26,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from sagacity_agents import Sagacity
-from sagacity_agents.core.approval import ApprovalRequest
+from sagacity_agents.approvals import ApprovalRequest
 from sagacity_agents.web import TokenLogin, create_app, mount_inbox
 
 from ..wire_transfer.app import agent

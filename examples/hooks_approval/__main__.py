@@ -18,13 +18,8 @@ import asyncio
 
 from agents import Runner
 
-from sagacity_agents import (
-    SagacityError,
-    SagaRunHooks,
-    SqliteApprovalStore,
-    SqliteJournal,
-    wait_for_decision,
-)
+from sagacity_agents import SagacityError, SagaRunHooks, wait_for_decision
+from sagacity_agents.backends import SqliteApprovalStore, SqliteJournal
 
 from ..wire_transfer.app import agent
 

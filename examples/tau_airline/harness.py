@@ -53,15 +53,8 @@ from typing import Any
 
 from agents import Agent, Runner, set_tracing_disabled
 
-from sagacity_agents import (
-    Decision,
-    InMemoryJournal,
-    JournalEntry,
-    Phase,
-    Sagacity,
-    SagaStatus,
-    SqliteJournal,
-)
+from sagacity_agents import Decision, Sagacity, SagaStatus
+from sagacity_agents.backends import InMemoryJournal, JournalEntry, Phase, SqliteJournal
 
 from .agent_tools import InjectedFailure, make_tools, plain_tools
 from .invariants import check_invariants

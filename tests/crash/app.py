@@ -165,7 +165,8 @@ def crash(boundary: str, journal_db: str, far_db: str) -> None:
     Returns only if the kill point was never reached (a test failure: the exit code is 0)."""
     from agents import set_tracing_disabled
 
-    from sagacity_agents import Decision, Phase, Sagacity
+    from sagacity_agents import Decision, Sagacity
+    from sagacity_agents.backends import Phase
     from sagacity_agents.stores import open_journal
     from sagacity_agents.testing import make_failing
 
@@ -195,7 +196,8 @@ def recover(journal_db: str, far_db: str, kill_in: str | None = None) -> dict[st
     "approved_not_run"}`` (tool names; the seqs a human answers with ``saga resolve``), or ``{"refused": message}`` when another recovery holds
     the saga or closed it already. ``kill_in`` (``undo_car``, ``undo_hotel``): the recovery
     itself is killed in that undo, after its far-side write."""
-    from sagacity_agents import Sagacity, SagaStateError
+    from sagacity_agents import Sagacity
+    from sagacity_agents.errors import SagaStateError
 
     os.environ[_FAR_ENV] = far_db
     os.environ.pop(_KILL_ENV, None)

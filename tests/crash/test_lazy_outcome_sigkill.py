@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from sagacity_agents import Phase, SqliteJournal
+from sagacity_agents.backends import Phase, SqliteJournal
 from sagacity_agents.core.evidence import verify_sagas
 from sagacity_agents.core.ledger import SagaLedger
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 _CHILD = textwrap.dedent('''
     import asyncio, os, signal, sys
-    from sagacity_agents import Phase, SqliteJournal
+    from sagacity_agents.backends import Phase, SqliteJournal
 
     async def main(path):
         j = SqliteJournal(path)

@@ -11,11 +11,13 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from sagacity_agents import ChainFault, EvidenceError, Phase, SagaStatus
+from sagacity_agents import SagaStatus
+from sagacity_agents.backends import Phase
+from sagacity_agents.evidence import ChainFault
 from sagacity_agents.cli import cli
 from sagacity_agents.core.authenticity import ADOPTION_SAGA, adopt_keyring, attach_tagger, read_adoption
 from sagacity_agents.core.signing import Keyring
-from sagacity_agents.errors import SagaStateError
+from sagacity_agents.errors import EvidenceError, SagaStateError
 from sagacity_agents.stores import open_journal
 
 from ..sdk.helpers import agent, scripted

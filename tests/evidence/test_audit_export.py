@@ -17,9 +17,9 @@ from cryptography.exceptions import InvalidSignature
 from agents import function_tool
 from click.testing import CliRunner
 
-from sagacity_agents import (
-    Checkpoint, DirectoryCheckpointStore, PostgresCheckpointStore, Sagacity, SagaStatus, compensable,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import DirectoryCheckpointStore, PostgresCheckpointStore
+from sagacity_agents.evidence import Checkpoint
 from sagacity_agents.cli import cli
 from sagacity_agents.settings import checkpoint_store_at
 

@@ -12,9 +12,10 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from sagacity_agents import (
-    ConfigurationError, JournalError, Keyring, PostgresCheckpointStore, Sagacity,
-)
+from sagacity_agents import Sagacity
+from sagacity_agents.backends import PostgresCheckpointStore
+from sagacity_agents.errors import ConfigurationError, JournalError
+from sagacity_agents.evidence import Keyring
 from sagacity_agents.backends.postgres.roles import grant_statements
 from sagacity_agents.cli import cli
 from sagacity_agents.core.checkpoints import sign_checkpoint

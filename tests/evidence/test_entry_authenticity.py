@@ -15,7 +15,10 @@ import datetime as dt
 import pytest
 from agents import function_tool
 
-from sagacity_agents import ChainFault, EvidenceError, Phase, Sagacity, SagaStatus, compensable
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import EvidenceError
+from sagacity_agents.evidence import ChainFault
 from sagacity_agents.backends.postgres.journal import PostgresJournal
 from sagacity_agents.backends.sqlite.journal import SqliteJournal
 from sagacity_agents.core.authenticity import ADOPTION_SAGA, adopt_keyring, attach_tagger

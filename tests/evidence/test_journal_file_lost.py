@@ -16,7 +16,9 @@ import sqlite3
 import pytest
 from agents import function_tool
 
-from sagacity_agents import JournalWriteError, Phase, Sagacity, SqliteApprovalStore, SqliteJournal, compensable
+from sagacity_agents import Sagacity, compensable
+from sagacity_agents.backends import Phase, SqliteApprovalStore, SqliteJournal
+from sagacity_agents.errors import JournalWriteError
 
 from ..sdk.helpers import agent, scripted
 

@@ -7,10 +7,10 @@ import shutil
 import pytest
 from agents import function_tool
 
-from sagacity_agents import (
-    ChainFault, ConfigurationError, DirectoryCheckpointStore, EvidenceError, Keyring, Sagacity, SagaStatus,
-    compensable,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import DirectoryCheckpointStore
+from sagacity_agents.errors import ConfigurationError, EvidenceError
+from sagacity_agents.evidence import ChainFault, Keyring
 from sagacity_agents.core.signing import generate_key
 
 from ..sdk.helpers import agent, scripted

@@ -13,7 +13,10 @@ import types
 import pytest
 from click.testing import CliRunner
 
-from sagacity_agents import ChainFault, EvidenceError, Phase, SagaStatus
+from sagacity_agents import SagaStatus
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import EvidenceError
+from sagacity_agents.evidence import ChainFault
 from sagacity_agents.cli import cli
 from sagacity_agents.core import lease
 
@@ -159,7 +162,7 @@ async def test_pause_does_not_reuse_a_forged_decision_under_a_keyring(db, keys, 
     the call again, not reused as an approval; nothing is wired."""
     from agents import RunState  # noqa: PLC0415
 
-    from sagacity_agents import Saga  # noqa: PLC0415
+    from sagacity_agents.saga import Saga  # noqa: PLC0415
 
     from ..sdk import wire_app  # noqa: PLC0415
 

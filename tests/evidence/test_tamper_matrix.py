@@ -7,9 +7,12 @@ from __future__ import annotations
 import pytest
 from agents import function_tool
 
-from sagacity_agents import ApprovalError, ChainFault, EvidenceError, Phase, Sagacity, SagaStatus, compensable
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import ApprovalError, EvidenceError
+from sagacity_agents.evidence import ChainFault
 from sagacity_agents.core.canonical import canonical_bytes, sha256_hex
-from sagacity_agents import Keyring
+from sagacity_agents.evidence import Keyring
 from sagacity_agents.core.checkpoints import sign_checkpoint
 from sagacity_agents.core.evidence import sign_decision
 from sagacity_agents.core.signing import generate_key

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 from agents import function_tool
 
-from sagacity_agents import Phase, Sagacity, SagaStatus, compensable, compensate
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import Phase
+from sagacity_agents.saga import compensate
 from sagacity_agents.errors import describe_error
 from sagacity_agents.stores import open_journal
 
@@ -86,7 +88,7 @@ async def test_unprintable_exception_is_journaled_failed_and_compensated(journal
 @pytest.mark.case("E-07")
 async def test_unprintable_exception_in_an_undo_is_journaled(journal):
     """An undo raising such an exception is journaled COMPENSATION_FAILED with the safe text."""
-    from sagacity_agents import ToolDeclaration, Reversibility  # noqa: PLC0415
+    from sagacity_agents.saga import ToolDeclaration, Reversibility  # noqa: PLC0415
 
 
     def undo(ctx):

@@ -10,7 +10,10 @@ import pytest
 from agents import function_tool
 from click.testing import CliRunner
 
-from sagacity_agents import EvidenceError, Phase, Sagacity, SagaStatus, compensable, compensate
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import EvidenceError
+from sagacity_agents.saga import compensate
 from sagacity_agents.cli import cli
 from sagacity_agents.core.approval import args_hash
 

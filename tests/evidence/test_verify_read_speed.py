@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sagacity_agents import Phase
+from sagacity_agents.backends import Phase
 from sagacity_agents.core.canonical import canonical_bytes, sha256_hex
 from sagacity_agents.core.chain import ChainFault, ChainHead
 from sagacity_agents.core.evidence import verify_sagas

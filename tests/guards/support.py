@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sagacity_agents import InMemoryJournal, JournalEntry, Phase
+from sagacity_agents.backends import InMemoryJournal, JournalEntry, Phase
 from sagacity_agents.core.canonical import sha256_hex
 from sagacity_agents.core.journal import CLAIMANT_KEY, new_claimant
 

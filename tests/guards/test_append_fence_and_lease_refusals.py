@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from sagacity_agents import InMemoryJournal, Phase
+from sagacity_agents.backends import InMemoryJournal, Phase
 from sagacity_agents.core.fence import FencedJournal
 from sagacity_agents.core.journal import AppendRequest
 from sagacity_agents.core.lease import Lease, acquire_lease

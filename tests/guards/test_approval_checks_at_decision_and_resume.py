@@ -8,14 +8,10 @@ import datetime as dt
 
 import pytest
 
-from sagacity_agents import (
-    ApprovalError,
-    InMemoryJournal,
-    Phase,
-    Saga,
-    Sagacity,
-    SagaStatus,
-)
+from sagacity_agents import Sagacity, SagaStatus
+from sagacity_agents.backends import InMemoryJournal, Phase
+from sagacity_agents.errors import ApprovalError
+from sagacity_agents.saga import Saga
 from sagacity_agents.backends.memory.approvals import InMemoryApprovalStore
 from sagacity_agents.core.approval import args_hash
 

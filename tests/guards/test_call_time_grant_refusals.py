@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sagacity_agents import Phase
+from sagacity_agents.backends import Phase
 from sagacity_agents.core.grants import (
     consumed_decisions,
     grant_for_call,

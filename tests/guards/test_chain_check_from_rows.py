@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from sagacity_agents import JournalEntry, Phase
+from sagacity_agents.backends import JournalEntry, Phase
 from sagacity_agents.core.canonical import canonical_bytes, sha256_hex
 from sagacity_agents.core.chain import VerifyResult, verify_entries, verify_rows
 from sagacity_agents.core.entries import CHAIN_COLUMNS

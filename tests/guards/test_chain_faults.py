@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sagacity_agents import Phase
+from sagacity_agents.backends import Phase
 from sagacity_agents.core.chain import (
     ChainFault,
     ChainHead,

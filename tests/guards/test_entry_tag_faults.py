@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from sagacity_agents import InMemoryJournal, Phase
+from sagacity_agents.backends import InMemoryJournal, Phase
 from sagacity_agents.core import authenticity
 from sagacity_agents.core.authenticity import (
     ADOPTION_SAGA,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagacity_agents import Phase
+from sagacity_agents.backends import Phase
 from sagacity_agents.core.structure import structure_problem
 
 from .support import journal_of

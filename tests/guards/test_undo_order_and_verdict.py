@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagacity_agents import Phase
+from sagacity_agents.backends import Phase
 from sagacity_agents.core.compensation import CompensationItem, SagaLedger, undo_order
 from sagacity_agents.core.declarations import Reversibility, ToolDeclaration
 from sagacity_agents.core.saga.status import FailureRecord

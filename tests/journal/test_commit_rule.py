@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 
-from sagacity_agents import JournalClosedError, JournalError, Phase, SqliteJournal
+from sagacity_agents.backends import Phase, SqliteJournal
+from sagacity_agents.errors import JournalClosedError, JournalError
 from sagacity_agents.core.chain import verify_journal
 from sagacity_agents.core.journal import lazy_phases
 from sagacity_agents.core.lease import acquire_lease
@@ -140,7 +141,7 @@ async def test_the_rule_is_journaled_in_run_started_and_shown(tmp_path):
 async def test_sqlite_lock_wait_is_bounded_by_busy_timeout_and_fine_grained(tmp_path, monkeypatch):
     """Issue 22, item 5: an append waits for another writer's lock in steps of at most ~1 ms
     (it gets the lock soon after it is freed) and never longer than busy_timeout."""
-    from sagacity_agents import JournalWriteError
+    from sagacity_agents.errors import JournalWriteError
 
     path = tmp_path / "j.db"
     journal = SqliteJournal(path, busy_timeout=0.3)
@@ -178,7 +179,7 @@ async def test_sqlite_lock_wait_is_bounded_by_busy_timeout_and_fine_grained(tmp_
 async def test_sqlite_appends_arriving_together_share_a_commit_and_fail_alone(tmp_path):
     """Issue 22, item 3: appends queued while the journal's thread is busy are written in one
     transaction (one commit); one the rule refuses (a closed saga, a conflict) fails alone."""
-    from sagacity_agents import JournalConflictError
+    from sagacity_agents.errors import JournalConflictError
 
     journal = SqliteJournal(tmp_path / "j.db")
     groups = _count_groups(journal)
@@ -263,7 +264,7 @@ async def test_sqlite_an_entry_too_big_for_the_file_fails_alone_in_a_shared_comm
     """Issue 22, item 3 (found by review): an entry SQLite refuses to store (over the file's
     length limit, lowered here to 1 MB instead of sending 1 GB) shares a commit with another
     saga's INTENT: it fails alone, naming its own saga; the INTENT is stored, the chain verifies."""
-    from sagacity_agents import JournalWriteError
+    from sagacity_agents.errors import JournalWriteError
 
     journal = SqliteJournal(tmp_path / "j.db")
     journal._executor.submit(lambda: journal._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000)).result()
@@ -296,7 +297,7 @@ async def test_a_saga_id_key_tool_or_call_id_of_another_type_is_the_callers_erro
     tool, an int call id) is refused with a TypeError before any backend sees it, on every backend,
     so a neighbour sharing the SQLite commit is stored; the in-memory journal refuses it too (it
     stored such values before, giving other bytes than SQLite)."""
-    from sagacity_agents import InMemoryJournal
+    from sagacity_agents.backends import InMemoryJournal
 
     fields = {"saga_id": "B", "write_key": "i", "tool": "t", "call_id": "c"} | {field: value}
     saga_id = fields.pop("saga_id")

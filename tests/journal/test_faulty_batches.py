@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from agents import function_tool
 
-from sagacity_agents import Phase, Sagacity, SagaStatus, compensable
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import Phase
 from sagacity_agents.core.journal import append_each
 from sagacity_agents.errors import JournalWriteError
 from sagacity_agents.testing import FaultyJournal, make_failing

@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from sagacity_agents import LeaseLostError, Phase, SqliteJournal
-from sagacity_agents.errors import JournalError
+from sagacity_agents.backends import Phase, SqliteJournal
+from sagacity_agents.errors import JournalError, LeaseLostError
 from sagacity_agents.backends.sqlite import journal as sqlite_journal
 from sagacity_agents.core.chain import verify_entries
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from sagacity_agents import Phase, SqliteJournal
+from sagacity_agents.backends import Phase, SqliteJournal
 from sagacity_agents.errors import JournalWriteError
 
 

@@ -12,7 +12,8 @@ from agents import Agent
 from agents.testing import ScriptedModel, assistant_message, function_call
 from click.testing import CliRunner
 
-from sagacity_agents import ApprovalError, Sagacity, SagaStatus
+from sagacity_agents import Sagacity, SagaStatus
+from sagacity_agents.errors import ApprovalError
 from sagacity_agents.cli import cli
 from sagacity_agents.sdk.mcp import protect_mcp_server
 

@@ -15,7 +15,8 @@ from agents.tool_guardrails import (
     tool_output_guardrail,
 )
 
-from sagacity_agents import Phase, Sagacity, SagaStatus
+from sagacity_agents import Sagacity, SagaStatus
+from sagacity_agents.backends import Phase
 from sagacity_agents.sdk import _sdk_internals as sdk
 from sagacity_agents.sdk.mcp import protect_mcp_server
 

@@ -15,7 +15,8 @@ import pytest
 from agents import Agent
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from sagacity_agents import Phase, Sagacity, SagaStatus
+from sagacity_agents import Sagacity, SagaStatus
+from sagacity_agents.backends import Phase
 from sagacity_agents.sdk.mcp import McpPolicy, protect_mcp_server
 
 from .conftest import SERVER, Payments, stdio_server

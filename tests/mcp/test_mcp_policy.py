@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sagacity_agents import DeclarationError
+from sagacity_agents.errors import DeclarationError
 from sagacity_agents.core.undo import CompensationContext
 from sagacity_agents.sdk.mcp import (
     McpPolicy,

@@ -8,13 +8,9 @@ import pytest
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from sagacity_agents import (
-    Phase,
-    Sagacity,
-    SagaStatus,
-    call_idempotency_key,
-    current_idempotency_key,
-)
+from sagacity_agents import Sagacity, SagaStatus, current_idempotency_key
+from sagacity_agents.backends import Phase
+from sagacity_agents.saga import call_idempotency_key
 from sagacity_agents.sdk.mcp import IDEMPOTENCY_META_KEY, protect_mcp_server
 
 from .conftest import POLICY, Payments, stdio_server

@@ -9,7 +9,8 @@ import asyncio
 import pytest
 from click.testing import CliRunner
 
-from sagacity_agents import Decision, FailurePolicy, Phase, Sagacity, SagaStatus
+from sagacity_agents import Decision, FailurePolicy, Sagacity, SagaStatus
+from sagacity_agents.backends import Phase
 from sagacity_agents.cli import cli
 from sagacity_agents.demo.booking import BookingSystem
 from sagacity_agents.demo.trip import TRIP_REQUEST, build_agent
@@ -172,7 +173,7 @@ async def test_otel_resolve_span_joins_the_last_known_trace(sdk_spans, otel):
     """A crashed saga is recovered (its call in doubt stays), then a human resolves the call from
     a process with no SDK trace: the ``sagacity.resolve`` span is in the recovery's trace, and
     the RESOLVED entry carries its OTel ids."""
-    from sagacity_agents import InMemoryJournal
+    from sagacity_agents.backends import InMemoryJournal
     from tests.sdk.test_recovery import crashed_saga
     from tests.sdk.test_resolve import step_agent
 

@@ -9,7 +9,8 @@ import textwrap
 
 import pytest
 
-from sagacity_agents import FailurePolicy, Phase, Sagacity, SagaStatus, SqliteJournal
+from sagacity_agents import FailurePolicy, Sagacity, SagaStatus
+from sagacity_agents.backends import Phase, SqliteJournal
 from sagacity_agents.demo.booking import BookingSystem
 from sagacity_agents.demo.trip import TRIP_REQUEST, build_agent
 

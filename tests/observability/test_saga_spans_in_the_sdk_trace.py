@@ -16,15 +16,8 @@ from agents import (
 )
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from sagacity_agents import (
-    FailurePolicy,
-    Phase,
-    Sagacity,
-    SagaRunHooks,
-    SagaStatus,
-    Verdict,
-    compensable,
-)
+from sagacity_agents import FailurePolicy, Sagacity, SagaRunHooks, SagaStatus, Verdict, compensable
+from sagacity_agents.backends import Phase
 from sagacity_agents.demo.booking import BookingSystem
 from sagacity_agents.demo.trip import CARD, TRIP_REQUEST, build_agent
 from sagacity_agents.sdk.tracing import saga_trace

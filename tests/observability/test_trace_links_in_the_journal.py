@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagacity_agents import Phase
+from sagacity_agents.backends import Phase
 from sagacity_agents.core import observe
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.entries import GENESIS_HASH, seal_entry
@@ -76,7 +76,7 @@ async def test_retry_from_another_span_is_the_same_write(journal, link):
 
 
 async def test_an_edited_trace_link_breaks_the_chain(tmp_path, link):
-    from sagacity_agents import SqliteJournal
+    from sagacity_agents.backends import SqliteJournal
     from tests.backends import BACKENDS as every
 
     (sqlite,) = [b for b in every if b.name == "sqlite"]

@@ -52,7 +52,7 @@ async def crash_saga(journal: Any, saga_id: str) -> None:
     """Journal what a run leaves when its process is killed after three EXECUTED steps: a
     RUN_STARTED whose lease has long expired and no RUN_ENDED (the journal's clock must be in
     the past for that)."""
-    from sagacity_agents import Phase
+    from sagacity_agents.backends import Phase
 
     await journal.append(saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": {}})
     await journal.append(saga_id, Phase.RUN_STARTED, write_key="run:dead",
@@ -95,7 +95,7 @@ async def recover_once(journal: Any, far: str, saga_id: str, how: str) -> str:
         if how == "recover":
             result = await Sagacity(journal, lease_seconds=5.0).recover(saga_id, agent)
             return result.status.value
-        from sagacity_agents import Saga
+        from sagacity_agents.saga import Saga
 
         saga = Saga(journal, saga_id)
         bind_agent(saga, agent)
@@ -111,7 +111,7 @@ def process_worker(db: str, far: str, saga_ids: list[str], how: str, barrier: An
     before each one so that both start it together."""
     from agents import set_tracing_disabled
 
-    from sagacity_agents import SqliteJournal
+    from sagacity_agents.backends import SqliteJournal
 
     set_tracing_disabled(True)
 

@@ -7,7 +7,7 @@ from typing import Any
 from agents import Agent
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from sagacity_agents import JournalEntry, Phase
+from sagacity_agents.backends import JournalEntry, Phase
 
 
 def scripted(*turns: list[tuple[str, Any, str]] | str) -> ScriptedModel:

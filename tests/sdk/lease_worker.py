@@ -42,7 +42,8 @@ def run_order(db: str, marker_dir: str, n: int, barrier: Any, out: Any, lease_se
     A refused run creates ``release`` so the running one can finish."""
     from agents import set_tracing_disabled
 
-    from sagacity_agents import Sagacity, SagaStateError
+    from sagacity_agents import Sagacity
+    from sagacity_agents.errors import SagaStateError
 
     set_tracing_disabled(True)
     if barrier is not None:

@@ -13,19 +13,16 @@ import pytest
 from agents import Agent, Handoff, Runner, UserError, function_tool, handoff
 
 from sagacity_agents import (
-    ConfigurationError,
-    InMemoryApprovalStore,
-    InMemoryJournal,
-    Phase,
     Sagacity,
     SagaRunHooks,
     SagaStatus,
-    SqliteJournal,
     compensable,
     irreversible,
     nested_agent_tool,
     read_only,
 )
+from sagacity_agents.backends import InMemoryApprovalStore, InMemoryJournal, Phase, SqliteJournal
+from sagacity_agents.errors import ConfigurationError
 from sagacity_agents.core.approval import args_hash
 from sagacity_agents.sdk.graph import UnseenAgentWarning, agent_graph
 

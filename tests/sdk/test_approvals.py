@@ -15,14 +15,9 @@ import pytest
 from agents import Runner
 from agents.run_state import RunState
 
-from sagacity_agents import (
-    ApprovalError,
-    InMemoryJournal,
-    Phase,
-    SagaRunHooks,
-    Sagacity,
-    SagaStatus,
-)
+from sagacity_agents import SagaRunHooks, Sagacity, SagaStatus
+from sagacity_agents.backends import InMemoryJournal, Phase
+from sagacity_agents.errors import ApprovalError
 from sagacity_agents.backends.memory.approvals import InMemoryApprovalStore
 from sagacity_agents.sdk.results import Decision
 
@@ -309,7 +304,7 @@ async def test_reused_decision_for_a_re_interrupted_call():
     """C-05: if the SDK interrupts again for the same not-yet-run call with the same hash, the
     consumed decision is reused instead of asking the human again; the journal (CONSUMED with no
     INTENT using it) says so, not memory, and the call still runs once."""
-    from sagacity_agents import Saga
+    from sagacity_agents.saga import Saga
 
     s = sagacity()
     result = await paused(s)
@@ -517,7 +512,7 @@ async def test_resume_with_the_tool_declared_differently_is_refused():
 
 
 async def test_a_paused_saga_is_not_closed_or_continued_behind_its_approvals():
-    from sagacity_agents import SagaStateError
+    from sagacity_agents.errors import SagaStateError
 
     s = sagacity()
     result = await paused(s)
@@ -537,7 +532,8 @@ async def test_a_paused_saga_is_not_closed_or_continued_behind_its_approvals():
 def test_an_approval_policy_callable_is_refused_for_irreversible_tools():
     from agents import function_tool
 
-    from sagacity_agents import ConfigurationError, irreversible
+    from sagacity_agents import irreversible
+    from sagacity_agents.errors import ConfigurationError
 
     async def only_big(ctx, params, call_id):
         return params["amount"] > 100
@@ -556,7 +552,7 @@ def test_an_approval_policy_callable_is_refused_for_irreversible_tools():
 async def test_a_request_unconsumed_in_the_store_is_refused_by_its_consumed_entry():
     """The journal is the record: after a resume consumed a request (CONSUMED journaled),
     resetting the store's consumed flag by hand does not make it resumable again."""
-    from sagacity_agents import Saga
+    from sagacity_agents.saga import Saga
 
     s = sagacity()
     result = await paused(s)

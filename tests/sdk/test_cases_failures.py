@@ -8,17 +8,9 @@ import time
 import pytest
 from agents import Agent, function_tool
 
-from sagacity_agents import (
-    FailurePolicy,
-    InMemoryJournal,
-    Phase,
-    Sagacity,
-    SagaStatus,
-    compensable,
-    no_undo,
-    read_only,
-    verify_journal,
-)
+from sagacity_agents import FailurePolicy, Sagacity, SagaStatus, compensable, no_undo, read_only
+from sagacity_agents.backends import InMemoryJournal, Phase
+from sagacity_agents.evidence import verify_journal
 
 from .helpers import agent, phases, scripted, tool_outputs
 

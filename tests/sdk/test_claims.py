@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from sagacity_agents import InMemoryJournal, Phase, SqliteJournal
+from sagacity_agents.backends import InMemoryJournal, Phase, SqliteJournal
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.undo import idempotency_key
 
@@ -25,7 +25,7 @@ def make_journal(backend: str, path: str, clock: CrashClock, request: object = N
     if backend == "memory":
         return InMemoryJournal(clock=clock)
     if backend == "postgres":  # the claim rule under the advisory lock
-        from sagacity_agents import PostgresJournal
+        from sagacity_agents.backends import PostgresJournal
 
         return PostgresJournal(request.getfixturevalue("pg_uri"), clock=clock)
     return SqliteJournal(path, clock=clock, synchronous="NORMAL")

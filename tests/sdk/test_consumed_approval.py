@@ -11,17 +11,13 @@ from agents.exceptions import AgentsException
 from agents.run_state import RunState
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from sagacity_agents import (
+from sagacity_agents import Sagacity, SagaRunHooks, SagaStatus, irreversible, protect_tool
+from sagacity_agents.backends import (
     InMemoryApprovalStore,
     InMemoryJournal,
     Phase,
-    Sagacity,
-    SagaRunHooks,
-    SagaStatus,
     SqliteApprovalStore,
     SqliteJournal,
-    irreversible,
-    protect_tool,
 )
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.sdk.approvals import ApprovalDesk

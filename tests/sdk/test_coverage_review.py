@@ -18,14 +18,9 @@ from agents import Agent, CustomTool, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 from openai.types.responses import ResponseCustomToolCall
 
-from sagacity_agents import (
-    ConfigurationError,
-    Phase,
-    Sagacity,
-    SagaStatus,
-    compensable,
-    protect_tool,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable, protect_tool
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import ConfigurationError
 from sagacity_agents.render import summarize_payload
 
 from .helpers import scripted

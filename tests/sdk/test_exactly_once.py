@@ -11,14 +11,9 @@ from typing import Any
 import pytest
 from agents import function_tool
 
-from sagacity_agents import (
-    ApprovalError,
-    InMemoryApprovalStore,
-    Phase,
-    Sagacity,
-    SagaStatus,
-    irreversible,
-)
+from sagacity_agents import Sagacity, SagaStatus, irreversible
+from sagacity_agents.backends import InMemoryApprovalStore, Phase
+from sagacity_agents.errors import ApprovalError
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.stores import approval_store_for, open_journal
 
@@ -118,7 +113,7 @@ async def test_reset_consumed_flag_and_old_snapshot_cannot_run_an_approved_call_
 async def test_an_approved_call_killed_after_consumed_before_intent_is_named_by_recovery(backend):
     """A process that consumed the approval (CONSUMED journaled) and died before the INTENT: the
     deposit never ran; recovery names it ("approved, never ran"), runs nothing, and closes."""
-    from sagacity_agents import Saga
+    from sagacity_agents.saga import Saga
 
     DEPOSITS.clear()
     path, journal, store, s = backend

@@ -10,9 +10,8 @@ from __future__ import annotations
 import pytest
 from agents import Agent, function_tool
 
-from sagacity_agents import (
-    ConfigurationError, SagaStatus, Sagacity, compensable,
-)
+from sagacity_agents import SagaStatus, Sagacity, compensable
+from sagacity_agents.errors import ConfigurationError
 
 from .helpers import scripted
 from .test_agent_graph import journals  # noqa: F401 - the memory/SQLite fixture
@@ -150,7 +149,8 @@ async def test_same_agent_name_same_id_different_undos_refused_at_start(journals
 async def test_a_pause_journals_the_agent_that_asked():
     """The AWAITING_APPROVAL entry names the agent whose call waits (``sagacity approvals show``
     prints it): two agents' ``wire`` tools are told apart by a human."""
-    from sagacity_agents import InMemoryApprovalStore, InMemoryJournal, Phase, irreversible
+    from sagacity_agents import irreversible
+    from sagacity_agents.backends import InMemoryApprovalStore, InMemoryJournal, Phase
 
     @function_tool(needs_approval=True)
     @irreversible

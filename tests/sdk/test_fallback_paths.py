@@ -25,18 +25,15 @@ from agents import (
 )
 
 from sagacity_agents import (
-    InMemoryApprovalStore,
-    InMemoryJournal,
-    Phase,
     Sagacity,
     SagaStatus,
-    SqliteJournal,
     compensable,
     irreversible,
     nested_agent_tool,
     protect_tool,
     read_only,
 )
+from sagacity_agents.backends import InMemoryApprovalStore, InMemoryJournal, Phase, SqliteJournal
 from sagacity_agents.core.compensation import SagaLedger
 
 from .helpers import agent, phases, scripted, tool_outputs

@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 from agents import function_tool
 
-from sagacity_agents import LeaseLostError, Phase, Sagacity, SagaStatus, compensable
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import LeaseLostError
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.journal import utc_now
 from tests.backends import BACKENDS
@@ -169,7 +171,7 @@ async def test_keeper_sees_the_loss_and_the_run_stops_at_its_next_step(any_journ
     """While a body awaits (the loop runs, the keeper beats), another run takes the saga over:
     the keeper notices, the body's outcome is written late, the run writes nothing else and
     ends LEASE_LOST, and the next call's body never starts."""
-    from sagacity_agents import Saga
+    from sagacity_agents.saga import Saga
     from sagacity_agents.sdk.tools import declaration_of
 
     saga = Saga(any_journal, "kept", lease_seconds=0.3)
@@ -210,7 +212,7 @@ async def test_keeper_sees_the_loss_and_the_run_stops_at_its_next_step(any_journ
 async def test_only_the_holders_own_entries_renew_its_lease():
     """R-04b: a RESOLVED (a human's entry) after a dead holder's last entry must not renew its
     lease, or the `recover` that `resolve` suggests is refused for another lease period."""
-    from sagacity_agents import InMemoryJournal
+    from sagacity_agents.backends import InMemoryJournal
     from sagacity_agents.core.lease import lease_of
     from sagacity_agents.testing import FrozenClock
 
@@ -241,7 +243,7 @@ async def test_a_recovery_that_stalls_in_an_undo_stops_before_the_next(place):
     starts no further undo (its COMPENSATING is refused) and ends LEASE_LOST. The second
     recovery reported that undo in doubt and undid the rest; a third finds every undo applied
     exactly once and closes the saga."""
-    from sagacity_agents import Saga
+    from sagacity_agents.saga import Saga
     from sagacity_agents.sdk.tools import declaration_of
 
     backend, location, options = place

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 from agents import RunHooks, Runner
 
-from sagacity_agents import LeaseLostError, Phase, Sagacity, SagaRunHooks, SagaStatus
+from sagacity_agents import Sagacity, SagaRunHooks, SagaStatus
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import LeaseLostError
 from sagacity_agents.core.chain import verify_entries
 
 from .helpers import agent as make_agent
@@ -158,7 +160,8 @@ async def test_an_outcome_refused_even_late_is_named_in_the_error(place):  # noq
 def test_lease_seconds_is_checked_when_the_facade_is_made(bad):
     """A lease that cannot work is refused at construction, before anything is written (it was
     accepted, then failed at the first run after SAGA_OPENED was journaled)."""
-    from sagacity_agents import InMemoryJournal, Saga
+    from sagacity_agents.backends import InMemoryJournal
+    from sagacity_agents.saga import Saga
 
     with pytest.raises(ValueError, match="lease_seconds"):
         Sagacity(InMemoryJournal(), lease_seconds=bad)

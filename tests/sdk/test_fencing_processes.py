@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-from sagacity_agents import LeaseLostError, Phase, Sagacity, SagaStateError, SagaStatus
+from sagacity_agents import Sagacity, SagaStatus
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import LeaseLostError, SagaStateError
 from sagacity_agents.core.chain import verify_entries
 
 from tests import forked

@@ -25,21 +25,18 @@ from agents.tool_guardrails import ToolGuardrailFunctionOutput, tool_input_guard
 from sagacity_agents import (
     CompensationContext,
     FailurePolicy,
-    InMemoryJournal,
-    JournalWriteError,
-    Phase,
     SagaRunHooks,
     Sagacity,
     SagaStatus,
-    SagaVerdict,
     compensable,
     no_undo,
     protect_tool,
     read_only,
     record_undo_data,
-    saga_output_guardrail,
-    saga_tool_guardrail,
 )
+from sagacity_agents.backends import InMemoryJournal, Phase
+from sagacity_agents.errors import JournalWriteError
+from sagacity_agents.guardrails import SagaVerdict, saga_output_guardrail, saga_tool_guardrail
 from sagacity_agents.demo.booking import BookingSystem, CardDeclined
 from sagacity_agents.demo.trip import FINAL_MESSAGE, TRIP_REQUEST, scripted_model, trip_tools
 
@@ -651,7 +648,7 @@ async def test_output_guardrail_trips_under_a_saga_already_compensated(any_journ
 
 def test_verdict_texts_for_the_model_and_for_people():
     """The model's message names calls, never error text; summary() gives people the errors."""
-    from sagacity_agents import CompensationItem, FailureRecord
+    from sagacity_agents.saga import CompensationItem, FailureRecord
 
     verdict = SagaVerdict(
         saga_id="s1", status="OPEN",

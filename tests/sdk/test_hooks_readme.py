@@ -11,14 +11,9 @@ from pathlib import Path
 import pytest
 from agents import Runner, function_tool
 
-from sagacity_agents import (
-    Phase,
-    SagaRunHooks,
-    SagaStateError,
-    SagaStatus,
-    SqliteJournal,
-    compensable,
-)
+from sagacity_agents import SagaRunHooks, SagaStatus, compensable
+from sagacity_agents.backends import Phase, SqliteJournal
+from sagacity_agents.errors import SagaStateError
 from sagacity_agents.stores import open_journal
 from tests.backends import BACKENDS
 

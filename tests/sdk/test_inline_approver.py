@@ -10,7 +10,8 @@ import asyncio
 import pytest
 from click.testing import CliRunner
 
-from sagacity_agents import Decision, Sagacity, SagaStateError, SagaStatus
+from sagacity_agents import Decision, Sagacity, SagaStatus
+from sagacity_agents.errors import SagaStateError
 from sagacity_agents.cli import cli
 from tests.backends import BACKENDS
 

@@ -12,15 +12,9 @@ from pathlib import Path
 import pytest
 from agents import function_tool
 
-from sagacity_agents import (
-    InMemoryJournal,
-    Phase,
-    Sagacity,
-    SagaStateError,
-    SagaStatus,
-    SqliteJournal,
-    compensable,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import InMemoryJournal, Phase, SqliteJournal
+from sagacity_agents.errors import SagaStateError
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.lease import lease_of
 
@@ -34,7 +28,7 @@ SAGA = "order-42"
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def journal(request, tmp_path):
     if request.param == "postgres":  # the lease's conditional append under the advisory lock
-        from sagacity_agents import PostgresJournal
+        from sagacity_agents.backends import PostgresJournal
 
         j = PostgresJournal(request.getfixturevalue("pg_uri"))
     else:
@@ -272,7 +266,7 @@ async def test_a_saga_closed_between_the_read_and_the_run_started_is_refused_as_
     """Two recoveries at once: the loser read the saga open, the winner closed it, and the
     loser's conditional RUN_STARTED meets the close. It is refused with SagaStateError (nothing
     written), like any run on a closed saga, not a raw JournalClosedError."""
-    from sagacity_agents import InMemoryJournal, Phase
+    from sagacity_agents.backends import InMemoryJournal, Phase
     from sagacity_agents.core.lease import acquire_lease
     from sagacity_agents.errors import SagaStateError
 

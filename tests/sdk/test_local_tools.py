@@ -28,7 +28,9 @@ from openai.types.responses.response_function_shell_tool_call import (
     ResponseFunctionShellToolCall,
 )
 
-from sagacity_agents import ConfigurationError, Phase, Sagacity, SagaStatus, no_undo
+from sagacity_agents import Sagacity, SagaStatus, no_undo
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import ConfigurationError
 from sagacity_agents.sdk.local_tools import (
     OutsideSagaWarning,
     protect_apply_patch,
@@ -144,7 +146,7 @@ def test_tools_outside_the_saga_listed_and_hosted_mcp_refused_under_strict(tmp_p
                                         "server_url": "https://example.invalid/mcp",
                                         "require_approval": "never"})
     agent = Agent(name="a", model=ScriptedModel(), tools=[WebSearchTool(), hosted])
-    from sagacity_agents import InMemoryJournal
+    from sagacity_agents.backends import InMemoryJournal
     from sagacity_agents.core.saga import Saga
     from sagacity_agents.sdk.binding import bind_agent
 

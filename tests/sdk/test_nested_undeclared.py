@@ -16,15 +16,9 @@ from typing import Any
 import pytest
 from agents import Agent, RunHooks, Runner, function_tool
 
-from sagacity_agents import (
-    ConfigurationError,
-    Phase,
-    Sagacity,
-    SagaStatus,
-    compensable,
-    nested_agent_tool,
-    read_only,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable, nested_agent_tool, read_only
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import ConfigurationError
 
 from .helpers import scripted
 

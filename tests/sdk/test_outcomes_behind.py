@@ -12,16 +12,11 @@ from typing import Any
 
 from agents import Agent, function_tool
 
-from sagacity_agents import (
-    JournalWriteError,
-    Phase,
-    PostgresJournal,
-    Sagacity,
-    SagaStatus,
-    compensable,
-    saga_output_guardrail,
-    verify_journal,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import Phase, PostgresJournal
+from sagacity_agents.errors import JournalWriteError
+from sagacity_agents.evidence import verify_journal
+from sagacity_agents.guardrails import saga_output_guardrail
 from sagacity_agents.backends.memory.journal import InMemoryJournal
 
 from .helpers import scripted

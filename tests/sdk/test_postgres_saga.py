@@ -13,15 +13,10 @@ import pytest
 from agents import function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from sagacity_agents import (
-    JournalError,
-    Phase,
-    PostgresJournal,
-    Sagacity,
-    SagaStatus,
-    compensable,
-    verify_journal,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import Phase, PostgresJournal
+from sagacity_agents.errors import JournalError
+from sagacity_agents.evidence import verify_journal
 from sagacity_agents.backends.postgres.roles import grant_statements
 from sagacity_agents.core.journal import append_each
 from tests.pg import SERVER, admin_connect, with_search_path

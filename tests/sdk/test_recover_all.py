@@ -9,7 +9,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from sagacity_agents import Phase, SqliteJournal
+from sagacity_agents.backends import Phase, SqliteJournal
 from sagacity_agents.cli import cli
 from sagacity_agents.render import saga_status
 

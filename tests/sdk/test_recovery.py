@@ -5,14 +5,9 @@ from __future__ import annotations
 import pytest
 from agents import function_tool
 
-from sagacity_agents import (
-    InMemoryJournal,
-    Phase,
-    Sagacity,
-    SagaStateError,
-    SagaStatus,
-    compensable,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import InMemoryJournal, Phase
+from sagacity_agents.errors import SagaStateError
 
 from .helpers import agent, scripted
 

@@ -8,7 +8,8 @@ import asyncio
 import pytest
 from agents import Agent, function_tool
 
-from sagacity_agents import FailurePolicy, InMemoryJournal, Phase, Sagacity, SagaStatus, no_undo
+from sagacity_agents import FailurePolicy, Sagacity, SagaStatus, no_undo
+from sagacity_agents.backends import InMemoryJournal, Phase
 
 from .helpers import scripted
 from .test_guardrails import Trip

@@ -8,16 +8,9 @@ import pytest
 from agents import function_tool
 from click.testing import CliRunner
 
-from sagacity_agents import (
-    EvidenceError,
-    InMemoryJournal,
-    Phase,
-    Sagacity,
-    SagaStateError,
-    SagaStatus,
-    SqliteJournal,
-    compensable,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import InMemoryJournal, Phase, SqliteJournal
+from sagacity_agents.errors import EvidenceError, SagaStateError
 from sagacity_agents.cli import cli
 from sagacity_agents.core.chain import verify_entries
 

@@ -7,14 +7,8 @@ import base64
 
 from agents import function_tool
 
-from sagacity_agents import (
-    InMemoryJournal,
-    Phase,
-    Sagacity,
-    SagaStatus,
-    compensable,
-    no_undo,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable, no_undo
+from sagacity_agents.backends import InMemoryJournal, Phase
 
 from .helpers import agent, scripted
 from .test_recovery import crashed_saga
@@ -25,7 +19,7 @@ class LostOutcomeJournal(InMemoryJournal):
 
     async def append(self, saga_id, phase, **kw):
         if phase is Phase.EXECUTED and kw.get("tool") == "pay":
-            from sagacity_agents import JournalWriteError
+            from sagacity_agents.errors import JournalWriteError
 
             raise JournalWriteError("disk full")
         return await super().append(saga_id, phase, **kw)

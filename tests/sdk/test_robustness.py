@@ -14,15 +14,14 @@ from agents import function_tool
 
 from sagacity_agents import (
     FailurePolicy,
-    InMemoryJournal,
-    Phase,
     Sagacity,
-    SagaStateError,
     SagaStatus,
     compensable,
     no_undo,
     record_undo_data,
 )
+from sagacity_agents.backends import InMemoryJournal, Phase
+from sagacity_agents.errors import SagaStateError
 from sagacity_agents.testing import make_failing
 
 from .helpers import agent, phases, scripted
@@ -253,7 +252,7 @@ async def test_lost_acknowledgement_of_an_intent_still_runs_the_call_once():
 async def test_two_tools_with_one_name_on_one_agent_are_refused():
     from agents import Agent
 
-    from sagacity_agents import ConfigurationError
+    from sagacity_agents.errors import ConfigurationError
 
     @function_tool(name_override="book")
     @compensable(undo=lambda ctx: None)

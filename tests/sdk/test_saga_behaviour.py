@@ -11,16 +11,9 @@ from agents import Runner, function_tool
 
 from sagacity_agents import (
     CompensationContext,
-    ConfigurationError,
-    DeclarationError,
     FailurePolicy,
-    HooksNotEnteredError,
-    InMemoryJournal,
-    JournalWriteError,
-    Phase,
     SagaRunHooks,
     Sagacity,
-    SagaStateError,
     SagaStatus,
     Verdict,
     compensable,
@@ -28,6 +21,14 @@ from sagacity_agents import (
     no_undo,
     read_only,
     record_undo_data,
+)
+from sagacity_agents.backends import InMemoryJournal, Phase
+from sagacity_agents.errors import (
+    ConfigurationError,
+    DeclarationError,
+    HooksNotEnteredError,
+    JournalWriteError,
+    SagaStateError,
 )
 
 from .helpers import agent, phases, scripted, tool_outputs

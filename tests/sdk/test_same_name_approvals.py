@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from agents import Agent, function_tool
 
-from sagacity_agents import Phase, Sagacity, SagaStatus, irreversible, nested_agent_tool
+from sagacity_agents import Sagacity, SagaStatus, irreversible, nested_agent_tool
+from sagacity_agents.backends import Phase
 from sagacity_agents.core.approval import args_hash
 from tests.backends import BACKENDS
 

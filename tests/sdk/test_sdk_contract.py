@@ -12,15 +12,8 @@ import pytest
 from agents import Agent, RunContextWrapper, Runner, UserError, function_tool
 from agents.tool_context import ToolContext
 
-from sagacity_agents import (
-    InMemoryJournal,
-    Phase,
-    Sagacity,
-    SagaStatus,
-    compensable,
-    no_undo,
-    read_only,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable, no_undo, read_only
+from sagacity_agents.backends import InMemoryJournal, Phase
 
 from .helpers import agent, phases, scripted, tool_outputs
 
@@ -263,7 +256,8 @@ async def test_protect_tool_journals_a_hand_built_tool_through_its_failure_forma
     """Fact pinned for the fallback: a copy of a FunctionTool with its failure formatter swapped
     (the SDK's internal set_function_tool_failure_error_function) still converts the error for
     the model, and our formatter sees the raw exception first."""
-    from sagacity_agents import Reversibility, protect_tool
+    from sagacity_agents import protect_tool
+    from sagacity_agents.saga import Reversibility
 
     @function_tool
     def legacy(x: int) -> str:

@@ -10,7 +10,8 @@ import pytest
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from sagacity_agents import InMemoryJournal, Phase, Sagacity, SagaStatus, SqliteJournal, compensable
+from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents.backends import InMemoryJournal, Phase, SqliteJournal
 from sagacity_agents.core.saga import calls
 
 

@@ -30,8 +30,6 @@ from agents import (
 )
 
 from sagacity_agents import (
-    ConfigurationError,
-    Phase,
     Sagacity,
     SagaRunHooks,
     SagaStatus,
@@ -39,8 +37,10 @@ from sagacity_agents import (
     nested_agent_tool,
     no_undo,
     read_only,
-    saga_output_guardrail,
 )
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import ConfigurationError
+from sagacity_agents.guardrails import saga_output_guardrail
 from sagacity_agents.sdk.graph import agent_graph
 
 from .helpers import scripted, tool_outputs

@@ -12,9 +12,6 @@ import pytest
 from agents import AgentHooks, Runner, UserError, function_tool
 
 from sagacity_agents import (
-    ConfigurationError,
-    DeclarationError,
-    Phase,
     SagaRunHooks,
     Sagacity,
     SagaStatus,
@@ -23,6 +20,8 @@ from sagacity_agents import (
     no_undo,
     read_only,
 )
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import ConfigurationError, DeclarationError
 
 from .helpers import agent, scripted, tool_outputs
 

@@ -13,15 +13,8 @@ import uuid
 import pytest
 from agents import Runner, function_tool
 
-from sagacity_agents import (
-    CompensationContext,
-    InMemoryJournal,
-    Phase,
-    Sagacity,
-    SagaStatus,
-    compensable,
-    record_undo_data,
-)
+from sagacity_agents import CompensationContext, Sagacity, SagaStatus, compensable, record_undo_data
+from sagacity_agents.backends import InMemoryJournal, Phase
 from sagacity_agents.core.canonical import canonical_bytes, to_canonical_value
 from sagacity_agents.core.saga.verdict import read_verdict
 from sagacity_agents.sdk.hooks import SagaRunHooks, SagaStopped

@@ -18,14 +18,9 @@ from collections import Counter
 import pytest
 from agents import UserError, function_tool
 
-from sagacity_agents import (
-    DeclarationError,
-    Phase,
-    Sagacity,
-    SagaStatus,
-    compensable,
-    no_undo,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable, no_undo
+from sagacity_agents.backends import Phase
+from sagacity_agents.errors import DeclarationError
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.declarations import DEFAULT_UNDO_TIMEOUT
 from sagacity_agents.core.lease import lease_of
@@ -323,7 +318,7 @@ async def test_a_cancelled_recovery_ends_its_run_and_the_next_one_finishes():
     """Cancelling ``recover`` itself (no hooks around it) while an undo hangs: the undo is
     journaled in doubt (cancelled), the recovery's run ends IN_DOUBT (RUN_ENDED) and the next
     recovery, not refused, retries it."""
-    from sagacity_agents import InMemoryJournal
+    from sagacity_agents.backends import InMemoryJournal
 
     journal = InMemoryJournal()
     far = FarSide()
@@ -360,7 +355,7 @@ async def test_a_cancelled_recovery_ends_its_run_and_the_next_one_finishes():
 async def test_a_human_may_answer_a_timed_out_undo():
     """A timed-out undo is in doubt: ``resolve`` accepts an answer for it (it ran), and the
     next recovery does not run it again."""
-    from sagacity_agents import InMemoryJournal
+    from sagacity_agents.backends import InMemoryJournal
 
     journal = InMemoryJournal()
     far = FarSide()
@@ -411,7 +406,7 @@ async def _late_end_written(journal, saga_id: str, tool: str, *, attempt: int = 
 async def _ledger_saga(*ends_of_attempt_1: tuple[Phase, dict]):
     """A saga by hand: one compensatable call, EXECUTED, its undo's attempt 1, then
     ``ends_of_attempt_1`` in order: outcomes of attempt 1, or (COMPENSATING) attempt 2."""
-    from sagacity_agents import InMemoryJournal
+    from sagacity_agents.backends import InMemoryJournal
 
     journal = InMemoryJournal()
     sid = "ledger"

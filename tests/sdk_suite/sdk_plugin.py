@@ -50,7 +50,8 @@ if MODE in ("wrapped", "saga"):
 if MODE == "saga":
     from agents.run import AgentRunner
 
-    from sagacity_agents import FailurePolicy, InMemoryJournal, SagaRunHooks
+    from sagacity_agents import FailurePolicy, SagaRunHooks
+    from sagacity_agents.backends import InMemoryJournal
     from sagacity_agents.core.saga import current_saga
 
     _POLICY = (FailurePolicy.STOP if os.environ.get("SAGACITY_SDK_SUITE_POLICY") == "stop"

@@ -22,7 +22,9 @@ from examples.tau_airline.replay import execute_calls
 from examples.tau_airline.script import APPENDED_FINAL, Script, load_scripts
 from examples.tau_airline.store import AirlineStore
 from examples.tau_airline.tools import IRREVERSIBLE, MUTATING, TOOLS
-from sagacity_agents import InMemoryJournal, Reversibility, Sagacity, SagaStatus
+from sagacity_agents import Sagacity, SagaStatus
+from sagacity_agents.backends import InMemoryJournal
+from sagacity_agents.saga import Reversibility
 from sagacity_agents.sdk.tools import declaration_of
 
 #: TASK.TRIAL: why the conversation is in the subset.

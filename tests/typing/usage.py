@@ -6,26 +6,23 @@ from agents import Agent, OutputGuardrail, function_tool
 from agents.tool_guardrails import ToolInputGuardrail
 
 from sagacity_agents import (
-    ClaimTakenError,
     CompensationContext,
-    CompensationReport,
     Decision,
     FailurePolicy,
-    InMemoryJournal,
-    JournalEntry,
     SagacityError,
     SagaResult,
     Sagacity,
     SagaStatus,
-    SagaVerdict,
     Verdict,
     compensable,
     irreversible,
     read_only,
     record_undo_data,
-    saga_output_guardrail,
-    saga_tool_guardrail,
 )
+from sagacity_agents.backends import InMemoryJournal, JournalEntry
+from sagacity_agents.errors import ClaimTakenError
+from sagacity_agents.guardrails import SagaVerdict, saga_output_guardrail, saga_tool_guardrail
+from sagacity_agents.saga import CompensationReport
 
 
 def cancel(ctx: CompensationContext) -> None:

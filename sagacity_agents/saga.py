@@ -1,0 +1,48 @@
+"""The saga itself, for adapters to other agent frameworks and for advanced use.
+
+An application on the Agents SDK needs none of this: :class:`~sagacity_agents.Sagacity` and
+:class:`~sagacity_agents.SagaRunHooks` drive a :class:`Saga` for it. An adapter drives one
+directly (its calls journaled, its :func:`compensate` run) and describes each tool with a
+:class:`ToolDeclaration` of some :class:`Reversibility`; a failed call is a
+:class:`FailureRecord`, an undo run a :class:`CompensationItem` of a
+:class:`CompensationReport`. :func:`call_idempotency_key` is a forward call's idempotency key
+(the same in every process that reads the journal; sent to MCP servers).
+
+From the Agents SDK adapter (imported on first use): :class:`SagaStream` (what
+``Sagacity.run_streamed`` returns), :func:`saga_trace` (an SDK trace around a saga),
+:class:`McpPolicy` (the policy of ``protect_mcp_server``) and :class:`SagaRecovered`
+(the reason recorded when ``Sagacity.recover`` finishes a saga; also in ``errors``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._lazy import on_first_use
+from .core.compensation import CompensationItem, CompensationReport, compensate
+from .core.declarations import Reversibility, ToolDeclaration
+from .core.saga import FailureRecord, Saga
+from .core.undo import call_idempotency_key
+
+if TYPE_CHECKING:
+    from .sdk.mcp import McpPolicy
+    from .sdk.results import SagaRecovered
+    from .sdk.streaming import SagaStream
+    from .sdk.tracing import saga_trace
+
+__getattr__ = on_first_use(globals())
+
+__all__ = [
+    "CompensationItem",
+    "CompensationReport",
+    "FailureRecord",
+    "McpPolicy",
+    "Reversibility",
+    "Saga",
+    "SagaRecovered",
+    "SagaStream",
+    "ToolDeclaration",
+    "call_idempotency_key",
+    "compensate",
+    "saga_trace",
+]
