@@ -384,7 +384,7 @@ class TestPostgresApprovalStore:
                 await elsewhere.decide(f"req-{n}", "approved", "other-host", None, T0)
         finally:
             await elsewhere.close()
-        results = await asyncio.wait_for(asyncio.gather(*waiters), 10)
+        results = await asyncio.wait_for(asyncio.gather(*waiters), 60)
         assert {r.approver for r in results} == {"other-host"}
         assert await asyncio.to_thread(listen_connections_of_this_process) == 1
 
