@@ -81,10 +81,10 @@ def checkpoints_at(request, tmp_path):
 
 
 # The slowest tests, started first so that the run does not end on one of them while the other
-# workers are idle (issue 22). Figures: wall seconds of the whole file or test under `-n 2` on
+# workers are idle. Figures: wall seconds of the whole file or test under `-n 2` on
 # the 2-core CI machine, 2026-12-02. Only the order changes: a test missing here still runs.
 SLOW_FIRST = (
-    "tests/crash/test_sigkill_recovery.py",  # ~45 s, mostly sleeping until leases expire
+    "tests/crash/test_sigkill_recovery.py",  # ~45 s then, ~20 s of it sleeping for leases (now none)
     "tests/test_typing.py",  # mypy on a clean checkout, ~30 s CPU
     "tests/tau_airline/test_harness.py",  # ~25 s, its module fixture
     "tests/mcp/test_mcp_recovery.py",

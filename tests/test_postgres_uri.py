@@ -43,7 +43,7 @@ def test_malformed_uri_is_refused_at_once_with_libpqs_reason_and_no_password(uri
         asyncio.run(migrate(uri))
     result = CliRunner().invoke(cli, ["db", "migrate", "--db", uri])
     assert result.exit_code == 1 and reason in result.output and "s3cret" not in result.output
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # not one wait for the pool's 10 s connect timeout
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """Python children for the tests at a fork's price: a server that has imported the Agents SDK
-once forks each ``python -m module ...`` / ``python script.py ...`` the tests start (issue 22).
+once forks each ``python -m module ...`` / ``python script.py ...`` the tests start.
 
 A new interpreter importing ``agents`` costs about 2 s of CPU; the suite starts ~100 of them (the
 examples, the CLI in another process, MCP servers, recovery in another process). The tests start
@@ -77,8 +77,23 @@ _address: str | None = None
 
 def command(*args: str) -> list[str]:
     """``[sys.executable, *args]`` for ``subprocess``, run through this test process's server
-    (started on first use, stopped when the process exits)."""
+    (:func:`served`), or that list itself when ``SAGACITY_TEST_ZYGOTE=0`` (``tests/forked.py``)."""
+    from tests.forked import zygote_enabled
+
+    return served(*args) if zygote_enabled() else [sys.executable, *args]
+
+
+def served(*args: str) -> list[str]:
+    """The launcher's command line for ``python *args`` through this test process's server
+    (started on first use, stopped when the process exits), whatever the switch says."""
     return [sys.executable, "-I", "-S", __file__, "run", _start(), *args]
+
+
+def server_pid() -> int:
+    """The process id of this test process's server (started if need be): the parent of each
+    child it forks."""
+    _start()
+    return _server.pid  # type: ignore[attr-defined]
 
 
 def _start() -> str:

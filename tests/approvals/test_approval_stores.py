@@ -316,7 +316,7 @@ class TestPostgresApprovalStore:
         )
 
         listener = store.database.listener()
-        for _ in range(200):  # until the waiter's LISTEN connection is up
+        for _ in range(3_000):  # until the waiter's LISTEN connection is up (a minute at most)
             if listener.backend_pid is not None:
                 break
             await asyncio.sleep(0.02)
@@ -372,7 +372,7 @@ class TestPostgresApprovalStore:
             for n in range(1, 7)
         ]
         listener = store.database.listener()
-        for _ in range(200):  # until the waiters' LISTEN connection is up
+        for _ in range(3_000):  # until the waiters' LISTEN connection is up (a minute at most)
             if listener.backend_pid is not None:
                 break
             await asyncio.sleep(0.02)
@@ -384,7 +384,7 @@ class TestPostgresApprovalStore:
                 await elsewhere.decide(f"req-{n}", "approved", "other-host", None, T0)
         finally:
             await elsewhere.close()
-        results = await asyncio.wait_for(asyncio.gather(*waiters), 10)
+        results = await asyncio.wait_for(asyncio.gather(*waiters), 60)
         assert {r.approver for r in results} == {"other-host"}
         assert await asyncio.to_thread(listen_connections_of_this_process) == 1
 

@@ -2,8 +2,9 @@
 
 The tools and their undos write to a *far side*: a separate SQLite file (``far.db``) that counts
 every application per key (a booking, an undo's idempotency key, a wire transfer), as a remote
-service would see them. The saga's own journal is another SQLite file with a short run lease, so
-a recovery can take over soon after the kill.
+service would see them. The saga's own journal is another SQLite file with a short run lease; the
+process that is killed stamps its entries :data:`STAMPED_AGO` back (its journal's clock is a
+``FrozenClock``), so its lease has expired when the test recovers, with no test sleeping for it.
 
 Scenario ``trip``: ``book_hotel`` and ``book_car`` (compensable) succeed, ``book_flight`` fails
 (sold out), so the saga compensates: the car's undo, then the hotel's. Scenario ``wire``:
@@ -32,6 +33,11 @@ SAGA_ID = "trip-1"
 LEASE_SECONDS = 1.0
 """Short run lease: a killed run's lease expires this long after its last entry (long enough
 that a live recovery on a loaded machine keeps renewing it: see the lease limits)."""
+
+STAMPED_AGO = 3600.0
+"""How far back (seconds) a process that is about to be killed stamps its entries: as if the kill
+had happened an hour before the recovery. Only the journal's clock is set back; leases, fences and
+the order of entries (by ``seq``) work as with the real clock."""
 
 _FAR_ENV = "CRASH_FAR_DB"
 _KILL_ENV = "CRASH_KILL_IN"
@@ -158,6 +164,24 @@ def agent(scenario: str = "none") -> Any:
 
 # --- the two process bodies -----------------------------------------------------------------
 
+def killed_journal(location: str) -> Any:
+    """The journal at ``location`` (a SQLite file or a PostgreSQL URI) for a process the test
+    kills: its clock is :data:`STAMPED_AGO` behind (a ``FrozenClock`` ticking 1 ms a reading)."""
+    import datetime as dt
+
+    from sagacity_agents.stores import is_postgres_uri
+    from sagacity_agents.testing import FrozenClock
+
+    clock = FrozenClock(dt.datetime.now(dt.UTC) - dt.timedelta(seconds=STAMPED_AGO), tick=0.001)
+    if is_postgres_uri(location):
+        from sagacity_agents.backends.postgres.journal import PostgresJournal
+
+        return PostgresJournal(location, clock=clock)
+    from sagacity_agents.backends.sqlite.journal import SqliteJournal
+
+    return SqliteJournal(location, clock=clock)
+
+
 def crash(boundary: str, journal_db: str, far_db: str) -> None:
     """Run the boundary's scenario on ``journal_db`` (a SQLite file or a PostgreSQL URI) and die
     by SIGKILL at the boundary.
@@ -180,7 +204,7 @@ def crash(boundary: str, journal_db: str, far_db: str) -> None:
         return Decision(approved=True, approver="ops", reason="deposit agreed")
 
     async def main() -> None:
-        journal: Any = open_journal(journal_db)
+        journal: Any = killed_journal(journal_db)
         if journal_point:
             phase, tool, after_write = journal_point
             journal = make_failing(journal, phase=Phase(phase), tool=tool, after_write=after_write,
@@ -205,7 +229,9 @@ def recover(journal_db: str, far_db: str, kill_in: str | None = None) -> dict[st
         os.environ[_KILL_ENV] = kill_in
 
     async def main() -> dict[str, Any]:
-        sagacity = Sagacity(journal_db, lease_seconds=LEASE_SECONDS)
+        # A recovery the test kills stamps its entries back too (its lease has expired then).
+        journal = killed_journal(journal_db) if kill_in else journal_db
+        sagacity = Sagacity(journal, lease_seconds=LEASE_SECONDS)
         try:
             result = await sagacity.recover(SAGA_ID, agent())
         except SagaStateError as exc:

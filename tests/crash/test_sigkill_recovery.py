@@ -12,21 +12,21 @@ application per booking / undo idempotency key / transfer) and from the journal:
 * an approved call killed after CONSUMED, before INTENT, never runs and is named in the report.
 
 Children are forked from a forkserver that has already imported the app and the Agents SDK, so
-the matrix stays fast; each is still a separate process killed by the kernel.
+the matrix stays fast; each is still a separate process killed by the kernel. A killed process
+stamps its entries an hour back (``app.killed_journal``): its short lease has expired when the
+test recovers, with no sleeping for it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from sagacity_agents.core.lease import lease_of
+from sagacity_agents.core.lease import Lease, lease_of
 from sagacity_agents.stores import open_journal
 
 from tests import forked
@@ -103,18 +103,17 @@ def _crashed(ctx, boundary: str, factory: pytest.TempPathFactory, into: Path) ->
 
 
 def _wait_for_expiry(db: str) -> None:
-    """Sleep until the killed run's lease has expired (recovery may take it over)."""
-    async def expiry() -> dt.datetime:
+    """Check that the killed run's lease has expired: recovery may take it over. No sleeping: the
+    killed process stamped its entries ``app.STAMPED_AGO`` back (``app.killed_journal``)."""
+    async def lease() -> Lease | None:
         journal = open_journal(db)
         try:
-            lease = lease_of(await journal.entries(app.SAGA_ID))
+            return lease_of(await journal.entries(app.SAGA_ID))
         finally:
             await journal.close()
-        assert lease is not None
-        return lease.expires_at if not lease.ended else dt.datetime.now(dt.UTC)
 
-    left = (asyncio.run(expiry()) - dt.datetime.now(dt.UTC)).total_seconds()
-    time.sleep(max(0.0, left) + 0.05)
+    found = asyncio.run(lease())
+    assert found is not None and not found.held()
 
 
 def _recover_in_processes(ctx, db: str, far: str, n: int) -> list[dict]:

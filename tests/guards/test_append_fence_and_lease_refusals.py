@@ -3,7 +3,6 @@ refusal reached alone, told apart by its error class or code."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import re
 
@@ -20,6 +19,7 @@ from sagacity_agents.errors import (
     LeaseLostError,
     SagaStateError,
 )
+from sagacity_agents.testing import FrozenClock
 
 from .support import SAGA, journal_of
 
@@ -141,10 +141,12 @@ async def test_lease_refusals_each_named():
 
 
 async def test_an_expired_lease_is_taken_over_and_journaled():
-    journal = InMemoryJournal()
+    now = dt.datetime.now(dt.UTC)
+    clock = FrozenClock(now - dt.timedelta(hours=1))  # h1 took its lease an hour ago
+    journal = InMemoryJournal(clock=clock)
     await journal.append(SAGA, Phase.SAGA_OPENED, write_key="open")
     first = await acquire_lease(journal, SAGA, holder="h1", seconds=0.01, agent="a")
-    await asyncio.sleep(0.05)
+    clock.set(now)
     checked: list[int] = []
     second = await acquire_lease(journal, SAGA, holder="h2", seconds=30, agent="b",
                                  check=lambda entries: checked.append(len(entries)))

@@ -48,6 +48,18 @@ def ways(pg_uri):
         conn.execute("DROP TABLE IF EXISTS sagacity_test_ways")
 
 
+async def _in_its_commit(pg_uri: str, slow: asyncio.Task) -> None:
+    """Wait until the ``slow`` entry's COMMIT sleeps (its row in the index, not committed), or
+    it is done: however long a loaded machine takes to get it there."""
+    def sleeping() -> bool:
+        with admin_connect(pg_uri) as conn:
+            return conn.execute("SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = "
+                                "current_database() AND wait_event = 'PgSleep'").fetchone()[0]
+
+    while not slow.done() and not await asyncio.to_thread(sleeping):
+        await asyncio.sleep(0.01)
+
+
 async def _journals(pg_uri: str, n: int) -> list[PostgresJournal]:
     return [PostgresJournal(pg_uri) for _ in range(n)]
 
@@ -120,7 +132,7 @@ async def test_a_locked_append_and_an_insert_in_flight_both_get_stored(pg_uri, w
         else:
             slow = asyncio.create_task(asyncio.to_thread(
                 _insert_without_the_lock, pg_uri, (1, first.hash, "INTENT"), "slow"))
-        await asyncio.sleep(0.2)
+        await _in_its_commit(pg_uri, slow)
         locked = await b.append("s", Phase.INTENT, write_key="b1")
         await slow
         assert locked.seq == 3
@@ -263,7 +275,7 @@ async def test_a_batch_queues_behind_a_sole_writers_insert_in_flight(pg_uri, way
     try:
         await a.append("s", Phase.INTENT, write_key="a1")
         slow = asyncio.create_task(a.append("s", Phase.EXECUTED, write_key="slow"))
-        await asyncio.sleep(0.2)
+        await _in_its_commit(pg_uri, slow)
         batch = await b.append_many("s", [{"phase": Phase.INTENT, "write_key": "b1"},
                                           {"phase": Phase.EXECUTED, "write_key": "b2"}])
         assert (await slow).seq == 2 and [e.seq for e in batch] == [3, 4]

@@ -82,11 +82,13 @@ async def test_the_loop_does_not_wait_for_another_connections_write_lock(tmp_pat
         ticking = asyncio.ensure_future(ticker())
         outcome = asyncio.ensure_future(journal.append(
             "s", Phase.EXECUTED, write_key="o", tool="t", call_id="c", payload={"intent_seq": 1}))
-        await asyncio.sleep(0.1)
-        assert not outcome.done()  # waiting for the lock...
-        assert ticks >= 20  # ...on the journal's thread: the loop kept running
+        # However slowly a loaded machine ticks: 20 ticks of the loop while the append still
+        # waits for the lock (a loop blocked by it would tick only after it gave up)...
+        while ticks < 20:
+            await asyncio.sleep(0.01)
+        assert not outcome.done()  # ...waiting on the journal's thread: the loop kept running
         other.execute("ROLLBACK")
-        entry = await asyncio.wait_for(outcome, 5)
+        entry = await asyncio.wait_for(outcome, 60)
         ticking.cancel()
         assert entry.seq == 2
         # The loop's own attempt found the lock taken and wrote nothing; the journal's thread

@@ -1,11 +1,13 @@
 """The application of the N-04 test: an agent whose MCP payments server (named ``payments``) is
 protected by the policy; ``python -m tests.mcp.recovery_app JOURNAL`` runs a saga whose process
 is killed after the charge (``os._exit`` when the model is asked for its next step), leaving it
-for ``recover``."""
+for ``recover``. Its journal's clock is an hour behind (a ``FrozenClock``): the killed run's 1 s
+lease has expired when the test recovers, with no test sleeping for it."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import sys
@@ -15,7 +17,9 @@ from agents import Agent, RunHooks, set_tracing_disabled
 from agents.testing import ScriptedModel, function_call
 
 from sagacity_agents import Sagacity
+from sagacity_agents.backends.sqlite.journal import SqliteJournal
 from sagacity_agents.sdk.mcp import protect_mcp_server
+from sagacity_agents.testing import FrozenClock
 
 from .conftest import POLICY, SERVER
 
@@ -49,7 +53,8 @@ async def main(journal: str) -> None:
     model.enqueue([function_call("charge", json.dumps({"customer": "ann", "amount": 700}), call_id="c1")])
     shop = agent(model)
     async with shop.mcp_servers[0]:
-        sagacity = Sagacity(journal, lease_seconds=1)
+        an_hour_ago = FrozenClock(dt.datetime.now(dt.UTC) - dt.timedelta(hours=1), tick=0.001)
+        sagacity = Sagacity(SqliteJournal(journal, clock=an_hour_ago), lease_seconds=1)
         print(json.dumps({"started": True}), flush=True)
         await sagacity.run(shop, "charge then crash", hooks=KillAfterFirstStep())
 

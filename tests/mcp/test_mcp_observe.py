@@ -94,7 +94,7 @@ def http_server(payments: Payments):
     proc = subprocess.Popen(zygote.command(str(SERVER), "http", str(port)),
                             env={**os.environ, "PAYMENTS_DB": str(payments.path)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 import json
 import os
 
@@ -201,10 +202,15 @@ async def test_request_without_recorded_hash_is_refused():
 
 
 async def test_expired_request_is_refused():
-    s = sagacity(approval_ttl=0.5)  # long enough for the pause and the decision on a busy machine
+    # A real wait: a run's approval desk reads the system clock (no clock to freeze reaches it).
+    # The pause and the decision get 2 s (a loaded machine's margin), then the test sleeps until
+    # the request's own expiry, however long the first part took.
+    s = sagacity(approval_ttl=2)
     result = await paused(s)
     await s.approve(result.approvals[0].request_id, approver="alice")
-    await asyncio.sleep(0.6)
+    request = result.approvals[0]
+    while not request.expired(dt.datetime.now(dt.UTC)):
+        await asyncio.sleep(0.05)
     with pytest.raises(ApprovalError, match="expired"):
         await s.resume(result.saga_id, wire_app.resumed_agent())
     with pytest.raises(ApprovalError, match="expired"):

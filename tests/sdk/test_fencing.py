@@ -193,7 +193,7 @@ async def test_keeper_sees_the_loss_and_the_run_stops_at_its_next_step(any_journ
     other = await any_journal.append(
         "kept", Phase.RUN_STARTED, write_key="run:other", expected_seq=entries[-1].seq,
         payload={"holder": "other", "lease_seconds": 30.0, "agent": "b", "took_over": None})
-    for _ in range(300):  # the keeper beats every 0.1 s
+    for _ in range(6_000):  # the keeper beats every 0.1 s; a minute at most on a loaded machine
         if saga.lease_lost is not None:
             break
         await asyncio.sleep(0.01)

@@ -42,7 +42,7 @@ def booking(log: list, release: asyncio.Event, name: str, n: int):
     @compensable(undo=lambda ctx: log.append(("undo", ctx.args["n"])))
     async def book(n: int) -> str:
         log.append(("book-start", n))
-        await asyncio.wait_for(release.wait(), timeout=10)  # both running at once would hang
+        await asyncio.wait_for(release.wait(), timeout=60)  # both running at once would hang
         log.append(("booked", n))
         return f"booked {n}"
 

@@ -123,8 +123,10 @@ async def test_an_outcome_landing_after_an_in_doubt_run_is_undone_by_recover():
     model = scripted([("slow_booking", {}, "s1"), ("boom", {}, "b1")], "x")
     first = await sagacity.run(agent(model, slow_booking, boom), "go")
     assert first.status is SagaStatus.IN_DOUBT
-    await asyncio.sleep(1.0)  # the thread finishes and journals EXECUTED after RUN_ENDED
-    entries = await journal.entries(first.saga_id)
+    # A real wait: the body's thread finishes and journals EXECUTED after RUN_ENDED (however long
+    # a loaded machine takes; the body sleeps 0.6 s).
+    while (entries := await journal.entries(first.saga_id))[-1].phase is Phase.RUN_ENDED:
+        await asyncio.sleep(0.05)
     assert entries[-1].phase is Phase.EXECUTED
     assert not any(e.phase is Phase.SAGA_CLOSED for e in entries)
     recovered = await sagacity.recover(first.saga_id, agent(scripted(), slow_booking, boom))

@@ -464,15 +464,18 @@ async def test_cancelled_run_is_compensated_and_cancellation_propagates():
     log: list[str] = []
     a, *_ = counter_tools(log)
 
+    hanging = asyncio.Event()
+
     @function_tool
     @read_only
     async def hang() -> str:
+        hanging.set()
         await asyncio.sleep(10)
         return "never"
 
     model = scripted([("a", {"n": 1}, "1")], [("hang", {}, "2")], "done")
     task = asyncio.create_task(Sagacity(journal).run(agent(model, a, hang), "go"))
-    await asyncio.sleep(0.2)
+    await hanging.wait()  # cancelled in the second step, however long a loaded machine takes
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -140,7 +140,9 @@ async def test_hung_undo_with_the_caller_cancelled_releases_the_lease_and_recove
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert time.monotonic() - cancelled_at < LEASE  # released within one lease period
+    # Released at once: not after the hung undo's 60 s timeout (half of it is a bound no loaded
+    # machine reaches; RUN_ENDED is checked below).
+    assert time.monotonic() - cancelled_at < DEFAULT_UNDO_TIMEOUT / 2
 
     (saga_id,) = await journal.saga_ids()
     entries = await journal.entries(saga_id)

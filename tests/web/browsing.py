@@ -19,7 +19,7 @@ def sign_in(driver: Any, server: Server, who: str = "alice") -> None:
     wait_for(lambda: driver.find_element(By.ID, "identity").text == who)
 
 
-def wait_for(check: Any, timeout: float = 15.0) -> Any:
+def wait_for(check: Any, timeout: float = 60.0) -> Any:
     """Poll ``check()`` until truthy (exceptions retried); return its value."""
     deadline = time.monotonic() + timeout
     while True:

@@ -105,7 +105,7 @@ class Server:
                                                     lifespan="on", **config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
@@ -125,7 +125,7 @@ def client(server: Server, who: str | None = "alice") -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=server.url, headers=headers, timeout=30, follow_redirects=False)
 
 
-async def eventually(check: Any, timeout: float = 15.0, interval: float = 0.05) -> Any:
+async def eventually(check: Any, timeout: float = 60.0, interval: float = 0.05) -> Any:
     """Await until ``check()`` (sync or async) is truthy; return its value.
 
     Raises:

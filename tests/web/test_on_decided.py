@@ -84,7 +84,7 @@ async def test_two_replicas_both_resume_and_the_wire_runs_once(backend, request)
             # Both replicas resume at once: each waits until the other was called back too (a
             # replica that polls after the first resume consumed the request is not called).
             called.append(name)
-            await eventually(lambda: len(called) == 2, timeout=20)
+            await eventually(lambda: len(called) == 2, timeout=60)
             sagacity = Sagacity(location)
             try:
                 result = await sagacity.resume(saga, make_agent(bank))

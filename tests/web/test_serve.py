@@ -50,7 +50,7 @@ def serving(db: str, *options: str) -> Iterator[str]:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "SAGACITY_WEB_SECRET": "s" * 32})
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120  # a new interpreter on a loaded machine, at worst
         while True:
             try:
                 if httpx.get(f"{url}/static/inbox.css", timeout=1).status_code == 200:
