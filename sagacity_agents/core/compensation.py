@@ -259,6 +259,7 @@ async def compensate(
     stop: StopSignal | None = None,
     retry_timed_out: bool = True,
     agent_declarations: Mapping[tuple[str | None, str], ToolDeclaration] | None = None,
+    ledger: SagaLedger | None = None,
 ) -> CompensationReport:
     """Undo the saga's EXECUTED compensatable effects in reverse sequence and report.
 
@@ -285,6 +286,8 @@ async def compensate(
             agent is undone by the declaration bound for its (agent, tool) when that one has the
             journaled id; when several different declarations share the id and none is bound
             for the INTENT's agent, the undo is not run (reported failed, still dirty).
+        ledger: the saga's ledger, verified by the caller just now (``evidence`` then unused);
+            ``None``: read and verified here.
 
     Returns:
         The report. Undos that raise are journaled as COMPENSATION_FAILED and listed under
@@ -307,7 +310,8 @@ async def compensate(
     """
     # Undo only what verified evidence says happened: an edited EXECUTED entry could aim an
     # undo at someone else's booking.
-    ledger = SagaLedger(await verified_entries(journal, saga_id, evidence))
+    if ledger is None:
+        ledger = SagaLedger(await verified_entries(journal, saga_id, evidence))
     claimant = claimant or new_claimant()
     undone: list[CompensationItem] = []
     failed: list[CompensationItem] = []
