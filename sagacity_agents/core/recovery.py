@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,7 +204,9 @@ class Recovery:
         # LEASE_LOST: another recovery took the saga over meanwhile
         return Recovered(saga_id, status, saga.report, saga.in_doubt, saga.lease_lost_error())
 
-    async def needing_recovery(self) -> AsyncIterator[tuple[str, str, list[JournalEntry] | SagacityError]]:
+    async def needing_recovery(
+        self,
+    ) -> AsyncGenerator[tuple[str, str, list[JournalEntry] | SagacityError], None]:
         """The sagas that need recovery (:func:`recovery_reason`), oldest first: ``(saga_id, why,
         its verified entries)``, or ``(saga_id, why a human checks it, the refusal)``.
 
@@ -222,19 +224,20 @@ class Recovery:
                 continue  # the keyring's markers: no runs (journal verify reports its rows)
             try:
                 verdict, entries = await self._checked(saga_id)
-                if not verdict.ok:
-                    yield saga_id, "its journal does not verify: a human checks it", refusal(verdict)
-                    continue
-                why = recovery_reason(entries)
-                if why is None or any(r.consumed_at is None for r in await self.approvals.list(saga_id)):
-                    continue  # nothing to recover, or it waits for a human decision (then resume)
+                why = recovery_reason(entries) if verdict.ok else None
+                # a saga waiting for a human decision is resumed, not recovered
+                waiting = why is not None and any(
+                    r.consumed_at is None for r in await self.approvals.list(saga_id))
             except JournalError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one saga's rows must not stop the others
                 yield (saga_id, "its entries cannot be read as a saga's: a human checks it",
                        SagacityError(f"saga {saga_id}: {describe_error(exc)}"))
                 continue
-            yield saga_id, why, entries
+            if not verdict.ok:
+                yield saga_id, "its journal does not verify: a human checks it", refusal(verdict)
+            elif why is not None and not waiting:
+                yield saga_id, why, entries
 
     async def recover_all(self, bind: Bind) -> list[tuple[str, str, Recovered | SagacityError]]:
         """Recover every saga that needs it (:meth:`needing_recovery`), each on the entries it
@@ -252,17 +255,18 @@ class Recovery:
             JournalError: the journal could not be read.
         """
         done: list[tuple[str, str, Recovered | SagacityError]] = []
-        async for saga_id, why, found in self.needing_recovery():
-            if isinstance(found, SagacityError):
-                done.append((saga_id, why, found))
-                continue
-            try:
-                done.append((saga_id, why, await self.recover(saga_id, bind, verified=found)))
-            except SagacityError as exc:
-                done.append((saga_id, why, exc))
-            except Exception as exc:  # noqa: BLE001 - reported; the other sagas are recovered
-                done.append((saga_id, why, SagacityError(f"saga {saga_id}: recovery failed: "
-                                                         f"{describe_error(exc)}")))
+        async with contextlib.aclosing(self.needing_recovery()) as selected:
+            async for saga_id, why, found in selected:
+                if isinstance(found, SagacityError):
+                    done.append((saga_id, why, found))
+                    continue
+                try:
+                    done.append((saga_id, why, await self.recover(saga_id, bind, verified=found)))
+                except SagacityError as exc:
+                    done.append((saga_id, why, exc))
+                except Exception as exc:  # noqa: BLE001 - reported; the other sagas are recovered
+                    done.append((saga_id, why, SagacityError(f"saga {saga_id}: recovery failed: "
+                                                             f"{describe_error(exc)}")))
         return done
 
     async def resolve(self, saga_id: str, seq: int, *, ran: bool, resolver: str, reason: str) -> JournalEntry:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sagacity_agents import Sagacity, SagaStatus
+from sagacity_agents import Phase, Sagacity, SagaStatus
 from sagacity_agents.core.signing import generate_key
 from tests.backends import BACKENDS, Backend
 
@@ -92,22 +92,56 @@ def recovered(backend: tuple[Backend, str], tmp_path: Path, saga_ids: list[str],
     return asyncio.run(main())
 
 
-def test_a_recovery_that_compensates_reads_the_saga_once(backend: tuple[Backend, str], tmp_path: Path) -> None:
-    reads = recovered(backend, tmp_path, ["crashed"])
-    assert reads["crashed"] == 1 <= MOST_READS, reads
-
-
-def test_a_recovery_that_signs_a_checkpoint_reads_the_saga_twice(
+def test_a_recovery_that_compensates_reads_the_saga_at_most_twice(
     backend: tuple[Backend, str], tmp_path: Path,
 ) -> None:
-    """The checkpoint signed at the close verifies the saga as it then stands: one read more."""
+    reads = recovered(backend, tmp_path, ["crashed"])
+    assert reads["crashed"] <= MOST_READS, reads
+
+
+def test_a_recovery_that_signs_a_checkpoint_reads_the_saga_at_most_twice(
+    backend: tuple[Backend, str], tmp_path: Path,
+) -> None:
+    """The checkpoint signed at the close verifies the saga as it then stands."""
     generate_key(tmp_path / "keys", "k1")
     reads = recovered(backend, tmp_path, ["crashed"], keyring=tmp_path / "keys",
                       checkpoints=tmp_path / "checkpoints")
-    assert reads["crashed"] == MOST_READS, reads
+    assert reads["crashed"] <= MOST_READS, reads
 
 
-def test_recover_all_reads_each_saga_once(backend: tuple[Backend, str], tmp_path: Path) -> None:
+def test_recover_all_reads_each_saga_at_most_twice(backend: tuple[Backend, str], tmp_path: Path) -> None:
     sagas = ["a", "b", "c"]
     reads = recovered(backend, tmp_path, sagas)
-    assert all(reads[sid] == 1 <= MOST_READS for sid in sagas), reads
+    assert all(reads[sid] <= MOST_READS for sid in sagas), reads
+
+
+def test_recover_resolve_recover_and_close_each_read_the_saga_at_most_twice(
+    backend: tuple[Backend, str], tmp_path: Path,
+) -> None:
+    """A call left in doubt: the recovery ends IN_DOUBT, a human answers, the next recovery
+    closes the saga; and a saga kept open is closed."""
+
+    async def main() -> list[int]:
+        journal = await crashed_journal(backend, ["s"])
+        try:
+            await journal.append("s", Phase.INTENT, write_key="c9:intent", tool="step", call_id="c9",
+                                 payload={"args": {"n": 9}, "reversibility": "compensatable"})
+            await journal.append("open", Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": {}})
+            reads = count_reads(journal)
+            sagacity = Sagacity(journal)
+            far = str(tmp_path / "far.db")
+            counted = []
+            first = await sagacity.recover("s", step_agent(far))
+            assert first.status is SagaStatus.IN_DOUBT
+            counted.append(reads.pop("s", 0))
+            await sagacity.resolve("s", first.in_doubt[0].seq, ran=False, resolver="ops", reason="checked")
+            counted.append(reads.pop("s", 0))
+            assert (await sagacity.recover("s", step_agent(far))).status is SagaStatus.COMPENSATED
+            counted.append(reads.pop("s", 0))
+            assert await sagacity.close_saga("open") is SagaStatus.COMPLETED
+            return [*counted, reads["open"]]
+        finally:
+            await journal.close()
+
+    counted = asyncio.run(main())
+    assert all(n <= MOST_READS for n in counted), counted
