@@ -56,9 +56,9 @@ def load_app(spec: str) -> Any:
 
 
 def connected_mcp_servers(agent: Any) -> Any:
-    """Connect the agent graph's MCP servers for the time of a resume or recovery (issue 21,
-    N-04: their tools exist only once listed, and undos are calls on them); imported here, not
-    at start-up, as the SDK is."""
+    """Connect the agent graph's MCP servers for the time of a resume or recovery (their tools
+    exist only once listed, and undos are calls on them); imported here, not at start-up, as the
+    SDK is."""
     from ..sdk.mcp.registry import connected_mcp_servers as connect
 
     return connect(agent)

@@ -248,6 +248,7 @@ async def acquire_lease(
     journal: Journal, saga_id: str, *, holder: str, seconds: float, agent: str,
     check: Callable[[list[JournalEntry]], None] | None = None,
     opening: Mapping[str, Any] | None = None,
+    known_entries: Sequence[JournalEntry] | None = None,
 ) -> JournalEntry:
     """Take ``saga_id``'s run lease for ``holder``: journal RUN_STARTED, conditionally.
 
@@ -263,6 +264,9 @@ async def acquire_lease(
             caller creates: the first attempt reads nothing and writes it just before
             RUN_STARTED, in one batch (``core.journal.append_each``); RUN_STARTED is conditional
             on following it, so if anything else was there the attempt fails and the next reads.
+        known_entries: the saga's entries as the caller just read (and verified) them: the first
+            attempt decides on these instead of reading; RUN_STARTED is conditional on their
+            tail, so if anything was written since, the attempt fails and the next reads.
 
     Returns:
         The RUN_STARTED entry.
@@ -276,7 +280,10 @@ async def acquire_lease(
         raise ValueError("lease_seconds must be > 0")
     for attempt in range(_ACQUIRE_ATTEMPTS):
         batch = attempt == 0 and opening is not None
-        entries = [] if batch else await journal.entries(saga_id)
+        if batch or (attempt == 0 and known_entries is not None):
+            entries = [] if batch else list(known_entries or ())
+        else:
+            entries = await journal.entries(saga_id)
         if any(e.phase is Phase.SAGA_CLOSED for e in entries):
             raise SagaStateError(f"saga {saga_id} is closed; a closed saga takes no more runs",
                                  code="SAGA_CLOSED")

@@ -15,7 +15,7 @@ outcome (``core.compensation.SagaLedger``):
   recovery with the same idempotency key.
 
 With a keyring (``core.evidence``), the answer is signed like an approval decision
-(``core.authenticity.sign_resolution``, by a key ``decision_keys`` allows; issue 19, A-04) and
+(``core.authenticity.sign_resolution``, by a key ``decision_keys`` allows) and
 an unsigned RESOLVED is refused wherever the saga is verified; a host whose keyring cannot sign a
 decision is refused before anything is journaled.
 
@@ -67,6 +67,7 @@ async def resolve_in_doubt(
     resolver: str,
     reason: str,
     evidence: Evidence | None = None,
+    verified: list[JournalEntry] | None = None,
 ) -> JournalEntry:
     """Journal a human's answer to the in-doubt entry ``seq`` of ``saga_id`` (RESOLVED).
 
@@ -79,6 +80,9 @@ async def resolve_in_doubt(
         resolver: who answers (journaled; required).
         reason: why, e.g. what was checked at the far side (journaled; required).
         evidence: how the saga is verified first (default: the hash chain alone).
+        verified: the saga's entries, verified by the caller just now: the first attempt
+            decides on them instead of reading (the answer's append is conditional on their
+            tail; a later attempt reads and verifies again).
 
     Returns:
         The RESOLVED entry. Run ``recover`` next: it undoes a call that ran (when compensatable)
@@ -98,8 +102,11 @@ async def resolve_in_doubt(
     problem = evidence.decision_key_problem if evidence is not None else None
     if problem is not None:
         raise ConfigurationError(f"cannot sign the answer here: {problem}; nothing was journaled")
-    for _ in range(_ATTEMPTS):
-        entries = await verified_entries(journal, saga_id, evidence)
+    for attempt in range(_ATTEMPTS):
+        if attempt == 0 and verified is not None:
+            entries = verified
+        else:
+            entries = await verified_entries(journal, saga_id, evidence)
         if not entries:
             raise SagaStateError(f"no saga {saga_id} in the journal")
         if any(e.phase is Phase.SAGA_CLOSED for e in entries):

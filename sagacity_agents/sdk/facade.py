@@ -11,8 +11,7 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +19,16 @@ from agents import Agent, RunHooks, Runner
 
 from ..core.approval import ApprovalStore, wait_for_decision
 from ..core.chain import ChainHead, VerifyResult
-from ..core.evidence import refusal, verify_sagas
+from ..core.evidence import verify_sagas
 from ..core.entries import JournalEntry
 from ..core.journal import Journal
-from ..core.lease import DEFAULT_LEASE_SECONDS, check_lease_seconds, completed_unclosed
-from ..core.recovery import recovery_reason
-from ..core.authenticity import ADOPTION_SAGA, attach_tagger
-from ..core.resolution import resolve_in_doubt
+from ..core.lease import DEFAULT_LEASE_SECONDS, check_lease_seconds
+from ..core.recovery import Recovered, Recovery
+from ..core.authenticity import attach_tagger
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
-from ..core.observe import begin, linked_attrs
-from ..core.grants import requests_void
 from ..core.signing import Keyring
-from ..errors import (
-    ApprovalError, ConfigurationError, JournalError, SagacityError, SagaStateError, describe_error,
-)
+from ..errors import ApprovalError, ConfigurationError, SagacityError, SagaStateError
 from ..settings import DEFAULT_JOURNAL_PATH, evidence_from, journal_path
 from ..stores import approval_store_for, open_journal
 from .approvals import ApprovalDesk
@@ -129,7 +123,7 @@ class Sagacity:
         self.strict = strict
         self.evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
         self.journal = _journal_from(journal)
-        attach_tagger(self.journal, self.evidence.keyring)  # issue 19: every entry tagged
+        attach_tagger(self.journal, self.evidence.keyring)  # every entry tagged
         if approvals is None:
             approvals = approval_store_for(self.journal)
         self.approvals = approvals
@@ -259,7 +253,7 @@ class Sagacity:
                 undo, the undo running is journaled in doubt, and ``recover`` finishes the rest).
         """
         if saga_id is not None:
-            await self._refuse_if_waiting(saga_id, "start another run in it")
+            await self._service().refuse_if_waiting(saga_id, "start another run in it")
         saga_hooks = self._hooks(agent, saga_id, hooks, close)
         return await self._drive(saga_hooks, agent, input, runner_kwargs, approver)
 
@@ -301,159 +295,19 @@ class Sagacity:
         return await self._drive(saga_hooks, agent, None, kwargs, approver, restore=True)
 
     async def recover(self, saga_id: str, agent: Agent[Any], *, run_config: Any = None) -> SagaResult:
-        """Finish a saga its process left behind (a crash, a kill), or one left open IN_DOUBT or
-        COMPENSATION_FAILED (whose late outcomes may have landed since): compensate from the
-        journal.
-
-        Takes the saga's run lease first (a run still holding it refuses the recovery; an expired
-        one, whose holder died, is taken over). A saga whose last run ended COMPLETED and whose
-        process died before SAGA_CLOSED is closed COMPLETED, nothing undone. Otherwise it reads
-        only the journal: EXECUTED compensatable
-        calls not yet COMPENSATED are undone in reverse order (an undo already COMPENSATED is
-        never applied again; a failed one is retried with the same idempotency key); an INTENT or
-        COMPENSATING with no outcome is reported in doubt, never acted on. The saga is closed
-        when that leaves it COMPENSATED; IN_DOUBT and COMPENSATION_FAILED keep it open for a
-        later recovery.
-
-        Args:
-            saga_id: the saga to recover (must not be closed).
-            agent: an agent with the same tools, whose declarations hold the undos.
-            run_config: shapes the recovery's trace as a run's does (``workflow_name``,
-                ``trace_include_sensitive_data``...). ``None``: raw arguments and results stay
-                out of its spans (the run's own choice is not journaled, so none is assumed).
-
-        Raises:
-            SagaStateError: the saga is unknown or closed, or another run holds its lease.
-            EvidenceError: the saga's journal does not verify (first bad seq named); nothing
-                was undone or written.
-        """
-        # One saga.recover span, in an SDK trace of its own grouped with the saga's runs
-        # (group_id = saga id), naming the trace the journal last knew (sdk/tracing.py).
-        config = run_config if run_config is not None else {"trace_include_sensitive_data": False}
-        with saga_trace(config, saga_id=saga_id,
-                        workflow_name=None if run_config is not None else "sagacity recover"):
-            step = begin("recover", **{"sagacity.saga.id": saga_id,
-                                       **linked_attrs(await self.journal.entries(saga_id))})
-            try:
-                result = await self._recover(saga_id, agent)
-            except BaseException as exc:
-                if step is not None:
-                    step.end(describe_error(exc), **{"sagacity.saga.status": "REFUSED"})
-                raise
-            if step is not None:
-                dirty = result.report.still_dirty if result.report is not None else ()
-                bad = result.status not in (SagaStatus.COMPENSATED, SagaStatus.COMPLETED)
-                step.end(f"saga {result.status.value}" if bad else None, **{
-                    "sagacity.saga.status": result.status.value,
-                    "sagacity.still_dirty.count": len(dirty),
-                    "sagacity.in_doubt.count": len(result.in_doubt or ()),
-                })
-            return result
-
-    async def _recover(self, saga_id: str, agent: Agent[Any]) -> SagaResult:
-        """:meth:`recover`'s work (its span aside)."""
-        # Verified first: with checkpoints, a saga deleted from the journal is "missing saga".
-        entries = await self.evidence.verified_entries(self.journal, saga_id)
-        if not entries:
-            raise SagaStateError(f"no saga {saga_id} in the journal")
-        saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=0,
-                    evidence=self.evidence, lease_seconds=self.lease_seconds)
-        bind_agent(saga, agent)
-        await saga.begin_run("recover", recovering=True)  # refused while another run holds it
-        if completed_unclosed(entries):
-            # Its run completed (RUN_ENDED COMPLETED) and only SAGA_CLOSED was lost (killed
-            # in between, or the write failed): finish the close; never undo a completed saga.
-            status = await saga.finish(error=None, close=True)
-            return SagaResult(saga_id=saga_id, status=status, report=saga.report, in_doubt=saga.in_doubt)
-        # Approvals still pending die with the saga: consumed, so no resume can run them later.
-        pending = [r.request_id for r in await self.approvals.list(saga_id) if r.consumed_at is None]
-        if pending:
-            await self.approvals.consume(pending, dt.datetime.now(dt.timezone.utc))
-        status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
-        return SagaResult(saga_id=saga_id, status=status, report=saga.report, in_doubt=saga.in_doubt,
-                          exception=saga.lease_lost_error())  # LEASE_LOST: another recovery took it over
+        """Finish saga ``saga_id``, left behind, with the undos ``agent`` declares, in a trace shaped
+        by ``run_config`` (``None``: no raw data); see ``core.recovery.Recovery.recover``."""
+        return _result(await self._service(run_config).recover(saga_id, _binder(agent)))
 
     async def recover_all(self, agent: Agent[Any]) -> list[tuple[str, str, SagaResult | SagacityError]]:
-        """Recover every saga that needs it (``core.recovery.recovery_reason``): a run lease
-        expired without RUN_ENDED, or a last run that ended IN_DOUBT / COMPENSATION_FAILED.
-        Never a saga waiting for approval, an idle ``close=False`` saga, or a running one.
+        """``(saga_id, why, SagaResult or refusal)`` for every saga that needed recovery, oldest
+        first, ``agent`` declaring all their undos (``core.recovery.Recovery.recover_all``)."""
+        done = await self._service().recover_all(_binder(agent))
+        return [(sid, why, _result(r) if isinstance(r, Recovered) else r) for sid, why, r in done]
 
-        Sagas are selected from *verified* entries only (issue 19 review, A4): every saga is
-        first checked as :meth:`verify` checks it (chain, structure and, when configured,
-        checkpoints, tags and signatures); one that does not verify is reported (its
-        :class:`EvidenceError` names the first bad seq) for a human, never skipped on the word
-        of an entry nobody authenticated (a forged SAGA_CLOSED or RUN_ENDED). A saga whose rows
-        cannot be read as a saga's, or whose recovery fails unexpectedly, is reported too, and
-        the others go on. A saga that is refused (a run took it meanwhile) likewise.
-
-        Args:
-            agent: an agent whose declarations hold the undos of every saga's tools.
-
-        Returns:
-            ``(saga_id, why it needed recovery, SagaResult or the refusal)`` per saga, oldest
-            saga first. Anything not COMPENSATED (or COMPLETED) needs a human.
-
-        Raises:
-            JournalError: the journal could not be read.
-        """
-        done: list[tuple[str, str, SagaResult | SagacityError]] = []
-        for saga_id in await self.journal.saga_ids():
-            if saga_id == ADOPTION_SAGA:
-                continue  # the keyring's markers: no runs (journal verify reports its rows)
-            try:
-                verdict, entries = await self.evidence.checked_entries(self.journal, saga_id)
-                if not verdict.ok:
-                    done.append((saga_id, "its journal does not verify: a human checks it", refusal(verdict)))
-                    continue
-                why = recovery_reason(entries)
-                if why is None or any(r.consumed_at is None for r in await self.approvals.list(saga_id)):
-                    continue  # nothing to recover, or it waits for a human decision (then resume)
-            except JournalError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one saga's rows must not stop the others
-                done.append((saga_id, "its entries cannot be read as a saga's: a human checks it",
-                             SagacityError(f"saga {saga_id}: {describe_error(exc)}")))
-                continue
-            try:
-                done.append((saga_id, why, await self.recover(saga_id, agent)))
-            except SagacityError as exc:
-                done.append((saga_id, why, exc))
-            except Exception as exc:  # noqa: BLE001 - reported; the other sagas are recovered
-                done.append((saga_id, why, SagacityError(f"saga {saga_id}: recovery failed: "
-                                                         f"{describe_error(exc)}")))
-        return done
-
-    async def resolve(
-        self, saga_id: str, seq: int, *, ran: bool, resolver: str, reason: str
-    ) -> JournalEntry:
-        """Answer an in-doubt entry after checking the far side: journals RESOLVED (who, why,
-        the answer). Then :meth:`recover` undoes a call that ran (when compensatable), drops one
-        that did not, and closes the saga once nothing is in doubt. See ``core.resolution``.
-
-        Args:
-            saga_id: the saga (left IN_DOUBT).
-            seq: the INTENT (or COMPENSATING) without outcome, as the report lists it.
-            ran: whether the call's effect (or the undo) happened.
-            resolver: who answers. reason: what was checked (both journaled, required).
-
-        Raises:
-            SagaStateError: no such saga, closed, held by a run's lease, or ``seq`` not in doubt.
-            EvidenceError: the saga's journal does not verify; nothing was written.
-            ValueError: an empty ``resolver`` or ``reason``.
-        """
-        step = begin("resolve", **{"sagacity.saga.id": saga_id, "sagacity.call.seq": seq,
-                                   "sagacity.resolution.ran": ran,
-                                   **linked_attrs(await self.journal.entries(saga_id))})
-        try:
-            entry = await resolve_in_doubt(self.journal, saga_id, seq, ran=ran, resolver=resolver,
-                                           reason=reason, evidence=self.evidence)
-        except BaseException as exc:
-            if step is not None:
-                step.end(describe_error(exc))
-            raise
-        if step is not None:
-            step.end(**{"sagacity.resolution.seq": entry.seq})
-        return entry
+    async def resolve(self, saga_id: str, seq: int, *, ran: bool, resolver: str, reason: str) -> JournalEntry:
+        """Answer in-doubt entry ``seq`` (RESOLVED); see ``core.recovery.Recovery.resolve``."""
+        return await self._service().resolve(saga_id, seq, ran=ran, resolver=resolver, reason=reason)
 
     async def approve(self, request_id: str, *, approver: str, reason: str | None = None) -> Any:
         """Approve a request: journals APPROVED (approver, reason, the hash decided on).
@@ -532,19 +386,19 @@ class Sagacity:
                 by another run's lease.
             EvidenceError: the saga's journal does not verify; it was not closed.
         """
-        await self._refuse_if_waiting(saga_id, "close it")
-        saga = Saga(self.journal, saga_id, policy=self.policy, evidence=self.evidence,
-                    lease_seconds=self.lease_seconds)
-        await saga.begin_run("close")  # refused while another run holds the saga
-        return await saga.finish(error=None, close=True)
+        return await self._service().close(saga_id)
 
-    async def _refuse_if_waiting(self, saga_id: str, what: str) -> None:
-        pending = [r.request_id for r in await self.approvals.list(saga_id) if r.consumed_at is None]
-        if pending and requests_void(await self.journal.entries(saga_id)) is None:
-            raise SagaStateError(
-                f"saga {saga_id} is waiting for approval ({', '.join(pending)}): decide and "
-                f"resume it, or recover it, rather than {what}"
-            )
+    def _service(self, run_config: Any = None) -> Recovery:
+        """Recovery, selection, resolution and close (``core.recovery``) on this facade's journal
+        and settings. Each recovery runs in an SDK trace of its own, grouped with the saga's runs
+        (``sdk.tracing.saga_trace``) and shaped by ``run_config``; without one, it is named
+        "sagacity recover" and keeps raw arguments and results out of its spans (the run's own
+        choice is not journaled, so none is assumed)."""
+        config = run_config if run_config is not None else {"trace_include_sensitive_data": False}
+        name = None if run_config is not None else "sagacity recover"
+        return Recovery(self.journal, self.approvals, evidence=self.evidence, policy=self.policy,
+                        lease_seconds=self.lease_seconds,
+                        scope=lambda saga_id: saga_trace(config, saga_id=saga_id, workflow_name=name))
 
     async def verify(
         self, saga_id: str | None = None, *, heads: dict[str, ChainHead] | None = None
@@ -577,3 +431,13 @@ class Sagacity:
         close_checkpoints = getattr(self.evidence.checkpoints, "close", None)
         if close_checkpoints is not None:
             await close_checkpoints()
+
+
+def _binder(agent: Agent[Any]) -> Callable[[Saga], None]:
+    """Registers the declarations of ``agent``'s graph (the undos) on a saga."""
+    return lambda saga: bind_agent(saga, agent)
+
+
+def _result(recovered: Recovered) -> SagaResult:
+    return SagaResult(saga_id=recovered.saga_id, status=recovered.status, report=recovered.report,
+                      in_doubt=recovered.in_doubt, exception=recovered.exception)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.compensation import CompensationItem, CompensationReport
+from ..core.recovery import SagaRecovered
 from ..core.saga import FailureRecord, SagaStatus
 from ..errors import LeaseLostError, SagacityError
 from .guardrails import withheld_reason
@@ -71,10 +72,6 @@ async def ask_approver(approver: Approver, request: Any) -> Decision:
             "is journaled with who made it, so a bare bool is not enough"
         )
     return answer
-
-
-class SagaRecovered(SagacityError):
-    """Recorded as the reason when :meth:`Sagacity.recover` finishes a saga left behind."""
 
 
 class StreamAbandoned(SagacityError):

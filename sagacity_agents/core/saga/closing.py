@@ -40,7 +40,7 @@ class SagaEnding(ExternalCalls):
                 self.saga_id, Phase.SAGA_FAILED, write_key="saga:failed", payload={"reason": reason}
             )
         except JournalWriteError:
-            entries = await self.journal.entries(self.saga_id)
+            entries = self.verified or await self.journal.entries(self.saga_id)
             if not any(e.phase is Phase.SAGA_FAILED for e in entries):
                 raise
 
@@ -55,9 +55,11 @@ class SagaEnding(ExternalCalls):
         """
         still_running = await self.settle()
         stop = self.compensation_stop
+        known, self.verified = self.verified, None  # the first pass only: later ones read anew
         report = await compensate(self.journal, self.saga_id, self.declarations,
                                   evidence=self.evidence, stop=stop,
-                                  agent_declarations=self.agent_declarations)
+                                  agent_declarations=self.agent_declarations,
+                                  ledger=SagaLedger(known) if known is not None else None)
         while still_running and not stop.is_set():
             before = still_running
             still_running = await self.settle()
@@ -208,7 +210,8 @@ class SagaEnding(ExternalCalls):
                 # outcome would still be in flight (settle() waited) or held unwritten.
                 in_doubt = bool(self._active) or bool(self.pending_external_calls())
             else:
-                in_doubt = bool(SagaLedger(await self.journal.entries(self.saga_id)).in_doubt())
+                known = self.verified or await self.journal.entries(self.saga_id)
+                in_doubt = bool(SagaLedger(known).in_doubt())
             if in_doubt or self.unwritten_outcomes:  # name every call in doubt (never on the hot path)
                 self.in_doubt = await self._calls_in_doubt()
                 return await self._end_open(SagaStatus.IN_DOUBT)

@@ -27,13 +27,14 @@ __all__ = ["RunLifecycle"]
 class RunLifecycle(SagaState):
     """Opening a saga and holding its run lease (a layer of :class:`~.saga.Saga`)."""
 
-    async def open(self, *, recovering: bool = False) -> None:
+    async def open(self, *, recovering: bool = False, verified: list[JournalEntry] | None = None) -> None:
         """Journal SAGA_OPENED (once per saga id; a retry or a later process is harmless) and
         bind the saga to the running event loop.
 
         Args:
             recovering: allow a saga that failed (it ended COMPENSATION_FAILED or IN_DOUBT, or
                 its process stopped while compensating): recovery finishes it.
+            verified: the saga's entries, verified by the caller just now (not read again).
 
         Raises:
             SagaStateError: the saga is closed in the journal (closed is terminal), or it failed
@@ -50,7 +51,8 @@ class RunLifecycle(SagaState):
             )
             self._opened = True
             return
-        existing = await verified_entries(self.journal, self.saga_id, self.evidence)
+        existing = verified if verified is not None else await verified_entries(
+            self.journal, self.saga_id, self.evidence)
         self._refuse_state(existing, recovering)
         self._recovering = recovering
         if not existing:
@@ -81,10 +83,12 @@ class RunLifecycle(SagaState):
                 "recover it (Sagacity.recover or `sagacity saga recover`)"
             )
 
-    async def begin_run(self, agent_name: str, *, recovering: bool = False) -> None:
+    async def begin_run(self, agent_name: str, *, recovering: bool = False,
+                        verified: list[JournalEntry] | None = None) -> None:
         """:meth:`open` then :meth:`start_run`. For a saga this object created, SAGA_OPENED and
         RUN_STARTED go to the journal together (one round trip where it batches appends,
-        ``core.journal.append_each``).
+        ``core.journal.append_each``). ``verified``: the saga's entries, verified by the caller
+        just now: neither step reads them again.
 
         Raises:
             As :meth:`open` and :meth:`start_run`.
@@ -97,14 +101,17 @@ class RunLifecycle(SagaState):
             })
             self._opened = True
             return
-        await self.open(recovering=recovering)
-        await self.start_run(agent_name)
+        await self.open(recovering=recovering, verified=verified)
+        await self.start_run(agent_name, verified=verified or None)
 
-    async def start_run(self, agent_name: str, *, opening: dict[str, Any] | None = None) -> None:
+    async def start_run(self, agent_name: str, *, opening: dict[str, Any] | None = None,
+                        verified: list[JournalEntry] | None = None) -> None:
         """Take the saga's run lease: journal RUN_STARTED for one run (segment), resume,
         recovery or close of the saga, and keep the lease renewed until :meth:`end_run`.
         ``opening``: the SAGA_OPENED append of a saga this object created, written in the same
-        batch (:meth:`begin_run`).
+        batch (:meth:`begin_run`). ``verified``: the saga's entries, verified by the caller just
+        now: the lease is decided on them, and when RUN_STARTED follows them directly both are
+        kept in :attr:`verified` for compensation and the close.
 
         Raises:
             SagaStateError: another run holds the saga's lease and it has not expired, or the
@@ -117,8 +124,10 @@ class RunLifecycle(SagaState):
             self.journal, self.saga_id, holder=self.holder, seconds=self.lease_seconds,
             agent=agent_name,
             check=None if self._fresh_id else (lambda entries: self._refuse_state(entries, recovering)),
-            opening=opening,
+            opening=opening, known_entries=verified,
         )
+        self.verified = ([*verified, started] if verified and started.seq == verified[-1].seq + 1
+                         else None)
         # Every entry of this run carries the lease's token from now on (core.fence); kept after
         # RUN_ENDED, so that nothing this object writes later passes for another run's.
         self.fence = started.seq

@@ -65,6 +65,11 @@ class SagaState:
     """The fields of a live saga and the bookkeeping every layer shares (see :class:`~.saga.Saga`
     for the arguments)."""
 
+    verified: list[JournalEntry] | None = None
+    """The saga's verified entries up to this run's RUN_STARTED, when the caller verified them
+    and nothing came between (``begin_run(verified=...)``): compensation and the close use them
+    instead of reading the journal again."""
+
     def __init__(
         self,
         journal: Journal,
