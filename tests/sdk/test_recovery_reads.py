@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from sagacity_agents import Phase, Sagacity, SagaStatus
+from sagacity_agents import Sagacity, SagaStatus
+from sagacity_agents.backends import Phase
 from sagacity_agents.core.signing import generate_key
 from tests.backends import BACKENDS, Backend
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sagacity_agents import InMemoryApprovalStore, InMemoryJournal, Phase, SagaStatus
+from sagacity_agents import SagaStatus
+from sagacity_agents.backends import InMemoryApprovalStore, InMemoryJournal, Phase
 from sagacity_agents.core.declarations import Reversibility, ToolDeclaration
 from sagacity_agents.core.recovery import Recovery
 
