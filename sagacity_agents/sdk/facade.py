@@ -25,7 +25,7 @@ from ..core.entries import JournalEntry
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS, check_lease_seconds, completed_unclosed
 from ..core.recovery import recovery_reason
-from ..core.authenticity import ADOPTION_SAGA, attach_tagger
+from ..core.authenticity import ADOPTION_SAGA, signing_view
 from ..core.resolution import resolve_in_doubt
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
@@ -128,8 +128,8 @@ class Sagacity:
     ) -> None:
         self.strict = strict
         self.evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
-        self.journal = _journal_from(journal)
-        attach_tagger(self.journal, self.evidence.keyring)  # issue 19: every entry tagged
+        # This instance's writer: its entries signed with its keyring's key (none without one).
+        self.journal = signing_view(_journal_from(journal), self.evidence.keyring)
         if approvals is None:
             approvals = approval_store_for(self.journal)
         self.approvals = approvals

@@ -95,7 +95,7 @@ class SagaState:
         """Outcomes of this object's calls or undos that happened after its lease was lost and
         that the journal refused even late (the saga was closed meanwhile): effects that exist
         and are in no entry. Named in the run's :class:`LeaseLostError`."""
-        self.journal: Journal = FencedJournal(journal, self.saga_id, lambda: self.fence,
+        self.journal: FencedJournal = FencedJournal(journal, self.saga_id, lambda: self.fence,
                                               self._lose_lease, self.unjournaled.append)
         """The saga's journal, fenced: every append carries :attr:`fence`."""
         self.policy = FailurePolicy(policy)
@@ -119,7 +119,7 @@ class SagaState:
         self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
         # Outcome entries written behind their calls (journals with ``writes_outcomes_behind``):
         # pending writes, and the latest, which the next one waits for (outcomes keep call order).
-        self._outcomes_behind = bool(getattr(journal, "writes_outcomes_behind", False))
+        self._outcomes_behind = self.journal.capabilities.outcomes_behind
         self._behind: set[asyncio.Future[None]] = set()
         self._behind_last: asyncio.Future[None] | None = None
         self._claimed_requests: set[str] = set()  # approvals taken by calls of this object
