@@ -39,7 +39,7 @@ from typing import Any
 
 from .core.entries import JournalEntry, Phase
 from .core.journal import (
-    FENCE_KEY, LATE_KEY, AppendRequest, Journal, append_requests, as_request, as_requests,
+    FENCE_KEY, LATE_KEY, AppendRequest, JournalBackend, append_requests, as_request, as_requests,
 )
 from .core.observe import TRACE_KEY
 from .backends.memory.journal import InMemoryJournal
@@ -212,7 +212,7 @@ class FaultyJournal:
 
     def __init__(
         self,
-        inner: Journal,
+        inner: JournalBackend,
         *,
         when: Predicate | None = None,
         times: int | None = None,
@@ -267,12 +267,13 @@ class FaultyJournal:
             f"{attempt.saga_id!r} (write key {attempt.write_key!r})"
         )
 
-    async def append(self, request: AppendRequest | str, phase: Phase | None = None, /,
+    async def append(self, saga_id: AppendRequest | str, phase: Phase | None = None,
                      **fields: Any) -> JournalEntry:
         """Append through the wrapped journal unless this attempt is chosen to fail.
 
         Args:
-            request: as :meth:`Journal.append` (or the loose form: saga id, phase, keywords).
+            saga_id: the request (:meth:`JournalBackend.append`), or the loose form's saga id,
+                with ``phase`` and the other keywords.
 
         Raises:
             JournalWriteError: the attempt matched the fault predicate (or the inner journal
@@ -280,18 +281,16 @@ class FaultyJournal:
             EncodingError: the payload has no canonical encoding (the loose form; a fault chosen
                 before the write is raised first).
         """
-        if type(request) is not AppendRequest:
-            if phase is None:
-                phase = fields.pop("phase")
-            attempt, fail = self._register(request, Phase(phase), fields.get("write_key"),  # type: ignore[arg-type]
-                                           fields.get("tool"), fields.get("call_id"), fields.get("payload"))
-            if fail and not self.after_write:
-                raise self._error(attempt)
-            request = as_request(request, phase, fields)
+        built = saga_id if type(saga_id) is AppendRequest else None
+        if built is not None:
+            attempt, fail = self._attempt(as_request(built, phase, fields))
         else:
-            attempt, fail = self._attempt(request)
-            if fail and not self.after_write:
-                raise self._error(attempt)
+            attempt, fail = self._register(
+                saga_id, Phase(phase), fields.get("write_key"), fields.get("tool"),  # type: ignore[arg-type]
+                fields.get("call_id"), fields.get("payload"))
+        if fail and not self.after_write:
+            raise self._error(attempt)
+        request = built if built is not None else as_request(saga_id, phase, fields)
         entry = await self.inner.append(request)
         if fail:
             raise self._error(attempt)
@@ -365,7 +364,7 @@ class FaultyJournal:
 
 
 def make_failing(
-    journal: Journal,
+    journal: JournalBackend,
     *,
     phase: Phase | str | Iterable[Phase | str] | None = None,
     nth: int | Iterable[int] | None = None,

@@ -192,19 +192,17 @@ def entry_tagger(keyring: Keyring) -> EntryTagger | UntaggedRefusal:
     return UntaggedRefusal() if keyring.signing_key is None else EntryTagger(keyring)
 
 
-def signing_view(journal: Journal, keyring: Keyring | None) -> Journal:
+def signing_view(journal: Journal, keyring: Keyring | None) -> JournalView:
     """``journal`` as ``keyring``'s writer appends to it: a :class:`~.fence.JournalView` whose
     every append is tagged with the keyring's signing key (refused, with a keyring that cannot
-    sign); ``journal`` itself without a keyring. The key stays in the view: writers with other
-    keyrings (or none) share the backend object, each signing with its own key or none.
+    sign), untagged without a keyring. The key stays in the view: writers with other keyrings
+    (or none) share the backend object, each signing with its own key or none.
 
     Args:
         journal: a backend (or a view: its backend, signed by ``keyring`` instead).
         keyring: the writer's keyring (``None``: its entries are not tagged).
     """
-    if keyring is None:
-        return journal
-    return JournalView(journal, tagger=entry_tagger(keyring))  # type: ignore[return-value]
+    return JournalView(journal, tagger=None if keyring is None else entry_tagger(keyring))
 
 
 class TagCache:

@@ -54,13 +54,12 @@ class JournalView:
     object serves writers with different keyrings (``core.authenticity.signing_view``).
 
     Args:
-        journal: the backend (a view: its backend, and its tagger unless ``tagger`` is given).
+        journal: the backend (a view: its backend).
         tagger: signs every entry appended through the view (``None``: untagged).
     """
 
     def __init__(self, journal: Journal, *, tagger: EntryTagger | None = None) -> None:
         if isinstance(journal, JournalView):
-            tagger = journal.tagger if tagger is None else tagger
             journal = journal.backend
         self.backend: Any = journal
         """The journal underneath (a backend, or a wrapper of one)."""
@@ -77,13 +76,13 @@ class JournalView:
         return AppendRequest.build(saga_id, phase, tagger=self.tagger, **fields)
 
     async def append(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
-        """:meth:`Journal.append` of the request ``AppendRequest.build(saga_id, phase, **fields)``
-        builds, tagged by this view's tagger.
+        """:meth:`JournalBackend.append` of the request that
+        ``AppendRequest.build(saga_id, phase, **fields)`` builds, tagged by this view's tagger.
 
         Raises:
-            The errors of :meth:`AppendRequest.build` and :meth:`Journal.append`.
+            The errors of :meth:`AppendRequest.build` and :meth:`JournalBackend.append`.
         """
-        return await self.backend.append(self.request(saga_id, phase, fields))  # type: ignore[no-any-return]
+        return await self.backend.append(self.request(saga_id, phase, fields))
 
     def append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
         """:meth:`append`, blocking, from a thread that is not the event loop's; only where
@@ -95,9 +94,11 @@ class JournalView:
         """
         if not self.capabilities.sync_append:
             raise TypeError(f"{self.backend!r} has no blocking append")
-        return self.backend.append_sync(self.request(saga_id, phase, fields))  # type: ignore[no-any-return]
+        return self.backend.append_sync(self.request(saga_id, phase, fields))
 
-    async def append_many(self, saga_id: str, appends: Sequence[Mapping[str, Any]]) -> list[JournalEntry]:
+    async def append_many(
+        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+    ) -> list[JournalEntry]:
         """Several appends to ``saga_id``, in order, each the keyword arguments of
         :meth:`append` (``phase`` included): in one round trip where the backend has
         ``append_many``.
@@ -112,32 +113,27 @@ class JournalView:
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """:meth:`Journal.entries`, unchanged."""
-        return await self.backend.entries(saga_id)  # type: ignore[no-any-return]
+        return await self.backend.entries(saga_id)
 
     async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
         """:meth:`EntriesMany.entries_many`, unchanged (where the backend has it)."""
-        return await self.backend.entries_many(saga_ids)  # type: ignore[no-any-return]
+        return await self.backend.entries_many(saga_ids)
 
     async def rows_many(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
         """:meth:`RowsRead.rows_many`, unchanged (where the backend has it)."""
-        return await self.backend.rows_many(saga_ids)  # type: ignore[no-any-return]
+        return await self.backend.rows_many(saga_ids)
 
     async def saga_ids(self) -> list[str]:
         """:meth:`Journal.saga_ids`, unchanged."""
-        return await self.backend.saga_ids()  # type: ignore[no-any-return]
+        return await self.backend.saga_ids()
 
     async def saga_summaries(self, *, offset: int = 0, limit: int | None = None) -> list[SagaSummary]:
         """:meth:`Journal.saga_summaries`, unchanged."""
-        return await self.backend.saga_summaries(offset=offset, limit=limit)  # type: ignore[no-any-return]
+        return await self.backend.saga_summaries(offset=offset, limit=limit)
 
     async def close(self) -> None:
         """:meth:`Journal.close` of the journal underneath."""
         await self.backend.close()
-
-
-def backend_of(journal: Any) -> Any:
-    """The journal under a :class:`JournalView` (``journal`` itself otherwise)."""
-    return journal.backend if isinstance(journal, JournalView) else journal
 
 
 def backend_of(journal: Any) -> Any:
@@ -170,6 +166,8 @@ class FencedJournal(JournalView):
         on_lost: Callable[[LeaseLostError], None],
         on_unjournaled: Callable[[str], None] | None = None, *, tagger: EntryTagger | None = None,
     ) -> None:
+        if tagger is None and isinstance(journal, JournalView):
+            tagger = journal.tagger  # the writer's: its Sagacity's keyring
         super().__init__(journal, tagger=tagger)
         self.inner = journal
         """The journal the saga was given."""
@@ -192,7 +190,9 @@ class FencedJournal(JournalView):
 
     request = _fenced
 
-    def _late(self, request: AppendRequest, fields: Mapping[str, Any], lost: LeaseLostError) -> AppendRequest:
+    def _late(
+        self, request: AppendRequest, fields: Mapping[str, Any], lost: LeaseLostError
+    ) -> AppendRequest:
         """After ``lost``: the request again, marked late, when it is the outcome of the
         writer's own call or undo (written under the lost lease: the effect happened).
 
@@ -200,7 +200,8 @@ class FencedJournal(JournalView):
             LeaseLostError: ``lost``, for any other append (or one already late).
         """
         self._on_lost(lost)
-        if request.late or request.fence is None or not _answers_own_start(request.phase, fields.get("payload")):
+        own = _answers_own_start(request.phase, fields.get("payload"))
+        if request.late or request.fence is None or not own:
             raise lost
         return AppendRequest.build(request.saga_id, request.phase, tagger=self.tagger,
                                    **{**fields, "fence": request.fence, "late": True})
@@ -216,11 +217,11 @@ class FencedJournal(JournalView):
         """
         request = self.request(saga_id, phase, fields)
         try:
-            return await self.backend.append(request)  # type: ignore[no-any-return]
+            return await self.backend.append(request)
         except LeaseLostError as lost:
             late = self._late(request, fields, lost)
         try:  # the effect (or the undo) happened under our lease: journal it, marked late
-            return await self.backend.append(late)  # type: ignore[no-any-return]
+            return await self.backend.append(late)
         except JournalError as refused:  # closed meanwhile: say so wherever we can
             self._unjournaled(late, refused)
             raise
@@ -238,11 +239,11 @@ class FencedJournal(JournalView):
             raise TypeError(f"{self.backend!r} has no blocking append")
         request = self.request(saga_id, phase, fields)
         try:
-            return self.backend.append_sync(request)  # type: ignore[no-any-return]
+            return self.backend.append_sync(request)
         except LeaseLostError as lost:
             late = self._late(request, fields, lost)
         try:
-            return self.backend.append_sync(late)  # type: ignore[no-any-return]
+            return self.backend.append_sync(late)
         except JournalError as refused:
             self._unjournaled(late, refused)
             raise
@@ -254,7 +255,9 @@ class FencedJournal(JournalView):
                 f"{request.phase.value} of {request.tool} (call {request.call_id}) could "
                 f"not be journaled, even late: {describe_error(refused)}")
 
-    async def append_many(self, saga_id: str, appends: Sequence[Mapping[str, Any]]) -> list[JournalEntry]:
+    async def append_many(
+        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+    ) -> list[JournalEntry]:
         """:meth:`JournalView.append_many`, each append fenced (``core.journal.append_each``).
 
         Raises:

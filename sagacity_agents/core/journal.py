@@ -48,14 +48,14 @@ Optional capabilities are small protocols, read once per journal object by
 :func:`capabilities_of` (:class:`Capabilities`):
 
 * :class:`BatchAppend` ``append_many(requests)``: several appends to one saga in one round trip,
-  in order, with :meth:`Journal.append`'s errors; an append that raises leaves the earlier ones
+  in order, with :meth:`JournalBackend.append`'s errors; an append that raises leaves the earlier ones
   written and the later ones not. Reached through :func:`append_each`.
 * :class:`EntriesMany` ``entries_many(saga_ids)``: the entries of several sagas in one read,
   ``{saga_id: entries}`` (a saga without entries left out). Reached through :func:`read_sagas`.
 * :class:`RowsRead` ``rows_many(saga_ids)``: the same read as stored rows (tuples of
   ``entries.CHAIN_COLUMNS``, no tags), no entry built (the SQL backends). Reached through
   :func:`read_saga_rows`: ``verify`` checks a sound saga from its rows.
-* :class:`SyncAppend` ``append_sync(request)``: :meth:`Journal.append`, blocking, from a thread
+* :class:`SyncAppend` ``append_sync(request)``: :meth:`JournalBackend.append`, blocking, from a thread
   that is not the event loop's (SQLite, memory): a sync tool's worker thread writes its INTENT
   and outcome without a hop to the loop. Counted only where the class that defines ``append``
   defines it too (a wrapper that changes ``append`` keeps every write going through it).
@@ -86,7 +86,8 @@ from .observe import TRACE_KEY, trace_link, without_trace
 __all__ = [
     "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "LAZY_PHASES",
     "AppendDialect", "AppendRequest", "BatchAppend", "Capabilities", "Clock", "CommitRule",
-    "EntriesMany", "EntryTagger", "Journal", "Located", "OnDatabase", "OutcomesBehind", "RowsRead",
+    "EntriesMany", "EntryTagger", "Journal", "JournalBackend", "JournalReads", "Located",
+    "OnDatabase", "OutcomesBehind", "RowsRead",
     "SagaSummary", "SyncAppend", "Tail", "View", "append_each", "append_locked", "append_requests",
     "as_request", "as_requests", "capabilities_of", "claimant_of", "lazy_phases", "new_claimant",
     "next_entry", "replay_of", "seal", "stamp_from", "utc_now",
@@ -182,7 +183,10 @@ class EntryTagger(Protocol):
     writer's requests, never held by a backend, so writers with different keyrings can share
     one journal object."""
 
-    key_id: str | None
+    @property
+    def key_id(self) -> str | None:
+        """The signing key's id (``None``: a tagger that refuses every append)."""
+        ...
 
     def tag(self, unlinked: bytes) -> tuple[str, str]:
         """``(key_id, tag)`` over an entry's content without its chain links."""
@@ -483,21 +487,22 @@ def append_locked(dialect: AppendDialect[H], at: H, request: AppendRequest) -> t
     return entry, True
 
 
-def as_request(request: AppendRequest | str, phase: Phase | str | None,
+def as_request(saga_id: AppendRequest | str, phase: Phase | str | None,
                fields: dict[str, Any]) -> AppendRequest:
-    """The request a backend's ``append`` was given: ``request`` itself, or the one the loose
+    """The request a backend's ``append`` was given: the request itself, or the one the loose
     form ``append(saga_id, phase, write_key=..., ...)`` describes (:meth:`AppendRequest.build`).
 
     Raises:
-        The errors of :meth:`AppendRequest.build`; TypeError: a request with more arguments.
+        The errors of :meth:`AppendRequest.build`; TypeError: a request with more arguments, or
+        the loose form without a phase.
     """
-    if type(request) is AppendRequest:
+    if type(saga_id) is AppendRequest:
         if phase is not None or fields:
             raise TypeError("append(request) takes no other argument")
-        return request
+        return saga_id
     if phase is None:
-        phase = fields.pop("phase")
-    return AppendRequest.build(request, phase, **fields)  # type: ignore[arg-type]
+        raise TypeError("append(saga_id, phase, ...) needs a phase")
+    return AppendRequest.build(saga_id, phase, **fields)  # type: ignore[arg-type]
 
 
 def as_requests(requests: Sequence[AppendRequest] | str,
@@ -513,35 +518,8 @@ def as_requests(requests: Sequence[AppendRequest] | str,
     return list(requests)
 
 
-@runtime_checkable
-class Journal(Protocol):
-    """An append-only, hash-chained store of journal entries (one chain per saga)."""
-
-    async def append(self, request: AppendRequest, /) -> JournalEntry:
-        """Append one entry to ``request.saga_id``'s chain and return it once durably stored.
-
-        ``request`` says (:class:`AppendRequest`): the saga, the phase, the write key (unique per
-        logical write within the saga; a retry passes the same key), the tool and call id of a
-        tool entry, the converted payload, ``expected_seq`` (append only while the saga's last
-        entry has this ``seq``, 0: none yet), ``fence`` (the seq of the RUN_STARTED whose lease
-        the writer holds: written only while it is the saga's newest, stored in the payload),
-        ``late`` (an outcome whose writer lost that lease while the body ran: written without
-        the check, marked late) and the writer's tagger. All checked atomically with the
-        append.
-
-        Returns:
-            The stored entry (the earlier one when this is a retry of the same write).
-
-        Raises:
-            JournalClosedError: the saga is closed (its last entry is SAGA_CLOSED).
-            JournalConflictError: ``expected_seq`` is not the saga's last ``seq``.
-            LeaseLostError: (a ``JournalConflictError``) ``fence`` is not the saga's newest
-                RUN_STARTED; nothing written.
-            ClaimTakenError: (a ``JournalConflictError``) a claim whose write key another writer
-                (another claimant nonce) already claimed.
-            JournalWriteError: storage failed, or the write key names a different entry.
-        """
-        ...
+class JournalReads(Protocol):
+    """What every journal reads (and how it is closed): backends and views alike."""
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """Return the saga's entries in ``seq`` order, as stored (an empty list if unknown).
@@ -582,11 +560,62 @@ class Journal(Protocol):
 
 
 @runtime_checkable
+class JournalBackend(JournalReads, Protocol):
+    """An append-only, hash-chained store of journal entries (one chain per saga): what a
+    backend implements. Writers reach it through a view (``core.fence``), which builds each
+    request."""
+
+    async def append(self, request: AppendRequest, /) -> JournalEntry:
+        """Append one entry to ``request.saga_id``'s chain and return it once durably stored.
+
+        ``request`` says (:class:`AppendRequest`): the saga, the phase, the write key (unique per
+        logical write within the saga; a retry passes the same key), the tool and call id of a
+        tool entry, the converted payload, ``expected_seq`` (append only while the saga's last
+        entry has this ``seq``, 0: none yet), ``fence`` (the seq of the RUN_STARTED whose lease
+        the writer holds: written only while it is the saga's newest, stored in the payload),
+        ``late`` (an outcome whose writer lost that lease while the body ran: written without
+        the check, marked late) and the writer's tagger. All checked atomically with the
+        append. Every backend also takes the loose form, ``append(saga_id, phase, **fields)``
+        (:func:`as_request`).
+
+        Returns:
+            The stored entry (the earlier one when this is a retry of the same write).
+
+        Raises:
+            JournalClosedError: the saga is closed (its last entry is SAGA_CLOSED).
+            JournalConflictError: ``expected_seq`` is not the saga's last ``seq``.
+            LeaseLostError: (a ``JournalConflictError``) ``fence`` is not the saga's newest
+                RUN_STARTED; nothing written.
+            ClaimTakenError: (a ``JournalConflictError``) a claim whose write key another writer
+                (another claimant nonce) already claimed.
+            JournalWriteError: storage failed, or the write key names a different entry.
+        """
+        ...
+
+
+@runtime_checkable
+class Journal(JournalReads, Protocol):
+    """A journal as the library writes and reads it: a writer's view (``core.fence``), or a
+    backend (its ``append`` takes this keyword form too)."""
+
+    async def append(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
+        """Append the entry ``AppendRequest.build(saga_id, phase, **fields)`` describes (the
+        keywords: ``write_key``, ``tool``, ``call_id``, ``payload``, ``expected_seq``,
+        ``fence``, ``late``); see :meth:`JournalBackend.append`.
+
+        Raises:
+            EncodingError: the payload has no canonical encoding (nothing is written).
+            The errors of :meth:`JournalBackend.append`.
+        """
+        ...
+
+
+@runtime_checkable
 class SyncAppend(Protocol):
-    """:meth:`Journal.append`, blocking, callable from a thread that is not the event loop's."""
+    """:meth:`JournalBackend.append`, blocking, callable from a thread that is not the event loop's."""
 
     def append_sync(self, request: AppendRequest, /) -> JournalEntry:
-        """Same ordering, rules and errors as :meth:`Journal.append`."""
+        """Same ordering, rules and errors as :meth:`JournalBackend.append`."""
         ...
 
 
@@ -647,7 +676,8 @@ class OnDatabase(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    """What a journal object can do beyond :class:`Journal`, read once (:func:`capabilities_of`)."""
+    """What a journal object can do beyond :class:`JournalBackend`, read once
+    (:func:`capabilities_of`)."""
 
     sync_append: bool = False
     """:class:`SyncAppend`, defined by the class that defines ``append``."""
@@ -673,7 +703,9 @@ class View(Protocol):
     capabilities: Capabilities
     """The backend's capabilities."""
 
-    async def append_many(self, saga_id: str, appends: Sequence[Mapping[str, Any]]) -> list[JournalEntry]:
+    async def append_many(
+        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+    ) -> list[JournalEntry]:
         """Keyword appends to one saga, in order."""
         ...
 
@@ -688,12 +720,12 @@ def capabilities_of(journal: Any) -> Capabilities:
     Args:
         journal: a backend, a wrapper of one, or a :class:`View`.
     """
-    if isinstance(journal, View):
-        return journal.capabilities
     try:
         return _capabilities[journal]
     except (KeyError, TypeError):
         pass
+    if isinstance(journal, View):
+        return journal.capabilities
 
     def owner(name: str) -> type | None:
         return next((c for c in type(journal).__mro__ if name in c.__dict__), None)
@@ -726,10 +758,10 @@ def check_page(offset: int, limit: int | None) -> None:
 
 
 async def append_requests(
-    journal: Journal, requests: Sequence[AppendRequest], capabilities: Capabilities | None = None,
+    journal: JournalBackend, requests: Sequence[AppendRequest], capabilities: Capabilities | None = None,
 ) -> list[JournalEntry]:
     """Append ``requests`` (to one saga) in order: in one round trip where the backend has
-    ``append_many`` (:class:`BatchAppend`), else one :meth:`Journal.append` after the other.
+    ``append_many`` (:class:`BatchAppend`), else one :meth:`JournalBackend.append` after the other.
 
     Raises:
         The errors of :meth:`Journal.append`, for the first append that fails: the appends before
@@ -743,7 +775,7 @@ async def append_requests(
 
 
 async def append_each(
-    journal: Journal | View, saga_id: str, appends: Sequence[Mapping[str, Any]]
+    journal: Journal, saga_id: str, appends: Sequence[Mapping[str, Any]]
 ) -> list[JournalEntry]:
     """Append ``appends`` to ``saga_id`` in order, each the keyword arguments of a keyword
     append (``phase``, ``write_key``, ...): through the view's :meth:`JournalView.append_many`
@@ -759,4 +791,5 @@ async def append_each(
     """
     if isinstance(journal, View):
         return await journal.append_many(saga_id, appends)
-    return await append_requests(journal, [AppendRequest.build(saga_id, **spec) for spec in appends])
+    requests = [AppendRequest.build(saga_id, **spec) for spec in appends]
+    return await append_requests(journal, requests)  # type: ignore[arg-type]

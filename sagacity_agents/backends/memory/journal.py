@@ -42,12 +42,12 @@ class InMemoryJournal:
         so a fenced append does not scan the run's entries (valid while that entry is still
         the tail; the tamper helpers drop it)."""
 
-    async def append(self, request: AppendRequest | str, phase: Phase | None = None, /,
+    async def append(self, saga_id: AppendRequest | str, phase: Phase | None = None,
                      **fields: Any) -> JournalEntry:
         """See :meth:`Journal.append` (done by :meth:`append_sync`: nothing here waits)."""
-        return self.append_sync(as_request(request, phase, fields))
+        return self.append_sync(as_request(saga_id, phase, fields))
 
-    def append_sync(self, request: AppendRequest | str, phase: Phase | None = None, /,
+    def append_sync(self, saga_id: AppendRequest | str, phase: Phase | None = None,
                     **fields: Any) -> JournalEntry:
         """:meth:`Journal.append`, blocking, from any thread: how a sync tool's worker thread
         writes its INTENT and outcome without a hop to the event loop (``core.saga.calls``).
@@ -55,7 +55,7 @@ class InMemoryJournal:
         Raises:
             The errors of :meth:`Journal.append`.
         """
-        request = as_request(request, phase, fields)
+        request = as_request(saga_id, phase, fields)
         with self._lock:
             return append_locked(self, None, request)[0]
 

@@ -2,10 +2,10 @@
 
 Ordering (design.md, "PostgreSQL"): every append is one transaction that first takes
 ``pg_advisory_xact_lock`` on a 64-bit hash of the saga id, then reads the saga's tail and inserts
-the next entry. Appenders to one saga queue on the lock instead of racing and retrying (the Java
-original's tail ``SELECT ... FOR UPDATE`` + retry on unique violation loses appends under
-contention); appenders to different sagas do not wait for each other (a hash collision only makes
-two sagas share a queue). In READ COMMITTED each statement reads a fresh snapshot, so the insert,
+the next entry. Appenders to one saga queue on the lock instead of racing and retrying (a tail
+``SELECT ... FOR UPDATE`` + retry on unique violation loses appends under contention);
+appenders to different sagas do not wait for each other (a hash collision only makes two sagas
+share a queue). In READ COMMITTED each statement reads a fresh snapshot, so the insert,
 a statement after the lock, sees every append committed before the lock was granted. UNIQUE
 (saga_id, seq) and UNIQUE (saga_id, write_key) back the lock: a writer that bypasses it fails
 rather than forks the chain.
@@ -358,7 +358,7 @@ class PostgresJournal:
             tag_key=sent.tag[0], tag=sent.tag[1],
         )
 
-    async def append(self, request: AppendRequest | str, phase: Phase | None = None, /,
+    async def append(self, saga_id: AppendRequest | str, phase: Phase | None = None,
                      **fields: Any) -> JournalEntry:
         """See :meth:`Journal.append`. Returns after the commit (durable unless the phase is
         one of those committed without waiting for the flush, see the class notes).
@@ -371,7 +371,7 @@ class PostgresJournal:
             JournalWriteError: not stored (pool exhausted, statement timeout, connection broken
                 three times, schema missing), or the write key names a different entry.
         """
-        request = _checked(as_request(request, phase, fields))
+        request = _checked(as_request(saga_id, phase, fields))
         saga_id = request.saga_id
         tail = self._sole.begin(saga_id, fence=request.fence if request.checks_fence else None)
         entry = None

@@ -463,16 +463,16 @@ class SqliteJournal(SqliteWorker):
             summaries.append(SagaSummary(saga_id, count, rows[low], rows[high]))
         return summaries
 
-    async def append(self, request: AppendRequest | str, phase: Phase | None = None, /,
+    async def append(self, saga_id: AppendRequest | str, phase: Phase | None = None,
                      **fields: Any) -> JournalEntry:
         """See :meth:`Journal.append`. Returns after the commit (``synchronous`` decides how
         durable that is); a fenced append reads the saga's lease inside the same
         ``BEGIN IMMEDIATE`` transaction as its insert."""
-        request = as_request(request, phase, fields)
+        request = as_request(saga_id, phase, fields)
         self._refuse_closed()
         return (await self._writer.submit([request]))[0]
 
-    def append_sync(self, request: AppendRequest | str, phase: Phase | None = None, /,
+    def append_sync(self, saga_id: AppendRequest | str, phase: Phase | None = None,
                     **fields: Any) -> JournalEntry:
         """:meth:`append`, blocking, from a thread that is not the event loop's (a sync tool's
         worker thread, ``core.saga.calls``): one hop to the journal's thread and back, none
@@ -481,7 +481,7 @@ class SqliteJournal(SqliteWorker):
         Raises:
             The errors of :meth:`Journal.append`.
         """
-        request = as_request(request, phase, fields)
+        request = as_request(saga_id, phase, fields)
         self._refuse_closed()
         return self._writer.submit_blocking([request])[0]
 
