@@ -55,7 +55,7 @@ from ..errors import ConfigurationError
 from .canonical import parse_json, sha256_hex
 from .chain import ChainFault, ChainHead, check_anchor, verify_entries
 from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry, Phase
-from .fence import JournalView
+from .fence import JournalView, backend_of
 from .journal import Journal, utc_stamp
 from .signing import Keyring, signed_record_problem
 
@@ -192,17 +192,20 @@ def entry_tagger(keyring: Keyring) -> EntryTagger | UntaggedRefusal:
     return UntaggedRefusal() if keyring.signing_key is None else EntryTagger(keyring)
 
 
-def signing_view(journal: Journal, keyring: Keyring | None) -> JournalView:
+def signing_view(journal: Journal, keyring: Keyring | None) -> Journal:
     """``journal`` as ``keyring``'s writer appends to it: a :class:`~.fence.JournalView` whose
     every append is tagged with the keyring's signing key (refused, with a keyring that cannot
-    sign), untagged without a keyring. The key stays in the view: writers with other keyrings
-    (or none) share the backend object, each signing with its own key or none.
+    sign). The key stays in the view: writers with other keyrings (or none) share the backend
+    object, each signing with its own key or none.
 
     Args:
         journal: a backend (or a view: its backend, signed by ``keyring`` instead).
-        keyring: the writer's keyring (``None``: its entries are not tagged).
+        keyring: the writer's keyring; ``None``: the backend itself (a view: its backend), whose
+            appends are untagged.
     """
-    return JournalView(journal, tagger=None if keyring is None else entry_tagger(keyring))
+    if keyring is None:
+        return backend_of(journal)  # type: ignore[no-any-return]
+    return JournalView(journal, tagger=entry_tagger(keyring))
 
 
 class TagCache:

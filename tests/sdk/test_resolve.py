@@ -102,7 +102,7 @@ async def test_resolve_refuses_what_is_not_in_doubt_and_bad_evidence():
     import dataclasses
 
     entries = await s.journal.entries(sid)
-    s.journal.backend._replace(sid, 2, dataclasses.replace(entries[1], canonical=entries[1].canonical.replace(b'"n":1', b'"n":9')))  # noqa: SLF001
+    s.journal._replace(sid, 2, dataclasses.replace(entries[1], canonical=entries[1].canonical.replace(b'"n":1', b'"n":9')))  # noqa: SLF001
     with pytest.raises(EvidenceError) as caught:
         await s.resolve(sid, 6, ran=True, resolver="ops", reason="x")
     assert caught.value.bad_seq == 2
