@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF  # noqa: E402
 from sagacity_agents.backends.memory.journal import InMemoryJournal  # noqa: E402
 from sagacity_agents.backends.sqlite.journal import SqliteJournal  # noqa: E402
 from sagacity_agents.core.authenticity import (  # noqa: E402
-    EntryTagger, TagCache, attach_tagger, tag_statement, unlinked_bytes,
+    EntryTagger, TagCache, signing_view, tag_statement, unlinked_bytes,
 )
 from sagacity_agents.core.entries import Phase  # noqa: E402
 from sagacity_agents.core.evidence import Evidence  # noqa: E402
@@ -107,7 +107,7 @@ async def main(args: argparse.Namespace) -> dict:
             else:
                 journal = SqliteJournal(folder / f"{name}-{r}.db", synchronous="NORMAL")
             if name.endswith("tagged"):
-                attach_tagger(journal, keyring)
+                journal = signing_view(journal, keyring)
             rows[name].append(await appends(journal, args.entries, f"s{r}"))
             await journal.close()
     out["append_us"] = {name: statistics.median(v) * 1e6 for name, v in rows.items()}
@@ -117,8 +117,7 @@ async def main(args: argparse.Namespace) -> dict:
     }
 
     # 3. verify rate
-    journal = InMemoryJournal()
-    attach_tagger(journal, keyring)
+    journal = signing_view(InMemoryJournal(), keyring)
     await appends(journal, args.entries, "v")
     entries = await journal.entries("v")
     chain_only, keyed = Evidence(), Evidence(keyring=keyring)

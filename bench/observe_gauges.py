@@ -27,7 +27,7 @@ from typing import Any
 
 from sagacity_agents.backends import InMemoryJournal, Phase, SqliteJournal
 from sagacity_agents.core.health import saga_health
-from sagacity_agents.core.journal import Journal
+from sagacity_agents.core.journal import Journal, append_each
 
 REPORT_CLEAN = {"undone": [{"seq": 3}], "failed": [], "no_undo": [], "in_doubt": []}
 REPORT_DIRTY = {**REPORT_CLEAN, "failed": [{"seq": 5, "detail": "refund API down"}]}
@@ -55,15 +55,10 @@ def saga_plan(n: int, per_saga: int) -> list[tuple[Phase, dict[str, Any]]]:
 async def fill(journal: Journal, sagas: int, per_saga: int) -> int:
     """Append the planned sagas (``append_many`` where the backend has it); returns entries."""
     written = 0
-    many = getattr(journal, "append_many", None)
     for n in range(sagas):
         specs = [{"phase": p, "write_key": f"k{i}", "payload": payload}
                  for i, (p, payload) in enumerate(saga_plan(n, per_saga))]
-        if many is not None:
-            await many(f"saga-{n:06d}", specs)
-        else:
-            for spec in specs:
-                await journal.append(f"saga-{n:06d}", **spec)
+        await append_each(journal, f"saga-{n:06d}", specs)
         written += len(specs)
     return written
 

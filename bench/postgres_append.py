@@ -73,7 +73,7 @@ from sagacity_agents import Sagacity, SagaStatus  # noqa: E402
 from sagacity_agents.backends import Phase, PostgresJournal  # noqa: E402
 from sagacity_agents.evidence import verify_journal  # noqa: E402
 from sagacity_agents.backends.memory.journal import InMemoryJournal  # noqa: E402
-from sagacity_agents.core.journal import AppendRequest, next_entry, utc_stamp  # noqa: E402
+from sagacity_agents.core.journal import AppendRequest, as_request, next_entry, utc_stamp  # noqa: E402
 from sagacity_agents.backends.postgres.migrations import migrate  # noqa: E402
 
 DESIGNS = ("bare", "original", "ours")
@@ -222,10 +222,11 @@ class _OneCommitJournal(InMemoryJournal):
         # Prebuilt, as the commit run's row is: the two measure the same statement.
         self._row = _row(next_entry(_request("floor", "floor"), None, utc_stamp()))
 
-    async def append(self, saga_id: str, phase: Phase, **fields: Any) -> Any:
-        if phase is Phase.INTENT:
+    async def append(self, saga_id: Any, phase: Phase | None = None, **fields: Any) -> Any:
+        request = as_request(saga_id, phase, fields)
+        if request.phase is Phase.INTENT:
             await self._conn.execute(self._insert, self._row)
-        return await super().append(saga_id, phase, **fields)
+        return await super().append(request)
 
 
 COMMIT_RUN = "bare + 1 bare INSERT+COMMIT/call"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .core.approval import ApprovalStore
 from .core.checkpoints import CheckpointStore
-from .core.journal import Journal
+from .core.fence import backend_of
+from .core.journal import Journal, Located, OnDatabase
 from .backends.directory.checkpoints import DirectoryCheckpointStore
 from .backends.memory.approvals import InMemoryApprovalStore
 from .backends.memory.journal import InMemoryJournal
@@ -47,16 +48,15 @@ def open_journal(location: str | Path) -> Journal:
 
 
 def approval_store_for(journal: Journal) -> ApprovalStore:
-    """The approval store that lives with ``journal``: the same PostgreSQL database (same pools),
-    the same SQLite file, or a new in-memory store for any other journal."""
-    database = getattr(journal, "database", None)
-    if isinstance(database, PostgresDatabase):
+    """The approval store that lives with ``journal`` (a view: its backend): the same PostgreSQL
+    database (same pools), the same SQLite file, or a new in-memory store for any other journal."""
+    backend = backend_of(journal)
+    if isinstance(backend, OnDatabase) and isinstance(backend.database, PostgresDatabase):
         from .backends.postgres.approvals import PostgresApprovalStore
 
-        return PostgresApprovalStore(database)
-    path = getattr(journal, "path", None)
-    if path and path != ":memory:":
-        return SqliteApprovalStore(path)
+        return PostgresApprovalStore(backend.database)
+    if isinstance(backend, Located) and backend.path and backend.path != ":memory:":
+        return SqliteApprovalStore(backend.path)
     return InMemoryApprovalStore()
 
 

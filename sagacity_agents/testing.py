@@ -38,7 +38,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core.entries import JournalEntry, Phase
-from .core.journal import Journal, append_each
+from .core.journal import (
+    FENCE_KEY, LATE_KEY, AppendRequest, JournalBackend, append_requests, as_request, as_requests,
+)
+from .core.observe import TRACE_KEY
 from .backends.memory.journal import InMemoryJournal
 from .errors import JournalWriteError
 
@@ -161,11 +164,23 @@ class AppendAttempt:
     call_id: str | None
     """The model's call id, for tool entries."""
     payload: Any
-    """The payload as passed by the writer (before canonical conversion)."""
+    """The payload as passed by the writer: as given to a loose-form append; from a request,
+    in its canonical form, without the keys the journal adds (the fence, the late mark, the
+    trace link)."""
 
 
 Predicate = Callable[[AppendAttempt], bool]
 """Decides whether an append attempt fails."""
+
+
+_ADDED_KEYS = (FENCE_KEY, LATE_KEY, TRACE_KEY)
+
+
+def _caller_payload(payload: Any) -> Any:
+    """A request's payload without the keys the journal adds to it (see ``AppendAttempt``)."""
+    if isinstance(payload, dict) and any(key in payload for key in _ADDED_KEYS):
+        return {k: v for k, v in payload.items() if k not in _ADDED_KEYS}
+    return payload
 
 
 class FaultyJournal:
@@ -197,7 +212,7 @@ class FaultyJournal:
 
     def __init__(
         self,
-        inner: Journal,
+        inner: JournalBackend,
         *,
         when: Predicate | None = None,
         times: int | None = None,
@@ -252,46 +267,44 @@ class FaultyJournal:
             f"{attempt.saga_id!r} (write key {attempt.write_key!r})"
         )
 
-    async def append(
-        self,
-        saga_id: str,
-        phase: Phase,
-        *,
-        write_key: str,
-        tool: str | None = None,
-        call_id: str | None = None,
-        payload: Any = None,
-        **options: Any,
-    ) -> JournalEntry:
+    async def append(self, saga_id: AppendRequest | str, phase: Phase | None = None,
+                     **fields: Any) -> JournalEntry:
         """Append through the wrapped journal unless this attempt is chosen to fail.
 
         Args:
-            saga_id, phase, write_key, tool, call_id, payload: as :meth:`Journal.append`.
-            **options: every other keyword of the wrapped journal's ``append``
-                (``expected_seq``...), passed on untouched.
+            saga_id: the request (:meth:`JournalBackend.append`), or the loose form's saga id,
+                with ``phase`` and the other keywords.
 
         Raises:
             JournalWriteError: the attempt matched the fault predicate (or the inner journal
                 failed on its own).
-            EncodingError: the payload has no canonical encoding (from the inner journal; a
-                fault chosen before the write is raised first).
+            EncodingError: the payload has no canonical encoding (the loose form; a fault chosen
+                before the write is raised first).
         """
-        attempt, fail = self._register(saga_id, Phase(phase), write_key, tool, call_id, payload)
+        built = saga_id if type(saga_id) is AppendRequest else None
+        if built is not None:
+            attempt, fail = self._attempt(as_request(built, phase, fields))
+        else:
+            attempt, fail = self._register(
+                saga_id, Phase(phase), fields.get("write_key"), fields.get("tool"),  # type: ignore[arg-type]
+                fields.get("call_id"), fields.get("payload"))
         if fail and not self.after_write:
             raise self._error(attempt)
-        entry = await self.inner.append(
-            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
-            **options,
-        )
+        request = built if built is not None else as_request(saga_id, phase, fields)
+        entry = await self.inner.append(request)
         if fail:
             raise self._error(attempt)
         return entry
 
+    def _attempt(self, request: AppendRequest) -> tuple[AppendAttempt, bool]:
+        return self._register(request.saga_id, request.phase, request.write_key, request.tool,
+                              request.call_id, _caller_payload(request.payload))
+
     async def append_many(
-        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+        self, requests: Sequence[AppendRequest] | str, appends: Sequence[Mapping[str, Any]] = (), /,
     ) -> list[JournalEntry]:
-        """Several appends to ``saga_id`` in order (``core.journal.append_each``), each an attempt
-        under the same fault rules as :meth:`append`.
+        """Several appends to one saga in order (``core.journal.append_requests``), each an
+        attempt under the same fault rules as :meth:`append`.
 
         The entries before the first chosen one (and, with ``after_write``, that one too) are
         handed to the wrapped journal as one batch (its own ``append_many`` when it has one, so
@@ -299,9 +312,8 @@ class FaultyJournal:
         attempted, as when a real batch stops at its first refused append.
 
         Args:
-            saga_id: the saga.
-            appends: keyword arguments of :meth:`Journal.append`, one mapping per entry, passed
-                on untouched.
+            requests: the requests (or the loose form: the saga id, then one keyword mapping
+                per entry).
 
         Returns:
             The stored entries, in order, when no fault was chosen.
@@ -310,23 +322,22 @@ class FaultyJournal:
             JournalWriteError: an entry matched the fault predicate (or the wrapped journal
                 failed on its own); the ones before it are written, the ones after it are not.
         """
+        batch = as_requests(requests, appends)
         chosen: AppendAttempt | None = None
         count = 0
-        for spec in appends:
+        for request in batch:
             count += 1
-            attempt, fail = self._register(
-                saga_id, Phase(spec["phase"]), spec["write_key"], spec.get("tool"),
-                spec.get("call_id"), spec.get("payload"),
-            )
+            attempt, fail = self._attempt(request)
             if fail:
                 chosen = attempt
                 break
         if chosen is not None and not self.after_write:
             count -= 1  # the chosen entry fails before its write
-        written = await append_each(self.inner, saga_id, list(appends)[:count]) if count else []
+        written = await append_requests(self.inner, batch[:count])
         if chosen is not None:
             raise self._error(chosen)
         return written
+
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """The wrapped journal's entries (reads never fail)."""
         return await self.inner.entries(saga_id)
@@ -353,7 +364,7 @@ class FaultyJournal:
 
 
 def make_failing(
-    journal: Journal,
+    journal: JournalBackend,
     *,
     phase: Phase | str | Iterable[Phase | str] | None = None,
     nth: int | Iterable[int] | None = None,

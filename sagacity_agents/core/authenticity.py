@@ -1,4 +1,4 @@
-"""Every entry authenticated under a keyring (issue 19: A-01, A-02, A-04).
+"""Every entry authenticated under a keyring: entry tags, keyring adoption, signed resolutions.
 
 A writer that can only INSERT journal rows (the least-privilege role of docs/postgres.md) can
 append, through the library's own ``Journal.append``, entries that extend a chain validly. The
@@ -28,7 +28,7 @@ signed statement is ``{"type": "sagacity.entry.v1", "content": SHA-256 hex of th
 "key_id"}`` in RFC 8785 (a third party rebuilds it with ``json.dumps(..., sort_keys=True,
 separators=(",", ":"))``; docs/audit-format.md).
 
-**Adopting a keyring on a live journal** (A-02, :func:`adopt_keyring`). Entries written before
+**Adopting a keyring on a live journal** (:func:`adopt_keyring`). Entries written before
 a keyring carry no tag. Adoption journals a signed marker in the reserved saga
 :data:`ADOPTION_SAGA`: KEYRING_ADOPTED entries listing every saga's head at that moment. Under
 a keyring, an untagged entry is then "unauthenticated, before the keyring" (reported, not a
@@ -37,7 +37,7 @@ must still be in the chain (an anchor, as a checkpoint is); every other untagged
 saga, is refused. Storage order and ``recorded_at`` are the writer's to choose, so an INSERT-only
 writer cannot pass a fresh unauthenticated saga off as old: only the signed list decides.
 
-**A human's RESOLVED is signed** (A-04) like an approval decision: :func:`sign_resolution`
+**A human's RESOLVED is signed** like an approval decision: :func:`sign_resolution`
 puts ``{"key_id", "time", "signature"}`` in the payload over the statement
 ``sagacity.resolution.v1`` (:func:`resolution_fields`), by a key ``decision_keys`` allows.
 """
@@ -55,6 +55,7 @@ from ..errors import ConfigurationError
 from .canonical import parse_json, sha256_hex
 from .chain import ChainFault, ChainHead, check_anchor, verify_entries
 from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry, Phase
+from .fence import JournalView, backend_of
 from .journal import Journal, utc_stamp
 from .signing import Keyring, signed_record_problem
 
@@ -67,12 +68,13 @@ __all__ = [
     "TagCache",
     "UntaggedRefusal",
     "adopt_keyring",
-    "attach_tagger",
     "authenticated_entries",
     "authenticity_fault",
+    "entry_tagger",
     "read_adoption",
     "resolution_fields",
     "sign_resolution",
+    "signing_view",
     "tag_statement",
     "unlinked_bytes",
     "unlinked_from_pieces",
@@ -133,8 +135,8 @@ def tag_statement(unlinked: bytes, key_id: str) -> bytes:
 
 
 class EntryTagger:
-    """Tags entries with a keyring's signing key. A backend that holds one (its ``tagger``
-    attribute, :func:`attach_tagger`) tags every entry it inserts.
+    """Tags entries with a keyring's signing key. A writer's view (:func:`signing_view`) puts it
+    on each of its append requests; the backend tags the entry when it seals it.
 
     Args:
         keyring: a keyring with a signing key.
@@ -160,7 +162,7 @@ class EntryTagger:
 
 
 class UntaggedRefusal:
-    """The ``tagger`` of a journal on a host whose keyring cannot sign: every append is refused
+    """The tagger of a writer whose keyring cannot sign: every append is refused
     before anything is written (under a keyring an untagged entry would be refused by every
     reader, and the saga with it: better no entry than one that blocks the saga)."""
 
@@ -184,25 +186,26 @@ class UntaggedRefusal:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def attach_tagger(journal: Journal, keyring: Keyring | None) -> None:
-    """Make ``journal`` tag every entry it writes with ``keyring``'s signing key; with a keyring
-    that cannot sign, refuse every append (:class:`UntaggedRefusal`); without a keyring, leave it
-    alone. Reaches through views (``core.fence.FencedJournal.inner``) to the backend.
+def entry_tagger(keyring: Keyring) -> EntryTagger | UntaggedRefusal:
+    """What signs a writer's entries under ``keyring``: its signing key, or, for a keyring that
+    cannot sign, a refusal of every append (:class:`UntaggedRefusal`)."""
+    return UntaggedRefusal() if keyring.signing_key is None else EntryTagger(keyring)
 
-    Raises:
-        ConfigurationError: the backend cannot store tags (no ``tagger`` attribute).
+
+def signing_view(journal: Journal, keyring: Keyring | None) -> Journal:
+    """``journal`` as ``keyring``'s writer appends to it: a :class:`~.fence.JournalView` whose
+    every append is tagged with the keyring's signing key (refused, with a keyring that cannot
+    sign). The key stays in the view: writers with other keyrings (or none) share the backend
+    object, each signing with its own key or none.
+
+    Args:
+        journal: a backend (or a view: its backend, signed by ``keyring`` instead).
+        keyring: the writer's keyring; ``None``: the backend itself (a view: its backend), whose
+            appends are untagged.
     """
     if keyring is None:
-        return
-    backend: Any = journal
-    while hasattr(backend, "inner"):
-        backend = backend.inner
-    if not hasattr(backend, "tagger"):
-        raise ConfigurationError(f"{backend!r} cannot store entry tags (no tagger attribute)")
-    if keyring.signing_key is None:
-        backend.tagger = UntaggedRefusal()
-    elif backend.tagger is None or backend.tagger.key_id != keyring.signing_key[0]:
-        backend.tagger = EntryTagger(keyring)
+        return backend_of(journal)  # type: ignore[no-any-return]
+    return JournalView(journal, tagger=entry_tagger(keyring))
 
 
 class TagCache:
@@ -264,7 +267,7 @@ class Adoption:
 def _part_problem(entry: JournalEntry, keyring: Keyring, cache: TagCache) -> str | None:
     """Why ``entry`` is not a signed KEYRING_ADOPTED part, or ``None``. Checked on the entry
     alone (its bytes, its columns, its tag), not through the reserved saga's chain: a garbage
-    row an INSERT-only writer adds there cannot void a signed adoption (issue 19 review, A2)."""
+    row an INSERT-only writer adds there cannot void a signed adoption."""
     phase = entry.phase.value if isinstance(entry.phase, Phase) else str(entry.phase)
     if entry.phase is not Phase.KEYRING_ADOPTED:
         return f"a {phase!r} row, not a KEYRING_ADOPTED part"
@@ -295,7 +298,7 @@ def _int(value: Any) -> int | None:
 
 def read_adoption(entries: Sequence[JournalEntry], keyring: Keyring,
                   cache: TagCache | None = None) -> Adoption | None:
-    """The keyring adoption recorded in the entries of :data:`ADOPTION_SAGA` (issue 19, A-02).
+    """The keyring adoption recorded in the entries of :data:`ADOPTION_SAGA` .
 
     Each KEYRING_ADOPTED part is authenticated on its own (bytes, columns, tag by a key of
     ``keyring``), so other rows of the reserved saga (garbage an INSERT-only writer adds, which
@@ -348,7 +351,7 @@ def read_adoption(entries: Sequence[JournalEntry], keyring: Keyring,
 def untagged_after_tagged(entries: Sequence[JournalEntry]) -> JournalEntry | None:
     """The first untagged entry that follows a tagged one in a saga (``None``: none). No writer
     goes back to writing untagged entries once a keyring tags its saga: an adoption never lists
-    such an entry as "before the keyring" (issue 19 review, A1)."""
+    such an entry as "before the keyring"."""
     tagged = False
     for entry in entries:
         if entry.tag is not None and entry.tag_key is not None:
@@ -359,7 +362,7 @@ def untagged_after_tagged(entries: Sequence[JournalEntry]) -> JournalEntry | Non
 
 
 async def adopt_keyring(journal: Journal, keyring: Keyring, *, part_size: int = ADOPTION_PART) -> list[JournalEntry]:
-    """Adopt ``keyring`` on a journal that holds untagged entries (A-02): verify every saga's
+    """Adopt ``keyring`` on a journal that holds untagged entries: verify every saga's
     chain and structure and that no untagged entry follows a tagged one, then journal
     KEYRING_ADOPTED entries (tagged) in :data:`ADOPTION_SAGA` listing every saga's head. From
     then on, under the keyring, untagged entries up to those heads are reported
@@ -388,16 +391,16 @@ async def adopt_keyring(journal: Journal, keyring: Keyring, *, part_size: int = 
     from ..errors import EvidenceError, SagaStateError  # noqa: PLC0415
     from .structure import structure_problem  # noqa: PLC0415
 
-    attach_tagger(journal, keyring)
     if not keyring.can_sign:
         raise ConfigurationError("adopting a keyring needs a keyring with a signing key")
+    journal = signing_view(journal, keyring)
     existing = read_adoption(await journal.entries(ADOPTION_SAGA), keyring)
     if existing is not None and existing.adopted:
         raise SagaStateError(
             f"the keyring is already adopted on this journal (adoption {existing.adoption_id}, "
             f"{len(existing.heads)} saga(s) listed); a second adoption would vouch for untagged "
             "entries written since, so it is refused: nothing written. An untagged entry after "
-            "the adoption stays BROKEN under the keyring (docs/threat-model.md, A-02)")
+            "the adoption stays BROKEN under the keyring (docs/threat-model.md, keyring adoption)")
     heads: dict[str, dict[str, Any]] = {}
     for saga_id in await journal.saga_ids():
         if saga_id == ADOPTION_SAGA:
@@ -470,7 +473,7 @@ def authenticity_fault(
     saga_id: str, entries: Sequence[JournalEntry], keyring: Keyring, adoption: Adoption | None,
     cache: TagCache, decision_keys: frozenset[str] | None = None,
 ) -> tuple[tuple[int, ChainFault, str] | None, int]:
-    """Check a chain-verified saga's tags (A-01, A-02) and RESOLVED signatures (A-04).
+    """Check a chain-verified saga's tags (under its keyring adoption) and RESOLVED signatures.
 
     Args:
         saga_id: the saga.

@@ -73,11 +73,11 @@ class ChainFault(str, enum.Enum):
     does not verify (see ``core.evidence``)."""
     UNAUTHENTICATED = "unauthenticated"
     """Under a keyring, an entry carries no tag and is not among the entries a signed keyring
-    adoption lists as written before the keyring (``core.authenticity``, issue 19)."""
+    adoption lists as written before the keyring (``core.authenticity``)."""
     STRUCTURE = "structure no run writes"
     """Entries the library never writes, whatever the keys: a fence that names no RUN_STARTED,
     an entry under a lease that was no longer the saga's (not late), an outcome of another call
-    or written under another lease than its INTENT (``core.structure``, issue 19, A-03)."""
+    or written under another lease than its INTENT (``core.structure``)."""
     AFTER_CLOSE = "entry after close"
     """An entry follows the saga's SAGA_CLOSED: a closed saga is terminal, so the entry was not
     written through the journal's append rule (design.md, "Runs, leases and the end of a saga")."""

@@ -13,8 +13,8 @@ entries through :meth:`Evidence.verified_entries`, which refuses with
   approval appended by a writer without the decision key), or a REJECTED one carries a bad one;
 * a verify keyring is configured and an entry carries no valid tag, unless a signed keyring
   adoption lists it as written before the keyring, or a RESOLVED carries no valid signature
-  (``core.authenticity``, issue 19);
-* always: an entry has a shape no run of the library writes (``core.structure``, A-03).
+  (``core.authenticity``);
+* always: an entry has a shape no run of the library writes (``core.structure``).
 
 Decision statement (``core.signing.statement_bytes``), signed by ``approve`` / ``reject``::
 
@@ -35,7 +35,8 @@ from .chain import ChainFault, ChainHead, VerifyResult, check_anchor, verify_ent
 from .authenticity import ADOPTION_SAGA, Adoption, TagCache, authenticity_fault, read_adoption
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
-from .journal import Journal, read_saga_rows, read_sagas, utc_stamp
+from .journal import Journal, capabilities_of, utc_stamp
+from .reads import read_saga_rows, read_sagas
 from .signing import Keyring, signed_record_problem
 from .structure import structure_problem
 
@@ -187,7 +188,7 @@ class Evidence:
                     if problem is not None:
                         faults.append((entry.seq, ChainFault.BAD_SIGNATURE, problem))
                         break
-        shape = structure_problem(entries)  # issue 19, A-03: whatever the keys
+        shape = structure_problem(entries)  # whatever the keys
         if shape is not None:
             faults.append((shape[0], ChainFault.STRUCTURE, shape[1]))
         if faults:
@@ -305,9 +306,9 @@ async def verify_sagas(
     journal no longer lists included). The first fault of a saga is reported.
 
     Every saga is read once, many sagas per read where the backend can
-    (``core.journal.read_sagas``), and its chain checked once for both. Without checkpoints or
+    (``core.reads.read_sagas``), and its chain checked once for both. Without checkpoints or
     a keyring, on a backend with ``rows_many`` (SQLite, PostgreSQL), a saga is checked from its
-    stored rows (``core.chain.verify_rows``, issue 22) and only one that does not pass plainly
+    stored rows (``core.chain.verify_rows``) and only one that does not pass plainly
     is judged entry by entry: the results are the same, faster.
 
     Args:
@@ -325,7 +326,7 @@ async def verify_sagas(
         JournalError: the journal could not be read.
     """
     heads = heads or {}
-    evidence = evidence or CHAIN_ONLY  # the structure (A-03) is checked whatever the keys
+    evidence = evidence or CHAIN_ONLY  # the structure is checked whatever the keys
     if saga_id is not None:
         ids = [saga_id]
     else:
@@ -338,8 +339,8 @@ async def verify_sagas(
             ids += [sid for sid in heads if sid not in known]
     adoption = await evidence.adoption(journal)
     results: list[VerifyResult] = []
-    if evidence.keyring is None and evidence.checkpoints is None and hasattr(journal, "rows_many"):
-        # Read speed (issue 22): the chain and the structure checked from the stored rows; a
+    if evidence.keyring is None and evidence.checkpoints is None and capabilities_of(journal).rows_read:
+        # Read speed: the chain and the structure checked from the stored rows; a
         # saga that does not pass them plainly is checked again below, entry by entry, so its
         # fault is named exactly as it always was.
         async for sid, rows in read_saga_rows(journal, ids):

@@ -1,6 +1,8 @@
-"""The fence: a saga's view of its journal that carries the run lease's token on every append.
+"""Writers' views of a journal: :class:`JournalView` builds each append's request once, with
+the writer's entry tagger; :class:`FencedJournal`, a saga's view, also carries the run lease's
+token on every append.
 
-Rules (design.md, "Fencing"; the journal side is ``core.journal``):
+The fence's rules (design.md, "Fencing"; the journal side is ``core.journal``):
 
 * While a run holds the saga's lease, every entry it writes carries the lease's token, the seq of
   its RUN_STARTED, and the journal writes it only while that RUN_STARTED is still the saga's
@@ -28,9 +30,11 @@ from typing import Any
 
 from ..errors import JournalError, LeaseLostError, describe_error
 from .entries import JournalEntry, Phase
-from .journal import LATE_PHASES, Journal, SagaSummary
+from .journal import (
+    LATE_PHASES, AppendRequest, EntryTagger, Journal, SagaSummary, append_requests, capabilities_of,
+)
 
-__all__ = ["FencedJournal"]
+__all__ = ["FencedJournal", "JournalView", "backend_of"]
 
 
 def _answers_own_start(phase: Phase, payload: Any) -> bool:
@@ -43,23 +47,106 @@ def _answers_own_start(phase: Phase, payload: Any) -> bool:
     return isinstance(start, int) and not isinstance(start, bool)
 
 
-def _writes_sync(journal: Journal) -> bool:
-    """Whether the backend's blocking ``append_sync`` may stand for its ``append``: the class
-    that defines ``append`` defines ``append_sync`` too (a subclass or a wrapper that changes
-    ``append``, to inject faults say, keeps every write going through it)."""
-    def owner(name: str) -> type | None:
-        return next((c for c in type(journal).__mro__ if name in c.__dict__), None)
-
-    sync = owner("append_sync")
-    return sync is not None and sync is owner("append")
-
-
-class FencedJournal:
-    """One saga's view of a :class:`~.journal.Journal`: appends to that saga carry the fence
-    of the lease the saga holds; everything else passes through unchanged.
+class JournalView:
+    """A writer's view of a journal: the keyword append its callers use, each call's
+    :class:`AppendRequest` built once, with the writer's tagger (its keyring's signing key), and
+    handed to the backend; reads pass through. A view holds the writer's state, so one journal
+    object serves writers with different keyrings (``core.authenticity.signing_view``).
 
     Args:
-        journal: the journal (any backend that takes ``fence`` and ``late``).
+        journal: the backend (a view: its backend).
+        tagger: signs every entry appended through the view (``None``: untagged).
+    """
+
+    def __init__(self, journal: Journal, *, tagger: EntryTagger | None = None) -> None:
+        if isinstance(journal, JournalView):
+            journal = journal.backend
+        self.backend: Any = journal
+        """The journal underneath (a backend, or a wrapper of one)."""
+        self.tagger = tagger
+        """Signs each entry appended through the view (``None``: untagged)."""
+        self.capabilities = capabilities_of(journal)
+        """The backend's :class:`Capabilities`."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.backend!r})"
+
+    def request(self, saga_id: str, phase: Phase, fields: dict[str, Any]) -> AppendRequest:
+        """The request of ``append(saga_id, phase, **fields)`` (see :meth:`AppendRequest.build`)."""
+        return AppendRequest.build(saga_id, phase, tagger=self.tagger, **fields)
+
+    async def append(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
+        """:meth:`JournalBackend.append` of the request that
+        ``AppendRequest.build(saga_id, phase, **fields)`` builds, tagged by this view's tagger.
+
+        Raises:
+            The errors of :meth:`AppendRequest.build` and :meth:`JournalBackend.append`.
+        """
+        return await self.backend.append(self.request(saga_id, phase, fields))
+
+    def append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
+        """:meth:`append`, blocking, from a thread that is not the event loop's; only where
+        ``capabilities.sync_append``.
+
+        Raises:
+            TypeError: the backend cannot append from another thread.
+            The errors of :meth:`append`.
+        """
+        if not self.capabilities.sync_append:
+            raise TypeError(f"{self.backend!r} has no blocking append")
+        return self.backend.append_sync(self.request(saga_id, phase, fields))
+
+    async def append_many(
+        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+    ) -> list[JournalEntry]:
+        """Several appends to ``saga_id``, in order, each the keyword arguments of
+        :meth:`append` (``phase`` included): in one round trip where the backend has
+        ``append_many``.
+
+        Raises:
+            The errors of :meth:`append`, for the first append that fails (the ones before it
+            are written, the ones after it are not).
+        """
+        requests = [self.request(saga_id, spec["phase"], {k: v for k, v in spec.items() if k != "phase"})
+                    for spec in appends]
+        return await append_requests(self.backend, requests, self.capabilities)
+
+    async def entries(self, saga_id: str) -> list[JournalEntry]:
+        """:meth:`Journal.entries`, unchanged."""
+        return await self.backend.entries(saga_id)
+
+    async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        """:meth:`EntriesMany.entries_many`, unchanged (where the backend has it)."""
+        return await self.backend.entries_many(saga_ids)
+
+    async def rows_many(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+        """:meth:`RowsRead.rows_many`, unchanged (where the backend has it)."""
+        return await self.backend.rows_many(saga_ids)
+
+    async def saga_ids(self) -> list[str]:
+        """:meth:`Journal.saga_ids`, unchanged."""
+        return await self.backend.saga_ids()
+
+    async def saga_summaries(self, *, offset: int = 0, limit: int | None = None) -> list[SagaSummary]:
+        """:meth:`Journal.saga_summaries`, unchanged."""
+        return await self.backend.saga_summaries(offset=offset, limit=limit)
+
+    async def close(self) -> None:
+        """:meth:`Journal.close` of the journal underneath."""
+        await self.backend.close()
+
+
+def backend_of(journal: Any) -> Any:
+    """The journal under a :class:`JournalView` (``journal`` itself otherwise)."""
+    return journal.backend if isinstance(journal, JournalView) else journal
+
+
+class FencedJournal(JournalView):
+    """One saga's view of a :class:`~.journal.Journal`: appends to that saga carry the fence
+    of the lease the saga holds (and every append the writer's tagger); reads pass through.
+
+    Args:
+        journal: the journal (a :class:`JournalView`: its backend, signed by its tagger).
         saga_id: the saga whose appends are fenced (appends to another saga are not).
         fence: returns the seq of the RUN_STARTED whose lease the saga holds now (``None``:
             it holds none: the append is unfenced, e.g. before its first run).
@@ -68,6 +155,7 @@ class FencedJournal:
         on_unjournaled: called with a text naming a late outcome the journal refused too (the
             saga was closed meanwhile: the effect exists and is in no entry), before the
             refusal is raised.
+        tagger: signs every entry (default: the tagger of ``journal`` when it is a view).
 
     RUN_STARTED is never fenced: it is how a lease is taken (conditionally, ``core.lease``).
     An append that passes ``fence`` itself is left as it is.
@@ -76,37 +164,50 @@ class FencedJournal:
     def __init__(
         self, journal: Journal, saga_id: str, fence: Callable[[], int | None],
         on_lost: Callable[[LeaseLostError], None],
-        on_unjournaled: Callable[[str], None] | None = None,
+        on_unjournaled: Callable[[str], None] | None = None, *, tagger: EntryTagger | None = None,
     ) -> None:
+        if tagger is None and isinstance(journal, JournalView):
+            tagger = journal.tagger  # the writer's: its Sagacity's keyring
+        super().__init__(journal, tagger=tagger)
         self.inner = journal
-        """The journal underneath (what the saga was given)."""
+        """The journal the saga was given."""
         self.saga_id = saga_id
         self._fence = fence
         self._on_lost = on_lost
         self._on_unjournaled = on_unjournaled
-        if hasattr(journal, "append_many"):
-            self.append_many = self._append_many
-        if _writes_sync(journal):
-            self.append_sync = self._append_sync
-
-    def __getattr__(self, name: str) -> Any:
-        # The backend's own attributes (writes_outcomes_behind, database, ...) read through;
-        # not its append_sync, which would write unfenced (set in __init__ when it may be used).
-        if name == "append_sync":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     def __repr__(self) -> str:
         return f"FencedJournal({self.inner!r}, saga {self.saga_id!r})"
 
-    def _fenced(self, saga_id: str, spec: dict[str, Any]) -> dict[str, Any]:
-        if saga_id != self.saga_id or "fence" in spec or spec.get("phase") is Phase.RUN_STARTED:
-            return spec
-        fence = self._fence()
-        return spec if fence is None else {**spec, "fence": fence}
+    def _fenced(self, saga_id: str, phase: Phase, fields: dict[str, Any]) -> AppendRequest:
+        """The request of ``append(saga_id, phase, **fields)``, with the lease's fence for an
+        append to this saga (see the class notes)."""
+        if saga_id == self.saga_id and "fence" not in fields and phase is not Phase.RUN_STARTED:
+            fence = self._fence()
+            if fence is not None:
+                return AppendRequest.build(saga_id, phase, fence=fence, tagger=self.tagger, **fields)
+        return AppendRequest.build(saga_id, phase, tagger=self.tagger, **fields)
+
+    request = _fenced
+
+    def _late(
+        self, request: AppendRequest, fields: Mapping[str, Any], lost: LeaseLostError
+    ) -> AppendRequest:
+        """After ``lost``: the request again, marked late, when it is the outcome of the
+        writer's own call or undo (written under the lost lease: the effect happened).
+
+        Raises:
+            LeaseLostError: ``lost``, for any other append (or one already late).
+        """
+        self._on_lost(lost)
+        own = _answers_own_start(request.phase, fields.get("payload"))
+        if request.late or request.fence is None or not own:
+            raise lost
+        return AppendRequest.build(request.saga_id, request.phase, tagger=self.tagger,
+                                   **{**fields, "fence": request.fence, "late": True})
 
     async def append(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
-        """:meth:`Journal.append`, fenced (see the class notes); a refused outcome of the
+        """:meth:`JournalView.append`, fenced (see the class notes); a refused outcome of the
         writer's own call or undo is written late.
 
         Raises:
@@ -114,74 +215,56 @@ class FencedJournal:
                 ``on_lost``).
             The other errors of :meth:`Journal.append`.
         """
-        spec = self._fenced(saga_id, {"phase": phase, **fields})
+        request = self.request(saga_id, phase, fields)
         try:
-            return await self.inner.append(saga_id, **spec)
+            return await self.backend.append(request)
         except LeaseLostError as lost:
-            self._on_lost(lost)
-            if not _answers_own_start(phase, spec.get("payload")) or spec.get("late"):
-                raise
-            # The effect (or the undo) happened under our lease: journal it, marked late.
-            try:
-                return await self.inner.append(saga_id, **{**spec, "late": True})
-            except JournalError as refused:  # closed meanwhile: say so wherever we can
-                self._unjournaled(phase, spec, refused)
-                raise
+            late = self._late(request, fields, lost)
+        try:  # the effect (or the undo) happened under our lease: journal it, marked late
+            return await self.backend.append(late)
+        except JournalError as refused:  # closed meanwhile: say so wherever we can
+            self._unjournaled(late, refused)
+            raise
 
-    def _append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
+    def append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
         """:meth:`append` through the backend's blocking ``append_sync`` (a sync tool's worker
-        thread writes without a hop to the event loop), fenced and written late the same way.
+        thread writes without a hop to the event loop), fenced and written late the same way;
+        only where ``capabilities.sync_append``.
 
         Raises:
+            TypeError: the backend cannot append from another thread.
             The errors of :meth:`append`.
         """
-        spec = self._fenced(saga_id, {"phase": phase, **fields})
+        if not self.capabilities.sync_append:
+            raise TypeError(f"{self.backend!r} has no blocking append")
+        request = self.request(saga_id, phase, fields)
         try:
-            return self.inner.append_sync(saga_id, **spec)  # type: ignore[attr-defined, no-any-return]
+            return self.backend.append_sync(request)
         except LeaseLostError as lost:
-            self._on_lost(lost)
-            if not _answers_own_start(phase, spec.get("payload")) or spec.get("late"):
-                raise
-            try:
-                return self.inner.append_sync(saga_id, **{**spec, "late": True})  # type: ignore[attr-defined, no-any-return]
-            except JournalError as refused:
-                self._unjournaled(phase, spec, refused)
-                raise
+            late = self._late(request, fields, lost)
+        try:
+            return self.backend.append_sync(late)
+        except JournalError as refused:
+            self._unjournaled(late, refused)
+            raise
 
-    def _unjournaled(self, phase: Phase, spec: Mapping[str, Any], refused: JournalError) -> None:
+    def _unjournaled(self, request: AppendRequest, refused: JournalError) -> None:
         """Say wherever we can that a late outcome could not be journaled (closed meanwhile)."""
         if self._on_unjournaled is not None:
             self._on_unjournaled(
-                f"{phase.value} of {spec.get('tool')} (call {spec.get('call_id')}) could "
+                f"{request.phase.value} of {request.tool} (call {request.call_id}) could "
                 f"not be journaled, even late: {describe_error(refused)}")
 
-    async def _append_many(
+    async def append_many(
         self, saga_id: str, appends: Sequence[Mapping[str, Any]]
     ) -> list[JournalEntry]:
-        """The backend's ``append_many``, each append fenced (``core.journal.append_each``).
+        """:meth:`JournalView.append_many`, each append fenced (``core.journal.append_each``).
 
         Raises:
             LeaseLostError: as :meth:`append` (the appends before the refused one are written).
         """
-        specs = [self._fenced(saga_id, dict(spec)) for spec in appends]
         try:
-            return list(await self.inner.append_many(saga_id, specs))  # type: ignore[attr-defined]
+            return await super().append_many(saga_id, appends)
         except LeaseLostError as lost:
             self._on_lost(lost)
             raise
-
-    async def entries(self, saga_id: str) -> list[JournalEntry]:
-        """:meth:`Journal.entries`, unchanged."""
-        return await self.inner.entries(saga_id)
-
-    async def saga_ids(self) -> list[str]:
-        """:meth:`Journal.saga_ids`, unchanged."""
-        return await self.inner.saga_ids()
-
-    async def saga_summaries(self, *, offset: int = 0, limit: int | None = None) -> list[SagaSummary]:
-        """:meth:`Journal.saga_summaries`, unchanged."""
-        return await self.inner.saga_summaries(offset=offset, limit=limit)
-
-    async def close(self) -> None:
-        """:meth:`Journal.close` of the journal underneath."""
-        await self.inner.close()

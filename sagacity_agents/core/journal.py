@@ -33,36 +33,48 @@ Two more rules every backend applies through :func:`next_entry`, atomically with
 
 The interface is async; backends that block (SQLite) run their I/O off the event loop.
 
-Optional members a backend may add (the saga looks for them, and does without):
+**One append contract.** A backend's ``append`` takes one :class:`AppendRequest`, built once by
+the writer's view (``core.fence.JournalView``; the saga's: ``FencedJournal``), which adds
+the lease's fence and the writer's entry tagger: a backend holds no writer's state. The rule's
+steps (write-key replay, the closed saga, ``expected_seq``, fencing, tagging) are
+:func:`append_locked`'s, in that order; a backend supplies only its dialect pieces
+(:class:`AppendDialect`: the stored entry of a write key, the tail, the lease, the insert) and
+its lock. PostgreSQL runs the same steps in one SQL function (one round trip) and applies the
+rule's errors with :func:`next_entry` and :func:`replay_of`. A backend also takes the loose form
+``append(saga_id, phase, write_key=..., ...)`` (scripts, tests, the CLI), which builds the
+request the same way (:func:`as_request`).
 
-* ``append_many(saga_id, appends)``: several appends to one saga in one round trip, in order,
-  each under its own write key and the rule above, with :meth:`Journal.append`'s errors; an
-  append that raises leaves the earlier ones written and the later ones not. Reached through
-  :func:`append_each`.
-* ``entries_many(saga_ids)``: the entries of several sagas in one read, ``{saga_id: entries}``
-  (each list as :meth:`Journal.entries` returns it; a saga without entries left out). Reached
-  through :func:`read_sagas`, which ``verify`` uses to read a whole journal at read speed.
-* ``rows_many(saga_ids)``: the same read as stored rows, ``{saga_id: [row, ...]}``, each row a
-  tuple of ``entries.CHAIN_COLUMNS`` (no tags), no entry built (the SQL backends). Reached through
-  :func:`read_saga_rows`: ``verify`` checks a sound saga from its rows (``core.chain.verify_rows``).
-* ``append_sync(saga_id, phase, **fields)``: :meth:`Journal.append`, blocking, callable from a
-  thread that is not the event loop's (SQLite, memory): a sync tool's worker thread writes its
-  INTENT and outcome through it, fenced (``core.fence``), without a hop to the loop. Used only
-  where the class that defines ``append`` defines it too.
-* ``writes_outcomes_behind``: true when a successful call's outcome entry may be written behind
-  the call, its result going back to the agent without waiting for it (``core.saga.outcomes``).
+Optional capabilities are small protocols, read once per journal object by
+:func:`capabilities_of` (:class:`Capabilities`):
+
+* :class:`BatchAppend` ``append_many(requests)``: several appends to one saga in one round trip,
+  in order, with :meth:`JournalBackend.append`'s errors; an append that raises leaves the earlier ones
+  written and the later ones not. Reached through :func:`append_each`.
+* :class:`EntriesMany` ``entries_many(saga_ids)``: the entries of several sagas in one read,
+  ``{saga_id: entries}`` (a saga without entries left out). Reached through :func:`read_sagas`.
+* :class:`RowsRead` ``rows_many(saga_ids)``: the same read as stored rows (tuples of
+  ``entries.CHAIN_COLUMNS``, no tags), no entry built (the SQL backends). Reached through
+  :func:`read_saga_rows`: ``verify`` checks a sound saga from its rows.
+* :class:`SyncAppend` ``append_sync(request)``: :meth:`JournalBackend.append`, blocking, from a thread
+  that is not the event loop's (SQLite, memory): a sync tool's worker thread writes its INTENT
+  and outcome without a hop to the loop. Counted only where the class that defines ``append``
+  defines it too (a wrapper that changes ``append`` keeps every write going through it).
+* :class:`OutcomesBehind` ``writes_outcomes_behind``: a successful call's outcome entry may be
+  written behind the call (``core.saga.outcomes``). The outcome still goes through ``append``:
+  the contract leaves room for a backend that batches or defers it.
+* :class:`CommitRule` ``durable_outcomes``: the commit rule a run journals in its RUN_STARTED.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as dt
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+from weakref import WeakKeyDictionary
 
 from ..errors import (
     ClaimTakenError, JournalClosedError, JournalConflictError, JournalWriteError, LeaseLostError,
@@ -72,8 +84,14 @@ from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_ent
 from .observe import TRACE_KEY, trace_link, without_trace
 
 __all__ = [
-    "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "LAZY_PHASES", "lazy_phases", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
-    "next_entry", "new_claimant", "read_saga_rows", "read_sagas", "replay_of", "stamp_from", "utc_now", "utc_stamp",
+    "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "LAZY_PHASES",
+    "AppendDialect", "AppendRequest", "BatchAppend", "Capabilities", "Clock", "CommitRule",
+    "EntriesMany", "EntryTagger", "Journal", "JournalBackend", "JournalReads", "Located",
+    "OnDatabase", "OutcomesBehind", "RowsRead",
+    "SagaSummary", "SyncAppend", "Tail", "View", "append_each", "append_locked", "append_requests",
+    "as_request", "as_requests", "capabilities_of", "claimant_of", "lazy_phases", "new_claimant",
+    "next_entry", "replay_of", "seal", "stamp_from", "utc_now",
+    "utc_stamp",
 ]
 
 CLAIM_PHASES = frozenset({Phase.COMPENSATING, Phase.CONSUMED})
@@ -160,6 +178,25 @@ def stamp_from(clock: Clock) -> str:
     return utc_stamp() if clock is utc_now else format_timestamp(clock())
 
 
+class EntryTagger(Protocol):
+    """Signs entries for one writer (``core.authenticity.EntryTagger``): carried by each of the
+    writer's requests, never held by a backend, so writers with different keyrings can share
+    one journal object."""
+
+    @property
+    def key_id(self) -> str | None:
+        """The signing key's id (``None``: a tagger that refuses every append)."""
+        ...
+
+    def tag(self, unlinked: bytes) -> tuple[str, str]:
+        """``(key_id, tag)`` over an entry's content without its chain links."""
+        ...
+
+    def tag_entry(self, entry: JournalEntry) -> JournalEntry:
+        """``entry`` (sealed) with its tag."""
+        ...
+
+
 @dataclass(slots=True)
 class AppendRequest:
     """What a writer asks to append; the backend adds ``seq``, ``prev_hash`` and the time.
@@ -186,6 +223,8 @@ class AppendRequest:
     """Append only while the saga's newest RUN_STARTED has this ``seq``; ``None``: unfenced."""
     late: bool = False
     """A late outcome under ``fence``: recorded, not checked (see the module notes)."""
+    tagger: EntryTagger | None = None
+    """Signs the entry when it is sealed (the writer's keyring); ``None``: untagged."""
 
     @property
     def checks_fence(self) -> bool:
@@ -206,8 +245,9 @@ class AppendRequest:
         expected_seq: int | None = None,
         fence: int | None = None,
         late: bool = False,
+        tagger: EntryTagger | None = None,
     ) -> AppendRequest:
-        """Validate and convert the arguments of :meth:`Journal.append`; with ``fence``, the
+        """Validate and convert the arguments of a keyword append; with ``fence``, the
         token goes into the converted payload (:data:`FENCE_KEY`, and :data:`LATE_KEY` when
         ``late``), and the trace current in this context (``core.observe.trace_link``: every
         backend stores the same bytes) under ``"trace"`` when the payload is a mapping.
@@ -248,7 +288,7 @@ class AppendRequest:
         if link is not None and isinstance(converted, dict) and TRACE_KEY not in converted:
             converted = {**converted, TRACE_KEY: link}  # the entry's trace (core.observe: why here)
         return cls(saga_id, phase, write_key, tool, call_id, converted, not flags[0], expected_seq,
-                   fence, late)
+                   fence, late, tagger)
 
 
 def _fenced_payload(phase: Phase, converted: Any, fence: int | None, late: bool) -> dict[str, Any]:
@@ -381,55 +421,105 @@ def replay_of(existing: JournalEntry, request: AppendRequest) -> JournalEntry:
     return existing
 
 
-@runtime_checkable
-class Journal(Protocol):
-    """An append-only, hash-chained store of journal entries (one chain per saga)."""
+def seal(request: AppendRequest, tail: Tail | None, now: dt.datetime | str, *,
+         lease: int | None = None) -> JournalEntry:
+    """:func:`next_entry`, tagged by ``request.tagger`` when it has one: the entry a backend
+    stores.
 
-    async def append(
-        self,
-        saga_id: str,
-        phase: Phase,
-        *,
-        write_key: str,
-        tool: str | None = None,
-        call_id: str | None = None,
-        payload: Any = None,
-        expected_seq: int | None = None,
-        fence: int | None = None,
-        late: bool = False,
-    ) -> JournalEntry:
-        """Append one entry to ``saga_id``'s chain and return it once durably stored.
+    Raises:
+        The errors of :func:`next_entry`; ``JournalWriteError`` from a tagger that refuses (a
+        keyring without a private key: nothing is written).
+    """
+    entry = next_entry(request, tail, now, lease=lease)
+    return entry if request.tagger is None else request.tagger.tag_entry(entry)
 
-        Args:
-            saga_id: the saga's id.
-            phase: what the entry records.
-            write_key: unique per logical write within the saga; a retry passes the same key.
-            tool: tool name, for tool entries.
-            call_id: the model's call id, for tool entries.
-            payload: JSON-able data, converted by the canonical rules.
-            expected_seq: append only while the saga's last entry has this ``seq`` (0: the saga
-                has no entry yet); checked atomically with the append. ``None``: no condition.
-            fence: the seq of the RUN_STARTED whose lease the writer holds: written only while
-                it is the saga's newest RUN_STARTED, checked atomically with the append, and
-                stored in the payload (which must then be a mapping or ``None``). ``None``:
-                unfenced (a human's entry, a run's own RUN_STARTED).
-            late: with ``fence``, an outcome whose writer lost that lease while the body ran:
-                written without the check, marked late (:data:`LATE_PHASES` only).
 
-        Returns:
-            The stored entry (the earlier one when this is a retry of the same write).
+H = TypeVar("H")
+H_contra = TypeVar("H_contra", contravariant=True)
 
-        Raises:
-            EncodingError: the payload has no canonical encoding (nothing is written).
-            JournalClosedError: the saga is closed (its last entry is SAGA_CLOSED).
-            JournalConflictError: ``expected_seq`` is not the saga's last ``seq``.
-            LeaseLostError: (a ``JournalConflictError``) ``fence`` is not the saga's newest
-                RUN_STARTED; nothing written.
-            ClaimTakenError: (a ``JournalConflictError``) a claim whose write key another writer
-                (another claimant nonce) already claimed.
-            JournalWriteError: storage failed, or the write key names a different entry.
-        """
+
+class AppendDialect(Protocol[H_contra]):
+    """The pieces of the append rule a backend supplies, each run under its append lock, in its
+    own transaction handle ``at`` (SQLite: the connection and the group's tails; memory: none).
+    :func:`append_locked` runs them in the rule's order."""
+
+    _clock: Clock
+
+    def _stored_entry(self, at: H_contra, request: AppendRequest) -> JournalEntry | None:
+        """The saga's stored entry under ``request.write_key`` (``None``: none)."""
         ...
+
+    def _tail_of(self, at: H_contra, request: AppendRequest) -> Tail | None:
+        """The saga's last entry (``None``: it has none)."""
+        ...
+
+    def _lease_of(self, at: H_contra, request: AppendRequest, tail: Tail | None) -> int | None:
+        """The seq of the saga's newest RUN_STARTED at or after ``request.fence`` (``None``:
+        none); asked only when ``request.checks_fence``."""
+        ...
+
+    def _insert(self, at: H_contra, request: AppendRequest, entry: JournalEntry,
+                tail: Tail | None, lease: int | None) -> None:
+        """Store ``entry``, sealed on ``tail`` (``lease`` as read, or ``None``)."""
+        ...
+
+
+def append_locked(dialect: AppendDialect[H], at: H, request: AppendRequest) -> tuple[JournalEntry, bool]:
+    """The append rule, its steps in order, under the backend's append lock: a stored write key
+    answers with its entry (:func:`replay_of`: the same write, or an error); else the tail and,
+    for a fenced append, the lease are read, the entry sealed on them (:func:`seal`: the closed
+    saga, ``expected_seq`` and the fence checked, the tag added) and inserted.
+
+    Returns:
+        ``(entry, inserted)``: ``inserted`` is false for a retry of a stored write.
+
+    Raises:
+        The errors of :func:`replay_of` and :func:`seal`, with nothing inserted; the dialect's
+        storage errors.
+    """
+    existing = dialect._stored_entry(at, request)
+    if existing is not None:
+        return replay_of(existing, request), False
+    tail = dialect._tail_of(at, request)
+    lease = dialect._lease_of(at, request, tail) if request.checks_fence else None
+    entry = seal(request, tail, stamp_from(dialect._clock), lease=lease)
+    dialect._insert(at, request, entry, tail, lease)
+    return entry, True
+
+
+def as_request(saga_id: AppendRequest | str, phase: Phase | str | None,
+               fields: dict[str, Any]) -> AppendRequest:
+    """The request a backend's ``append`` was given: the request itself, or the one the loose
+    form ``append(saga_id, phase, write_key=..., ...)`` describes (:meth:`AppendRequest.build`).
+
+    Raises:
+        The errors of :meth:`AppendRequest.build`; TypeError: a request with more arguments, or
+        the loose form without a phase.
+    """
+    if type(saga_id) is AppendRequest:
+        if phase is not None or fields:
+            raise TypeError("append(request) takes no other argument")
+        return saga_id
+    if phase is None:
+        raise TypeError("append(saga_id, phase, ...) needs a phase")
+    return AppendRequest.build(saga_id, phase, **fields)  # type: ignore[arg-type]
+
+
+def as_requests(requests: Sequence[AppendRequest] | str,
+                appends: Sequence[Mapping[str, Any]]) -> list[AppendRequest]:
+    """The requests a backend's ``append_many`` was given: ``requests``, or those of the loose
+    form ``append_many(saga_id, [{"phase": ..., "write_key": ...}, ...])``.
+
+    Raises:
+        The errors of :meth:`AppendRequest.build`.
+    """
+    if isinstance(requests, str):
+        return [AppendRequest.build(requests, **spec) for spec in appends]
+    return list(requests)
+
+
+class JournalReads(Protocol):
+    """What every journal reads (and how it is closed): backends and views alike."""
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """Return the saga's entries in ``seq`` order, as stored (an empty list if unknown).
@@ -469,6 +559,191 @@ class Journal(Protocol):
         ...
 
 
+@runtime_checkable
+class JournalBackend(JournalReads, Protocol):
+    """An append-only, hash-chained store of journal entries (one chain per saga): what a
+    backend implements. Writers reach it through a view (``core.fence``), which builds each
+    request."""
+
+    async def append(self, request: AppendRequest, /) -> JournalEntry:
+        """Append one entry to ``request.saga_id``'s chain and return it once durably stored.
+
+        ``request`` says (:class:`AppendRequest`): the saga, the phase, the write key (unique per
+        logical write within the saga; a retry passes the same key), the tool and call id of a
+        tool entry, the converted payload, ``expected_seq`` (append only while the saga's last
+        entry has this ``seq``, 0: none yet), ``fence`` (the seq of the RUN_STARTED whose lease
+        the writer holds: written only while it is the saga's newest, stored in the payload),
+        ``late`` (an outcome whose writer lost that lease while the body ran: written without
+        the check, marked late) and the writer's tagger. All checked atomically with the
+        append. Every backend also takes the loose form, ``append(saga_id, phase, **fields)``
+        (:func:`as_request`).
+
+        Returns:
+            The stored entry (the earlier one when this is a retry of the same write).
+
+        Raises:
+            JournalClosedError: the saga is closed (its last entry is SAGA_CLOSED).
+            JournalConflictError: ``expected_seq`` is not the saga's last ``seq``.
+            LeaseLostError: (a ``JournalConflictError``) ``fence`` is not the saga's newest
+                RUN_STARTED; nothing written.
+            ClaimTakenError: (a ``JournalConflictError``) a claim whose write key another writer
+                (another claimant nonce) already claimed.
+            JournalWriteError: storage failed, or the write key names a different entry.
+        """
+        ...
+
+
+@runtime_checkable
+class Journal(JournalReads, Protocol):
+    """A journal as the library writes and reads it: a writer's view (``core.fence``), or a
+    backend (its ``append`` takes this keyword form too)."""
+
+    async def append(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
+        """Append the entry ``AppendRequest.build(saga_id, phase, **fields)`` describes (the
+        keywords: ``write_key``, ``tool``, ``call_id``, ``payload``, ``expected_seq``,
+        ``fence``, ``late``); see :meth:`JournalBackend.append`.
+
+        Raises:
+            EncodingError: the payload has no canonical encoding (nothing is written).
+            The errors of :meth:`JournalBackend.append`.
+        """
+        ...
+
+
+@runtime_checkable
+class SyncAppend(Protocol):
+    """:meth:`JournalBackend.append`, blocking, callable from a thread that is not the event loop's."""
+
+    def append_sync(self, request: AppendRequest, /) -> JournalEntry:
+        """Same ordering, rules and errors as :meth:`JournalBackend.append`."""
+        ...
+
+
+@runtime_checkable
+class BatchAppend(Protocol):
+    """Several appends to one saga in one round trip (see the module notes)."""
+
+    async def append_many(self, requests: Sequence[AppendRequest], /) -> list[JournalEntry]:
+        """The stored entries, in order; the errors of the first append that fails."""
+        ...
+
+
+@runtime_checkable
+class EntriesMany(Protocol):
+    """The entries of several sagas in one read."""
+
+    async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
+        """``{saga_id: entries}``, sagas without entries left out."""
+        ...
+
+
+@runtime_checkable
+class RowsRead(Protocol):
+    """The stored rows of several sagas in one read, no entry built."""
+
+    async def rows_many(self, saga_ids: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+        """``{saga_id: rows}``, each a tuple of ``entries.CHAIN_COLUMNS``."""
+        ...
+
+
+@runtime_checkable
+class OutcomesBehind(Protocol):
+    """A journal whose successful calls' outcomes may be written behind the calls."""
+
+    writes_outcomes_behind: bool
+
+
+@runtime_checkable
+class CommitRule(Protocol):
+    """A journal that says whether every call's outcome waits for the disk."""
+
+    durable_outcomes: bool
+
+
+@runtime_checkable
+class Located(Protocol):
+    """A journal stored at a location another store can share (SQLite: its file)."""
+
+    path: str
+
+
+@runtime_checkable
+class OnDatabase(Protocol):
+    """A journal in a database another store can share (PostgreSQL: its pools)."""
+
+    database: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a journal object can do beyond :class:`JournalBackend`, read once
+    (:func:`capabilities_of`)."""
+
+    sync_append: bool = False
+    """:class:`SyncAppend`, defined by the class that defines ``append``."""
+    batch_append: bool = False
+    """:class:`BatchAppend`."""
+    rows_read: bool = False
+    """:class:`RowsRead`."""
+    entries_many: bool = False
+    """:class:`EntriesMany`."""
+    outcomes_behind: bool = False
+    """:class:`OutcomesBehind`, and it says true."""
+    durable_outcomes: bool | None = None
+    """:class:`CommitRule`'s answer (``None``: the journal does not say)."""
+
+
+@runtime_checkable
+class View(Protocol):
+    """A writer's view of a backend (``core.fence.JournalView``): it builds the requests, the
+    backend underneath stores them."""
+
+    backend: Any
+    """The journal underneath."""
+    capabilities: Capabilities
+    """The backend's capabilities."""
+
+    async def append_many(
+        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+    ) -> list[JournalEntry]:
+        """Keyword appends to one saga, in order."""
+        ...
+
+
+_capabilities: WeakKeyDictionary[Any, Capabilities] = WeakKeyDictionary()
+
+
+def capabilities_of(journal: Any) -> Capabilities:
+    """What ``journal`` can do (a view: its backend's), read from the object once and kept for
+    its lifetime: the one place a journal's optional members are looked for.
+
+    Args:
+        journal: a backend, a wrapper of one, or a :class:`View`.
+    """
+    try:
+        return _capabilities[journal]
+    except (KeyError, TypeError):
+        pass
+    if isinstance(journal, View):
+        return journal.capabilities
+
+    def owner(name: str) -> type | None:
+        return next((c for c in type(journal).__mro__ if name in c.__dict__), None)
+
+    sync = owner("append_sync")
+    found = Capabilities(
+        sync_append=sync is not None and sync is owner("append"),
+        batch_append=isinstance(journal, BatchAppend),
+        rows_read=isinstance(journal, RowsRead),
+        entries_many=isinstance(journal, EntriesMany),
+        outcomes_behind=isinstance(journal, OutcomesBehind) and bool(journal.writes_outcomes_behind),
+        durable_outcomes=bool(journal.durable_outcomes) if isinstance(journal, CommitRule) else None,
+    )
+    with contextlib.suppress(TypeError):  # an object that takes no weak reference: not kept
+        _capabilities[journal] = found
+    return found
+
+
 def check_page(offset: int, limit: int | None) -> None:
     """Refuse a page that :meth:`Journal.saga_summaries` cannot serve (every backend calls it).
 
@@ -482,17 +757,30 @@ def check_page(offset: int, limit: int | None) -> None:
             raise ValueError(f"{name} must be an int >= 0, not {value!r}")
 
 
+async def append_requests(
+    journal: JournalBackend, requests: Sequence[AppendRequest], capabilities: Capabilities | None = None,
+) -> list[JournalEntry]:
+    """Append ``requests`` (to one saga) in order: in one round trip where the backend has
+    ``append_many`` (:class:`BatchAppend`), else one :meth:`JournalBackend.append` after the other.
+
+    Raises:
+        The errors of :meth:`Journal.append`, for the first append that fails: the appends before
+        it are written, the ones after it are not.
+    """
+    if not requests:
+        return []
+    if (capabilities or capabilities_of(journal)).batch_append:
+        return list(await journal.append_many(requests))  # type: ignore[attr-defined]
+    return [await journal.append(request) for request in requests]
+
+
 async def append_each(
     journal: Journal, saga_id: str, appends: Sequence[Mapping[str, Any]]
 ) -> list[JournalEntry]:
-    """Append ``appends`` to ``saga_id`` in order: in one round trip where the backend has
-    ``append_many`` (PostgreSQL), else one :meth:`Journal.append` after the other.
-
-    Args:
-        journal: the journal.
-        saga_id: the saga.
-        appends: keyword arguments of :meth:`Journal.append` (``phase``, ``write_key``, ...), one
-            mapping per entry.
+    """Append ``appends`` to ``saga_id`` in order, each the keyword arguments of a keyword
+    append (``phase``, ``write_key``, ...): through the view's :meth:`JournalView.append_many`
+    (``core.fence``: fenced and tagged as the view's appends are), or, on a backend, as plain requests
+    (:func:`append_requests`).
 
     Returns:
         The stored entries, in order.
@@ -501,92 +789,7 @@ async def append_each(
         The errors of :meth:`Journal.append`, for the first append that fails: the appends before
         it are written, the ones after it are not.
     """
-    many = getattr(journal, "append_many", None)
-    if many is not None:
-        return list(await many(saga_id, appends))
-    return [await journal.append(saga_id, **spec) for spec in appends]
-
-
-READ_BATCH = 256
-"""Sagas read per ``entries_many`` call by :func:`read_sagas`: one statement per batch, and a
-bounded amount of the journal in memory at a time."""
-
-
-async def read_sagas(
-    journal: Journal, saga_ids: Sequence[str], *, batch: int = READ_BATCH
-) -> AsyncIterator[tuple[str, list[JournalEntry]]]:
-    """Yield ``(saga_id, entries)`` for each of ``saga_ids``, in that order: ``batch`` sagas per
-    read where the backend has ``entries_many``, else one :meth:`Journal.entries` per saga.
-
-    Args:
-        journal: the journal.
-        saga_ids: the sagas to read (an unknown one yields an empty list).
-        batch: sagas per read (>= 1).
-
-    Raises:
-        JournalError: storage could not be read.
-    """
-    many = getattr(journal, "entries_many", None)
-    if many is None:
-        for saga_id in saga_ids:
-            yield saga_id, await journal.entries(saga_id)
-        return
-    async with contextlib.aclosing(_batches(many, saga_ids, batch)) as found:
-        async for item in found:
-            yield item
-
-
-async def read_saga_rows(
-    journal: Journal, saga_ids: Sequence[str], *, batch: int = READ_BATCH
-) -> AsyncIterator[tuple[str, list[tuple[Any, ...]]]]:
-    """Yield ``(saga_id, rows)`` for each of ``saga_ids``, in that order, ``batch`` sagas per
-    read: the stored rows (tuples of ``entries.CHAIN_COLUMNS``: no tags; ``seq`` order), no
-    entry built; ``JournalEntry.from_row`` builds one from a row and two ``None`` tags.
-
-    Args:
-        journal: a journal with ``rows_many`` (the SQL backends; see the module's optional
-            members).
-        saga_ids: the sagas to read (an unknown one yields an empty list).
-        batch: sagas per read (>= 1).
-
-    Raises:
-        JournalError: storage could not be read.
-    """
-    rows_many = journal.rows_many  # type: ignore[attr-defined]
-    async with contextlib.aclosing(_batches(rows_many, saga_ids, batch)) as found:
-        async for item in found:
-            yield item
-
-
-async def _batches(
-    many: Callable[[list[str]], Any], saga_ids: Sequence[str], batch: int
-) -> AsyncGenerator[tuple[str, Any], None]:
-    """``(saga_id, many's list for it)`` for each of ``saga_ids``, ``batch`` per call of ``many``."""
-    chunks = [list(saga_ids[start:start + batch]) for start in range(0, len(saga_ids), batch)]
-    # The next batch is read (on the backend's thread, or by the server) while the caller
-    # checks this one: the read and the check overlap.
-    ahead = asyncio.ensure_future(many(chunks[0])) if chunks else None
-    try:
-        for i, chunk in enumerate(chunks):
-            assert ahead is not None
-            found = await ahead
-            if i + 1 < len(chunks):
-                ahead = asyncio.ensure_future(many(chunks[i + 1]))
-                # Let the read start now (hand the statement to the backend's thread, or send
-                # it to the server): the caller checks the batch without awaiting anything, so
-                # the task would otherwise first run when it is awaited, and nothing overlap.
-                await asyncio.sleep(0)
-            else:
-                ahead = None
-            for saga_id in chunk:
-                yield saga_id, found.get(saga_id, [])
-    finally:
-        if ahead is not None:  # the caller stopped early: the read ahead is not wanted
-            ahead.add_done_callback(_retrieved)
-            ahead.cancel()
-
-
-def _retrieved(task: asyncio.Future[Any]) -> None:
-    """Mark an abandoned read's error as seen (asyncio would log it as never retrieved)."""
-    if not task.cancelled():
-        task.exception()
+    if isinstance(journal, View):
+        return await journal.append_many(saga_id, appends)
+    requests = [AppendRequest.build(saga_id, **spec) for spec in appends]
+    return await append_requests(journal, requests)  # type: ignore[arg-type]

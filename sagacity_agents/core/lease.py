@@ -47,7 +47,7 @@ from ..errors import (
     JournalClosedError, JournalConflictError, JournalError, LeaseLostError, SagaStateError,
 )
 from .entries import JournalEntry, Phase
-from .journal import FENCE_KEY, LATE_KEY, Journal, append_each, utc_now
+from .journal import FENCE_KEY, LATE_KEY, Journal, append_each, capabilities_of, utc_now
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "check_lease_seconds",
@@ -65,7 +65,7 @@ def _commit_rule(journal: Journal) -> dict[str, bool]:
     """The journal's commit rule for outcomes, journaled in RUN_STARTED so that a reader
     (``sagacity journal show``) sees under which rule the run wrote: ``{"durable_outcomes":
     bool}`` (``core.journal.lazy_phases``), or nothing for a journal that does not say."""
-    durable = getattr(journal, "durable_outcomes", None)
+    durable = capabilities_of(journal).durable_outcomes
     return {} if durable is None else {"durable_outcomes": bool(durable)}
 
 
@@ -170,7 +170,7 @@ def _stamp(recorded_at: Any) -> dt.datetime | None:
 def lease_seconds(value: Any) -> float:
     """A RUN_STARTED's ``lease_seconds`` as a duration: a finite number > 0, else
     :data:`DEFAULT_LEASE_SECONDS` (the library writes only such numbers; anything else, a
-    string, a negative, NaN or infinity, is a row someone else wrote, issue 19 review A4, and
+    string, a negative, NaN or infinity, is a row someone else wrote, and
     must not stop a reader such as ``recover --all``)."""
     try:
         return check_lease_seconds(value)
@@ -180,7 +180,7 @@ def lease_seconds(value: Any) -> float:
 
 def _renews(entry: JournalEntry, run_seq: int, holder: str) -> bool:
     """Whether ``entry`` renews the lease of the RUN_STARTED at ``run_seq``: the holder's own
-    entries only (issue 18, R-04b: a human's RESOLVED must not keep a dead holder's lease)."""
+    entries only (a human's RESOLVED must not keep a dead holder's lease)."""
     payload = entry.payload if isinstance(entry.payload, dict) else {}
     if payload.get(LATE_KEY):
         return False

@@ -24,7 +24,7 @@ from ..core.entries import JournalEntry
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS, check_lease_seconds
 from ..core.recovery import Recovered, Recovery
-from ..core.authenticity import attach_tagger
+from ..core.authenticity import signing_view
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
 from ..core.signing import Keyring
@@ -122,8 +122,8 @@ class Sagacity:
     ) -> None:
         self.strict = strict
         self.evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
-        self.journal = _journal_from(journal)
-        attach_tagger(self.journal, self.evidence.keyring)  # every entry tagged
+        # This instance's writer: its entries signed with its keyring's key (none without one).
+        self.journal = signing_view(_journal_from(journal), self.evidence.keyring)
         if approvals is None:
             approvals = approval_store_for(self.journal)
         self.approvals = approvals

@@ -15,7 +15,7 @@ from sagacity_agents import SagaStatus
 from sagacity_agents.backends import Phase
 from sagacity_agents.evidence import ChainFault
 from sagacity_agents.cli import cli
-from sagacity_agents.core.authenticity import ADOPTION_SAGA, adopt_keyring, attach_tagger, read_adoption
+from sagacity_agents.core.authenticity import ADOPTION_SAGA, adopt_keyring, read_adoption, signing_view
 from sagacity_agents.core.signing import Keyring
 from sagacity_agents.errors import EvidenceError, SagaStateError
 from sagacity_agents.stores import open_journal
@@ -84,8 +84,7 @@ async def test_a_later_adoption_already_in_the_journal_is_ignored(db, keys):
     await adopt(db, keys)
     seq = await forged_executed(db, {"sid": "old-1", "run": 2, "intent": 3})
     head = (await entries(db, "old-1"))[-1]
-    journal = open_journal(db)
-    attach_tagger(journal, Keyring.load(keys, signing_key_id="writer-1"))
+    journal = signing_view(open_journal(db), Keyring.load(keys, signing_key_id="writer-1"))
     try:  # what the old adopt_keyring wrote on a second run
         await journal.append(ADOPTION_SAGA, Phase.KEYRING_ADOPTED, write_key="adopt:second:1",
                              payload={"adoption": "second", "part": 1, "parts": 1,

@@ -21,7 +21,7 @@ from sagacity_agents.errors import EvidenceError
 from sagacity_agents.evidence import ChainFault
 from sagacity_agents.backends.postgres.journal import PostgresJournal
 from sagacity_agents.backends.sqlite.journal import SqliteJournal
-from sagacity_agents.core.authenticity import ADOPTION_SAGA, adopt_keyring, attach_tagger
+from sagacity_agents.core.authenticity import ADOPTION_SAGA, adopt_keyring, signing_view
 from sagacity_agents.core.journal import Journal
 from sagacity_agents.core.signing import Keyring, generate_key
 from sagacity_agents.stores import open_journal
@@ -75,7 +75,7 @@ async def writer_journal(db: str, keys) -> Journal:
     """The library's own writer (the agent host), tagging under the keyring when there is one."""
     journal = open_journal(db)
     if keys is not None:
-        attach_tagger(journal, Keyring.load(keys, signing_key_id="writer-1"))
+        journal = signing_view(journal, Keyring.load(keys, signing_key_id="writer-1"))
     return journal
 
 
@@ -174,7 +174,7 @@ async def test_a_tag_that_does_not_verify_is_refused(db, keys, tmp_path):
     saga = await in_doubt_saga(db, keys)
     generate_key(tmp_path / "mallory", "writer-1")  # the same key id, another key
     journal = open_journal(db)
-    attach_tagger(journal, Keyring.load(tmp_path / "mallory"))
+    journal = signing_view(journal, Keyring.load(tmp_path / "mallory"))
     try:
         seq = (await journal.append(saga["sid"], Phase.EXECUTED, write_key="forged:outcome", tool="book_hotel",
                                     call_id="c1", fence=saga["run"],

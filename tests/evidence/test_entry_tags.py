@@ -14,7 +14,7 @@ import pytest
 from sagacity_agents.backends.postgres.journal import PostgresJournal, byte_pieces
 from sagacity_agents.backends.sqlite.journal import SqliteJournal
 from sagacity_agents.core.authenticity import (
-    ENTRY_STATEMENT, TagCache, attach_tagger, tag_statement, unlinked_bytes,
+    ENTRY_STATEMENT, TagCache, signing_view, tag_statement, unlinked_bytes,
     unlinked_from_pieces,
 )
 from sagacity_agents.core.chain import verify_entries
@@ -65,8 +65,7 @@ def test_a_tag_does_not_verify_on_other_content_or_under_another_key_id(keyring,
     from sagacity_agents.backends.memory.journal import InMemoryJournal
 
     async def go():
-        journal = InMemoryJournal()
-        attach_tagger(journal, keyring)
+        journal = signing_view(InMemoryJournal(), keyring)
         entry = await journal.append("s", Phase.SAGA_OPENED, write_key="k", payload={"metadata": {}})
         assert entry.tag_key == "writer-1" and TagCache().check(entry, keyring) is None
         other = await journal.append("t", Phase.SAGA_OPENED, write_key="k", payload={"metadata": {}})
@@ -99,8 +98,7 @@ def test_an_earlier_sqlite_file_is_upgraded_in_place(tmp_path, keyring):
     conn.close()
 
     async def reopen():
-        journal = SqliteJournal(path)
-        attach_tagger(journal, keyring)
+        journal = signing_view(SqliteJournal(path), keyring)
         await journal.append("s", Phase.INTENT, write_key="i", tool="t", call_id="c", payload={"args": {}})
         entries = await journal.entries("s")
         await journal.close()
@@ -115,10 +113,8 @@ def test_an_earlier_sqlite_file_is_upgraded_in_place(tmp_path, keyring):
 async def test_postgres_tags_on_the_sole_writers_insert_and_on_the_locked_append(pg_uri, keyring):
     """Both PostgreSQL append paths store the tag the client made (the locked one before the
     server joined seq and prev_hash in), and both verify under the keyring."""
-    journal = PostgresJournal(pg_uri)
-    attach_tagger(journal, keyring)
-    other = PostgresJournal(pg_uri)
-    attach_tagger(other, keyring)
+    journal = signing_view(PostgresJournal(pg_uri), keyring)
+    other = signing_view(PostgresJournal(pg_uri), keyring)
     try:
         await journal.append("s", Phase.SAGA_OPENED, write_key="a", payload={"metadata": {}})  # locked (unknown tail)
         await journal.append("s", Phase.INTENT, write_key="b", tool="t", call_id="c", payload=NASTY)  # alone

@@ -12,8 +12,8 @@ from sagacity_agents.core.authenticity import (
     ADOPTION_SAGA,
     Adoption,
     TagCache,
-    attach_tagger,
     authenticity_fault,
+    signing_view,
     untagged_after_tagged,
 )
 from sagacity_agents.core.chain import ChainFault, ChainHead
@@ -35,11 +35,11 @@ async def saga(keyring, untagged_first: int = 0, tagged: int = 2, saga_id: str =
     journal = InMemoryJournal()
     for n in range(untagged_first):
         await journal.append(saga_id, Phase.SAGA_OPENED if n == 0 else Phase.INTENT, write_key=f"u{n}")
-    attach_tagger(journal, keyring)
+    signed = signing_view(journal, keyring)
     for n in range(tagged):
-        await journal.append(saga_id, Phase.INTENT, write_key=f"t{n}")
+        await signed.append(saga_id, Phase.INTENT, write_key=f"t{n}")
     if resolved is not None:
-        await journal.append(saga_id, Phase.RESOLVED, write_key="r", payload=resolved)
+        await signed.append(saga_id, Phase.RESOLVED, write_key="r", payload=resolved)
     return await journal.entries(saga_id)
 
 
@@ -126,8 +126,7 @@ async def test_an_unsigned_resolved_is_a_bad_signature_unless_before_the_keyring
     assert fault[:2] == (3, ChainFault.BAD_SIGNATURE) and "carries no signature" in fault[2]
     journal = InMemoryJournal()
     await journal.append(SAGA, Phase.RESOLVED, write_key="r", payload={"target": "call", "answer": "ran"})
-    attach_tagger(journal, keyring)
-    await journal.append(SAGA, Phase.INTENT, write_key="t")
+    await signing_view(journal, keyring).append(SAGA, Phase.INTENT, write_key="t")
     early = await journal.entries(SAGA)
     assert authenticity_fault(SAGA, early, keyring, adopted(1, early), TagCache()) == (None, 1)
 
@@ -136,9 +135,7 @@ async def test_an_untagged_entry_after_a_tagged_one_is_found(keyring):
     entries = await saga(keyring, untagged_first=1, tagged=1)
     assert untagged_after_tagged(entries) is None
     journal = InMemoryJournal()
-    attach_tagger(journal, keyring)
-    await journal.append(SAGA, Phase.INTENT, write_key="t")
-    journal.tagger = None
+    await signing_view(journal, keyring).append(SAGA, Phase.INTENT, write_key="t")
     await journal.append(SAGA, Phase.INTENT, write_key="u1")
     await journal.append(SAGA, Phase.INTENT, write_key="u2")
     later = await journal.entries(SAGA)

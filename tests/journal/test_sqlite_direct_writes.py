@@ -19,6 +19,7 @@ from sagacity_agents.backends import Phase, SqliteJournal
 from sagacity_agents.errors import JournalError, LeaseLostError
 from sagacity_agents.backends.sqlite import journal as sqlite_journal
 from sagacity_agents.core.chain import verify_entries
+from sagacity_agents.core.journal import AppendRequest
 
 
 def _record_writers(journal: SqliteJournal) -> list[tuple[str, str]]:
@@ -189,7 +190,7 @@ def test_closing_while_a_worker_thread_writes_answers_every_queued_caller(tmp_pa
                 go.wait(5)
             return entry
 
-    journal.tagger = Holding()
+    holding = Holding()
     real_release = journal._writer._release
 
     def release_late() -> None:
@@ -201,8 +202,8 @@ def test_closing_while_a_worker_thread_writes_answers_every_queued_caller(tmp_pa
 
     def append(name: str) -> None:
         try:
-            results[name] = journal.append_sync("s", Phase.INTENT, write_key=name, tool="t",
-                                                call_id=name, payload={})
+            results[name] = journal.append_sync(AppendRequest.build(
+                "s", Phase.INTENT, write_key=name, tool="t", call_id=name, payload={}, tagger=holding))
         except BaseException as exc:  # noqa: BLE001 - recorded for the asserts
             results[name] = exc
 

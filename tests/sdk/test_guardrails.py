@@ -336,11 +336,12 @@ async def test_refusal_is_kept_when_the_journal_refuses_it():
             super().__init__()
             self.failed = 0
 
-        async def append(self, saga_id, phase, **kw):
+        async def append(self, request, **kw):
+            phase = request.phase  # views hand the backend an AppendRequest
             if phase is Phase.REFUSED and not self.failed:
                 self.failed += 1
                 raise JournalWriteError("blip")
-            return await super().append(saga_id, phase, **kw)
+            return await super().append(request, **kw)
 
     trip = Trip()
     journal = RefusesRefused()
@@ -382,10 +383,11 @@ async def test_output_guardrail_trips_on_a_call_in_doubt():
     the final output is checked: the output is withheld."""
 
     class LosesOutcome(InMemoryJournal):
-        async def append(self, saga_id, phase, **kw):
+        async def append(self, request, **kw):
+            phase = request.phase  # views hand the backend an AppendRequest
             if phase is Phase.EXECUTED:
                 raise JournalWriteError("connection lost")
-            return await super().append(saga_id, phase, **kw)
+            return await super().append(request, **kw)
 
     trip = Trip()
     model = scripted([("book_hotel", {"city": "x"}, "c1")], "done")

@@ -34,7 +34,8 @@ class BehindJournal(InMemoryJournal):
         self.delay = delay
         self.waiting = 0
 
-    async def append(self, saga_id: str, phase: Phase, **kwargs: Any):  # type: ignore[no-untyped-def]
+    async def append(self, request, **kwargs):  # type: ignore[no-untyped-def]
+        phase = request.phase  # views hand the backend an AppendRequest
         if phase is Phase.EXECUTED:
             if self.fail_executed:
                 raise JournalWriteError("journal down for outcomes")
@@ -43,7 +44,7 @@ class BehindJournal(InMemoryJournal):
             else:
                 self.waiting += 1
                 await self.gate.wait()
-        return await super().append(saga_id, phase, **kwargs)
+        return await super().append(request, **kwargs)
 
 
 def _undo(ctx: Any) -> None:

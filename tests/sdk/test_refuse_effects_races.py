@@ -24,12 +24,13 @@ class IntentWaitsForAFailure(InMemoryJournal):
         self.tool = tool
         self.failed = asyncio.Event()
 
-    async def append(self, saga_id, phase, **kwargs):  # type: ignore[override]
-        if phase is Phase.INTENT and kwargs.get("tool") == self.tool:
+    async def append(self, request, **kwargs):  # type: ignore[override]
+        phase = request.phase  # views hand the backend an AppendRequest
+        if phase is Phase.INTENT and request.tool == self.tool:
             await self.failed.wait()
             for _ in range(5):
                 await asyncio.sleep(0)  # the failure is noted after its entry is written
-        entry = await super().append(saga_id, phase, **kwargs)
+        entry = await super().append(request, **kwargs)
         if phase is Phase.FAILED:
             self.failed.set()
         return entry

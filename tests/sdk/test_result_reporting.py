@@ -17,12 +17,13 @@ from .test_recovery import crashed_saga
 class LostOutcomeJournal(InMemoryJournal):
     """Never stores the EXECUTED entry of tool ``pay`` (its write fails, every time)."""
 
-    async def append(self, saga_id, phase, **kw):
-        if phase is Phase.EXECUTED and kw.get("tool") == "pay":
+    async def append(self, request, **kw):
+        phase = request.phase  # views hand the backend an AppendRequest
+        if phase is Phase.EXECUTED and request.tool == "pay":
             from sagacity_agents.errors import JournalWriteError
 
             raise JournalWriteError("disk full")
-        return await super().append(saga_id, phase, **kw)
+        return await super().append(request, **kw)
 
 
 async def test_a_run_that_ends_in_doubt_names_every_call_in_doubt():

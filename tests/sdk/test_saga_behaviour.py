@@ -37,10 +37,11 @@ from .helpers import agent, phases, scripted, tool_outputs
 class BrokenIntentJournal(InMemoryJournal):
     """Refuses INTENT appends (storage down before the tool runs)."""
 
-    async def append(self, saga_id, phase, **kw):
+    async def append(self, request, **kw):
+        phase = request.phase  # views hand the backend an AppendRequest
         if phase is Phase.INTENT:
             raise JournalWriteError("disk full")
-        return await super().append(saga_id, phase, **kw)
+        return await super().append(request, **kw)
 
 
 class BrokenOutcomeJournal(InMemoryJournal):
@@ -50,11 +51,12 @@ class BrokenOutcomeJournal(InMemoryJournal):
         super().__init__()
         self.refused = 0
 
-    async def append(self, saga_id, phase, **kw):
+    async def append(self, request, **kw):
+        phase = request.phase  # views hand the backend an AppendRequest
         if phase is Phase.EXECUTED and self.refused == 0:
             self.refused += 1
             raise JournalWriteError("connection lost")
-        return await super().append(saga_id, phase, **kw)
+        return await super().append(request, **kw)
 
 
 def counter_tools(log: list[str]):

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...core.entries import JournalEntry, Phase
 from ...core.journal import (
-    AppendRequest, Clock, SagaSummary, check_page, next_entry, replay_of, stamp_from, utc_now,
+    AppendRequest, Clock, SagaSummary, Tail, append_locked, as_request, check_page, utc_now,
 )
 
 __all__ = ["InMemoryJournal"]
@@ -34,9 +34,6 @@ class InMemoryJournal:
 
     def __init__(self, *, clock: Clock = utc_now) -> None:
         self._clock = clock
-        self.tagger: Any = None
-        """An ``core.authenticity.EntryTagger``: every entry is tagged before it is stored
-        (``None``: untagged; set by ``attach_tagger``)."""
         self._lock = threading.Lock()
         self._chains: dict[str, list[JournalEntry]] = {}
         self._keys: dict[tuple[str, str], JournalEntry] = {}
@@ -45,58 +42,50 @@ class InMemoryJournal:
         so a fenced append does not scan the run's entries (valid while that entry is still
         the tail; the tamper helpers drop it)."""
 
-    async def append(
-        self,
-        saga_id: str,
-        phase: Phase,
-        *,
-        write_key: str,
-        tool: str | None = None,
-        call_id: str | None = None,
-        payload: Any = None,
-        expected_seq: int | None = None,
-        fence: int | None = None,
-        late: bool = False,
-    ) -> JournalEntry:
+    async def append(self, saga_id: AppendRequest | str, phase: Phase | None = None,
+                     **fields: Any) -> JournalEntry:
         """See :meth:`Journal.append` (done by :meth:`append_sync`: nothing here waits)."""
-        return self.append_sync(saga_id, phase, write_key=write_key, tool=tool, call_id=call_id,
-                                payload=payload, expected_seq=expected_seq, fence=fence, late=late)
+        return self.append_sync(as_request(saga_id, phase, fields))
 
-    def append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
-        """:meth:`Journal.append` (same keyword arguments), blocking, from any thread: how a
-        sync tool's worker thread writes its INTENT and outcome without a hop to the event loop
-        (``core.saga.calls``).
+    def append_sync(self, saga_id: AppendRequest | str, phase: Phase | None = None,
+                    **fields: Any) -> JournalEntry:
+        """:meth:`Journal.append`, blocking, from any thread: how a sync tool's worker thread
+        writes its INTENT and outcome without a hop to the event loop (``core.saga.calls``).
 
         Raises:
             The errors of :meth:`Journal.append`.
         """
-        request = AppendRequest.build(saga_id, phase, **fields)
-        write_key = request.write_key
+        request = as_request(saga_id, phase, fields)
         with self._lock:
-            existing = self._keys.get((saga_id, write_key))
-            if existing is not None:
-                return replay_of(existing, request)
-            chain = self._chains.setdefault(saga_id, [])
-            tail = (chain[-1].seq, chain[-1].hash, Phase(chain[-1].phase).value) if chain else None
-            lease = self._lease(saga_id, chain) if request.checks_fence else None
-            entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
-            if self.tagger is not None:
-                entry = self.tagger.tag_entry(entry)
-            if entry.phase is Phase.RUN_STARTED:
-                self._leases[saga_id] = (entry, entry.seq)
-            elif request.checks_fence:
-                self._leases[saga_id] = (entry, lease)
-            chain.append(entry)
-            self._keys[(saga_id, write_key)] = entry
-            return entry
+            return append_locked(self, None, request)[0]
 
-    def _lease(self, saga_id: str, chain: list[JournalEntry]) -> int | None:
+    # The append rule's dialect pieces (core.journal.append_locked), under self._lock.
+
+    def _stored_entry(self, at: None, request: AppendRequest) -> JournalEntry | None:
+        return self._keys.get((request.saga_id, request.write_key))
+
+    def _tail_of(self, at: None, request: AppendRequest) -> Tail | None:
+        chain = self._chains.get(request.saga_id)
+        return (chain[-1].seq, chain[-1].hash, Phase(chain[-1].phase).value) if chain else None
+
+    def _lease_of(self, at: None, request: AppendRequest, tail: Tail | None) -> int | None:
         """The seq of the chain's newest RUN_STARTED: remembered while the tail is the entry it
-        was remembered with, else scanned (under the lock)."""
-        known = self._leases.get(saga_id)
+        was remembered with, else scanned."""
+        chain = self._chains.get(request.saga_id, [])
+        known = self._leases.get(request.saga_id)
         if known is not None and chain and chain[-1] is known[0]:
             return known[1]
         return _newest_run(chain)
+
+    def _insert(self, at: None, request: AppendRequest, entry: JournalEntry, tail: Tail | None,
+                lease: int | None) -> None:
+        saga_id = request.saga_id
+        if entry.phase is Phase.RUN_STARTED:
+            self._leases[saga_id] = (entry, entry.seq)
+        elif request.checks_fence:
+            self._leases[saga_id] = (entry, lease)
+        self._chains.setdefault(saga_id, []).append(entry)
+        self._keys[(saga_id, request.write_key)] = entry
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""

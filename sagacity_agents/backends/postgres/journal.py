@@ -2,10 +2,10 @@
 
 Ordering (design.md, "PostgreSQL"): every append is one transaction that first takes
 ``pg_advisory_xact_lock`` on a 64-bit hash of the saga id, then reads the saga's tail and inserts
-the next entry. Appenders to one saga queue on the lock instead of racing and retrying (the Java
-original's tail ``SELECT ... FOR UPDATE`` + retry on unique violation loses appends under
-contention); appenders to different sagas do not wait for each other (a hash collision only makes
-two sagas share a queue). In READ COMMITTED each statement reads a fresh snapshot, so the insert,
+the next entry. Appenders to one saga queue on the lock instead of racing and retrying (a tail
+``SELECT ... FOR UPDATE`` + retry on unique violation loses appends under contention);
+appenders to different sagas do not wait for each other (a hash collision only makes two sagas
+share a queue). In READ COMMITTED each statement reads a fresh snapshot, so the insert,
 a statement after the lock, sees every append committed before the lock was granted. UNIQUE
 (saga_id, seq) and UNIQUE (saga_id, write_key) back the lock: a writer that bypasses it fails
 rather than forks the chain.
@@ -78,8 +78,8 @@ from ...core.entries import (
     CHAIN_COLUMNS, GENESIS_HASH, OUTCOME_PHASES, STORED_COLUMNS, JournalEntry, Phase, entry_bytes,
 )
 from ...core.journal import (
-    AppendRequest, Clock, SagaSummary, Tail, check_page, lazy_phases, next_entry, replay_of,
-    stamp_from, utc_now,
+    AppendRequest, Clock, SagaSummary, Tail, as_request, as_requests, check_page, lazy_phases,
+    next_entry, replay_of, seal, stamp_from, utc_now,
 )
 from .setup import PostgresDatabase
 from .sole_writer import SoleWriter
@@ -225,15 +225,13 @@ class _Sent:
     tag: tuple[str | None, str | None] = (None, None)
 
 
-def _request(saga_id: str, phase: Phase, **fields: Any) -> AppendRequest:
-    """:meth:`AppendRequest.build`, plus PostgreSQL's own limit (nothing written when refused).
+def _checked(request: AppendRequest) -> AppendRequest:
+    """``request``, within PostgreSQL's own limit (nothing written when refused).
 
     Raises:
-        EncodingError / ValueError: as ``AppendRequest.build``.
         JournalWriteError: NUL in the saga id, write key, tool or call id.
     """
-    request = AppendRequest.build(saga_id, phase, **fields)
-    if "\x00" in f"{saga_id}{request.write_key}{request.tool or ''}{request.call_id or ''}":
+    if "\x00" in f"{request.saga_id}{request.write_key}{request.tool or ''}{request.call_id or ''}":
         # PostgreSQL text cannot hold NUL; the payload can (it is escaped in the bytes).
         raise JournalWriteError("saga id, write key, tool and call id may not contain NUL")
     return request
@@ -261,7 +259,7 @@ class PostgresJournal:
             (:attr:`writes_outcomes_behind`). An INTENT is durable before its body runs either
             way. A server crash can then lose an outcome, never an INTENT: the call is in doubt,
             as if the process had died after the body, and recovery treats it so.
-        durable_outcomes: every outcome waits for the WAL flush (the rule before issue 22);
+        durable_outcomes: every outcome waits for the WAL flush (the stricter rule);
             not with ``fast_outcomes``. Journaled in each run's RUN_STARTED.
         pool_options: keyword arguments of :class:`PostgresDatabase` (``max_size``,
             ``pool_timeout``, ``statement_timeout``...) when ``database`` is a URI.
@@ -292,9 +290,6 @@ class PostgresJournal:
         self.durable_outcomes = durable_outcomes
         """Every outcome waits for the flush (see the class notes); journaled in RUN_STARTED."""
         self._sole = SoleWriter()
-        self.tagger: Any = None
-        """An ``core.authenticity.EntryTagger``: every entry is tagged before it is sent
-        (``None``: untagged; set by ``attach_tagger``)."""
         self.writes_outcomes_behind = fast_outcomes
         """Read by the saga (``core.saga.outcomes``): a successful call's outcome entry is written behind
         the call, its result not held back for it (``fast_outcomes``)."""
@@ -310,8 +305,8 @@ class PostgresJournal:
         head, middle, tail = byte_pieces(request, now)
         durable = request.late or request.phase not in self._lazy_phases  # late: durable at once
         # The tag covers the content without the links the server joins in (core.authenticity).
-        tag = (self.tagger.tag(unlinked_from_pieces(head, middle, tail)) if self.tagger is not None
-               else (None, None))
+        tag = (request.tagger.tag(unlinked_from_pieces(head, middle, tail))
+               if request.tagger is not None else (None, None))
         params = (request.saga_id, request.phase.value, request.tool, request.call_id,
                   request.write_key, now, head, middle, tail, durable, request.expected_seq,
                   after_key, request.fence if request.checks_fence else None, *tag)
@@ -363,19 +358,8 @@ class PostgresJournal:
             tag_key=sent.tag[0], tag=sent.tag[1],
         )
 
-    async def append(
-        self,
-        saga_id: str,
-        phase: Phase,
-        *,
-        write_key: str,
-        tool: str | None = None,
-        call_id: str | None = None,
-        payload: Any = None,
-        expected_seq: int | None = None,
-        fence: int | None = None,
-        late: bool = False,
-    ) -> JournalEntry:
+    async def append(self, saga_id: AppendRequest | str, phase: Phase | None = None,
+                     **fields: Any) -> JournalEntry:
         """See :meth:`Journal.append`. Returns after the commit (durable unless the phase is
         one of those committed without waiting for the flush, see the class notes).
 
@@ -387,8 +371,8 @@ class PostgresJournal:
             JournalWriteError: not stored (pool exhausted, statement timeout, connection broken
                 three times, schema missing), or the write key names a different entry.
         """
-        request = _request(saga_id, phase, write_key=write_key, tool=tool, call_id=call_id,
-                           payload=payload, expected_seq=expected_seq, fence=fence, late=late)
+        request = _checked(as_request(saga_id, phase, fields))
+        saga_id = request.saga_id
         tail = self._sole.begin(saga_id, fence=request.fence if request.checks_fence else None)
         entry = None
         try:
@@ -417,11 +401,9 @@ class PostgresJournal:
         """
         try:
             # begin() gave a tail only where the lease at it is known to be the fence
-            entry = next_entry(request, tail, stamp_from(self._clock), lease=request.fence)
+            entry = seal(request, tail, stamp_from(self._clock), lease=request.fence)
         except (JournalClosedError, JournalConflictError):
             return None
-        if self.tagger is not None:
-            entry = self.tagger.tag_entry(entry)
         lazy = request.phase in self._lazy_phases and not request.late
         statement = _INSERT_LAZY if lazy else _INSERT
         row = (entry.saga_id, entry.seq, request.phase.value, entry.tool, entry.call_id,
@@ -466,10 +448,11 @@ class PostgresJournal:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def append_many(
-        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+        self, requests: Sequence[AppendRequest] | str, appends: Sequence[Mapping[str, Any]] = (), /,
     ) -> list[JournalEntry]:
-        """Several appends to ``saga_id`` in one round trip (psycopg pipeline mode), in order;
-        see ``core.journal.append_each``. Each is its own locked statement (a batch never goes
+        """Several appends to one saga in one round trip (psycopg pipeline mode), in order;
+        see ``core.journal.append_requests`` (the loose form: the saga id and one keyword
+        mapping per append). Each is its own locked statement (a batch never goes
         the sole writer's way), and the batch one transaction (the implicit one a pipeline runs
         up to its Sync: one commit,
         which waits for the flush when the batch holds a durable append, and a connection that
@@ -481,13 +464,16 @@ class PostgresJournal:
             The errors of :meth:`append`, for the first append that fails (the ones before it
             are written, the ones after it are not).
         """
-        requests = [_request(saga_id, **spec) for spec in appends]
+        batch = [_checked(request) for request in as_requests(requests, appends)]
+        if not batch:
+            return []
+        saga_id = batch[0].saga_id
 
         async def work(conn: Any) -> list[JournalEntry]:
             sent, cursors = [], []
             async with conn.pipeline():
-                for i, request in enumerate(requests):
-                    params, one = self._statement(request, requests[i - 1].write_key if i else None)
+                for i, request in enumerate(batch):
+                    params, one = self._statement(request, batch[i - 1].write_key if i else None)
                     cursors.append(await conn.execute(_APPEND, params, prepare=True))
                     sent.append(one)
                 if any(one.durable for one in sent):

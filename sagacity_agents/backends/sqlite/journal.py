@@ -39,8 +39,8 @@ from typing import Any
 from ...errors import JournalWriteError
 from ...core.entries import CHAIN_COLUMNS, STORED_COLUMNS, JournalEntry, Phase
 from ...core.journal import (
-    AppendRequest, Clock, SagaSummary, check_page, lazy_phases, next_entry, replay_of, stamp_from,
-    utc_now,
+    AppendRequest, Clock, SagaSummary, Tail, append_locked, as_request, as_requests, check_page,
+    lazy_phases, utc_now,
 )
 from .setup import SqliteWorker
 from .writer import Answer, Busy, GroupWriter, Pending
@@ -63,7 +63,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 _COLUMNS = ", ".join(STORED_COLUMNS)
 _CHAIN_COLUMNS = ", ".join(CHAIN_COLUMNS)
 _TAG_COLUMNS = ("tag_key", "tag")
-"""Added by issue 19 (``core.authenticity``): files of earlier versions get them on open."""
+"""The entry tag's columns (``core.authenticity``): files of earlier versions get them on open."""
 
 
 _row_to_entry = JournalEntry.from_row
@@ -71,6 +71,9 @@ _saga_of = itemgetter(0)
 
 _CHECKPOINT_EVERY = 250
 """Commits between the journal's own checkpoints (see the module notes): ~1,000 WAL pages."""
+
+_At = tuple[sqlite3.Connection, dict[str, tuple[int, str, int | None]]]
+"""A SQLite append's handle: the connection in its transaction, the group's new tails."""
 
 _UNKNOWN = -1
 """In ``SqliteJournal._tails``: the saga's newest RUN_STARTED is not known (read it)."""
@@ -122,9 +125,6 @@ class SqliteJournal(SqliteWorker):
         self._wal_restarts = False
         """The journal's last checkpoint copied the whole WAL: the next commit restarts it and
         syncs its header (SQLite does, under NORMAL too), so the loop does not write it."""
-        self.tagger: Any = None
-        """An ``core.authenticity.EntryTagger``: every entry is tagged before it is inserted
-        (``None``: untagged; set by ``attach_tagger``)."""
         super().__init__(
             path, schema="journal.sql", what="SQLite journal",
             busy_timeout=busy_timeout, synchronous=synchronous, shared=True,
@@ -241,7 +241,7 @@ class SqliteJournal(SqliteWorker):
         return self._lazy_possible and not self._wal_restarts \
             and not any(self._waits(r) for r in requests)
 
-    def _remembered_newest(self, saga_id: str, tail: tuple[int, str, str] | None,
+    def _remembered_newest(self, saga_id: str, tail: Tail | None,
                            new_tails: dict[str, tuple[int, str, int | None]]) -> int | None:
         """The seq of the saga's newest RUN_STARTED as this connection remembers it (this group's
         own appends first, then its last commit), valid only while the stored ``tail`` is the
@@ -251,61 +251,47 @@ class SqliteJournal(SqliteWorker):
             return _UNKNOWN
         return known[2]
 
-    def _lease_of(self, conn: sqlite3.Connection, request: AppendRequest,
-                  tail: tuple[int, str, str] | None, new_tails: dict[str, tuple[int, str, int | None]]) -> int | None:
-        """The seq of the saga's newest RUN_STARTED at or after ``request.fence``, under the
-        append's ``BEGIN IMMEDIATE``: from what this connection knows when the stored tail is the
-        one it wrote last (this group's own appends first, then its last commit), else read: a
-        range of the primary key, this run's entries only. Reading it every time cost one row
-        per entry of the run (~0.2 us each), on every append."""
-        newest = self._remembered_newest(request.saga_id, tail, new_tails)
+    # The append rule's dialect pieces (core.journal.append_locked), inside the caller's
+    # BEGIN IMMEDIATE transaction: ``at`` is (the connection, the group's new tails: see _tails).
+
+    def _stored_entry(self, at: _At, request: AppendRequest) -> JournalEntry | None:
+        row = at[0].execute(
+            f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? AND write_key = ?",
+            (request.saga_id, request.write_key),
+        ).fetchone()
+        return None if row is None else _row_to_entry(row)
+
+    def _tail_of(self, at: _At, request: AppendRequest) -> Tail | None:
+        return at[0].execute(  # type: ignore[no-any-return]
+            "SELECT seq, hash, phase FROM sagacity_journal WHERE saga_id = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (request.saga_id,),
+        ).fetchone()
+
+    def _lease_of(self, at: _At, request: AppendRequest, tail: Tail | None) -> int | None:
+        """The seq of the saga's newest RUN_STARTED at or after ``request.fence`` (the fence
+        itself while its run holds the lease): from what this connection knows when the stored
+        tail is the one it wrote last (this group's own appends first, then its last commit),
+        else read: a range of the primary key, this run's entries only. Reading it every time
+        cost one row per entry of the run (~0.2 us each), on every append."""
+        newest = self._remembered_newest(request.saga_id, tail, at[1])
         if newest != _UNKNOWN:
             return newest if newest is not None and newest >= request.fence else None  # type: ignore[operator]
-        return conn.execute(
+        return at[0].execute(  # type: ignore[no-any-return]
             "SELECT max(seq) FROM sagacity_journal WHERE saga_id = ? AND seq >= ? "
             "AND phase = 'RUN_STARTED'",
             (request.saga_id, request.fence),
         ).fetchone()[0]
 
-    def _insert_sync(self, conn: sqlite3.Connection, request: AppendRequest,
-                     new_tails: dict[str, tuple[int, str, int | None]]) -> tuple[JournalEntry, bool]:
-        """One append inside the caller's ``BEGIN IMMEDIATE`` transaction: ``(entry, inserted)``
-        (``False``: a retry of a stored write, its stored entry returned); ``new_tails`` gets the
-        saga's new tail (see ``_tails``). Raises the shared rule's errors with nothing
-        inserted."""
-        row = conn.execute(
-            f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? AND write_key = ?",
-            (request.saga_id, request.write_key),
-        ).fetchone()
-        if row is not None:
-            return replay_of(_row_to_entry(row), request), False
-        tail = conn.execute(
-            "SELECT seq, hash, phase FROM sagacity_journal WHERE saga_id = ? "
-            "ORDER BY seq DESC LIMIT 1",
-            (request.saga_id,),
-        ).fetchone()
-        # The newest RUN_STARTED at or after the fence: the fence itself while its run holds
-        # the lease.
-        lease = self._lease_of(conn, request, tail, new_tails) if request.checks_fence else None
-        entry = next_entry(request, tail, stamp_from(self._clock), lease=lease)
-        if self.tagger is not None:
-            entry = self.tagger.tag_entry(entry)
+    def _insert(self, at: _At, request: AppendRequest, entry: JournalEntry, tail: Tail | None,
+                lease: int | None) -> None:
+        """Insert ``entry``; the group's new tails get the saga's (see ``_tails``)."""
+        conn, new_tails = at
         conn.execute(
             f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                entry.saga_id,
-                entry.seq,
-                request.phase.value,
-                entry.tool,
-                entry.call_id,
-                entry.write_key,
-                entry.recorded_at,
-                entry.prev_hash,
-                entry.hash,
-                entry.canonical,
-                entry.tag_key,
-                entry.tag,
-            ),
+            (entry.saga_id, entry.seq, request.phase.value, entry.tool, entry.call_id,
+             entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical,
+             entry.tag_key, entry.tag),
         )
         newest: int | None
         if request.phase is Phase.RUN_STARTED:
@@ -315,7 +301,6 @@ class SqliteJournal(SqliteWorker):
         else:
             newest = self._remembered_newest(request.saga_id, tail, new_tails)
         new_tails[request.saga_id] = (entry.seq, entry.hash, newest)
-        return entry, True
 
     def _write_group(self, group: Sequence[Pending], wait: bool = True) -> list[Answer]:
         """Every queued caller's appends in one ``BEGIN IMMEDIATE`` transaction, one commit
@@ -370,7 +355,7 @@ class SqliteJournal(SqliteWorker):
                 error: Exception | None = None
                 for request in pending.requests:
                     try:
-                        entry, fresh = self._insert_sync(conn, request, new_tails)
+                        entry, fresh = append_locked(self, (conn, new_tails), request)
                     except _ENTRY_ERRORS as exc:
                         if not conn.in_transaction:
                             raise  # it ended the transaction: the whole group fails
@@ -478,30 +463,17 @@ class SqliteJournal(SqliteWorker):
             summaries.append(SagaSummary(saga_id, count, rows[low], rows[high]))
         return summaries
 
-    async def append(
-        self,
-        saga_id: str,
-        phase: Phase,
-        *,
-        write_key: str,
-        tool: str | None = None,
-        call_id: str | None = None,
-        payload: Any = None,
-        expected_seq: int | None = None,
-        fence: int | None = None,
-        late: bool = False,
-    ) -> JournalEntry:
+    async def append(self, saga_id: AppendRequest | str, phase: Phase | None = None,
+                     **fields: Any) -> JournalEntry:
         """See :meth:`Journal.append`. Returns after the commit (``synchronous`` decides how
         durable that is); a fenced append reads the saga's lease inside the same
         ``BEGIN IMMEDIATE`` transaction as its insert."""
-        request = AppendRequest.build(
-            saga_id, phase, write_key=write_key, tool=tool, call_id=call_id, payload=payload,
-            expected_seq=expected_seq, fence=fence, late=late,
-        )
+        request = as_request(saga_id, phase, fields)
         self._refuse_closed()
         return (await self._writer.submit([request]))[0]
 
-    def append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
+    def append_sync(self, saga_id: AppendRequest | str, phase: Phase | None = None,
+                    **fields: Any) -> JournalEntry:
         """:meth:`append`, blocking, from a thread that is not the event loop's (a sync tool's
         worker thread, ``core.saga.calls``): one hop to the journal's thread and back, none
         through the event loop. Same ordering, same rules, same errors.
@@ -509,26 +481,27 @@ class SqliteJournal(SqliteWorker):
         Raises:
             The errors of :meth:`Journal.append`.
         """
-        request = AppendRequest.build(saga_id, phase, **fields)
+        request = as_request(saga_id, phase, fields)
         self._refuse_closed()
         return self._writer.submit_blocking([request])[0]
 
     async def append_many(
-        self, saga_id: str, appends: Sequence[Mapping[str, Any]]
+        self, requests: Sequence[AppendRequest] | str, appends: Sequence[Mapping[str, Any]] = (), /,
     ) -> list[JournalEntry]:
-        """Several appends to ``saga_id`` in one transaction and one commit, in order (see
-        ``core.journal.append_each``): RUN_ENDED + SAGA_CLOSED, SAGA_OPENED + RUN_STARTED. The
-        commit waits for the disk when one of them must.
+        """Several appends to one saga in one transaction and one commit, in order (see
+        ``core.journal.append_requests``): RUN_ENDED + SAGA_CLOSED, SAGA_OPENED + RUN_STARTED.
+        The commit waits for the disk when one of them must. The loose form takes the saga id
+        and one keyword mapping per append.
 
         Raises:
             The errors of :meth:`append`, for the first append that fails (the ones before it
             are written, the ones after it are not).
         """
-        requests = [AppendRequest.build(saga_id, **spec) for spec in appends]
-        if not requests:
+        batch = as_requests(requests, appends)
+        if not batch:
             return []
         self._refuse_closed()
-        return await self._writer.submit(requests)
+        return await self._writer.submit(batch)
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""

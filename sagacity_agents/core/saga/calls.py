@@ -331,7 +331,7 @@ class CallRecording(Refusals):
         # A backend that can write from this thread (SQLite, memory: ``append_sync``) gets the
         # common case's INTENT and outcome directly, with no hop to the event loop; everything
         # else (approvals, a failed write, a failed call) goes through the loop as before.
-        direct = getattr(self.journal, "append_sync", None)
+        direct = self._sync_append
         done = self._begin()
         step = begin_call(self.saga_id, decl, tool, call_id, args, agent)  # before the INTENT
         try:

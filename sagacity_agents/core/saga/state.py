@@ -100,8 +100,9 @@ class SagaState:
         """Outcomes of this object's calls or undos that happened after its lease was lost and
         that the journal refused even late (the saga was closed meanwhile): effects that exist
         and are in no entry. Named in the run's :class:`LeaseLostError`."""
-        self.journal: Journal = FencedJournal(journal, self.saga_id, lambda: self.fence,
-                                              self._lose_lease, self.unjournaled.append)
+        fenced = FencedJournal(journal, self.saga_id, lambda: self.fence, self._lose_lease,
+                               self.unjournaled.append)
+        self.journal: Journal = fenced
         """The saga's journal, fenced: every append carries :attr:`fence`."""
         self.policy = FailurePolicy(policy)
         self.in_flight_timeout = in_flight_timeout
@@ -124,7 +125,9 @@ class SagaState:
         self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
         # Outcome entries written behind their calls (journals with ``writes_outcomes_behind``):
         # pending writes, and the latest, which the next one waits for (outcomes keep call order).
-        self._outcomes_behind = bool(getattr(journal, "writes_outcomes_behind", False))
+        self._outcomes_behind = fenced.capabilities.outcomes_behind
+        # A sync tool's thread writes through the backend's blocking append where it has one.
+        self._sync_append = fenced.append_sync if fenced.capabilities.sync_append else None
         self._behind: set[asyncio.Future[None]] = set()
         self._behind_last: asyncio.Future[None] | None = None
         self._claimed_requests: set[str] = set()  # approvals taken by calls of this object
