@@ -8,10 +8,8 @@ from __future__ import annotations
 import pytest
 from agents import function_tool
 
-from sagacity_agents import (
-    InMemoryJournal, Phase, PostgresJournal, Sagacity, SagaStatus, SqliteJournal, compensable,
-    irreversible,
-)
+from sagacity_agents import Sagacity, SagaStatus, compensable, irreversible
+from sagacity_agents.backends import InMemoryJournal, Phase, PostgresJournal, SqliteJournal
 from sagacity_agents.core.signing import Keyring, generate_key
 
 from ..sdk.helpers import agent, scripted

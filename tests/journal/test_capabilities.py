@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagacity_agents import InMemoryJournal, Phase, SqliteJournal
+from sagacity_agents.backends import InMemoryJournal, Phase, SqliteJournal
 from sagacity_agents.core.fence import FencedJournal, JournalView
 from sagacity_agents.core.journal import AppendRequest, Capabilities, capabilities_of
 from sagacity_agents.testing import make_failing
