@@ -458,7 +458,7 @@ class AppendDialect(Protocol[H_contra]):
         none); asked only when ``request.checks_fence``."""
         ...
 
-    def _insert(self, at: H_contra, request: AppendRequest, entry: JournalEntry,
+    def _insert_entry(self, at: H_contra, request: AppendRequest, entry: JournalEntry,
                 tail: Tail | None, lease: int | None) -> None:
         """Store ``entry``, sealed on ``tail`` (``lease`` as read, or ``None``)."""
         ...
@@ -483,7 +483,7 @@ def append_locked(dialect: AppendDialect[H], at: H, request: AppendRequest) -> t
     tail = dialect._tail_of(at, request)
     lease = dialect._lease_of(at, request, tail) if request.checks_fence else None
     entry = seal(request, tail, stamp_from(dialect._clock), lease=lease)
-    dialect._insert(at, request, entry, tail, lease)
+    dialect._insert_entry(at, request, entry, tail, lease)
     return entry, True
 
 
