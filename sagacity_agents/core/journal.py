@@ -458,7 +458,7 @@ class AppendDialect(Protocol[H_contra]):
         none); asked only when ``request.checks_fence``."""
         ...
 
-    def _insert(self, at: H_contra, request: AppendRequest, entry: JournalEntry,
+    def _insert_entry(self, at: H_contra, request: AppendRequest, entry: JournalEntry,
                 tail: Tail | None, lease: int | None) -> None:
         """Store ``entry``, sealed on ``tail`` (``lease`` as read, or ``None``)."""
         ...
@@ -483,7 +483,7 @@ def append_locked(dialect: AppendDialect[H], at: H, request: AppendRequest) -> t
     tail = dialect._tail_of(at, request)
     lease = dialect._lease_of(at, request, tail) if request.checks_fence else None
     entry = seal(request, tail, stamp_from(dialect._clock), lease=lease)
-    dialect._insert(at, request, entry, tail, lease)
+    dialect._insert_entry(at, request, entry, tail, lease)
     return entry, True
 
 
@@ -724,14 +724,20 @@ def capabilities_of(journal: Any) -> Capabilities:
         return _capabilities[journal]
     except (KeyError, TypeError):
         pass
-    if isinstance(journal, View):
-        return journal.capabilities
+    found = journal.capabilities if isinstance(journal, View) else _probe(journal)
+    with contextlib.suppress(TypeError):  # an object that takes no weak reference: not kept
+        _capabilities[journal] = found
+    return found
+
+
+def _probe(journal: Any) -> Capabilities:
+    """What ``journal`` (not a view) declares, read from the object."""
 
     def owner(name: str) -> type | None:
         return next((c for c in type(journal).__mro__ if name in c.__dict__), None)
 
     sync = owner("append_sync")
-    found = Capabilities(
+    return Capabilities(
         sync_append=sync is not None and sync is owner("append"),
         batch_append=isinstance(journal, BatchAppend),
         rows_read=isinstance(journal, RowsRead),
@@ -739,9 +745,6 @@ def capabilities_of(journal: Any) -> Capabilities:
         outcomes_behind=isinstance(journal, OutcomesBehind) and bool(journal.writes_outcomes_behind),
         durable_outcomes=bool(journal.durable_outcomes) if isinstance(journal, CommitRule) else None,
     )
-    with contextlib.suppress(TypeError):  # an object that takes no weak reference: not kept
-        _capabilities[journal] = found
-    return found
 
 
 def check_page(offset: int, limit: int | None) -> None:

@@ -77,7 +77,7 @@ class InMemoryJournal:
             return known[1]
         return _newest_run(chain)
 
-    def _insert(self, at: None, request: AppendRequest, entry: JournalEntry, tail: Tail | None,
+    def _insert_entry(self, at: None, request: AppendRequest, entry: JournalEntry, tail: Tail | None,
                 lease: int | None) -> None:
         saga_id = request.saga_id
         if entry.phase is Phase.RUN_STARTED:

@@ -283,7 +283,7 @@ class SqliteJournal(SqliteWorker):
             (request.saga_id, request.fence),
         ).fetchone()[0]
 
-    def _insert(self, at: _At, request: AppendRequest, entry: JournalEntry, tail: Tail | None,
+    def _insert_entry(self, at: _At, request: AppendRequest, entry: JournalEntry, tail: Tail | None,
                 lease: int | None) -> None:
         """Insert ``entry``; the group's new tails get the saga's (see ``_tails``)."""
         conn, new_tails = at

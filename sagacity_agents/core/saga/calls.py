@@ -18,6 +18,7 @@ from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry, Phase
+from ..journal import capabilities_of
 from ..undo import call_idempotency_key
 from .observed import begin_call, end_call, note_intent
 from .payloads import REVERSIBILITY_TEXT, UNDECLARED, encoding_marker
@@ -331,7 +332,8 @@ class CallRecording(Refusals):
         # A backend that can write from this thread (SQLite, memory: ``append_sync``) gets the
         # common case's INTENT and outcome directly, with no hop to the event loop; everything
         # else (approvals, a failed write, a failed call) goes through the loop as before.
-        direct = self._sync_append
+        direct = (self.journal.append_sync  # type: ignore[attr-defined]
+                  if capabilities_of(self.journal).sync_append else None)
         done = self._begin()
         step = begin_call(self.saga_id, decl, tool, call_id, args, agent)  # before the INTENT
         try:

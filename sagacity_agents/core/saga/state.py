@@ -23,7 +23,7 @@ from ..declarations import ToolDeclaration, interchangeable
 from ..entries import JournalEntry, Phase
 from ..evidence import Evidence
 from ..fence import FencedJournal
-from ..journal import Journal
+from ..journal import Journal, capabilities_of
 from ..lease import DEFAULT_LEASE_SECONDS, LeaseKeeper, check_lease_seconds, new_holder_id
 from ..undo import StopSignal
 from .status import FailurePolicy, FailureRecord, SagaStatus
@@ -100,9 +100,8 @@ class SagaState:
         """Outcomes of this object's calls or undos that happened after its lease was lost and
         that the journal refused even late (the saga was closed meanwhile): effects that exist
         and are in no entry. Named in the run's :class:`LeaseLostError`."""
-        fenced = FencedJournal(journal, self.saga_id, lambda: self.fence, self._lose_lease,
-                               self.unjournaled.append)
-        self.journal: Journal = fenced
+        self.journal: Journal = FencedJournal(journal, self.saga_id, lambda: self.fence,
+                                              self._lose_lease, self.unjournaled.append)
         """The saga's journal, fenced: every append carries :attr:`fence`."""
         self.policy = FailurePolicy(policy)
         self.in_flight_timeout = in_flight_timeout
@@ -125,9 +124,7 @@ class SagaState:
         self._unwritten: list[tuple[Phase, dict[str, Any]]] = []
         # Outcome entries written behind their calls (journals with ``writes_outcomes_behind``):
         # pending writes, and the latest, which the next one waits for (outcomes keep call order).
-        self._outcomes_behind = fenced.capabilities.outcomes_behind
-        # A sync tool's thread writes through the backend's blocking append where it has one.
-        self._sync_append = fenced.append_sync if fenced.capabilities.sync_append else None
+        self._outcomes_behind = capabilities_of(self.journal).outcomes_behind
         self._behind: set[asyncio.Future[None]] = set()
         self._behind_last: asyncio.Future[None] | None = None
         self._claimed_requests: set[str] = set()  # approvals taken by calls of this object
