@@ -271,7 +271,7 @@ async def test_nanoseconds_truncated_by_the_journals_own_clock(backends, monkeyp
     (``time.gmtime``)."""
     import types
 
-    from sagacity_agents.core import journal as journal_module
+    from sagacity_agents.core import append_rule as journal_module  # where the clock lives
 
     monkeypatch.setattr(journal_module, "time", types.SimpleNamespace(time_ns=lambda: ns))
     monkeypatch.setattr(journal_module, "_stamp_cache", (-1, ""))
