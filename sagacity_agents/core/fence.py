@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import JournalError, LeaseLostError, describe_error
 from .entries import JournalEntry, Phase
-from .journal import LATE_PHASES, Journal, SagaSummary
+from .journal import LATE_PHASES, Capabilities, Journal, SagaSummary, capabilities_of
 
 __all__ = ["FencedJournal"]
 
@@ -41,17 +41,6 @@ def _answers_own_start(phase: Phase, payload: Any) -> bool:
     start = payload.get("compensating_seq" if phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED)
                         else "intent_seq")
     return isinstance(start, int) and not isinstance(start, bool)
-
-
-def _writes_sync(journal: Journal) -> bool:
-    """Whether the backend's blocking ``append_sync`` may stand for its ``append``: the class
-    that defines ``append`` defines ``append_sync`` too (a subclass or a wrapper that changes
-    ``append``, to inject faults say, keeps every write going through it)."""
-    def owner(name: str) -> type | None:
-        return next((c for c in type(journal).__mro__ if name in c.__dict__), None)
-
-    sync = owner("append_sync")
-    return sync is not None and sync is owner("append")
 
 
 class FencedJournal:
@@ -84,9 +73,11 @@ class FencedJournal:
         self._fence = fence
         self._on_lost = on_lost
         self._on_unjournaled = on_unjournaled
-        if hasattr(journal, "append_many"):
+        self.capabilities: Capabilities = capabilities_of(journal)
+        """What the journal underneath offers (read once)."""
+        if self.capabilities.batch_append:
             self.append_many = self._append_many
-        if _writes_sync(journal):
+        if self.capabilities.sync_append:
             self.append_sync = self._append_sync
 
     def __getattr__(self, name: str) -> Any:

@@ -72,7 +72,7 @@ from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_ent
 from .observe import TRACE_KEY, trace_link, without_trace
 
 __all__ = [
-    "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "LAZY_PHASES", "lazy_phases", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
+    "CLAIMANT_KEY", "CLAIM_PHASES", "Capabilities", "capabilities_of", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "LAZY_PHASES", "lazy_phases", "AppendRequest", "Clock", "Journal", "SagaSummary", "Tail", "append_each", "claimant_of",
     "next_entry", "new_claimant", "read_saga_rows", "read_sagas", "replay_of", "stamp_from", "utc_now", "utc_stamp",
 ]
 
@@ -505,6 +505,34 @@ async def append_each(
     if many is not None:
         return list(await many(saga_id, appends))
     return [await journal.append(saga_id, **spec) for spec in appends]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """The optional members a journal has (see the module notes), read once per journal."""
+
+    sync_append: bool = False
+    """``append_sync`` may stand for ``append`` (the class that defines ``append`` defines it)."""
+    batch_append: bool = False
+    """``append_many``: several appends to one saga in one round trip."""
+    rows_read: bool = False
+    """``rows_many``: sagas read as stored rows."""
+    entries_many: bool = False
+    """``entries_many``: the entries of several sagas in one read."""
+    outcomes_behind: bool = False
+    """``writes_outcomes_behind``: a successful call's outcome may be written behind the call."""
+
+
+def capabilities_of(journal: Any) -> Capabilities:
+    """What ``journal`` offers beyond :class:`Journal`: the one place its members are probed."""
+    def owner(name: str) -> type | None:
+        return next((c for c in type(journal).__mro__ if name in c.__dict__), None)
+
+    found = {field: bool(getattr(journal, member, False)) for field, member in (
+        ("batch_append", "append_many"), ("rows_read", "rows_many"),
+        ("entries_many", "entries_many"), ("outcomes_behind", "writes_outcomes_behind"))}
+    sync = owner("append_sync")
+    return Capabilities(sync_append=sync is not None and sync is owner("append"), **found)
 
 
 READ_BATCH = 256

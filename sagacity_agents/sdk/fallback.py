@@ -141,7 +141,7 @@ def protect_tool(
         declaration_id: the declaration's stable id, journaled with each INTENT so compensation
             and recovery find *this* undo (default ``"protect_tool:<qualified name>"``). Give
             one when two tools you protect under one name sit on one agent graph *and* the
-            agent that made a call does not tell them apart (M-03: the agent is journaled, so
+            agent that made a call does not tell them apart (the agent is journaled, so
             the same name on two agents needs none).
 
     Returns:
@@ -281,7 +281,7 @@ async def rebuild_pending_calls(saga: Saga, agent: Agent[Any], state: Any) -> in
     graph = agent_graph(agent)
     into: dict[int, list[Any]] = {}
     for leaf in (e for e in open_calls if e.seq not in parents):
-        # The tool of the agent that made the call (two agents may share a tool name, M-03).
+        # The tool of the agent that made the call (two agents may share a tool name).
         tool = graph.tool_of(leaf.tool or "", leaf.payload.get("agent"))
         inner = agent_of_tool(tool) if tool is not None else None
         if isinstance(inner, Agent):
