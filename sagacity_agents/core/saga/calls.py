@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -246,6 +246,7 @@ class CallRecorder:
             finally:
                 end_call(step, Phase.REFUSED, None, None)
                 outcomes.end(done)
+        keys = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
         frame = CallFrame(self.saga, tool, call_id, intent.seq)
         token = current_call.set(frame)
         started = time.monotonic()
@@ -255,7 +256,7 @@ class CallRecorder:
             phase, payload, failure = outcomes.decide(decl, intent, frame, exc=exc,
                                                       elapsed=time.monotonic() - started)
             try:
-                yield from outcomes.finish_steps(done, intent, phase, payload, failure)
+                yield from outcomes.finish_steps(done, phase, payload, keys, failure)
             finally:
                 end_call(step, phase, payload, failure)
             raise
@@ -264,15 +265,15 @@ class CallRecorder:
         phase, payload, failure = outcomes.decide(decl, intent, frame, result=result)
         written = None
         try:
-            written = yield from outcomes.finish_steps(done, intent, phase, payload, failure)
+            written = yield from outcomes.finish_steps(done, phase, payload, keys, failure)
         finally:
             end_call(step, phase, payload, failure, outcome=None if failure else written)
         return result
 
-    async def run_call(
+    def run_call(
         self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
         body: Callable[[], Awaitable[T]], *, raw_args: str | None = None, agent: str | None = None,
-    ) -> T:
+    ) -> Coroutine[Any, Any, T]:
         """Journal one async call around ``body``: INTENT, then EXECUTED / REFUSED / FAILED.
 
         Args:
@@ -295,8 +296,8 @@ class CallRecorder:
             BaseException: whatever ``body`` raised (including ``CancelledError``), re-raised
                 after the FAILED entry is written.
         """
-        return await drive(self.call_steps(decl, tool, call_id, args, raw_args, agent),
-                           self.core.journal, self.core.saga_id, body)
+        return drive(self.call_steps(decl, tool, call_id, args, raw_args, agent),
+                     self.core.journal, self.core.saga_id, body)
 
     def run_call_sync(
         self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],

@@ -183,8 +183,8 @@ class OutcomeLog:
                            self.core.saga_id)
 
     def finish_steps(
-        self, done: InFlight, intent: JournalEntry, phase: Phase, payload: dict[str, Any],
-        failure: FailureRecord | None,
+        self, done: InFlight, phase: Phase, payload: dict[str, Any], keys: dict[str, Any],
+        failure: FailureRecord | None, *, on_loop: bool = False,
     ) -> Steps[JournalEntry | None]:
         """End a call with its outcome: written now (:meth:`write_steps`), or behind the call
         when the journal writes outcomes behind and the call did not fail the saga. The call
@@ -192,30 +192,27 @@ class OutcomeLog:
 
         The outcome of a call that failed the saga is written from the event loop whichever
         driver runs the call (a sync body's worker thread hands it over): the rare path, one
-        route for both.
-
-        Returns:
-            The entry when it was written here (``None``: behind, or held unwritten).
-        """
-        keys = outcome_keys(intent)
-        if failure is not None:
-            return (yield drive(self._end_steps(done, phase, payload, keys, failure),
-                                self.core.journal, self.core.saga_id))
-        if self.behind:
-            yield self._schedule_behind(done, phase, payload, keys)
-            return None
-        return (yield from self._end_steps(done, phase, payload, keys, None))
-
-    def _end_steps(
-        self, done: InFlight, phase: Phase, payload: dict[str, Any], keys: dict[str, Any],
-        failure: FailureRecord | None,
-    ) -> Steps[JournalEntry | None]:
-        """:meth:`write_steps`, then the call is no longer in flight.
+        route for both (``on_loop``: this is that write).
 
         A cancellation during the write (the SDK gives cancelled siblings ~0.25 s) finishes it
         as a task of its own, with the same write key (harmless if the first attempt landed),
         and the call counts in flight until it has, so :meth:`settle` waits for it.
+
+        Args:
+            done: the call's in-flight token.
+            phase, payload: the outcome entry.
+            keys: its ``write_key``, ``tool`` and ``call_id`` (:func:`outcome_keys`).
+            failure: the saga's failure record when the call failed it.
+
+        Returns:
+            The entry when it was written here (``None``: behind, or held unwritten).
         """
+        if failure is not None and not on_loop:
+            return (yield drive(self.finish_steps(done, phase, payload, keys, failure, on_loop=True),
+                                self.core.journal, self.core.saga_id))
+        if failure is None and self.behind:
+            yield self._schedule_behind(done, phase, payload, keys)
+            return None
         try:
             entry = yield from self.write_steps(phase, payload, keys, failure)
         except asyncio.CancelledError:

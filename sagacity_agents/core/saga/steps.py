@@ -76,8 +76,11 @@ async def drive(steps: Steps[T], journal: Any, saga_id: str,
                 value = await op
         except BaseException as exc:  # noqa: BLE001 - the steps decide; they re-raise what is not theirs
             finished, op = _resume(throw, exc)
-        else:
-            finished, op = _resume(send, value)
+            continue
+        try:
+            op = send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
     return op  # type: ignore[no-any-return]
 
 
