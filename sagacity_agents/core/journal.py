@@ -33,24 +33,10 @@ Two more rules every backend applies through :func:`next_entry`, atomically with
 
 The interface is async; backends that block (SQLite) run their I/O off the event loop.
 
-Optional members a backend may add (the saga looks for them, and does without):
-
-* ``append_many(saga_id, appends)``: several appends to one saga in one round trip, in order,
-  each under its own write key and the rule above, with :meth:`Journal.append`'s errors; an
-  append that raises leaves the earlier ones written and the later ones not. Reached through
-  :func:`append_each`.
-* ``entries_many(saga_ids)``: the entries of several sagas in one read, ``{saga_id: entries}``
-  (each list as :meth:`Journal.entries` returns it; a saga without entries left out). Reached
-  through :func:`read_sagas`, which ``verify`` uses to read a whole journal at read speed.
-* ``rows_many(saga_ids)``: the same read as stored rows, ``{saga_id: [row, ...]}``, each row a
-  tuple of ``entries.CHAIN_COLUMNS`` (no tags), no entry built (the SQL backends). Reached through
-  :func:`read_saga_rows`: ``verify`` checks a sound saga from its rows (``core.chain.verify_rows``).
-* ``append_sync(saga_id, phase, **fields)``: :meth:`Journal.append`, blocking, callable from a
-  thread that is not the event loop's (SQLite, memory): a sync tool's worker thread writes its
-  INTENT and outcome through it, fenced (``core.fence``), without a hop to the loop. Used only
-  where the class that defines ``append`` defines it too.
-* ``writes_outcomes_behind``: true when a successful call's outcome entry may be written behind
-  the call, its result going back to the agent without waiting for it (``core.saga.outcomes``).
+Optional members a backend may add, read once per journal (:func:`capabilities_of`):
+``append_many`` (appends in one round trip, :func:`append_each`), ``entries_many`` / ``rows_many``
+(sagas in one read, :func:`read_sagas`), ``append_sync`` (a blocking, fenced append from a sync
+tool's thread, where the class that defines ``append`` defines it) and ``writes_outcomes_behind``.
 """
 
 from __future__ import annotations
@@ -510,27 +496,20 @@ async def append_each(
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """The optional members a journal has (see the module notes), read once per journal."""
-
-    sync_append: bool = False
-    """``append_sync`` may stand for ``append`` (the class that defines ``append`` defines it)."""
-    batch_append: bool = False
-    """``append_many``: several appends to one saga in one round trip."""
-    rows_read: bool = False
-    """``rows_many``: sagas read as stored rows."""
-    entries_many: bool = False
-    """``entries_many``: the entries of several sagas in one read."""
-    outcomes_behind: bool = False
-    """``writes_outcomes_behind``: a successful call's outcome may be written behind the call."""
+    sync_append: bool = False  # append_sync, defined by the class that defines append
+    batch_append: bool = False  # append_many
+    rows_read: bool = False  # rows_many
+    entries_many: bool = False  # entries_many
+    outcomes_behind: bool = False  # writes_outcomes_behind
 
 
 def capabilities_of(journal: Any) -> Capabilities:
-    """What ``journal`` offers beyond :class:`Journal`: the one place its members are probed."""
+    """What ``journal`` offers beyond :class:`Journal` (the one place its members are probed)."""
     def owner(name: str) -> type | None:
         return next((c for c in type(journal).__mro__ if name in c.__dict__), None)
-
     found = {field: bool(getattr(journal, member, False)) for field, member in (
-        ("batch_append", "append_many"), ("rows_read", "rows_many"),
-        ("entries_many", "entries_many"), ("outcomes_behind", "writes_outcomes_behind"))}
+        ("batch_append", "append_many"), ("rows_read", "rows_many"), ("entries_many", "entries_many"),
+        ("outcomes_behind", "writes_outcomes_behind"))}
     sync = owner("append_sync")
     return Capabilities(sync_append=sync is not None and sync is owner("append"), **found)
 
