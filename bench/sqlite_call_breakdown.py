@@ -56,8 +56,8 @@ def _instrument() -> None:
     drain = sqlite_writer.GroupWriter._drain
     write_group = sqlite_journal.SqliteJournal._write_group
     sync_wal = sqlite_journal.SqliteJournal._sync_wal
-    run_call = calls.CallRecording.run_call
-    run_call_sync = calls.CallRecording.run_call_sync
+    run_call = calls.CallRecorder.run_call
+    run_call_sync = calls.CallRecorder.run_call_sync
 
     async def timed_submit(self: Any, requests: list[Any]) -> Any:
         if requests[0].phase.value != "INTENT":
@@ -120,8 +120,8 @@ def _instrument() -> None:
     sqlite_writer.GroupWriter._drain = timed_drain  # type: ignore[method-assign]
     sqlite_journal.SqliteJournal._write_group = timed_write_group  # type: ignore[method-assign]
     sqlite_journal.SqliteJournal._sync_wal = timed_sync  # type: ignore[method-assign]
-    calls.CallRecording.run_call = timed_run_call  # type: ignore[method-assign]
-    calls.CallRecording.run_call_sync = timed_run_call_sync  # type: ignore[method-assign]
+    calls.CallRecorder.run_call = timed_run_call  # type: ignore[method-assign]
+    calls.CallRecorder.run_call_sync = timed_run_call_sync  # type: ignore[method-assign]
 
 
 async def main(rounds: int, kind: str) -> None:

@@ -543,7 +543,6 @@ def test_no_function_is_over_120_lines():
                     + "\n".join(f"  {f.key}: {f.lines} lines" for f in over), pytrace=False)
 
 
-@pytest.mark.xfail(strict=False, reason="run_call and run_call_sync rewritten by h1")
 def test_no_function_is_over_80_lines_but_the_named_ones():
     """At most three functions may be over ``MAX_FUNCTION_LINES``, each named in
     ``LONG_FUNCTIONS`` with the reason; a name there that is no longer over it is stale."""
@@ -560,7 +559,6 @@ def test_no_function_is_over_80_lines_but_the_named_ones():
                     + "\n".join(problems), pytrace=False)
 
 
-@pytest.mark.xfail(strict=False, reason="saga chain flattened by h1")
 def test_no_class_chain_is_deeper_than_3():
     chains = package_classes()
     assert len(chains.by_name) > 50  # the files were read

@@ -3,7 +3,7 @@
 "Fail at start-up, not at refund time": an irreversible tool without the SDK's
 ``needs_approval=True``, or two different tools under one name on one agent, anywhere an agent
 run can reach (handoff targets, agents exposed as tools, at any depth), is refused before the run
-starts; with ``strict=True``, so is any function tool nobody declared (M-01).
+starts; with ``strict=True``, so is any function tool nobody declared.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def undeclared_error(names: list[str]) -> SdkConfigurationError:
 
 def _edge_tools(agents: Any, strict: bool) -> None:
     """Warn about the tools outside the saga; under ``strict`` refuse hosted MCP servers that
-    never ask a human (issue 21, N-05)."""
+    never ask a human."""
     outside = [f"{a.name}: {t}" for a in agents for t in outside_the_saga(a)]
     if outside:
         warnings.warn(OutsideSagaWarning(
@@ -61,7 +61,7 @@ def bind_agent(saga: Saga, agent: Agent[Any], *, strict: bool = False) -> None:
         saga: the saga the run belongs to.
         agent: the agent the run starts with (or one it reached: bound again as it starts).
         strict: refuse a graph with any function tool nobody declared. Without it such tools
-            run, and the run's hooks journal their calls as undeclared (M-01).
+            run, and the run's hooks journal their calls as undeclared.
 
     Warns:
         OutsideSagaWarning: the graph has tools no saga can journal or undo (hosted tools,

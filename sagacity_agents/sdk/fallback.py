@@ -295,7 +295,7 @@ async def rebuild_pending_calls(saga: Saga, agent: Agent[Any], state: Any) -> in
     graph = agent_graph(agent)
     into: dict[int, list[Any]] = {}
     for leaf in (e for e in open_calls if e.seq not in parents):
-        # The tool of the agent that made the call (two agents may share a tool name, M-03).
+        # The tool of the agent that made the call (two agents may share a tool name).
         tool = graph.tool_of(leaf.tool or "", leaf.payload.get("agent"))
         inner = agent_of_tool(tool) if tool is not None else None
         if isinstance(inner, Agent):

@@ -9,7 +9,7 @@ sees less of the graph than another.
 
 Tools are keyed as the SDK keys them, by ``FunctionTool.qualified_name`` (``namespace.name`` for
 a ``tool_namespace()`` tool, the name otherwise). Two agents may each have their own tool under
-one key, as the SDK allows (M-03): every call journals its agent and declaration id, and the undo
+one key, as the SDK allows: every call journals its agent and declaration id, and the undo
 is found by that id. Two *different* tools under one key on *one* agent are refused (the SDK
 warns and lets the last win; which one a journaled call or an approval means would be a guess).
 

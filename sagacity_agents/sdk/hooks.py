@@ -15,10 +15,11 @@ Entering opens the saga, takes its run lease (one run at a time per saga) and se
 ``contextvars`` scope the tool wrappers read; leaving sees the exception or the failed scope and
 compensates, then ends the run. A caller cancelled while leaving compensates stops compensation
 at the next step boundary (the undo running is journaled in doubt), and the run ends at once,
-its lease released, for ``recover`` to finish (issue 18, R-02). The hook callbacks enforce the
+its lease released, for ``recover`` to finish. The hook callbacks enforce the
 failure policy (stop the run after the first failed call), delegate to the user's own hooks, and
 record what no tool seam sees: a call an input guardrail rejected (REFUSED, read from the next
-model input) and a protected call whose ``on_tool_start`` raised (FAILED, not run).
+model input) and a protected call whose ``on_tool_start`` raised (FAILED, not run). The saga's
+scope and the run's approvals are small objects of their own (``sdk/scope.py``).
 
 The SDK's trace ends when ``Runner.run`` returns, before the block compensates: wrap the block
 in ``saga_trace(run_config, saga_id=...)`` (``sdk/tracing.py``) to have the undos in the run's
@@ -39,8 +40,6 @@ Approvals, with an approval store given (``approvals=``), as the SDK's users wri
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import uuid
 from pathlib import Path
 from typing import Any
@@ -58,14 +57,14 @@ from ..core.declarations import Reversibility
 from ..core.entries import Phase
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS
-from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
-from ..errors import ApprovalError, ConfigurationError, LeaseLostError, SagaFailedError, SagaStateError
+from ..core.saga import FailurePolicy, Saga, SagaStatus
+from ..errors import ConfigurationError, LeaseLostError, SagaFailedError
 from ..stores import open_journal
 from ._sdk_internals import validate_run_hooks
 from .approvals import ApprovalDesk, PauseOutcome
 from .binding import bind_agent
-from .nested import install_nested_runner, strict_scope
-from .tracing import end_run_span, run_span
+from .nested import install_nested_runner
+from .scope import ApprovalDriver, SagaScope
 from .undeclared import begin_undeclared, end_undeclared, is_undeclared
 
 __all__ = ["HooksNotEnteredError", "RunLeaseLostError", "SagaRunHooks", "SagaStopped"]
@@ -99,9 +98,6 @@ class HooksNotEnteredError(AgentsException, ConfigurationError):
     than run unprotected."""
 
 
-_FINALIZING: set[asyncio.Future[Any]] = set()
-"""Finalizations still running after their caller was cancelled (kept referenced)."""
-
 _ENTER_HINT = (
     "SagaRunHooks was passed to a run without being entered, so no saga protects it. Use:\n\n"
     "    async with SagaRunHooks(journal, agent=agent) as hooks:\n"
@@ -114,7 +110,7 @@ class SagaRunHooks(RunHooks[Any]):
     """Run hooks that open a saga on enter and finish it (compensating if needed) on exit.
 
     Runs nested in the saga (an ``as_tool`` agent's run, a ``Runner.run`` in a tool body) get
-    hooks of their own, which journal their undeclared calls (``sdk/nested.py``, M-01).
+    hooks of their own, which journal their undeclared calls (``sdk/nested.py``).
 
     Args:
         journal: where the saga is journaled, as ``Sagacity`` takes it: a :class:`Journal`, a
@@ -140,8 +136,8 @@ class SagaRunHooks(RunHooks[Any]):
         strict: refuse every function tool nobody declared: on enter for those the agent graph
             shows (``ConfigurationError`` naming each), at the call for those met only at run
             time (MCP servers, tools added by a hook: journaled FAILED, not run). Default
-            ``False``: their calls run and are journaled as undeclared (M-01; README,
-            "Undeclared tools").
+            ``False``: their calls run and are journaled as undeclared (README, "Undeclared
+            tools").
 
     Attributes:
         saga: the :class:`Saga`. status: its status after exit. report: the compensation report
@@ -175,57 +171,68 @@ class SagaRunHooks(RunHooks[Any]):
         fail_on_rejection: bool = False,
         strict: bool = False,
     ) -> None:
-        self.strict = strict
         if hooks is not None:
             validate_run_hooks(hooks)  # the SDK's own TypeError for AgentHooks, before anything runs
-        self._own_journal: Journal | None = None
-        """The journal these hooks opened from a path or URI (closed when the block is left)."""
-        self._journal_released = False
+        own_journal: Journal | None = None
         if isinstance(journal, (str, Path)):
-            journal = self._own_journal = open_journal(journal)
+            journal = own_journal = open_journal(journal)
         self.saga = journal if isinstance(journal, Saga) else Saga(
             journal, saga_id, policy=policy, lease_seconds=lease_seconds
         )
         self.agent = agent
         self.user_hooks = hooks
-        self.close = close
-        self.status: SagaStatus | None = None
         self.error: BaseException | None = None
-        self.pending_approvals: bool | None = None
+        self.approvals = ApprovalDriver(self.saga, agent, approvals, approval_ttl, fail_on_rejection)
+        """The run's approvals (requests, the checked resume; ``sdk/scope.py``)."""
+        self.scope = SagaScope(self.saga, agent, self.approvals, close, strict, own_journal)
+        """The saga's scope around the run (enter, compensate, close; ``sdk/scope.py``)."""
+        self._unstarted: dict[str, str] = {}
+        """Calls of declared tools the model asked for that have not started: call id -> tool."""
+
+    @property
+    def strict(self) -> bool:
+        """Whether undeclared function tools are refused."""
+        return self.scope.strict
+
+    @property
+    def close(self) -> bool:
+        """Whether the saga is closed when the run ends well."""
+        return self.scope.close
+
+    @property
+    def status(self) -> SagaStatus | None:
+        """The saga's status after the block (``None`` before)."""
+        return self.scope.status
+
+    @property
+    def desk(self) -> ApprovalDesk | None:
+        """The approval desk (requests, decisions, resume checks); ``None`` without a store."""
+        return self.approvals.desk
+
+    @property
+    def fail_on_rejection(self) -> bool:
+        """Whether a rejected call fails the saga at resume."""
+        return self.approvals.fail_on_rejection
+
+    @property
+    def pending_approvals(self) -> bool | None:
         """Whether the run returned with calls paused for approval; ``None`` until told (the
         facade tells it). Used directly, the hooks infer it from the irreversible calls the model
         asked for that neither ran nor were rejected."""
-        self._asked_irreversible: set[str] = set()
-        self._unstarted: dict[str, str] = {}
-        """Calls of declared tools the model asked for that have not started: call id -> tool."""
-        self._token: contextvars.Token[Saga | None] | None = None
-        self._strict_token: contextvars.Token[bool] | None = None
-        self._entered = False
-        self.desk = (ApprovalDesk(self.saga.journal, approvals, ttl=approval_ttl, evidence=self.saga.evidence)
-                     if approvals is not None else None)
-        """The approval desk (requests, decisions, resume checks); ``None`` without a store."""
-        self.fail_on_rejection = fail_on_rejection
-        self._snapshot_used = False  # this run paused or resumed: its snapshot is ours to delete
-        self._run_span: Any = None  # the saga.run span of the block (sdk/tracing.py)
-        self._resume_refused = False
+        return self.approvals.pending
+
+    @pending_approvals.setter
+    def pending_approvals(self, value: bool | None) -> None:
+        self.approvals.pending = value
 
     # --- approvals ------------------------------------------------------------------------
-    def _desk_for(self, what: str) -> ApprovalDesk:
-        if not self._entered:
-            raise SagaStateError(f"{what} needs the saga entered: call it inside `async with hooks`")
-        if self.desk is None:
-            raise ConfigurationError(f"{what} needs an approval store: SagaRunHooks(..., approvals=store)")
-        if self.agent is None:
-            raise ConfigurationError(f"{what} needs the agent: SagaRunHooks(..., agent=agent)")
-        return self.desk
-
     async def request_approvals(self, result: Any) -> PauseOutcome:
         """After a run that returned interruptions: store an approval request per paused call and
         the run's snapshot (without application context or approvals), exactly as ``Sagacity``
         does; the saga then ends AWAITING_APPROVAL when the block is left.
 
         Invalid arguments are rejected on the spot; a call whose consumed decision is still
-        unused (C-05) is approved again without asking. When that leaves nothing to ask,
+        unused is approved again without asking. When that leaves nothing to ask,
         ``requests`` is empty and ``state`` is the ``RunState`` to run on at once.
 
         Args:
@@ -239,14 +246,7 @@ class SagaRunHooks(RunHooks[Any]):
             SagaStateError: called outside the ``async with`` block.
             ConfigurationError: no approval store or no agent was given.
         """
-        desk = self._desk_for("request_approvals")
-        if not getattr(result, "interruptions", None):
-            self.pending_approvals = False
-            return PauseOutcome((), None)
-        outcome = await desk.pause(self.saga, self.agent, result.to_state())  # type: ignore[arg-type]
-        self.pending_approvals = bool(outcome.requests)
-        self._snapshot_used = self._snapshot_used or bool(outcome.requests)
-        return outcome
+        return await self.approvals.request(result, self.scope.entered)
 
     async def resume_state(self, *, context: Any = None) -> Any:
         """Return the checked ``RunState`` to resume the saga with: pass it to
@@ -266,20 +266,7 @@ class SagaRunHooks(RunHooks[Any]):
             SagaStateError: called outside the ``async with`` block.
             ConfigurationError: no approval store or no agent was given.
         """
-        desk = self._desk_for("resume_state")
-        try:
-            state, decisions = await desk.restore(self.saga, self.agent, context)  # type: ignore[arg-type]
-        except ApprovalError:
-            self._resume_refused = True
-            raise
-        self._snapshot_used = True
-        self.saga.resumed_approvals.update(d.call_id for d in decisions if d.approved)
-        if self.fail_on_rejection:
-            for decision in decisions:
-                if not decision.approved:
-                    self.saga.fail_now(decision.tool, decision.call_id,
-                                       f"rejected (request {decision.request_id})")
-        return state
+        return await self.approvals.resume(context, self.scope.entered)
 
     @property
     def saga_id(self) -> str:
@@ -292,118 +279,19 @@ class SagaRunHooks(RunHooks[Any]):
         return self.saga.report
 
     async def __aenter__(self) -> SagaRunHooks:
-        if current_saga.get() is not None:
-            raise SagaStateError(
-                "a saga is already active in this context; nested runs inside a wrapped tool "
-                "join it automatically (call Runner.run without SagaRunHooks)"
-            )
-        if self._entered:
-            raise SagaStateError("this SagaRunHooks is already entered")
-        if self._journal_released:
-            raise SagaStateError("these SagaRunHooks opened their journal from a path and closed it "
-                                 "when their block was left: make new ones for the next run")
-        # The saga.run span, begun first so that the run's entries carry it (sdk/tracing.py).
-        self._run_span = run_span(self.saga.saga_id, self.agent.name if self.agent is not None else None)
-        try:
-            if self.agent is not None:
-                bind_agent(self.saga, self.agent, strict=self.strict)
-            await self.saga.begin_run(self.agent.name if self.agent is not None else "")
-        except BaseException as exc:
-            end_run_span(self._run_span, "NOT_STARTED", None, exc)
-            self._run_span = None
-            await self._release_journal()
-            raise
-        install_nested_runner()  # nested runs of this saga journal their undeclared calls too
-        self._token = current_saga.set(self.saga)
-        self._strict_token = strict_scope.set(self.strict)
-        self._entered = True
+        await self.scope.enter()
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        span, self._run_span = self._run_span, None
-        try:
-            return await self._exit(exc)
-        finally:
-            end_run_span(span, self.status, self.saga.report, exc)
-
-    async def _exit(self, exc: BaseException | None) -> bool:
-        if self._token is not None:
-            current_saga.reset(self._token)
-            self._token = None
-        if self._strict_token is not None:
-            strict_scope.reset(self._strict_token)
-            self._strict_token = None
-        self._entered = False
         self.error = exc
-        if self._resume_refused and isinstance(exc, ApprovalError):
-            # A refused resume changes nothing: no compensation, the saga still waits.
-            self._resume_refused = False
-            try:
-                await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
-            finally:
-                await self._release_journal()
-            self.status = SagaStatus.AWAITING_APPROVAL
-            return False
-        # Finalizing (compensation above all) runs as its own task, shielded, so that no journal
-        # write of it is interrupted. A caller cancelled while it runs (asyncio.wait_for giving
-        # up, a second task.cancel(), an anyio/Starlette cancel scope) stops compensation at its
-        # next step boundary: the undo running is no longer waited for (journaled in doubt), no
-        # further undo starts, the run ends (RUN_ENDED: the lease is no longer renewed), and
-        # `recover` finishes the rest. The caller waits for that wrap-up (a few journal writes)
-        # unless it is cancelled once more.
-        finalize = asyncio.ensure_future(self._finalize_and_release(exc))
-        _FINALIZING.add(finalize)
-        finalize.add_done_callback(_FINALIZING.discard)
-        try:
-            self.status = await asyncio.shield(finalize)
-        except asyncio.CancelledError:
-            self.saga.stop_compensation()
-            try:
-                self.status = await asyncio.shield(finalize)
-            except asyncio.CancelledError:
-                pass  # cancelled again: the wrap-up goes on without us
-            raise
-        if self.status is SagaStatus.LEASE_LOST and exc is None:
+        await self.scope.leave(exc)
+        if self.scope.status is SagaStatus.LEASE_LOST and exc is None:
             # The run returned (its output may say "all booked") but another run had taken the
             # saga over meanwhile and may have undone it all: never leave the block as if fine.
             lost = self.saga.lease_lost_error()
             assert lost is not None
             raise RunLeaseLostError(lost) from lost.__cause__
         return False
-
-    async def _release_journal(self) -> None:
-        """Close the journal these hooks opened from a path or URI (none otherwise); the hooks
-        then refuse another block."""
-        if self._own_journal is not None and not self._journal_released:
-            self._journal_released = True
-            await self._own_journal.close()
-
-    async def _finalize_and_release(self, exc: BaseException | None) -> SagaStatus:
-        try:
-            return await self._finalize(exc)
-        finally:
-            await self._release_journal()
-
-    async def _finalize(self, exc: BaseException | None) -> SagaStatus:
-        if self.saga.lease_lost is not None:  # another run holds the saga: write nothing more
-            return await self.saga.finish(error=exc, close=self.close)
-        if exc is None and self.pending_approvals is None and self._asked_irreversible:
-            settled = {
-                e.call_id
-                for e in await self.saga.journal.entries(self.saga.saga_id)
-                if e.phase in (Phase.INTENT, Phase.REJECTED, Phase.FAILED, Phase.REFUSED)
-            }
-            self.pending_approvals = bool(self._asked_irreversible - settled)
-        if exc is None and self.pending_approvals and not self.saga.failed:
-            await self.saga.settle()
-            await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
-            if self.saga.lease_lost is not None:  # RUN_ENDED refused: another run holds the saga
-                return SagaStatus.LEASE_LOST
-            return SagaStatus.AWAITING_APPROVAL
-        if self._snapshot_used and self.desk is not None:
-            # Nothing waits on the stored snapshot any more (every request is consumed).
-            await self.desk.store.delete_snapshot(self.saga.saga_id)
-        return await self.saga.finish(error=exc, close=self.close)
 
     async def _journal_guardrail_refusals(self, input_items: Any) -> None:
         """Journal REFUSED for declared calls an input guardrail rejected.
@@ -439,7 +327,7 @@ class SagaRunHooks(RunHooks[Any]):
 
     # --- callbacks ------------------------------------------------------------------------
     def _check(self) -> None:
-        if not self._entered:
+        if not self.scope.entered:
             raise HooksNotEnteredError(_ENTER_HINT)
         saga = self.saga
         if saga.lease_lost is not None:
@@ -479,7 +367,7 @@ class SagaRunHooks(RunHooks[Any]):
                 if decl is not None:
                     self._unstarted[item.call_id] = key
                 if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
-                    self._asked_irreversible.add(item.call_id)
+                    self.approvals.asked_irreversible.add(item.call_id)
         if self.user_hooks is not None:
             await self.user_hooks.on_llm_end(context, agent, response)
 
@@ -505,8 +393,8 @@ class SagaRunHooks(RunHooks[Any]):
 
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
         """Stop the run if the saga failed; make sure a run the body starts gets nested hooks
-        (``sdk/nested.py``); journal an undeclared call's INTENT, or refuse it under ``strict``
-        (M-01); then the user's hook. If that raises, the body will not run: a protected or
+        (``sdk/nested.py``); journal an undeclared call's INTENT, or refuse it under
+        ``strict``; then the user's hook. If that raises, the body will not run: a protected or
         undeclared call's INTENT gets its FAILED (``not_run``) outcome first."""
         self._unstarted.pop(getattr(context, "tool_call_id", None) or "", None)
         self._check()
@@ -529,8 +417,8 @@ class SagaRunHooks(RunHooks[Any]):
         """Journal the outcome of a protected call if no earlier seam did (last resort), or of an
         undeclared call (EXECUTED with the result, FAILED when it is the SDK's own error or
         timeout message); the user's hook; then stop the run if the saga failed."""
-        if self._entered:
+        if self.scope.entered:
             await end_undeclared(self.saga, context, tool, result)
-        if self.user_hooks is not None and self._entered:
+        if self.user_hooks is not None and self.scope.entered:
             await self.user_hooks.on_tool_end(context, agent, tool, result)
         self._check()

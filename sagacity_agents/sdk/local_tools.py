@@ -1,4 +1,4 @@
-"""Shell, apply-patch, computer and hosted tools at the saga's edge (issue 21, N-05).
+"""Shell, apply-patch, computer and hosted tools at the saga's edge.
 
 * :func:`protect_apply_patch`: an ``ApplyPatchTool`` whose editor journals each edit with the
   file's pre-image (INTENT, before the editor touches it) and the digest it left (EXECUTED);
@@ -131,7 +131,7 @@ class _SagaEditor:
             data: dict[str, Any] = {"post_sha256": after}
             if getattr(result, "status", None) != "failed":
                 untouched = _untouched(method, paths, args["pre_images"], after)
-                if untouched:  # the editor wrote elsewhere: undo must not claim a restore (N-05)
+                if untouched:  # the editor wrote elsewhere: undo must not claim a restore
                     data["untouched_under_root"] = untouched
             record_undo_data(data)
             return result

@@ -1,4 +1,4 @@
-"""Runs nested in a saga get hooks of ours: their undeclared calls are journaled too (M-01).
+"""Runs nested in a saga get hooks of ours: their undeclared calls are journaled too.
 
 A saga's own run journals the calls of tools nobody declared from its hooks
 (``SagaRunHooks.on_tool_start`` / ``on_tool_end``). A run nested in it does not get those hooks:

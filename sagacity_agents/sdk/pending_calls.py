@@ -1,4 +1,4 @@
-"""What a paused call's approval is bound to (issue 20, M-03; issue 21, N-02, N-05).
+"""What a paused call's approval is bound to.
 
 A pending call (``ToolApprovalItem``) belongs to the tool its agent has under its qualified
 name (two agents may each have one of that name). Its approval binds: the *validated* arguments
@@ -39,7 +39,7 @@ def key_of(item: Any) -> str:
 def tool_of(graph: AgentGraph, item: Any) -> FunctionTool | None:
     """The tool a pending call belongs to: the one its agent (``ToolApprovalItem.agent``) has
     under its qualified name, found by the graph walk. Two agents may each have a tool of one
-    name (M-03): the first of that name could be the other agent's tool, with other arguments."""
+    name: the first of that name could be the other agent's tool, with other arguments."""
     agent = getattr(item, "agent", None)
     return graph.tool_of(key_of(item), getattr(agent, "name", None))
 

@@ -15,7 +15,7 @@ The wrapper keeps the function's signature, so the JSON schema is identical with
 To learn the model's call id it adds a leading, positional-only ``ToolContext`` parameter when the
 function has none (the SDK finds it by its annotation and strips it from the schema; it is named
 ``ctx`` unless the user has a parameter of that name). Outside a saga it calls the function
-unchanged. It takes and refuses exactly what ``function_tool`` takes and refuses (M-02): the SDK
+unchanged. It takes and refuses exactly what ``function_tool`` takes and refuses: the SDK
 itself decides which callable objects it adapts (``normalize_callable_object``, its ``UserError``
 for the others) and whether a callable takes a context (``function_schema``); a callable object's
 wrapper is a callable object the SDK adapts as it adapts the user's (``sdk/shapes.py``).
@@ -146,7 +146,7 @@ def _wrap(func: Any, decl: ToolDeclaration, body: Callable[..., Any]) -> Any:
 
     def refuse_ambiguous(ctx: Any, tool: str) -> None:
         # The SDK's json.loads keeps the last of duplicate keys: refuse the ambiguity the way
-        # the SDK refuses invalid JSON (before the body, nothing journaled) (C-11).
+        # the SDK refuses invalid JSON (before the body, nothing journaled).
         raw = getattr(ctx, "tool_arguments", None)
         if raw:
             try:
@@ -225,7 +225,7 @@ def _dressed(func: Any, body: Callable[..., Any], wrapper: Callable[..., Any],
     # by the SDK through __wrapped__ (the user's module globals).
     annotations = dict(getattr(func, "__annotations__", None) or {})
     if ctx_name is not None:
-        # Positional-only, so it fits before a user's positional-only parameters (F-09); named
+        # Positional-only, so it fits before a user's positional-only parameters; named
         # so that it clashes with no user parameter (a ``ctx: int`` of the user's stays theirs).
         ctx_param = inspect.Parameter(ctx_name, inspect.Parameter.POSITIONAL_ONLY, annotation=ToolContext)
         signature = signature.replace(parameters=[ctx_param, *signature.parameters.values()])

@@ -1,4 +1,4 @@
-"""Journaling a call of a tool nobody declared, and reading its outcome (M-01).
+"""Journaling a call of a tool nobody declared, and reading its outcome.
 
 Such a call is journaled from the run's hooks: ``SagaRunHooks.on_tool_start`` / ``on_tool_end``
 for the saga's own run, ``NestedRunHooks`` for every run nested in it (``sdk/nested.py``), both
@@ -167,7 +167,7 @@ async def begin_undeclared(saga: Saga, context: Any, agent: Agent[Any], tool: Fu
         context: the call's ``ToolContext`` (call id, qualified name, raw arguments).
         agent: the agent that made the call.
         tool: the tool.
-        strict: refuse the call instead (``strict=True``, M-01).
+        strict: refuse the call instead (``strict=True``).
 
     Raises:
         ConfigurationError: under ``strict`` (also the SDK's ``UserError``): journaled FAILED

@@ -276,7 +276,7 @@ async def test_a_recovery_that_stalls_in_an_undo_stops_before_the_next(place):
                            ("book_hotel", book_hotel, {"city": "Lisbon"})):
         await dead.run_call(declaration_of(fn), name, name[:1], args, lambda: asyncio.sleep(0, "ok"))
     await dead.settle()  # outcomes written behind their calls (fast_outcomes) are in
-    await dead._keeper.stop()  # the process died: nothing renews its lease
+    await dead.lifecycle._keeper.stop()  # the process died: nothing renews its lease
 
     second: dict[str, Any] = {}
 

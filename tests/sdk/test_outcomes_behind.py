@@ -247,3 +247,24 @@ async def test_a_run_cancelled_while_an_outcome_is_written_behind_does_not_lose_
         (Phase.EXECUTED, "c1")]
     (verified,) = await verify_journal(journal, "cancelled-1")
     assert verified.ok
+
+
+async def test_a_sync_call_writes_its_outcome_behind_as_an_async_call_does():
+    """One call path: a sync body's outcome goes behind it too (the worker thread does not wait
+    for the EXECUTED entry), and the saga still waits for it before it settles."""
+    from sagacity_agents.core.declarations import Reversibility, ToolDeclaration
+    from sagacity_agents.core.saga import Saga
+
+    journal = BehindJournal()
+    saga = Saga(journal)
+    await saga.begin_run("a")
+    decl = ToolDeclaration(name="book", reversibility=Reversibility.COMPENSATABLE, undo=_undo)
+    result = await asyncio.wait_for(
+        asyncio.to_thread(saga.run_call_sync, decl, "book", "c1", {"room": "1"}, lambda: "booked"), 10)
+    assert result == "booked"
+    assert journal.waiting == 1  # the EXECUTED append is still waiting, behind the call
+    journal.gate.set()
+    assert await saga.settle() == 0
+    entries = await journal.entries(saga.saga_id)
+    assert [e.phase for e in entries if e.tool == "book"] == [Phase.INTENT, Phase.EXECUTED]
+    await saga.finish(error=None, close=True)

@@ -1,8 +1,10 @@
 """Recording one call whose body we wrap: the INTENT, durable before the body runs (a failed
 write means the body does not run), the body with its :class:`~.state.CallFrame` in the context,
-then its outcome. :meth:`CallRecording.run_call` for async bodies; :meth:`CallRecording.run_call_sync`
-for sync bodies in worker threads, whose journal writes go straight to a backend that can write
-from that thread (``append_sync``: SQLite, memory) and otherwise hop to the saga's event loop.
+then its outcome. The call is written once, as steps (:meth:`CallRecorder.call_steps`, see
+``steps.py``): :meth:`CallRecorder.run_call` drives them for async bodies on the event loop,
+:meth:`CallRecorder.run_call_sync` for sync bodies from a worker thread, whose journal writes go
+straight to a backend that can write from that thread (``append_sync``: SQLite, memory) and
+otherwise hop to the saga's event loop.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ...errors import EncodingError, JournalWriteError, LeaseLostError, SagaStateError
@@ -18,15 +21,18 @@ from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry, Phase
-from ..journal import capabilities_of
 from ..undo import call_idempotency_key
+from .declared import ToolRegistry
+from .lifecycle import RunLifecycle
 from .observed import begin_call, end_call, note_intent
+from .outcomes import OutcomeLog
 from .payloads import REVERSIBILITY_TEXT, UNDECLARED, encoding_marker
 from .refusals import Refusals
-from .state import CallFrame
+from .state import CallFrame, SagaCore
 from .status import FailureRecord
+from .steps import BODY, Append, Steps, drive, drive_in_thread
 
-__all__ = ["CallRecording", "current_call", "current_idempotency_key", "record_undo_data"]
+__all__ = ["CallRecorder", "current_call", "current_idempotency_key", "record_undo_data"]
 
 T = TypeVar("T")
 
@@ -80,7 +86,7 @@ def current_idempotency_key() -> str | None:
 
     Read inside a decorated tool's body (``@compensable``, ``@irreversible``...): the key is
     derived from the call's INTENT (``core.undo.call_idempotency_key``), so it is the same key
-    an MCP call of the saga sends in ``_meta`` (issue 21, N-03), stable in every process that
+    an MCP call of the saga sends in ``_meta``, stable in every process that
     reads the journal, and never the model's call id (models reuse those). Its undo gets its own
     key as ``CompensationContext.idempotency_key``.
     """
@@ -90,15 +96,27 @@ def current_idempotency_key() -> str | None:
     return call_idempotency_key(frame.saga.saga_id, frame.intent_seq)
 
 
-class CallRecording(Refusals):
-    """Journaling one wrapped call around its body (a layer of :class:`~.saga.Saga`)."""
+@dataclass(eq=False)
+class CallRecorder:
+    """Journaling one wrapped call around its body (a part of :class:`~.saga.Saga`)."""
 
-    def _intent_payload(
+    saga: Any
+    """The saga the calls belong to (their frames name it)."""
+    core: SagaCore
+    tools: ToolRegistry
+    lifecycle: RunLifecycle
+    outcomes: OutcomeLog
+    refusals: Refusals
+    resume_parents: dict[str | None, CallFrame] = field(default_factory=dict)
+    """Parent call of a paused nested call, by call id, reloaded from the journal on resume
+    (the SDK resumes a nested run without the guardrail that sets :data:`current_call`)."""
+
+    def intent_payload(
         self, decl: ToolDeclaration | None, args: dict[str, Any], raw_args: str | None,
-        request_id: str | None = None,
-        call_id: str | None = None,
-        agent: str | None = None,
+        request_id: str | None = None, call_id: str | None = None, agent: str | None = None,
     ) -> dict[str, Any]:
+        """The payload of a call's INTENT (its parent call is the one running in this context,
+        or the one reloaded for a resumed nested call)."""
         frame = current_call.get() or self.resume_parents.pop(call_id, None)
         payload: dict[str, Any] = {
             "args": args,  # converted by the journal; unencodable -> INTENT fails, body not run
@@ -111,27 +129,39 @@ class CallRecording(Refusals):
         if decl is not None and decl.declaration_id is not None:
             payload["declaration"] = decl.declaration_id
         if agent is not None:
-            payload["agent"] = agent  # which agent's tool of that name (M-03)
-        if frame is not None and frame.saga is self:
+            payload["agent"] = agent  # which agent's tool of that name
+        if frame is not None and frame.saga is self.saga:
             payload["parent_call_id"] = frame.call_id
             payload["parent_intent_seq"] = frame.intent_seq
         return payload
 
-    async def _write_intent(
+    def intent_steps(
+        self, tool: str, call_id: str | None, payload: dict[str, Any], invocation: str,
+    ) -> Steps[JournalEntry]:
+        """Write a call's INTENT: a storage failure is retried once, anything else fails closed
+        (:meth:`intent_after_failure`)."""
+        try:
+            return (yield Append(Phase.INTENT, {"write_key": f"{invocation}:intent", "tool": tool,
+                                                "call_id": call_id, "payload": payload}))
+        except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
+            return (yield self.intent_after_failure(exc, tool, call_id, payload, invocation))
+
+    async def write_intent(
         self, decl: ToolDeclaration | None, tool: str, call_id: str | None, args: dict[str, Any],
         raw_args: str | None, invocation: str, request_id: str | None = None,
         agent: str | None = None,
     ) -> JournalEntry:
-        payload = self._intent_payload(decl, args, raw_args, request_id, call_id, agent)
-        try:
-            return await self.journal.append(
-                self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
-                call_id=call_id, payload=payload,
-            )
-        except Exception as exc:  # noqa: BLE001 - retried or failed closed there
-            return await self._intent_after_failure(exc, tool, call_id, payload, invocation)
+        """Write a call's INTENT from the event loop (:meth:`intent_steps`).
 
-    async def _intent_after_failure(
+        Raises:
+            JournalWriteError: the INTENT is not written; the body must not run.
+            LeaseLostError: this run lost the saga's lease; the body must not run.
+        """
+        payload = self.intent_payload(decl, args, raw_args, request_id, call_id, agent)
+        return await drive(self.intent_steps(tool, call_id, payload, invocation),
+                           self.core.journal, self.core.saga_id)
+
+    async def intent_after_failure(
         self, exc: Exception, tool: str, call_id: str | None, payload: dict[str, Any],
         invocation: str,
     ) -> JournalEntry:
@@ -139,20 +169,22 @@ class CallRecording(Refusals):
 
         Raises:
             JournalWriteError: the INTENT is not written; the body must not run.
+            LeaseLostError: ``exc`` was one (another run holds the saga).
         """
+        core = self.core
         write_key = f"{invocation}:intent"
         if isinstance(exc, LeaseLostError):
             # Another run holds the saga: the body must not run, and nothing more is ours to
             # journal (a FAILED would be refused by the same fence).
-            self.check_lease()
+            core.check_lease()
             raise exc
         try:
             if not isinstance(exc, JournalWriteError):
                 raise exc
             # The write may have landed with its acknowledgement lost: a retry with the same
             # write key returns the stored entry if so (and writes it if not).
-            return await self.journal.append(
-                self.saga_id, Phase.INTENT, write_key=write_key, tool=tool,
+            return await core.journal.append(
+                core.saga_id, Phase.INTENT, write_key=write_key, tool=tool,
                 call_id=call_id, payload=payload,
             )
         except Exception as final:
@@ -162,8 +194,8 @@ class CallRecording(Refusals):
             reason = _describe(final)
             seq = None
             try:
-                entry = await self.journal.append(
-                    self.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
+                entry = await core.journal.append(
+                    core.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
                     call_id=call_id,
                     payload={"intent_seq": None, "intent_write_key": write_key, "not_run": True,
                              "error": f"INTENT not written, body not run: {reason}"},
@@ -171,22 +203,77 @@ class CallRecording(Refusals):
                 seq = entry.seq
             except Exception:  # noqa: BLE001 - the journal is down; the raise below says so
                 pass
-            self._note_failure(FailureRecord(seq, tool, call_id, f"INTENT not written: {reason}", final))
+            core.note_failure(FailureRecord(seq, tool, call_id, f"INTENT not written: {reason}", final))
             raise JournalWriteError(
                 f"{tool}: INTENT could not be journaled ({reason}); the tool was not run"
             ) from final
 
-    async def run_call(
-        self,
-        decl: ToolDeclaration,
-        tool: str,
-        call_id: str | None,
-        args: dict[str, Any],
-        body: Callable[[], Awaitable[T]],
-        *,
-        raw_args: str | None = None,
-        agent: str | None = None,
-    ) -> T:
+    def call_steps(
+        self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
+        raw_args: str | None, agent: str | None,
+    ) -> Steps[Any]:
+        """One wrapped call, as steps (``steps.py``): the approval check of an irreversible
+        call, the INTENT, the body with its frame in the context, the outcome. Returns what the
+        body returned (or the refusal's message for the model); raises what the body raised.
+        Arguments as for :meth:`run_call`."""
+        core, outcomes = self.core, self.outcomes
+        core.check_lease()  # a run that lost its lease starts no new body
+        if core.failures and self.refusals.refuses_effects(decl):
+            return (yield self.refusals.refuse_call(decl, tool, call_id, args, raw_args=raw_args,
+                                                    refused_by="policy"))
+        done = outcomes.begin()
+        invocation = core.invocation_id()
+        # Begun before the INTENT, so that the call's entries carry its span (core.observe).
+        step = begin_call(core.saga_id, decl, tool, call_id, args, agent)
+        try:
+            self.tools.note_declaration(tool, decl, agent)
+            request_id = None
+            if decl.reversibility is Reversibility.IRREVERSIBLE:
+                request_id = yield self.refusals.check_grant(tool, call_id, args, invocation)
+            payload = self.intent_payload(decl, args, raw_args, request_id, call_id, agent)
+            intent = yield from self.intent_steps(tool, call_id, payload, invocation)
+        except BaseException as exc:
+            end_call(step, None, None, None, exc)
+            outcomes.end(done)
+            raise
+        note_intent(step, intent)
+        if self.refusals.refuses_effects(decl):
+            # The saga failed while the INTENT was being written (a call of the same turn): the
+            # body must not run after the failure; the REFUSED entry is the call's outcome.
+            try:
+                return (yield self.refusals.refuse_call(
+                    decl, tool, call_id, args, raw_args=raw_args, refused_by="policy", intent=intent))
+            finally:
+                end_call(step, Phase.REFUSED, None, None)
+                outcomes.end(done)
+        keys = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
+        frame = CallFrame(self.saga, tool, call_id, intent.seq)
+        token = current_call.set(frame)
+        started = time.monotonic()
+        try:
+            result = yield BODY
+        except BaseException as exc:
+            phase, payload, failure = outcomes.decide(decl, intent, frame, exc=exc,
+                                                      elapsed=time.monotonic() - started)
+            try:
+                yield from outcomes.finish_steps(done, phase, payload, keys, failure)
+            finally:
+                end_call(step, phase, payload, failure)
+            raise
+        finally:
+            current_call.reset(token)
+        phase, payload, failure = outcomes.decide(decl, intent, frame, result=result)
+        written = None
+        try:
+            written = yield from outcomes.finish_steps(done, phase, payload, keys, failure)
+        finally:
+            end_call(step, phase, payload, failure, outcome=None if failure else written)
+        return result
+
+    def run_call(
+        self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
+        body: Callable[[], Awaitable[T]], *, raw_args: str | None = None, agent: str | None = None,
+    ) -> Coroutine[Any, Any, T]:
         """Journal one async call around ``body``: INTENT, then EXECUTED / REFUSED / FAILED.
 
         Args:
@@ -209,110 +296,23 @@ class CallRecording(Refusals):
             BaseException: whatever ``body`` raised (including ``CancelledError``), re-raised
                 after the FAILED entry is written.
         """
-        self.check_lease()  # a run that lost its lease starts no new body
-        if self.failures and self.refuses_effects(decl):
-            return await self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[return-value]
-                                          refused_by="policy")
-        done = self._begin()
-        invocation = self._invocation_id()
-        # Begun before the INTENT, so that the call's entries carry its span (core.observe).
-        step = begin_call(self.saga_id, decl, tool, call_id, args, agent)
-        try:
-            self.note_declaration(tool, decl, agent)
-            if decl.reversibility is Reversibility.IRREVERSIBLE:
-                request_id = await self._check_grant(tool, call_id, args, invocation)
-            else:
-                request_id = None
-            payload = self._intent_payload(decl, args, raw_args, request_id, call_id, agent)
-            try:
-                # The common case, written out: one journal call, no helper coroutine.
-                intent = await self.journal.append(
-                    self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent", tool=tool,
-                    call_id=call_id, payload=payload,
-                )
-            except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
-                intent = await self._intent_after_failure(exc, tool, call_id, payload, invocation)
-        except BaseException as exc:
-            end_call(step, None, None, None, exc)
-            self._end(done)
-            raise
-        note_intent(step, intent)
-        if self.refuses_effects(decl):
-            # The saga failed while the INTENT was being written (a call of the same turn): the
-            # body must not run after the failure; the REFUSED entry is the call's outcome.
-            try:
-                return await self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[return-value]
-                                              refused_by="policy", intent=intent)
-            finally:
-                end_call(step, Phase.REFUSED, None, None)
-                self._end(done)
-        frame = CallFrame(self, tool, call_id, intent.seq)
-        token = current_call.set(frame)
-        started = time.monotonic()
-        try:
-            result = await body()
-        except BaseException as exc:
-            phase, payload, failure = self._outcome(decl, intent, frame, exc=exc,
-                                                    elapsed=time.monotonic() - started)
-            try:
-                await self._finish_write(done, intent, phase, payload, failure)
-            finally:
-                end_call(step, phase, payload, failure)
-            raise
-        finally:
-            current_call.reset(token)
-        phase, payload, failure = self._outcome(decl, intent, frame, result=result)
-        if failure is not None:
-            await self._finish_write(done, intent, phase, payload, failure)
-            end_call(step, phase, payload, failure)
-            return result
-        if self._outcomes_behind:
-            self._write_behind(done, intent, phase, payload)
-            end_call(step, phase, payload, None)
-            return result
-        # The common case, written out; every kind of trouble goes where _write_outcome sends it.
-        outcome: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
-        written = None
-        try:
-            written = await self.journal.append(self.saga_id, phase, payload=payload, **outcome)
-        except EncodingError:
-            await self._finish_write(done, intent, phase, payload, failure)  # marks the value
-            return result
-        except asyncio.CancelledError:
-            task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, failure))
-            task.add_done_callback(lambda _t: self._end(done))
-            raise
-        except Exception:  # noqa: BLE001 - kept and retried by settle() with the same write key
-            self._keep_unwritten(phase, payload, outcome)
-        finally:
-            end_call(step, phase, payload, None, outcome=written)
-        self._end(done)
-        return result
+        return drive(self.call_steps(decl, tool, call_id, args, raw_args, agent),
+                     self.core.journal, self.core.saga_id, body)
 
     def run_call_sync(
-        self,
-        decl: ToolDeclaration,
-        tool: str,
-        call_id: str | None,
-        args: dict[str, Any],
-        body: Callable[[], T],
-        *,
-        raw_args: str | None = None,
-        agent: str | None = None,
+        self, decl: ToolDeclaration, tool: str, call_id: str | None, args: dict[str, Any],
+        body: Callable[[], T], *, raw_args: str | None = None, agent: str | None = None,
     ) -> T:
-        """Journal one sync call around ``body``, from a worker thread (arguments as for
-        :meth:`run_call`).
-
-        Journal writes are handed to the saga's event loop and awaited by this thread, so a sync
-        body the framework cannot stop still gets its real outcome journaled when it ends.
+        """:meth:`run_call` for a sync ``body``, from a worker thread: journal writes go through
+        the backend's blocking ``append_sync`` where the fence view has it, else to the saga's
+        event loop, awaited here; so a body the framework cannot stop still gets its real outcome
+        journaled when it ends.
 
         Raises:
-            SagaStateError: called on the event loop's own thread (it would deadlock).
-            JournalWriteError: the INTENT could not be written; ``body`` was not run.
-            LeaseLostError: this run lost the saga's lease (``core.fence``); ``body`` was not run.
-            BaseException: whatever ``body`` raised, re-raised after the FAILED entry is written.
+            SagaStateError: the saga is not open, or this is the loop's thread (a deadlock).
+            Otherwise as :meth:`run_call`.
         """
-        loop = self.loop
+        loop = self.lifecycle.loop
         if loop is None:
             raise SagaStateError("saga is not open")
         try:
@@ -321,76 +321,7 @@ class CallRecording(Refusals):
             running = None
         if running is loop:
             raise SagaStateError("run_call_sync was called on the event loop thread")
-
-        def on_loop(coro: Awaitable[Any]) -> Any:
-            return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]
-
-        self.check_lease()  # a run that lost its lease starts no new body
-        if self.failures and self.refuses_effects(decl):
-            return on_loop(self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[no-any-return]
-                                            refused_by="policy"))
-        # A backend that can write from this thread (SQLite, memory: ``append_sync``) gets the
-        # common case's INTENT and outcome directly, with no hop to the event loop; everything
-        # else (approvals, a failed write, a failed call) goes through the loop as before.
-        direct = (self.journal.append_sync  # type: ignore[attr-defined]
-                  if capabilities_of(self.journal).sync_append else None)
-        done = self._begin()
-        step = begin_call(self.saga_id, decl, tool, call_id, args, agent)  # before the INTENT
-        try:
-            invocation = self._invocation_id()
-            self.note_declaration(tool, decl, agent)
-            request_id = None
-            if decl.reversibility is Reversibility.IRREVERSIBLE:
-                request_id = on_loop(self._check_grant(tool, call_id, args, invocation))
-            if direct is None:
-                intent = on_loop(self._write_intent(decl, tool, call_id, args, raw_args,
-                                                    invocation, request_id, agent))
-            else:
-                intent_payload = self._intent_payload(decl, args, raw_args, request_id, call_id, agent)
-                try:
-                    intent = direct(self.saga_id, Phase.INTENT, write_key=f"{invocation}:intent",
-                                    tool=tool, call_id=call_id, payload=intent_payload)
-                except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
-                    intent = on_loop(self._intent_after_failure(exc, tool, call_id, intent_payload,
-                                                                invocation))
-        except BaseException as exc:
-            end_call(step, None, None, None, exc)
-            self._end(done)
-            raise
-        note_intent(step, intent)
-        if self.refuses_effects(decl):  # failed while the INTENT was written: see run_call
-            try:
-                return on_loop(self.refuse_call(decl, tool, call_id, args, raw_args=raw_args,  # type: ignore[no-any-return]
-                                                refused_by="policy", intent=intent))
-            finally:
-                end_call(step, Phase.REFUSED, None, None)
-                self._end(done)
-        frame = CallFrame(self, tool, call_id, intent.seq)
-        token = current_call.set(frame)
-        phase, payload, failure, written = None, None, None, None
-        try:
-            try:
-                result = body()
-            except BaseException as exc:
-                phase, payload, failure = self._outcome(decl, intent, frame, exc=exc)
-                on_loop(self._write_outcome(intent, phase, payload, failure))
-                raise
-            finally:
-                current_call.reset(token)
-            phase, payload, failure = self._outcome(decl, intent, frame, result=result)
-            if direct is None or failure is not None:
-                written = on_loop(self._write_outcome(intent, phase, payload, failure))
-                return result
-            # The common case, written out as in run_call.
-            outcome: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool,
-                                       "call_id": call_id}
-            try:
-                written = direct(self.saga_id, phase, payload=payload, **outcome)
-            except EncodingError:
-                written = on_loop(self._write_outcome(intent, phase, payload, failure))  # marks the value
-            except Exception:  # noqa: BLE001 - kept and retried by settle() with the same write key
-                self._keep_unwritten(phase, payload, outcome)
-            return result
-        finally:
-            end_call(step, phase, payload, failure, outcome=written)
-            self._end(done)
+        steps = self.call_steps(decl, tool, call_id, args, raw_args, agent)
+        core = self.core
+        return drive_in_thread(steps, core.journal, core.saga_id, body, loop,
+                               core.capabilities.sync_append)

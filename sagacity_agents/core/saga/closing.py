@@ -8,25 +8,44 @@ Rules: design.md, "Runs, leases and the end of a saga".
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from ...errors import JournalError, JournalWriteError, LeaseLostError, SagaFailedError
 from ...errors import describe_error as _describe
 from ..compensation import CompensationItem, CompensationReport, SagaLedger, compensate
 from ..entries import Phase
+from .declared import ToolRegistry
 from .external import ExternalCalls
+from .lifecycle import RunLifecycle
+from .outcomes import OutcomeLog
+from .state import SagaCore
 from .status import FailureRecord, SagaStatus
 
 __all__ = ["SagaEnding"]
 
 
-class SagaEnding(ExternalCalls):
-    """Failing, compensating and closing a saga (the top layer of :class:`~.saga.Saga`)."""
+@dataclass(eq=False)
+class SagaEnding:
+    """Failing, compensating and closing a saga (a part of :class:`~.saga.Saga`)."""
+
+    core: SagaCore
+    tools: ToolRegistry
+    lifecycle: RunLifecycle
+    outcomes: OutcomeLog
+    external: ExternalCalls
+    report: CompensationReport | None = None
+    """The compensation report of the latest compensation (``None``: none)."""
+    in_doubt: tuple[CompensationItem, ...] = ()
+    """Every call whose outcome is unknown when the saga was last finished (its INTENT, or
+    its undo's COMPENSATING, has no outcome in the journal)."""
+    closed: bool = False
+    """True once SAGA_CLOSED is journaled."""
 
     def fail_now(self, tool: str, call_id: str | None, reason: str) -> None:
         """Mark the saga failed without a failed call (e.g. a rejection under a policy that
         fails the saga); with :attr:`FailurePolicy.STOP` the run stops at its next step."""
-        self._note_failure(FailureRecord(None, tool, call_id, reason))
+        self.core.note_failure(FailureRecord(None, tool, call_id, reason))
 
     async def fail(self, reason: str) -> None:
         """Journal SAGA_FAILED with ``reason`` (once per saga: a saga already marked failed, e.g.
@@ -36,11 +55,11 @@ class SagaEnding(ExternalCalls):
             JournalError: the entry could not be written and the saga is not marked failed.
         """
         try:
-            await self.journal.append(
-                self.saga_id, Phase.SAGA_FAILED, write_key="saga:failed", payload={"reason": reason}
+            await self.core.journal.append(
+                self.core.saga_id, Phase.SAGA_FAILED, write_key="saga:failed", payload={"reason": reason}
             )
         except JournalWriteError:
-            entries = self.verified or await self.journal.entries(self.saga_id)
+            entries = self.core.verified or await self.core.journal.entries(self.core.saga_id)
             if not any(e.phase is Phase.SAGA_FAILED for e in entries):
                 raise
 
@@ -53,23 +72,23 @@ class SagaEnding(ExternalCalls):
         Returns:
             The compensation report (also kept on :attr:`report`).
         """
-        still_running = await self.settle()
-        stop = self.compensation_stop
-        known, self.verified = self.verified, None  # the first pass only: later ones read anew
-        report = await compensate(self.journal, self.saga_id, self.declarations,
-                                  evidence=self.evidence, stop=stop,
-                                  agent_declarations=self.agent_declarations,
+        still_running = await self.outcomes.settle()
+        stop = self.lifecycle.compensation_stop
+        known, self.core.verified = self.core.verified, None  # the first pass only: later ones read anew
+        report = await compensate(self.core.journal, self.core.saga_id, self.tools.declarations,
+                                  evidence=self.core.evidence, stop=stop,
+                                  agent_declarations=self.tools.agent_declarations,
                                   ledger=SagaLedger(known) if known is not None else None)
         while still_running and not stop.is_set():
             before = still_running
-            still_running = await self.settle()
+            still_running = await self.outcomes.settle()
             if still_running >= before:
                 break
             # Undos this run just gave up on (timed out) are left to recovery, not rerun here.
-            report = _merge(report, await compensate(self.journal, self.saga_id, self.declarations,
-                                                     evidence=self.evidence, stop=stop,
+            report = _merge(report, await compensate(self.core.journal, self.core.saga_id, self.tools.declarations,
+                                                     evidence=self.core.evidence, stop=stop,
                                                      retry_timed_out=False,
-                                                     agent_declarations=self.agent_declarations))
+                                                     agent_declarations=self.tools.agent_declarations))
         self.report = report
         return report
 
@@ -78,7 +97,7 @@ class SagaEnding(ExternalCalls):
         running is no longer waited for (journaled in doubt: it may have acted), no further undo
         starts, and the run ends as usual (RUN_ENDED releases the lease) for ``recover`` to
         finish. Idempotent; called on the saga's event loop."""
-        self.compensation_stop.set()
+        self.lifecycle.compensation_stop.set()
 
     async def close(self, status: SagaStatus, **extra: Any) -> None:
         """End the run (RUN_ENDED) and journal SAGA_CLOSED with the final status and report.
@@ -101,34 +120,34 @@ class SagaEnding(ExternalCalls):
             payload["report"] = self.report.to_dict()
         closing: dict[str, Any] = {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed",
                                    "payload": payload}
-        stored = await self._release_lease(status, closing)
-        if self.lease_lost is not None:
-            self.status = SagaStatus.LEASE_LOST  # another run holds the saga: it is theirs to close
+        stored = await self.lifecycle.release_lease(status, closing)
+        if self.core.lease_lost is not None:
+            self.core.status = SagaStatus.LEASE_LOST  # another run holds the saga: it is theirs to close
             return
-        self.status = status
-        self._closed = True
+        self.core.status = status
+        self.closed = True
         # SAGA_CLOSED alone (retried once, same write key) when it did not go with RUN_ENDED.
         for attempt in () if stored else (1, 2):
             try:
-                await self.journal.append(self.saga_id, **closing)
+                await self.core.journal.append(self.core.saga_id, **closing)
                 break
             except JournalError as exc:
                 if attempt == 2:
-                    self.journal_errors.append(f"SAGA_CLOSED not journaled: {_describe(exc)}")
+                    self.core.journal_errors.append(f"SAGA_CLOSED not journaled: {_describe(exc)}")
                     return
-        if self.evidence is not None and self.evidence.signs_checkpoints:
+        if self.core.evidence is not None and self.core.evidence.signs_checkpoints:
             try:
-                await self.evidence.checkpoint(self.journal, self.saga_id)
+                await self.core.evidence.checkpoint(self.core.journal, self.core.saga_id)
             except Exception as exc:  # noqa: BLE001 - the saga's status stands; reported
-                self.journal_errors.append(f"checkpoint not written: {_describe(exc)}")
+                self.core.journal_errors.append(f"checkpoint not written: {_describe(exc)}")
 
     async def _end_open(self, status: SagaStatus) -> SagaStatus:
         """End the run and leave the saga open with ``status`` (more runs, approvals, or
         recovery to come)."""
-        await self.end_run(status)
+        await self.lifecycle.end_run(status)
         # RUN_ENDED refused by the fence: another run took the saga over meanwhile
-        self.status = SagaStatus.LEASE_LOST if self.lease_lost is not None else status
-        return self.status
+        self.core.status = SagaStatus.LEASE_LOST if self.core.lease_lost is not None else status
+        return self.core.status
 
     async def finish(self, *, error: BaseException | None, close: bool) -> SagaStatus:
         """Decide how one run of the saga ended, compensate when it ended badly, and end the
@@ -142,8 +161,8 @@ class SagaEnding(ExternalCalls):
         try:
             return await self._finish(error=error, close=close)
         except asyncio.CancelledError:
-            self.compensation_stop.set()
-            if self.lease_lost is None and self.running:
+            self.lifecycle.compensation_stop.set()
+            if self.core.lease_lost is None and self.lifecycle.running:
                 await self._end_open(SagaStatus.IN_DOUBT)
             raise
 
@@ -165,12 +184,12 @@ class SagaEnding(ExternalCalls):
         Returns:
             The saga's status after this run.
         """
-        if self.lease_lost is not None:
+        if self.core.lease_lost is not None:
             return await self._end_lost()
-        if error is not None or self.failed:
-            await self.settle()
-            if self.failures:
-                first = self.failures[0]
+        if error is not None or bool(self.core.failures):
+            await self.outcomes.settle()
+            if self.core.failures:
+                first = self.core.failures[0]
                 reason = f"{first.tool} (call {first.call_id}) failed: {first.error}"
                 if error is not None and not isinstance(error, SagaFailedError):
                     reason += f"; run raised {_describe(error)}"
@@ -181,69 +200,68 @@ class SagaEnding(ExternalCalls):
             except LeaseLostError:
                 return await self._end_lost()
             except JournalError as exc:  # compensation must not wait for the journal's health
-                self.journal_errors.append(f"SAGA_FAILED not journaled: {_describe(exc)}")
-            if self.lease_lost is not None:
+                self.core.journal_errors.append(f"SAGA_FAILED not journaled: {_describe(exc)}")
+            if self.core.lease_lost is not None:
                 return await self._end_lost()
             try:
                 report = await self.compensate()
             except LeaseLostError:
                 return await self._end_lost()
-            if self.lease_lost is not None:  # lost while an undo ran (its outcome went late)
+            if self.core.lease_lost is not None:  # lost while an undo ran (its outcome went late)
                 return await self._end_lost()
             self.in_doubt = report.in_doubt
             if report.failed:
                 status = SagaStatus.COMPENSATION_FAILED
-            elif report.in_doubt or self.unwritten_outcomes or self.journal_errors:
+            elif report.in_doubt or self.outcomes.unwritten or self.core.journal_errors:
                 status = SagaStatus.IN_DOUBT
             else:
                 status = SagaStatus.COMPENSATED
             if status is SagaStatus.COMPENSATED:
                 await self.close(status)
-                return self.status  # LEASE_LOST when another run took the saga meanwhile
+                return self.core.status  # LEASE_LOST when another run took the saga meanwhile
             return await self._end_open(status)
-        await self.settle()
-        if self.lease_lost is not None:
+        await self.outcomes.settle()
+        if self.core.lease_lost is not None:
             return await self._end_lost()
         if close:
-            if self._fresh_id:
+            if self.core.fresh_id:
                 # Every entry of a saga this object created was written here: a call without
                 # outcome would still be in flight (settle() waited) or held unwritten.
-                in_doubt = bool(self._active) or bool(self.pending_external_calls())
+                in_doubt = bool(self.outcomes.active) or bool(self.external.pending_external_calls())
             else:
-                known = self.verified or await self.journal.entries(self.saga_id)
+                known = self.core.verified or await self.core.journal.entries(self.core.saga_id)
                 in_doubt = bool(SagaLedger(known).in_doubt())
-            if in_doubt or self.unwritten_outcomes:  # name every call in doubt (never on the hot path)
+            if in_doubt or self.outcomes.unwritten:  # name every call in doubt (never on the hot path)
                 self.in_doubt = await self._calls_in_doubt()
                 return await self._end_open(SagaStatus.IN_DOUBT)
             await self.close(SagaStatus.COMPLETED)
-            return self.status  # LEASE_LOST when another run took the saga meanwhile
+            return self.core.status  # LEASE_LOST when another run took the saga meanwhile
         return await self._end_open(SagaStatus.OPEN)
 
     async def _end_lost(self) -> SagaStatus:
         """End a run that lost its lease: wait for its calls still running (their outcomes are
         written late, ``core.fence``), stop renewing, write nothing else."""
-        await self.settle()
-        await self._release_lease(SagaStatus.LEASE_LOST)
-        self.status = SagaStatus.LEASE_LOST
-        return self.status
+        await self.outcomes.settle()
+        await self.lifecycle.release_lease(SagaStatus.LEASE_LOST)
+        self.core.status = SagaStatus.LEASE_LOST
+        return self.core.status
 
     async def _calls_in_doubt(self) -> tuple[CompensationItem, ...]:
         """INTENTs without outcome, from the journal, and calls whose outcome is held unwritten
         (from memory: the journal may be the reason they are)."""
         items: list[CompensationItem] = []
         try:
-            entries = await self.journal.entries(self.saga_id)
+            entries = await self.core.journal.entries(self.core.saga_id)
             items = [CompensationItem(e.seq, e.tool, e.call_id, "INTENT without outcome")
                      for e in SagaLedger(entries).in_doubt()]
         except Exception:  # noqa: BLE001 - the journal is down; memory still names some calls
             pass
         seqs = {i.seq for i in items}
-        with self._lock:
-            for phase, kwargs in self._unwritten:
-                seq = (kwargs.get("payload") or {}).get("intent_seq")
-                if isinstance(seq, int) and seq not in seqs:
-                    items.append(CompensationItem(seq, kwargs.get("tool"), kwargs.get("call_id"),
-                                                  f"{phase.value} outcome not journaled"))
+        for phase, kwargs in self.outcomes.unwritten:
+            seq = (kwargs.get("payload") or {}).get("intent_seq")
+            if isinstance(seq, int) and seq not in seqs:
+                items.append(CompensationItem(seq, kwargs.get("tool"), kwargs.get("call_id"),
+                                              f"{phase.value} outcome not journaled"))
         return tuple(sorted(items, key=lambda i: i.seq))
 
 

@@ -1,5 +1,5 @@
 """Calls journaled from outside their body: tools we cannot decorate (the fallback seams of the
-adapter) and tools nobody declared (journaled ``undeclared`` from the run's hooks, M-01) get their
+adapter) and tools nobody declared (journaled ``undeclared`` from the run's hooks) get their
 INTENT before the SDK runs them and their outcome when a later seam sees it. Their approval hash
 covers the canonical raw arguments."""
 
@@ -12,15 +12,25 @@ from typing import Any
 from ...errors import ConfigurationError
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry
-from .calls import CallRecording
+from .calls import CallRecorder
+from .outcomes import outcome_keys
 from .payloads import UNDECLARED, raw_args_value
 from .state import CallFrame
 
 __all__ = ["ExternalCalls"]
 
 
-class ExternalCalls(CallRecording):
-    """INTENT and outcome of calls whose body we cannot wrap (a layer of :class:`~.saga.Saga`)."""
+class ExternalCalls:
+    """INTENT and outcome of calls whose body we cannot wrap (a part of :class:`~.saga.Saga`,
+    beside the calls it wraps: ``calls``)."""
+
+    def __init__(self, calls: CallRecorder) -> None:
+        self.calls = calls
+        self.core = calls.core
+        self.outcomes = calls.outcomes
+        self._lock = calls.core.lock
+        self._external: dict[str | None, tuple[ToolDeclaration | None, JournalEntry]] = {}
+        self._owned: set[str | None] = set()  # ended by their owner only
 
     async def begin_external_call(
         self, decl: ToolDeclaration | None, tool: str, call_id: str | None, raw_args: str, *,
@@ -52,22 +62,22 @@ class ExternalCalls(CallRecording):
                 (journaled FAILED; the caller must not run the tool).
             JournalWriteError: the INTENT could not be written (the caller must not run the tool).
         """
-        invocation = self._invocation_id()
+        invocation = self.core.invocation_id()
         request_id = None
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
             bound = grant_args if grant_args is not None else raw_args_value(raw_args)
-            request_id = await self._check_grant(tool, call_id, bound, invocation)
+            request_id = await self.calls.refusals.check_grant(tool, call_id, bound, invocation)
         elif decl is None and asks_approval:
-            request_id = await self._check_grant(tool, call_id, raw_args_value(raw_args),
+            request_id = await self.calls.refusals.check_grant(tool, call_id, raw_args_value(raw_args),
                                                  invocation, required=False)
-        intent = await self._write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id,
+        intent = await self.calls.write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id,
                                           agent)
-        self.last_journaled = time.monotonic()
+        self.core.last_journaled = time.monotonic()
         with self._lock:
             self._external[call_id] = (decl, intent)
             if owned:
-                self._owned_external.add(call_id)
+                self._owned.add(call_id)
         return intent
 
     def adopt_external_call(self, intent: JournalEntry) -> None:
@@ -85,7 +95,7 @@ class ExternalCalls(CallRecording):
         if pending is None:
             return None
         intent = pending[1]
-        return CallFrame(self, intent.tool or "", call_id, intent.seq)
+        return CallFrame(self.calls.saga, intent.tool or "", call_id, intent.seq)
 
     def has_external_call(self, call_id: str | None) -> bool:
         """Whether a fallback call with this call id is waiting for its outcome."""
@@ -112,29 +122,29 @@ class ExternalCalls(CallRecording):
             owner: this end comes from the seam that owns the call.
         """
         with self._lock:
-            if call_id in self._owned_external and not (owner or not_run):
+            if call_id in self._owned and not (owner or not_run):
                 return None  # only its owner knows its answer; without one it stays in doubt
-            self._owned_external.discard(call_id)
+            self._owned.discard(call_id)
             pending = self._external.pop(call_id, None)
         if pending is None:
             return None
         stored, intent = pending
         undeclared = (intent.payload or {}).get("reversibility") == UNDECLARED
-        decl = declaration or stored or (None if undeclared else self.declarations.get(intent.tool or ""))
+        decl = declaration or stored or (None if undeclared else self.calls.tools.declarations.get(intent.tool or ""))
         if decl is None:  # a reloaded call whose tool this process never met: no classifier
             decl = ToolDeclaration(name=intent.tool or "", reversibility=Reversibility.READ_ONLY)
-        frame = CallFrame(self, intent.tool or "", call_id, intent.seq)
-        phase, payload, failure = self._outcome(decl, intent, frame, result=result, exc=exc)
+        frame = CallFrame(self.calls.saga, intent.tool or "", call_id, intent.seq)
+        phase, payload, failure = self.outcomes.decide(decl, intent, frame, result=result, exc=exc)
         if not_run:
             payload["not_run"] = True
         if exc is not None and timed_out:
             payload["timed_out"] = True  # the error text stays the SDK's own
         if failure is not None:
             # Mark the saga failed now (synchronously), not when the write lands.
-            self._note_failure(failure)
-        done = self._begin()
-        task = asyncio.ensure_future(self._write_outcome(intent, phase, payload, None))
-        task.add_done_callback(lambda _t: self._end(done))
+            self.core.note_failure(failure)
+        done = self.outcomes.begin()
+        task = asyncio.ensure_future(self.outcomes.write(phase, payload, outcome_keys(intent)))
+        task.add_done_callback(lambda _t: self.outcomes.end(done))
         return task
 
     async def refuse_undeclared_call(
@@ -146,8 +156,8 @@ class ExternalCalls(CallRecording):
         Raises:
             ConfigurationError: ``error``, always (the caller must not run the tool).
         """
-        await self._refused_before_intent(
-            error, tool, call_id, self._invocation_id(),
+        await self.calls.refusals.refused_before_intent(
+            error, tool, call_id, self.core.invocation_id(),
             {"raw_args": raw_args, "reversibility": UNDECLARED})
 
     def pending_external_calls(self) -> int:

@@ -16,16 +16,37 @@ from ...errors import describe_error as _describe
 from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
 from ..journal import append_each
-from ..lease import LeaseKeeper, acquire_lease
+from ..lease import LeaseKeeper, acquire_lease, new_holder_id
 from ..undo import StopSignal
-from .state import SagaState
+from .state import SagaCore
 from .status import SagaStatus
 
 __all__ = ["RunLifecycle"]
 
 
-class RunLifecycle(SagaState):
-    """Opening a saga and holding its run lease (a layer of :class:`~.saga.Saga`)."""
+class RunLifecycle:
+    """Opening a saga and holding its run lease (a part of :class:`~.saga.Saga`).
+
+    Args:
+        core: the saga's shared state.
+        metadata: JSON-able data journaled with SAGA_OPENED.
+        lease_seconds: the run lease's duration (checked by the caller).
+    """
+
+    def __init__(self, core: SagaCore, metadata: dict[str, Any], lease_seconds: float) -> None:
+        self.core = core
+        self.metadata = metadata
+        self.lease_seconds = lease_seconds
+        self.holder = new_holder_id()
+        """This object's run-lease holder id (``host:pid:random``)."""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the saga was opened on (sync bodies' journal writes hop to it)."""
+        self.compensation_stop = StopSignal()
+        """Set when the run's caller is cancelled while the saga compensates: the walk stops at
+        its next step boundary (``core.compensation.compensate``)."""
+        self._opened = False
+        self._recovering = False
+        self._keeper: LeaseKeeper | None = None
 
     async def open(self, *, recovering: bool = False, verified: list[JournalEntry] | None = None) -> None:
         """Journal SAGA_OPENED (once per saga id; a retry or a later process is harmless) and
@@ -45,26 +66,26 @@ class RunLifecycle(SagaState):
         self.loop = asyncio.get_running_loop()
         if self._opened:
             return
-        if self._fresh_id:
-            await self.journal.append(
-                self.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": self.metadata}
+        if self.core.fresh_id:
+            await self.core.journal.append(
+                self.core.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": self.metadata}
             )
             self._opened = True
             return
         existing = verified if verified is not None else await verified_entries(
-            self.journal, self.saga_id, self.evidence)
+            self.core.journal, self.core.saga_id, self.core.evidence)
         self._refuse_state(existing, recovering)
         self._recovering = recovering
         if not existing:
             try:
-                await self.journal.append(
-                    self.saga_id, Phase.SAGA_OPENED, write_key="saga:open",
+                await self.core.journal.append(
+                    self.core.saga_id, Phase.SAGA_OPENED, write_key="saga:open",
                     payload={"metadata": self.metadata}, expected_seq=0,
                 )
             except JournalWriteError:
                 # Opened meanwhile by another writer (two first runs of one saga id at once):
                 # the lease decides which of them runs.
-                if not any(e.phase is Phase.SAGA_OPENED for e in await self.journal.entries(self.saga_id)):
+                if not any(e.phase is Phase.SAGA_OPENED for e in await self.core.journal.entries(self.core.saga_id)):
                     raise
         self._opened = True
 
@@ -73,12 +94,12 @@ class RunLifecycle(SagaState):
         if closes:
             last = closes[-1].payload if isinstance(closes[-1].payload, dict) else {}
             raise SagaStateError(
-                f"saga {self.saga_id} is closed ({last.get('status')}); a closed saga is "
+                f"saga {self.core.saga_id} is closed ({last.get('status')}); a closed saga is "
                 "terminal: open a new saga"
             )
         if not recovering and any(e.phase is Phase.SAGA_FAILED for e in existing):
             raise SagaStateError(
-                f"saga {self.saga_id} failed and is not closed (it ended COMPENSATION_FAILED or "
+                f"saga {self.core.saga_id} failed and is not closed (it ended COMPENSATION_FAILED or "
                 "IN_DOUBT, or its process stopped while compensating); it takes no more runs: "
                 "recover it (Sagacity.recover or `sagacity saga recover`)"
             )
@@ -93,7 +114,7 @@ class RunLifecycle(SagaState):
         Raises:
             As :meth:`open` and :meth:`start_run`.
         """
-        if self._fresh_id and not self._opened:
+        if self.core.fresh_id and not self._opened:
             self.loop = asyncio.get_running_loop()
             await self.start_run(agent_name, opening={
                 "phase": Phase.SAGA_OPENED, "write_key": "saga:open",
@@ -121,22 +142,22 @@ class RunLifecycle(SagaState):
         self.loop = asyncio.get_running_loop()
         recovering = self._recovering
         started = await acquire_lease(
-            self.journal, self.saga_id, holder=self.holder, seconds=self.lease_seconds,
+            self.core.journal, self.core.saga_id, holder=self.holder, seconds=self.lease_seconds,
             agent=agent_name,
-            check=None if self._fresh_id else (lambda entries: self._refuse_state(entries, recovering)),
+            check=None if self.core.fresh_id else (lambda entries: self._refuse_state(entries, recovering)),
             opening=opening, known_entries=verified,
         )
-        self.verified = ([*verified, started] if verified and started.seq == verified[-1].seq + 1
+        self.core.verified = ([*verified, started] if verified and started.seq == verified[-1].seq + 1
                          else None)
         # Every entry of this run carries the lease's token from now on (core.fence); kept after
         # RUN_ENDED, so that nothing this object writes later passes for another run's.
-        self.fence = started.seq
-        self.lease_lost = None
+        self.core.fence = started.seq
+        self.core.lease_lost = None
         self.compensation_stop = StopSignal()  # a stop asked of an earlier run is not this run's
-        self.last_journaled = time.monotonic()
+        self.core.last_journaled = time.monotonic()
         self._keeper = LeaseKeeper(
-            self.journal, self.saga_id, self.holder, self.lease_seconds, lambda: self.last_journaled,
-            fence=started.seq, on_lost=self._lose_lease,
+            self.core.journal, self.core.saga_id, self.holder, self.lease_seconds, lambda: self.core.last_journaled,
+            fence=started.seq, on_lost=self.core.lose_lease,
         )
         self._keeper.start()
 
@@ -148,9 +169,9 @@ class RunLifecycle(SagaState):
     async def end_run(self, status: SagaStatus) -> None:
         """Release the run lease: journal RUN_ENDED with the saga's status. Idempotent; a failed
         write is recorded in :attr:`journal_errors` (the lease then simply expires)."""
-        await self._release_lease(status)
+        await self.release_lease(status)
 
-    async def _release_lease(self, status: SagaStatus, closing: dict[str, Any] | None = None) -> bool:
+    async def release_lease(self, status: SagaStatus, closing: dict[str, Any] | None = None) -> bool:
         """Stop renewing the lease and journal RUN_ENDED; with ``closing`` (the SAGA_CLOSED
         append), both in one batch where the journal batches (``core.journal.append_each``).
 
@@ -164,7 +185,7 @@ class RunLifecycle(SagaState):
         if keeper is None:
             return False
         await keeper.stop()
-        if self.lease_lost is not None:
+        if self.core.lease_lost is not None:
             return False  # another run holds the saga: nothing of ours to release or close
         ended: dict[str, Any] = {
             "phase": Phase.RUN_ENDED, "write_key": f"run-end:{self.holder}:{uuid.uuid4().hex[:8]}",
@@ -172,16 +193,16 @@ class RunLifecycle(SagaState):
         }
         if closing is not None:
             try:
-                await append_each(self.journal, self.saga_id, [ended, closing])
+                await append_each(self.core.journal, self.core.saga_id, [ended, closing])
                 return True
             except LeaseLostError:
                 return False  # taken over meanwhile: lease_lost is set, the caller closes nothing
             except JournalError:
                 pass  # one by one: RUN_ENDED here, SAGA_CLOSED by the caller
         try:
-            await self.journal.append(self.saga_id, **ended)
+            await self.core.journal.append(self.core.saga_id, **ended)
         except LeaseLostError:
             pass  # taken over meanwhile: lease_lost is set, the caller writes nothing more
         except JournalError as exc:
-            self.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
+            self.core.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
         return False

@@ -23,7 +23,7 @@ __all__ = [
 REVERSIBILITY_TEXT = {kind: kind.value for kind in Reversibility}  # Enum.value is slow per call
 
 UNDECLARED = "undeclared"
-"""The ``reversibility`` journaled for a call of a tool nobody declared (M-01): it ran, its effect
+"""The ``reversibility`` journaled for a call of a tool nobody declared: it ran, its effect
 is unknown, and nothing can undo it; reported "no undo declared" when the saga fails."""
 
 

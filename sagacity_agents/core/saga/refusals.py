@@ -16,18 +16,34 @@ from ..declarations import ToolDeclaration
 from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
 from ..grants import grant_for_call
-from .outcomes import CallOutcomes
+from .outcomes import OutcomeLog
 from .payloads import REVERSIBILITY_TEXT, encode_or_marker
+from .state import SagaCore
 from .status import FailurePolicy, FailureRecord
-from .verdict import changes_world, read_verdict
+from .verdict import VerdictSource, changes_world, read_verdict
 
 __all__ = ["Refusals"]
 
 
-class Refusals(CallOutcomes):
-    """Refusing calls, before their INTENT or by policy (a layer of :class:`~.saga.Saga`)."""
+class Refusals:
+    """Refusing calls, before their INTENT or by policy (a part of :class:`~.saga.Saga`).
 
-    async def _refused_before_intent(
+    Args:
+        core: the saga's shared state.
+        outcomes: where a REFUSED entry is written (or held).
+        saga: what the saga's verdict is read from (the model is told it).
+    """
+
+    def __init__(self, core: SagaCore, outcomes: OutcomeLog, saga: VerdictSource) -> None:
+        self.core = core
+        self.outcomes = outcomes
+        self.saga = saga
+        self._claimed: set[str] = set()  # approvals taken by calls of this saga object
+        self.resumed_approvals: set[str | None] = set()
+        """Call ids whose approval a resume of this object consumed (CONSUMED journaled): only
+        such a call of an undeclared tool reads the journal for its grant."""
+
+    async def refused_before_intent(
         self, error: Exception, tool: str, call_id: str | None, invocation: str,
         extra: dict[str, Any],
     ) -> NoReturn:
@@ -35,17 +51,17 @@ class Refusals(CallOutcomes):
         and raise ``error``."""
         seq = None
         try:
-            entry = await self.journal.append(
-                self.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
+            entry = await self.core.journal.append(
+                self.core.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
                 call_id=call_id,
                 payload={"intent_seq": None, "not_run": True, "error": str(error), **extra},
             )
             seq = entry.seq
         finally:
-            self._note_failure(FailureRecord(seq, tool, call_id, str(error), error))
+            self.core.note_failure(FailureRecord(seq, tool, call_id, str(error), error))
         raise error
 
-    async def _check_grant(
+    async def check_grant(
         self, tool: str, call_id: str | None, args: dict[str, Any], invocation: str, *,
         required: bool = True,
     ) -> str | None:
@@ -58,7 +74,7 @@ class Refusals(CallOutcomes):
         consumed by a resume runs nothing. Anything else is journaled as FAILED, fails the saga,
         and raises :class:`~sagacity_agents.errors.ApprovalError`.
 
-        With ``required=False`` (an undeclared tool the SDK may pause, M-01) a call for which
+        With ``required=False`` (an undeclared tool the SDK may pause) a call for which
         the journal holds no decision at all runs without one (``None``); one that has a
         decision is held to it exactly as an irreversible call is.
 
@@ -70,29 +86,30 @@ class Refusals(CallOutcomes):
         code: str | None  # which check refused (ApprovalError.code)
         try:
             # Acted on only once it verifies (and, with a keyring, its decisions' signatures).
-            entries = await verified_entries(self.journal, self.saga_id, self.evidence)
+            entries = await verified_entries(self.core.journal, self.core.saga_id, self.core.evidence)
         except Exception as exc:  # noqa: BLE001 - fail closed: no evidence, no run
             problem, code = f"the journal could not be read or verified ({_describe(exc)})", "JOURNAL_UNVERIFIED"
         else:
-            with self._lock:
+            with self.core.lock:
                 request_id, problem, code = grant_for_call(
                     entries, tool=tool, call_id=call_id, args_hash=digest,
-                    claimed=self._claimed_requests,
+                    claimed=self._claimed,
                 )
                 if request_id is not None:
-                    self._claimed_requests.add(request_id)
+                    self._claimed.add(request_id)
                     return request_id
                 if not required and code == "NO_CONSUMED_APPROVAL":
                     return None
         error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run",
                               code=code)
-        await self._refused_before_intent(
+        await self.refused_before_intent(
             error, tool, call_id, invocation, {"args": encode_or_marker(args), "args_hash": digest})
 
     def refuses_effects(self, decl: ToolDeclaration | None) -> bool:
         """Whether the REFUSE_EFFECTS policy refuses a call of a tool declared ``decl`` now: the
         saga has failed and the tool may change the world (``decl`` ``None``: undeclared)."""
-        return bool(self.failures) and self.policy is FailurePolicy.REFUSE_EFFECTS and changes_world(decl)
+        core = self.core
+        return bool(core.failures) and core.policy is FailurePolicy.REFUSE_EFFECTS and changes_world(decl)
 
     async def refuse_call(
         self, decl: ToolDeclaration | None, tool: str, call_id: str | None,
@@ -115,7 +132,7 @@ class Refusals(CallOutcomes):
             The message the model gets instead of the tool's output. It is returned even when the
             REFUSED entry cannot be written (the entry is then held and retried like an outcome).
         """
-        message = (await read_verdict(self)).model_message()
+        message = (await read_verdict(self.saga)).model_message()
         payload: dict[str, Any] = {
             "intent_seq": intent.seq if intent else None, "not_run": True, "result": message,
             "refused_by": refused_by,
@@ -126,10 +143,7 @@ class Refusals(CallOutcomes):
             payload["args"] = encode_or_marker(args)
         if raw_args is not None:
             payload["raw_args"] = raw_args
-        invocation = intent.write_key.rsplit(":", 1)[0] if intent else self._invocation_id()
+        invocation = intent.write_key.rsplit(":", 1)[0] if intent else self.core.invocation_id()
         keys: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
-        try:
-            await self.journal.append(self.saga_id, Phase.REFUSED, payload=payload, **keys)
-        except Exception:  # noqa: BLE001 - the call is refused anyway; the entry is retried by settle()
-            self._keep_unwritten(Phase.REFUSED, payload, keys)
+        await self.outcomes.write(Phase.REFUSED, payload, keys)  # held and retried if refused
         return message

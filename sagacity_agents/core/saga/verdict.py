@@ -182,7 +182,7 @@ async def read_verdict(saga: VerdictSource) -> SagaVerdict:
     status = saga.status.value
     failures = tuple(saga.failures)
     try:
-        entries = await authenticated_entries(saga)  # issue 19: tags checked under a keyring
+        entries = await authenticated_entries(saga)  # tags checked under a keyring
     except Exception as exc:  # noqa: BLE001 - fail closed, said in the verdict
         return SagaVerdict(saga.saga_id, status, failures, journal_error=describe_error(exc))
     ledger = SagaLedger(entries)
