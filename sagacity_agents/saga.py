@@ -12,6 +12,10 @@ From the Agents SDK adapter (imported on first use): :class:`SagaStream` (what
 ``Sagacity.run_streamed`` returns), :func:`saga_trace` (an SDK trace around a saga),
 :class:`McpPolicy` (the policy of ``protect_mcp_server``) and :class:`SagaRecovered`
 (the reason recorded when ``Sagacity.recover`` finishes a saga; also in ``errors``).
+
+:class:`Recovery` is recovery as a service of the core (select, recover, resolve, close a saga
+left behind, verifying it once), what ``Sagacity.recover`` drives; an adapter binds its own
+declarations to it. :class:`Recovered` is what one recovery returns.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import TYPE_CHECKING
 from ._lazy import on_first_use
 from .core.compensation import CompensationItem, CompensationReport, compensate
 from .core.declarations import Reversibility, ToolDeclaration
+from .core.recovery import Recovered, Recovery
 from .core.saga import FailureRecord, Saga
 from .core.undo import call_idempotency_key
 
@@ -37,6 +42,8 @@ __all__ = [
     "CompensationReport",
     "FailureRecord",
     "McpPolicy",
+    "Recovered",
+    "Recovery",
     "Reversibility",
     "Saga",
     "SagaRecovered",
