@@ -40,7 +40,8 @@ class SagaEnding(ExternalCalls):
                 self.saga_id, Phase.SAGA_FAILED, write_key="saga:failed", payload={"reason": reason}
             )
         except JournalWriteError:
-            entries = self.verified or await self.journal.entries(self.saga_id)
+            # Read, never the verified snapshot: it predates this write, which may have landed.
+            entries = await self.journal.entries(self.saga_id)
             if not any(e.phase is Phase.SAGA_FAILED for e in entries):
                 raise
 
