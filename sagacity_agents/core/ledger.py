@@ -134,6 +134,17 @@ class SagaLedger:
             return UndoState.TIMED_OUT, ends[-1]
         return UndoState.IN_DOUBT, call.attempts[-1]
 
+    def awaits_outcome(self) -> bool:
+        """Whether an outcome may still be appended for an entry of the ledger: an INTENT
+        without outcome, or an undo attempt (COMPENSATING) without a real end (none, or only
+        its in-doubt mark). Its writer, if stalled rather than dead, writes that outcome late,
+        after any later run's RUN_STARTED (``core.fence``)."""
+        return any(
+            call.outcome is None or any(
+                not any(not is_in_doubt_mark(end) for end in call.ends.get(attempt.seq, ()))
+                for attempt in call.attempts)
+            for call in self.calls.values())
+
     def has_phase(self, phase: Phase) -> bool:
         """Whether any entry has ``phase``."""
         return any(e.phase is phase for e in self.entries)

@@ -30,13 +30,13 @@ from typing import Any
 
 from ..errors import JournalError, SagacityError, SagaStateError, describe_error
 from .approval import ApprovalStore
-from .authenticity import ADOPTION_SAGA
+from .authenticity import ADOPTION_SAGA, signing_view
 from .chain import VerifyResult
 from .compensation import CompensationItem, CompensationReport
 from .entries import JournalEntry, Phase
 from .evidence import CHAIN_ONLY, Evidence, refusal
 from .grants import requests_void
-from .journal import Journal
+from .journal import Journal, View
 from .lease import DEFAULT_LEASE_SECONDS, completed_unclosed, lease_of
 from .observe import begin, linked_attrs
 from .resolution import resolve_in_doubt
@@ -107,7 +107,8 @@ class Recovery:
     """Recover, select, resolve and close sagas on one journal.
 
     Args:
-        journal: the sagas' journal.
+        journal: the sagas' journal: a writer's view (``Sagacity.journal``), or a backend, then
+            written through ``evidence``'s keyring (``core.authenticity.signing_view``).
         approvals: their approval store (a recovery consumes the requests still pending).
         evidence: how a saga is verified before anything acts on it (default: the chain alone).
         policy: the failure policy of the sagas it opens.
@@ -120,9 +121,12 @@ class Recovery:
         policy: FailurePolicy = FailurePolicy.STOP, lease_seconds: float = DEFAULT_LEASE_SECONDS,
         scope: Scope | None = None,
     ) -> None:
-        self.journal = journal
-        self.approvals = approvals
         self.evidence = evidence or CHAIN_ONLY
+        # A bare backend is written through the keyring's signing view (a view: as it signs).
+        keyring = self.evidence.keyring
+        self.journal = journal if keyring is None or isinstance(journal, View) \
+            else signing_view(journal, keyring)
+        self.approvals = approvals
         self.policy = policy
         self.lease_seconds = lease_seconds
         self.scope = scope

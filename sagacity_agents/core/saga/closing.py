@@ -59,7 +59,8 @@ class SagaEnding:
                 self.core.saga_id, Phase.SAGA_FAILED, write_key="saga:failed", payload={"reason": reason}
             )
         except JournalWriteError:
-            entries = self.core.verified or await self.core.journal.entries(self.core.saga_id)
+            # Read, never the verified snapshot: it predates this write, which may have landed.
+            entries = await self.core.journal.entries(self.core.saga_id)
             if not any(e.phase is Phase.SAGA_FAILED for e in entries):
                 raise
 

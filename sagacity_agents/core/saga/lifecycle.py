@@ -17,6 +17,7 @@ from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
 from ..journal import append_each
 from ..lease import LeaseKeeper, acquire_lease, new_holder_id
+from ..ledger import SagaLedger
 from ..undo import StopSignal
 from .state import SagaCore
 from .status import SagaStatus
@@ -131,8 +132,9 @@ class RunLifecycle:
         recovery or close of the saga, and keep the lease renewed until :meth:`end_run`.
         ``opening``: the SAGA_OPENED append of a saga this object created, written in the same
         batch (:meth:`begin_run`). ``verified``: the saga's entries, verified by the caller just
-        now: the lease is decided on them, and when RUN_STARTED follows them directly both are
-        kept in :attr:`verified` for compensation and the close.
+        now: the lease is decided on them, and when RUN_STARTED follows them directly and no
+        outcome may still land late (``SagaLedger.awaits_outcome``) both are kept in
+        :attr:`verified` for compensation and the close.
 
         Raises:
             SagaStateError: another run holds the saga's lease and it has not expired, or the
@@ -147,8 +149,10 @@ class RunLifecycle:
             check=None if self.core.fresh_id else (lambda entries: self._refuse_state(entries, recovering)),
             opening=opening, known_entries=verified,
         )
+        # Kept only while nothing can land after RUN_STARTED that compensation or the close
+        # must see: a stalled holder writes the outcome of its call (or undo) late, unfenced.
         self.core.verified = ([*verified, started] if verified and started.seq == verified[-1].seq + 1
-                         else None)
+                              and not SagaLedger(verified).awaits_outcome() else None)
         # Every entry of this run carries the lease's token from now on (core.fence); kept after
         # RUN_ENDED, so that nothing this object writes later passes for another run's.
         self.core.fence = started.seq
