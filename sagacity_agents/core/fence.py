@@ -56,9 +56,19 @@ class JournalView:
     Args:
         journal: the backend (a view: its backend).
         tagger: signs every entry appended through the view (``None``: untagged).
+
+    Raises:
+        TypeError: ``journal`` is a live saga's :class:`FencedJournal` (a view over it would drop
+            the lease's token it adds).
     """
 
     def __init__(self, journal: Journal, *, tagger: EntryTagger | None = None) -> None:
+        if isinstance(journal, FencedJournal):
+            # Unwrapped, its lease's token would be lost: another writer's appends would pass
+            # the fence the saga's run holds.
+            raise TypeError(
+                f"{journal!r} is a live saga's fenced journal; give another writer the journal "
+                "it was made from (its .backend), not the saga's own view")
         if isinstance(journal, JournalView):
             journal = journal.backend
         self.backend: Any = journal

@@ -51,3 +51,13 @@ async def test_a_backend_takes_one_request_built_once():
     assert await journal.append("s", Phase.SAGA_OPENED, write_key="o", payload={"metadata": {}}) == entry
     with pytest.raises(TypeError):
         await journal.append(request, Phase.INTENT)
+
+
+async def test_a_saga_fenced_journal_is_refused_as_another_writers_journal():
+    """Another view over a saga's fenced view would write without the lease's token (a writer
+    outside the run passing the run's fence): refused, with the way out named."""
+    fenced = FencedJournal(InMemoryJournal(), "s", lambda: 1, lambda lost: None)
+    with pytest.raises(TypeError, match="fenced journal"):
+        JournalView(fenced)
+    with pytest.raises(TypeError, match="fenced journal"):
+        FencedJournal(fenced, "s", lambda: 1, lambda lost: None)
