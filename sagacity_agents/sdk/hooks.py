@@ -330,12 +330,13 @@ class SagaRunHooks(RunHooks[Any]):
         if not self.scope.entered:
             raise HooksNotEnteredError(_ENTER_HINT)
         saga = self.saga
-        if saga.lease_lost is not None:
+        core = saga.core  # read directly: this runs at every step of every run
+        if core.lease_lost is not None:
             try:
                 saga.check_lease()
             except LeaseLostError as lost:
                 raise RunLeaseLostError(lost) from lost.__cause__
-        if saga.failed and saga.policy is FailurePolicy.STOP:
+        if core.failures and core.policy is FailurePolicy.STOP:
             first = saga.failures[0]
             stop = SagaStopped(
                 f"saga {saga.saga_id} stopped after {first.tool} (call {first.call_id}) failed: "

@@ -26,6 +26,7 @@ Framework-agnostic: an adapter calls :meth:`Saga.run_call` (async bodies) or
 from __future__ import annotations
 
 import contextvars
+import operator
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
@@ -69,14 +70,17 @@ class _PartAttribute(Generic[V]):
     def __init__(self, part: str) -> None:
         self.part = part
         self.name = ""
+        self._read = operator.attrgetter(part)
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
+        # One C-level lookup per read: tool wrappers and the SDK's hooks read these on every call.
+        self._read = operator.attrgetter(f"{self.part}.{name}")
 
     def __get__(self, saga: Any, owner: type | None = None) -> V:
         if saga is None:
             return self  # type: ignore[return-value]
-        return getattr(getattr(saga, self.part), self.name)  # type: ignore[no-any-return]
+        return self._read(saga)  # type: ignore[no-any-return]
 
     def __set__(self, saga: Any, value: V) -> None:
         setattr(getattr(saga, self.part), self.name, value)
