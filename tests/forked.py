@@ -1,44 +1,35 @@
-"""How the tests start other processes, and the switches that make it the plain (slower) way.
-
-Two fast paths, each a process that has imported the Agents SDK once so that a child costs a
-fork, not a new interpreter importing it (about 2 s of CPU each). Each child is still a separate
-process with its own memory, file descriptors and event loop, killed by the kernel when a test
-kills it.
+"""How the tests start other processes.
 
 * ``subprocess`` children (``python -m module ...``, ``python script.py ...``: the examples, the
-  CLI, MCP servers) start as ``zygote.command(*args)`` instead of ``[sys.executable, *args]``:
-  ``tests/zygote.py``'s fork server runs them. ``SAGACITY_TEST_ZYGOTE=0`` in the environment
-  makes ``zygote.command`` return ``[sys.executable, *args]``: the same children, each a new
-  interpreter.
+  CLI, MCP servers) start as :func:`python_command` ``(*args)``: a new interpreter each.
+  (A fork server that started them from a process with the SDK imported saved 10-11 % of the
+  suite's wall time on 2 cores, too little for 290 lines of its own: it was removed.)
 * ``multiprocessing`` children (the crash, lease, claim and fencing tests) come from
-  :func:`context`: the stdlib ``forkserver`` with :data:`PRELOAD` imported once.
-  ``SAGACITY_TEST_FORKSERVER=0`` makes it the ``spawn`` context: a new interpreter per child.
-
-Either switch changes only how long the suite takes, never what a test checks:
-``SAGACITY_TEST_ZYGOTE=0 SAGACITY_TEST_FORKSERVER=0 pytest -n auto`` is the suite without either.
+  :func:`context`: the stdlib ``forkserver`` with :data:`PRELOAD` imported once, so a child
+  costs a fork, not a new interpreter importing the SDK (about 2 s of CPU each). Each child is
+  still a separate process with its own memory, file descriptors and event loop.
+  ``SAGACITY_TEST_FORKSERVER=0`` makes it the ``spawn`` context: a new interpreter per child;
+  it changes only how long the suite takes, never what a test checks.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from multiprocessing.context import BaseContext
 
 PRELOAD = ["agents", "sagacity_agents", "sagacity_agents.sdk", "tests.crash.app"]
 """Imported by the forkserver before its first fork. One list for every test: the server starts
 once per test process, with the list of whichever test asks first."""
 
-ZYGOTE_SWITCH = "SAGACITY_TEST_ZYGOTE"
-"""``0``: ``subprocess`` children start as a new interpreter, not through ``tests/zygote.py``."""
-
 FORKSERVER_SWITCH = "SAGACITY_TEST_FORKSERVER"
 """``0``: :func:`context` is the ``spawn`` context, not the preloading forkserver."""
 
 
-def zygote_enabled() -> bool:
-    """Whether ``zygote.command`` runs children through the fork server (``SAGACITY_TEST_ZYGOTE``
-    is not ``0``)."""
-    return os.environ.get(ZYGOTE_SWITCH, "1") != "0"
+def python_command(*args: str) -> list[str]:
+    """The command line that runs this interpreter with ``args`` (``[sys.executable, *args]``)."""
+    return [sys.executable, *args]
 
 
 def context() -> BaseContext:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import zygote
+from tests.forked import python_command
 
 pytestmark = pytest.mark.case("F-12")
 
@@ -25,7 +25,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def run(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(zygote.command(*args), cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run(python_command(*args), cwd=ROOT, env=env, capture_output=True,
                           text=True, check=check, timeout=120)
 
 
@@ -69,7 +69,7 @@ def test_the_paying_process_awaits_the_decision_and_resumes(tmp_path):
     process; the paying process wakes up (store polling) and resumes on the same saga."""
     db, env = str(tmp_path / "hooks.db"), _env(tmp_path)
     payer = subprocess.Popen(
-        zygote.command("-m", "examples.hooks_approval", "pay", "--db", db, "--wait", "60"),
+        python_command("-m", "examples.hooks_approval", "pay", "--db", db, "--wait", "60"),
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import zygote
+from tests.forked import python_command
 
 pytestmark = pytest.mark.case("N-01")
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_example_mcp_payments_refunds_through_the_server(tmp_path: Path) -> None:
     env = {**os.environ, "PAYMENTS_DB": str(tmp_path / "payments.db"), "COLUMNS": "200"}
     env.pop("OPENAI_API_KEY", None)
-    done = subprocess.run(zygote.command("-m", "examples.mcp_payments", "--db", str(tmp_path / "shop.db")),
+    done = subprocess.run(python_command("-m", "examples.mcp_payments", "--db", str(tmp_path / "shop.db")),
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "COMPENSATED" in done.stdout
@@ -34,7 +34,7 @@ def test_example_mcp_payments_refunds_through_the_server(tmp_path: Path) -> None
 
 def test_example_mcp_payments_output_is_the_readmes_even_with_an_api_key_set(tmp_path: Path) -> None:
     env = {**os.environ, "PAYMENTS_DB": str(tmp_path / "payments.db"), "OPENAI_API_KEY": "sk-not-a-key"}
-    done = subprocess.run(zygote.command("-m", "examples.mcp_payments", "--db", str(tmp_path / "shop.db")),
+    done = subprocess.run(python_command("-m", "examples.mcp_payments", "--db", str(tmp_path / "shop.db")),
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]  # the script, not a real model with a bad key
     lines = done.stdout.splitlines()

@@ -8,7 +8,7 @@ import os
 import pytest
 import subprocess
 from pathlib import Path
-from tests import zygote
+from tests.forked import python_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,7 +19,7 @@ def test_workers_approve_from_another_process_resume_in_a_third(pg_uri, tmp_path
     env = {**os.environ, "MULTI_WORKER_PAYOUTS": str(payouts), "COLUMNS": "200"}
     env.pop("OPENAI_API_KEY", None)
     done = subprocess.run(
-        zygote.command("-m", "examples.multi_worker", "--db", pg_uri, "--workers", "2",
+        python_command("-m", "examples.multi_worker", "--db", pg_uri, "--workers", "2",
                        "--sagas", "3"),
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )

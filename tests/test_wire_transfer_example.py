@@ -7,14 +7,14 @@ import re
 import sqlite3
 import subprocess
 from pathlib import Path
-from tests import zygote
+from tests.forked import python_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        zygote.command(*args), cwd=ROOT, env=env, capture_output=True, text=True, check=check,
+        python_command(*args), cwd=ROOT, env=env, capture_output=True, text=True, check=check,
         timeout=120,
     )
 

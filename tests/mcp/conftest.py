@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from agents import set_tracing_disabled
-from tests import zygote
+from tests.forked import python_command
 
 SERVER = Path(__file__).resolve().parents[2] / "examples" / "mcp_payments" / "payments_server.py"
 
@@ -61,7 +61,7 @@ def stdio_server(payments: Payments, *, name: str = "payments", cache_tools_list
     """An ``MCPServerStdio`` running the payments server on ``payments``' file."""
     from agents.mcp import MCPServerStdio
 
-    command, *args = zygote.command(str(SERVER))
+    command, *args = python_command(str(SERVER))
     return MCPServerStdio(
         name=name,
         params={"command": command, "args": args,

@@ -20,7 +20,7 @@ from sagacity_agents.backends import Phase
 from sagacity_agents.sdk.mcp import McpPolicy, protect_mcp_server
 
 from .conftest import SERVER, Payments, stdio_server
-from tests import zygote
+from tests.forked import python_command
 
 pytestmark = pytest.mark.case("N-01")
 
@@ -91,7 +91,7 @@ def _free_port() -> int:
 @pytest.fixture
 def http_server(payments: Payments):
     port = _free_port()
-    proc = subprocess.Popen(zygote.command(str(SERVER), "http", str(port)),
+    proc = subprocess.Popen(python_command(str(SERVER), "http", str(port)),
                             env={**os.environ, "PAYMENTS_DB": str(payments.path)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120

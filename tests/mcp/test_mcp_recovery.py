@@ -13,7 +13,7 @@ import pytest
 from sagacity_agents import idempotency_key
 
 from .conftest import Payments
-from tests import zygote
+from tests.forked import python_command
 
 pytestmark = pytest.mark.case("N-04")
 
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _killed_saga(payments: Payments, journal: Path) -> str:
     env = {**os.environ, "PAYMENTS_DB": str(payments.path)}
-    done = subprocess.run(zygote.command("-m", "tests.mcp.recovery_app", str(journal)), cwd=ROOT,
+    done = subprocess.run(python_command("-m", "tests.mcp.recovery_app", str(journal)), cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 9, done.stderr[-2000:]
     assert payments.rows("SELECT refunded FROM charges") == [(0,)]  # charged, then killed
@@ -35,7 +35,7 @@ def _killed_saga(payments: Payments, journal: Path) -> str:
 def _recover(saga_id: str, journal: Path, payments: Payments, **env: str) -> subprocess.CompletedProcess[str]:
     """``sagacity saga recover`` in a process of its own (nothing of this one's registries)."""
     return subprocess.run(
-        zygote.command("-m", "sagacity_agents", "saga", "recover", saga_id,
+        python_command("-m", "sagacity_agents", "saga", "recover", saga_id,
                        "--app", "tests.mcp.recovery_app:agent", "--db", str(journal)),
         cwd=ROOT, env={**os.environ, "PAYMENTS_DB": str(payments.path), "COLUMNS": "200", **env},
         capture_output=True, text=True, timeout=120, check=False)

@@ -38,7 +38,7 @@ from sagacity_agents.core.compensation import SagaLedger
 
 from .helpers import agent, phases, scripted, tool_outputs
 from .nested_app import f10_agents
-from tests import zygote
+from tests.forked import python_command
 
 HOUR = 3600.0
 GUARD = 120.0  # seconds; only reached if a path waited for in_flight_timeout
@@ -649,7 +649,7 @@ def test_nested_pause_approved_and_resumed_in_separate_processes(tmp_path):
     db = str(tmp_path / "f10.db")
 
     def play(*args: str) -> dict[str, Any]:
-        done = subprocess.run(zygote.command("-m", "tests.sdk.nested_app", db, *args), cwd=root,
+        done = subprocess.run(python_command("-m", "tests.sdk.nested_app", db, *args), cwd=root,
                               capture_output=True, text=True, timeout=GUARD)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout.strip().splitlines()[-1])

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from sagacity_agents.cli import cli
 from tests.web.support import TOKENS, Bank, paused_saga
-from tests import zygote
+from tests.forked import python_command
 
 
 def test_a_public_address_needs_authentication(tmp_path):
@@ -46,7 +46,7 @@ def serving(db: str, *options: str) -> Iterator[str]:
     """``sagacity serve --db DB OPTIONS`` in a process of its own on a free port; its URL."""
     port = _free_port()
     process = subprocess.Popen(
-        zygote.command("-m", "sagacity_agents.cli", "serve", "--db", db, "--port", str(port), *options),
+        python_command("-m", "sagacity_agents.cli", "serve", "--db", db, "--port", str(port), *options),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "SAGACITY_WEB_SECRET": "s" * 32})
     try:
         url = f"http://127.0.0.1:{port}"
