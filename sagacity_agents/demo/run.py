@@ -254,7 +254,8 @@ def _evidence(outcome: TripOutcome, console: Console) -> None:
 
     _step(console, 7, "Inspect it yourself")
     db = outcome.journal_path
-    for command in (f"journal show {saga_id}", "journal verify", "journal list"):
+    for command in (f"journal show {saga_id}", f"saga show {saga_id}", "journal verify",
+                    "journal list"):
         console.print(f"  sagacity {command} --db {db}", style="bold", highlight=False)
     console.print()
 
