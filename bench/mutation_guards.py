@@ -97,14 +97,21 @@ GUARDS: tuple[Guard, ...] = (
           "structure no run writes: an outcome answers its own INTENT under its lease, or after "
           "an approval pause under the resuming run's",
           (f"{_GUARDS}test_outcome_structure.py", "tests/evidence/test_entry_authenticity.py")),
-    Guard("sagacity_agents.core.journal",
+    Guard("sagacity_agents.core.append_rule",
           ("next_entry", "AppendRequest.checks_fence"),
           "the append rule: fence first, then closed saga, then expected tail",
           (f"{_GUARDS}test_append_fence_and_lease_refusals.py",)),
     Guard("sagacity_agents.core.fence",
-          ("_answers_own_start", "FencedJournal._fenced", "FencedJournal.append"),
-          "fencing: a run's appends carry its lease's token; only its own outcomes go late",
-          (f"{_GUARDS}test_append_fence_and_lease_refusals.py",)),
+          ("_answers_own_start", "FencedJournal._fenced", "FencedJournal.append",
+           "JournalView.__init__"),
+          "fencing: a run's appends carry its lease's token; only its own outcomes go late; no "
+          "view over a saga's fenced journal drops the token",
+          (f"{_GUARDS}test_append_fence_and_lease_refusals.py", "tests/journal/test_capabilities.py")),
+    Guard("sagacity_agents.core.ledger",
+          ("SagaLedger.awaits_outcome",),
+          "a recovery compensates from its verified snapshot only while nothing in it can still "
+          "get a late outcome",
+          ("tests/sdk/test_recovery_sees_late_outcomes.py", "tests/sdk/test_recovery_reads.py")),
     Guard("sagacity_agents.core.lease",
           ("Lease.held", "acquire_lease"),
           "lease refusal: one run at a time, none on a closed saga",
@@ -140,7 +147,7 @@ EQUIVALENT: dict[str, str] = {
     "sagacity_agents.core.chain:_verify_chain:ReplaceComparisonOperator_Gt_GtE#0":
         "`entry.seq > position` -> `>=`: inside `if entry.seq != position`, so equality cannot "
         "happen",
-    "sagacity_agents.core.journal:next_entry:ReplaceTrueWithFalse#0":
+    "sagacity_agents.core.append_rule:next_entry:ReplaceTrueWithFalse#0":
         "`converted=True` -> `False`: the payload was converted by AppendRequest.build; "
         "converting a converted value again gives the same value (only slower: overhead.py)",
     "sagacity_agents.core.authenticity:authenticity_fault:NumberReplacer#3":
