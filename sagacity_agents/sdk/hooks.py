@@ -182,9 +182,9 @@ class SagaRunHooks(RunHooks[Any]):
         self.agent = agent
         self.user_hooks = hooks
         self.error: BaseException | None = None
-        self.approvals = ApprovalDriver(self.saga, agent, approvals, approval_ttl, fail_on_rejection)
+        self.approval_driver = ApprovalDriver(self.saga, agent, approvals, approval_ttl, fail_on_rejection)
         """The run's approvals (requests, the checked resume; ``sdk/scope.py``)."""
-        self.scope = SagaScope(self.saga, agent, self.approvals, close, strict, own_journal)
+        self.scope = SagaScope(self.saga, agent, self.approval_driver, close, strict, own_journal)
         """The saga's scope around the run (enter, compensate, close; ``sdk/scope.py``)."""
         self._unstarted: dict[str, str] = {}
         """Calls of declared tools the model asked for that have not started: call id -> tool."""
@@ -207,23 +207,23 @@ class SagaRunHooks(RunHooks[Any]):
     @property
     def desk(self) -> ApprovalDesk | None:
         """The approval desk (requests, decisions, resume checks); ``None`` without a store."""
-        return self.approvals.desk
+        return self.approval_driver.desk
 
     @property
     def fail_on_rejection(self) -> bool:
         """Whether a rejected call fails the saga at resume."""
-        return self.approvals.fail_on_rejection
+        return self.approval_driver.fail_on_rejection
 
     @property
     def pending_approvals(self) -> bool | None:
         """Whether the run returned with calls paused for approval; ``None`` until told (the
         facade tells it). Used directly, the hooks infer it from the irreversible calls the model
         asked for that neither ran nor were rejected."""
-        return self.approvals.pending
+        return self.approval_driver.pending
 
     @pending_approvals.setter
     def pending_approvals(self, value: bool | None) -> None:
-        self.approvals.pending = value
+        self.approval_driver.pending = value
 
     # --- approvals ------------------------------------------------------------------------
     async def request_approvals(self, result: Any) -> PauseOutcome:
@@ -246,7 +246,7 @@ class SagaRunHooks(RunHooks[Any]):
             SagaStateError: called outside the ``async with`` block.
             ConfigurationError: no approval store or no agent was given.
         """
-        return await self.approvals.request(result, self.scope.entered)
+        return await self.approval_driver.request(result, self.scope.entered)
 
     async def resume_state(self, *, context: Any = None) -> Any:
         """Return the checked ``RunState`` to resume the saga with: pass it to
@@ -266,7 +266,7 @@ class SagaRunHooks(RunHooks[Any]):
             SagaStateError: called outside the ``async with`` block.
             ConfigurationError: no approval store or no agent was given.
         """
-        return await self.approvals.resume(context, self.scope.entered)
+        return await self.approval_driver.resume(context, self.scope.entered)
 
     @property
     def saga_id(self) -> str:
@@ -368,7 +368,7 @@ class SagaRunHooks(RunHooks[Any]):
                 if decl is not None:
                     self._unstarted[item.call_id] = key
                 if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
-                    self.approvals.asked_irreversible.add(item.call_id)
+                    self.approval_driver.asked_irreversible.add(item.call_id)
         if self.user_hooks is not None:
             await self.user_hooks.on_llm_end(context, agent, response)
 

@@ -36,7 +36,7 @@ _FINALIZING: set[asyncio.Future[Any]] = set()
 
 
 class ApprovalDriver:
-    """The approvals of one run of a saga (see :class:`~.hooks.SagaRunHooks`'s ``approvals``).
+    """The approvals of one run of a saga (see :class:`~.hooks.SagaRunHooks`'s ``approval_driver``).
 
     Args:
         saga: the saga.
@@ -133,7 +133,8 @@ class SagaScope:
     saga: Saga
     agent: Agent[Any] | None
     """The agent the run starts with (bound on enter), or ``None``."""
-    approvals: ApprovalDriver
+    approval_driver: ApprovalDriver
+    """The run's approvals (requests, the checked resume)."""
     close: bool
     """Close the saga when the run ends well."""
     strict: bool
@@ -202,9 +203,9 @@ class SagaScope:
             strict_scope.reset(self._strict_token)
             self._strict_token = None
         self.entered = False
-        if self.approvals.resume_refused and isinstance(exc, ApprovalError):
+        if self.approval_driver.resume_refused and isinstance(exc, ApprovalError):
             # A refused resume changes nothing: no compensation, the saga still waits.
-            self.approvals.resume_refused = False
+            self.approval_driver.resume_refused = False
             try:
                 await self.saga.end_run(SagaStatus.AWAITING_APPROVAL)
             finally:
@@ -248,12 +249,12 @@ class SagaScope:
         saga = self.saga
         if saga.lease_lost is not None:  # another run holds the saga: write nothing more
             return await saga.finish(error=exc, close=self.close)
-        if await self.approvals.waiting(exc):
+        if await self.approval_driver.waiting(exc):
             await saga.settle()
             await saga.end_run(SagaStatus.AWAITING_APPROVAL)
             if saga.lease_lost is not None:  # RUN_ENDED refused: another run holds the saga
                 return SagaStatus.LEASE_LOST
             return SagaStatus.AWAITING_APPROVAL
-        await self.approvals.release_snapshot()
+        await self.approval_driver.release_snapshot()
         return await saga.finish(error=exc, close=self.close)
 
