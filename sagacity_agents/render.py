@@ -150,7 +150,8 @@ def _kv(mapping: dict[str, Any], limit: int = 70) -> str:
 
 def _report_summary(report: dict[str, Any]) -> str:
     parts = []
-    for key in ("undone", "failed", "no_undo", "kept_irreversible", "in_doubt", "approved_not_run"):
+    for key in ("undone", "failed", "no_undo", "kept_irreversible", "in_doubt", "approved_not_run",
+                "contradicted"):
         rows = report.get(key) or []
         if rows:
             parts.append(f"{key}: " + ", ".join(f"{r.get('tool')}#{r.get('seq')}" for r in rows))

@@ -134,7 +134,8 @@ def _print_recovery(console: Any, result: Any) -> None:
     for label, items in (("undone", report.undone), ("undo failed", report.failed),
                          ("in doubt", report.in_doubt), ("no undo", report.no_undo),
                          ("kept (irreversible)", report.kept_irreversible),
-                         ("approved, never ran", report.approved_not_run)):
+                         ("approved, never ran", report.approved_not_run),
+                         ("answer contradicted", report.contradicted)):
         for item in items:
             console.print(data_text(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}"))
     if report.in_doubt:

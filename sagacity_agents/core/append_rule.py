@@ -8,9 +8,14 @@ the same write, and raises when the key was used for something else (design.md, 
 
 Two more rules every backend applies through :func:`next_entry`, atomically with the append:
 
-* SAGA_CLOSED is terminal: an append to a saga whose last entry is SAGA_CLOSED is refused
-  (:class:`~sagacity_agents.errors.JournalClosedError`); a retry of the close itself still
-  returns the stored entry (the write-key rule comes first).
+* SAGA_CLOSED is terminal but for one entry: an append to a saga whose last entry is
+  SAGA_CLOSED is refused (:class:`~sagacity_agents.errors.JournalClosedError`) unless it is a
+  late outcome of a call (:data:`~.entries.OUTCOME_PHASES`, ``late``) under the fence its
+  INTENT carries (:func:`reopens`): the call's own holder, which stalled past its lease while
+  the saga was recovered and closed, journals what happened (an effect is a fact). That entry
+  *reopens* the saga (``SagaStatus.REOPENED``): it accepts appends again (a recovery's) until
+  its next SAGA_CLOSED. A retry of the close itself still returns the stored entry (the
+  write-key rule comes first).
 * A conditional append (``expected_seq=n``) is written only while the saga's last entry is ``n``
   (0: the saga has no entry), else :class:`~sagacity_agents.errors.JournalConflictError`: how a
   run takes the saga's lease without a race (``core.lease``).
@@ -56,8 +61,8 @@ from .observe import TRACE_KEY, trace_link, without_trace
 __all__ = [
     "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "AppendDialect",
     "AppendRequest", "Clock", "EntryTagger", "Tail", "append_locked", "as_request", "as_requests",
-    "claimant_of", "new_claimant", "next_entry", "replay_of", "seal", "stamp_from", "utc_now",
-    "utc_stamp",
+    "claimant_of", "late_start", "new_claimant", "next_entry", "reopens", "replay_of", "seal",
+    "stamp_from", "utc_now", "utc_stamp",
 ]
 
 CLAIM_PHASES = frozenset({Phase.COMPENSATING, Phase.CONSUMED})
@@ -263,8 +268,40 @@ Tail = tuple[int, str, str]
 """The saga's last entry as a backend reads it under its append lock: (seq, hash, phase name)."""
 
 
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def late_start(phase: Any, payload: Any) -> int | None:
+    """The seq of the INTENT that a late outcome of a call names (``intent_seq``); ``None`` for
+    any other entry (not late, not a call's outcome, or naming no INTENT by seq)."""
+    if phase not in OUTCOME_PHASES or not isinstance(payload, Mapping) \
+            or payload.get(LATE_KEY) is not True:
+        return None
+    return _int(payload.get("intent_seq"))
+
+
+def reopens(phase: Any, payload: Any, intent: Any) -> bool:
+    """Whether an entry may follow a SAGA_CLOSED: a late outcome of a call
+    (:func:`late_start`) whose fence is the fence of ``intent``, the INTENT it names (an
+    entry, or the fields of a stored row; ``None``: not found). The one entry a closed saga
+    accepts (the module's rules), the shape ``verify`` accepts after a close (``core.chain``).
+
+    Args:
+        phase: the entry's phase; payload: its payload (with the fence the journal added).
+        intent: the entry at the seq :func:`late_start` names.
+    """
+    named = late_start(phase, payload)
+    if named is None or intent is None or intent.seq != named or intent.phase is not Phase.INTENT:
+        return False
+    started = intent.payload if isinstance(intent.payload, Mapping) else {}
+    fence = _int(payload.get(FENCE_KEY))
+    return fence is not None and fence == _int(started.get(FENCE_KEY))
+
+
 def next_entry(
     request: AppendRequest, tail: Tail | None, now: dt.datetime | str, *, lease: int | None = None,
+    start: Any = None,
 ) -> JournalEntry:
     """Seal ``request`` as the entry that follows ``tail`` (``None``: the saga's first entry).
 
@@ -274,9 +311,13 @@ def next_entry(
     Args:
         lease: the seq of the saga's newest RUN_STARTED, read under the same lock (``None``: it
             has none). Read only when ``request.checks_fence``; ignored otherwise.
+        start: the entry at the seq :func:`late_start` names, read under the same lock, when
+            the tail is SAGA_CLOSED and the request is a late outcome (``None``: not read, or
+            no such entry).
 
     Raises:
-        JournalClosedError: the saga's last entry is SAGA_CLOSED (a closed saga is terminal).
+        JournalClosedError: the saga's last entry is SAGA_CLOSED and the request is not a late
+            outcome under its INTENT's fence (:func:`reopens`, given ``start``).
         JournalConflictError: ``request.expected_seq`` is set and is not the tail's ``seq``.
         LeaseLostError: ``request.fence`` is not ``lease``. Checked before the close rule: a
             holder whose lease another run took (and perhaps closed the saga with) learns that.
@@ -289,10 +330,12 @@ def next_entry(
             + ": another run took it over (this one stalled past its expiry); not written",
             saga_id=request.saga_id, fence=request.fence, current=lease,
         )
-    if tail is not None and tail[2] == Phase.SAGA_CLOSED.value:
+    if tail is not None and tail[2] == Phase.SAGA_CLOSED.value \
+            and not reopens(request.phase, request.payload, start):
         raise JournalClosedError(
             f"saga {request.saga_id!r} is closed (SAGA_CLOSED at seq {tail[0]}); nothing is "
-            f"appended after a close ({request.phase.value} refused)"
+            f"appended after a close but the late outcome of a call under its INTENT's own "
+            f"fence ({request.phase.value} refused)"
         )
     if request.expected_seq is not None and request.expected_seq != (0 if tail is None else tail[0]):
         raise JournalConflictError(
@@ -352,7 +395,7 @@ def replay_of(existing: JournalEntry, request: AppendRequest) -> JournalEntry:
 
 
 def seal(request: AppendRequest, tail: Tail | None, now: dt.datetime | str, *,
-         lease: int | None = None) -> JournalEntry:
+         lease: int | None = None, start: Any = None) -> JournalEntry:
     """:func:`next_entry`, tagged by ``request.tagger`` when it has one: the entry a backend
     stores.
 
@@ -360,7 +403,7 @@ def seal(request: AppendRequest, tail: Tail | None, now: dt.datetime | str, *,
         The errors of :func:`next_entry`; ``JournalWriteError`` from a tagger that refuses (a
         keyring without a private key: nothing is written).
     """
-    entry = next_entry(request, tail, now, lease=lease)
+    entry = next_entry(request, tail, now, lease=lease, start=start)
     return entry if request.tagger is None else request.tagger.tag_entry(entry)
 
 
@@ -388,6 +431,11 @@ class AppendDialect(Protocol[H_contra]):
         none); asked only when ``request.checks_fence``."""
         ...
 
+    def _entry_at(self, at: H_contra, request: AppendRequest, seq: int) -> JournalEntry | None:
+        """The saga's stored entry at ``seq`` (``None``: none); asked only for a late outcome
+        appended to a closed saga (the INTENT it names, :func:`reopens`)."""
+        ...
+
     def _insert_entry(self, at: H_contra, request: AppendRequest, entry: JournalEntry,
                 tail: Tail | None, lease: int | None) -> None:
         """Store ``entry``, sealed on ``tail`` (``lease`` as read, or ``None``)."""
@@ -398,7 +446,8 @@ def append_locked(dialect: AppendDialect[H], at: H, request: AppendRequest) -> t
     """The append rule, its steps in order, under the backend's append lock: a stored write key
     answers with its entry (:func:`replay_of`: the same write, or an error); else the tail and,
     for a fenced append, the lease are read, the entry sealed on them (:func:`seal`: the closed
-    saga, ``expected_seq`` and the fence checked, the tag added) and inserted.
+    saga, ``expected_seq`` and the fence checked, the tag added) and inserted. On a closed
+    saga, the INTENT a late outcome names is read too (:func:`reopens`).
 
     Returns:
         ``(entry, inserted)``: ``inserted`` is false for a retry of a stored write.
@@ -412,7 +461,11 @@ def append_locked(dialect: AppendDialect[H], at: H, request: AppendRequest) -> t
         return replay_of(existing, request), False
     tail = dialect._tail_of(at, request)
     lease = dialect._lease_of(at, request, tail) if request.checks_fence else None
-    entry = seal(request, tail, stamp_from(dialect._clock), lease=lease)
+    start = None
+    if tail is not None and tail[2] == Phase.SAGA_CLOSED.value:
+        named = late_start(request.phase, request.payload)
+        start = dialect._entry_at(at, request, named) if named is not None else None
+    entry = seal(request, tail, stamp_from(dialect._clock), lease=lease, start=start)
     dialect._insert_entry(at, request, entry, tail, lease)
     return entry, True
 

@@ -45,7 +45,7 @@ from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .grants import consumed_decisions
 from .journal import CLAIMANT_KEY, Journal, new_claimant
-from .ledger import SagaLedger, UndoState, resolved_ran
+from .ledger import SagaLedger, UndoState
 from .lease import intent_in_doubt_note
 from .observe_undo import begin_undo, end_undo
 from .undo import (
@@ -102,6 +102,12 @@ class CompensationReport:
     """Approved calls whose decision a resume consumed (CONSUMED) but that never ran (no INTENT
     used it: the process stopped in between, or the run failed first). Nothing happened; named
     so nobody assumes the approved effect exists. ``seq`` is the CONSUMED entry's."""
+    contradicted: tuple[CompensationItem, ...] = ()
+    """Calls answered "not run" (a human's RESOLVED, a check's CHECKED) whose own outcome
+    landed after all (``core.ledger.Contradiction``, read from the journal, never written): the
+    outcome stands and the call is undone (or reported) like any effect. ``seq`` is the
+    outcome's; ``detail`` says ``the answer "not run" (seq A) was contradicted by the call's
+    own outcome (seq N)``."""
 
     @property
     def still_dirty(self) -> tuple[CompensationItem, ...]:
@@ -130,6 +136,7 @@ class CompensationReport:
             "no_undo": rows(self.no_undo),
             "in_doubt": rows(self.in_doubt),
             "approved_not_run": rows(self.approved_not_run),
+            "contradicted": rows(self.contradicted),
         }
 
 
@@ -226,10 +233,13 @@ def _in_doubt_detail(mark: JournalEntry | None) -> str:
 def undo_order(ledger: SagaLedger) -> list[Any]:
     """The calls compensation walks, in the order it walks them: newest outcome first.
 
-    A call is walked when its outcome says its effect may exist: EXECUTED; FAILED with undo
-    data recorded by the body before it failed (its change may have happened; the undo acts on
-    the world as it is); RESOLVED by a human as having run. The walk is in reverse ``seq`` of
-    those outcomes (the saga rule: undo the newest effect first, design.md "Compensation").
+    A call is walked when its outcome says its effect may exist (``core.ledger.has_effect``):
+    EXECUTED; FAILED with undo data recorded by the body before it failed (its change may have
+    happened; the undo acts on the world as it is); RESOLVED by a human, or CHECKED by a
+    far-side check, as having run (undone with the answer's ``undo_data``, result ``None``).
+    The call's own outcome outranks an answer "not run" (``core.ledger``): such a call is
+    walked with its outcome's result and undo data. The walk is in reverse ``seq`` of those
+    outcomes (the saga rule: undo the newest effect first, design.md "Compensation").
 
     Args:
         ledger: the saga's verified ledger.
@@ -237,16 +247,7 @@ def undo_order(ledger: SagaLedger) -> list[Any]:
     Returns:
         The ledger's call records (``core.ledger``), newest outcome first.
     """
-    executed = [
-        (c.outcome.seq, c) for c in ledger.calls.values()
-        if c.outcome is not None and (
-            c.outcome.phase is Phase.EXECUTED
-            or (c.outcome.phase is Phase.FAILED and isinstance(c.outcome.payload, dict)
-                and "undo_data" in c.outcome.payload)
-            or (c.outcome.phase is Phase.RESOLVED and resolved_ran(c.outcome))
-        )
-    ]
-    return [call for _seq, call in sorted(executed, key=lambda pair: pair[0], reverse=True)]
+    return sorted(ledger.compensable(), key=lambda call: call.outcome.seq, reverse=True)
 
 
 async def compensate(
@@ -325,7 +326,7 @@ async def compensate(
                                         intent_payload.get("declaration"),
                                         intent_payload.get("agent"), agent_declarations)
         await walk.undo(call, decl, unsure)
-    return walk.report(ledger.entries)
+    return walk.report(ledger)
 
 
 _STOPPED = ("undo not run: compensation was stopped before it (its caller was cancelled); "
@@ -492,9 +493,11 @@ class _Walk:
         else:
             self.failed.append(_item(call, error))
 
-    def report(self, entries: list[JournalEntry]) -> CompensationReport:
+    def report(self, ledger: SagaLedger) -> CompensationReport:
         by_seq = lambda items: tuple(sorted(items, key=lambda i: i.seq))  # noqa: E731
+        entries = ledger.entries
         return CompensationReport(
+            contradicted=tuple(_item(c) for c in ledger.calls.values() if c.contradiction),
             undone=tuple(self.undone),
             failed=tuple(self.failed),
             kept_irreversible=by_seq(self.kept),
@@ -505,7 +508,10 @@ class _Walk:
 
 
 def _item(call: Any, detail: str = "") -> CompensationItem:
-    """The report line of ``call``: its outcome's seq, tool and call id."""
+    """The report line of ``call``: its outcome's seq, tool and call id; a call whose own
+    outcome contradicted an answer "not run" says so (``core.ledger.Contradiction``)."""
+    if call.contradiction is not None:
+        detail = f"{detail}; {call.contradiction.describe()}" if detail else call.contradiction.describe()
     return CompensationItem(call.outcome.seq, call.intent.tool, call.intent.call_id, detail)
 
 

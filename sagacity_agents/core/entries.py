@@ -81,9 +81,22 @@ class Phase(str, enum.Enum):
     RESOLVED = "RESOLVED"
     """A human answered an in-doubt entry (``sagacity saga resolve``); payload: ``{"target_seq",
     "target" ("call": an INTENT without outcome, "undo": a COMPENSATING without outcome),
-    "answer" ("ran" | "not_run"), "resolver", "reason"}``. It stands as that entry's outcome:
-    a call that ran is undone by the next recovery (when compensatable), one that did not is
-    dropped; an undo that ran counts as COMPENSATED, one that did not is retried."""
+    "answer" ("ran" | "not_run"), "resolver", "reason"}``, optionally ``"undo_data"`` (JSON,
+    with "ran": what the call's undo is given, result ``None``) and ``"forced"``
+    (``{"reason"}``: an operator overrode the checks). It stands as that entry's outcome until
+    the call's own outcome lands: a call that ran is undone by the next recovery (when
+    compensatable), one that did not is dropped; an undo that ran counts as COMPENSATED, one
+    that did not is retried. An EXECUTED of the call after a "not_run" answer outranks it
+    (``core.ledger``: the contradiction is read, never written)."""
+    CHECKED = "CHECKED"
+    """A far-side check's verdict on an in-doubt call, written by a recovery under its lease
+    (fenced, signed by the run writer); payload: ``{"target_seq"`` (the INTENT's seq),
+    ``"verdict"`` (``"ran"`` | ``"not_run"`` | ``"unknown"``), ``"saw"`` (JSON: what the check
+    saw), ``"undo_data"`` (JSON, optional, with ``"ran"``), ``"checker"`` (str)``}``. The ledger
+    (``core.ledger``) reads ``"ran"`` as the call's outcome with an effect (its undo gets
+    ``undo_data``, result ``None``), ``"not_run"`` as a RESOLVED "not run" (an outcome of the
+    call's own holder still outranks it), and ``"unknown"`` as no answer: the call stays in
+    doubt."""
     KEYRING_ADOPTED = "KEYRING_ADOPTED"
     """An operator adopted a keyring on a journal that already held entries: written in the
     reserved saga ``core.authenticity.ADOPTION_SAGA``, tagged by the adopting key; payload:
@@ -91,8 +104,11 @@ class Phase(str, enum.Enum):
     Untagged entries up to the heads it lists are "before the keyring"; any other untagged
     entry is refused under a keyring."""
     SAGA_CLOSED = "SAGA_CLOSED"
-    """The saga ended (COMPLETED or COMPENSATED); payload holds the final status. Terminal:
-    nothing is ever appended after it, and ``verify`` reports an entry that is."""
+    """The saga ended (COMPLETED or COMPENSATED); payload holds the final status. Terminal but
+    for one entry: the late outcome of a call, written under its INTENT's own fence by the
+    call's holder (``core.append_rule``), which *reopens* the saga (``SagaStatus.REOPENED``)
+    until a recovery undoes it and closes the saga again (a second SAGA_CLOSED). ``verify``
+    reports any other entry after a close."""
 
 
 _PHASES: dict[Any, Phase | str] = {p.value: p for p in Phase}

@@ -14,7 +14,10 @@ The fence's rules (design.md, "Fencing"; the journal side is ``core.journal``):
   this run started before the loss (an append of :data:`~.journal.LATE_PHASES` that answers its
   own INTENT or COMPENSATING) is written *late*: unchecked, under the lost lease's token, marked
   ``late``, durable at once. Recovery pairs it with its INTENT like any outcome: the next
-  recovery undoes it (or reports it), so the final report is true.
+  recovery undoes it (or reports it), so the final report is true. The outcome of a call is
+  written even when the saga was closed meanwhile (its INTENT carries the same fence:
+  ``core.append_rule.reopens``): it reopens the saga for the next recovery. Only an undo's
+  late outcome can still be refused by a close (``on_unjournaled`` names it).
 * Holders are compared, never clocks: the journal's check reads the entries, not the time. The
   lease's expiry (``core.lease``) only decides when another run may take it over.
 
@@ -162,9 +165,9 @@ class FencedJournal(JournalView):
             it holds none: the append is unfenced, e.g. before its first run).
         on_lost: called once per refusal with the journal's :class:`LeaseLostError` (the saga
             stops its run at its next step).
-        on_unjournaled: called with a text naming a late outcome the journal refused too (the
-            saga was closed meanwhile: the effect exists and is in no entry), before the
-            refusal is raised.
+        on_unjournaled: called with a text naming a late outcome the journal refused too (an
+            undo's outcome after the saga was closed meanwhile, or a storage failure), before
+            the refusal is raised.
         tagger: signs every entry (default: the tagger of ``journal`` when it is a view).
 
     RUN_STARTED is never fenced: it is how a lease is taken (conditionally, ``core.lease``).

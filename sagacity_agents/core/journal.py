@@ -50,7 +50,7 @@ from weakref import WeakKeyDictionary
 from .append_rule import (
     CLAIM_PHASES, CLAIMANT_KEY, FENCE_KEY, LATE_KEY, LATE_PHASES, AppendDialect, AppendRequest,
     Clock, EntryTagger, Tail, append_locked, as_request, as_requests, claimant_of, new_claimant,
-    next_entry, replay_of, seal, stamp_from, utc_now, utc_stamp,
+    late_start, next_entry, reopens, replay_of, seal, stamp_from, utc_now, utc_stamp,
 )
 from .entries import OUTCOME_PHASES, JournalEntry, Phase
 
@@ -60,8 +60,8 @@ __all__ = [
     "EntriesMany", "EntryTagger", "Journal", "JournalBackend", "JournalReads", "Located",
     "OnDatabase", "OutcomesBehind", "RowsRead", "SagaSummary", "SyncAppend", "Tail", "View",
     "append_each", "append_locked", "append_requests", "as_request", "as_requests",
-    "capabilities_of", "claimant_of", "lazy_phases", "new_claimant", "next_entry", "replay_of",
-    "seal", "stamp_from", "utc_now", "utc_stamp",
+    "capabilities_of", "claimant_of", "late_start", "lazy_phases", "new_claimant", "next_entry",
+    "reopens", "replay_of", "seal", "stamp_from", "utc_now", "utc_stamp",
 ]
 
 
@@ -166,7 +166,8 @@ class JournalBackend(JournalReads, Protocol):
             The stored entry (the earlier one when this is a retry of the same write).
 
         Raises:
-            JournalClosedError: the saga is closed (its last entry is SAGA_CLOSED).
+            JournalClosedError: the saga is closed (its last entry is SAGA_CLOSED) and the
+                append is not a late outcome under its INTENT's fence (``reopens``).
             JournalConflictError: ``expected_seq`` is not the saga's last ``seq``.
             LeaseLostError: (a ``JournalConflictError``) ``fence`` is not the saga's newest
                 RUN_STARTED; nothing written.

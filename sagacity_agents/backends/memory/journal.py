@@ -77,6 +77,10 @@ class InMemoryJournal:
             return known[1]
         return _newest_run(chain)
 
+    def _entry_at(self, at: None, request: AppendRequest, seq: int) -> JournalEntry | None:
+        chain = self._chains.get(request.saga_id, [])
+        return next((e for e in chain if e.seq == seq), None)
+
     def _insert_entry(self, at: None, request: AppendRequest, entry: JournalEntry, tail: Tail | None,
                 lease: int | None) -> None:
         saga_id = request.saga_id

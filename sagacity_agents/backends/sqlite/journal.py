@@ -283,6 +283,13 @@ class SqliteJournal(SqliteWorker):
             (request.saga_id, request.fence),
         ).fetchone()[0]
 
+    def _entry_at(self, at: _At, request: AppendRequest, seq: int) -> JournalEntry | None:
+        row = at[0].execute(
+            f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? AND seq = ?",
+            (request.saga_id, seq),
+        ).fetchone()
+        return None if row is None else _row_to_entry(row)
+
     def _insert_entry(self, at: _At, request: AppendRequest, entry: JournalEntry, tail: Tail | None,
                 lease: int | None) -> None:
         """Insert ``entry``; the group's new tails get the saga's (see ``_tails``)."""

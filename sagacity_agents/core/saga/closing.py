@@ -275,4 +275,5 @@ def _merge(first: CompensationReport, second: CompensationReport) -> Compensatio
         no_undo=second.no_undo,
         in_doubt=second.in_doubt,
         approved_not_run=second.approved_not_run,
+        contradicted=second.contradicted,
     )
