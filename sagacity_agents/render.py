@@ -23,6 +23,7 @@ from rich.text import Text
 from .core.chain import VerifyResult
 from .core.entries import JournalEntry, Phase
 from .core.lease import lease_of
+from .core.ledger import reopened_by
 from .core.observe import TRACE_KEY
 from .visible import escape, segments
 
@@ -37,6 +38,7 @@ __all__ = [
     "journal_table",
     "make_console",
     "phase_name",
+    "reopened_text",
     "phase_text",
     "printable",
     "saga_status",
@@ -76,6 +78,7 @@ STATUS_STYLES: dict[str, str] = {
     "IN_DOUBT": "bold red",
     "AWAITING_APPROVAL": "bold yellow",
     "LEASE_LOST": "bold red",
+    "REOPENED": "bold red",
 }
 
 
@@ -222,11 +225,15 @@ def summarize_payload(entry: JournalEntry) -> str:
 
 
 def saga_status(entries: Sequence[JournalEntry]) -> str:
-    """The final status from SAGA_CLOSED; for an open saga the status its last run ended with
-    (``IN_DOUBT (open: recover it)``, ``AWAITING_APPROVAL (open)``...), ``RUNNING`` while a run
-    holds an unexpired lease, else ``OPEN (last PHASE)``; ``empty`` for no entries."""
+    """The final status from SAGA_CLOSED; ``REOPENED (...: recover it)`` when a late outcome
+    follows it (``core.ledger.reopened_by``); for an open saga the status its last run ended
+    with (``IN_DOUBT (open: recover it)``, ``AWAITING_APPROVAL (open)``...), ``RUNNING`` while
+    a run holds an unexpired lease, else ``OPEN (last PHASE)``; ``empty`` for no entries."""
     if not entries:
         return "empty"
+    reopened = reopened_by(entries)
+    if reopened is not None:
+        return reopened_text(reopened)
     for entry in reversed(entries):
         if phase_name(entry) == Phase.SAGA_CLOSED.value and isinstance(entry.payload, dict):
             return str(entry.payload.get("status", "CLOSED"))
@@ -243,6 +250,12 @@ def saga_status(entries: Sequence[JournalEntry]) -> str:
     if lease is not None and lease.held():
         return f"RUNNING (last {phase_name(last)})"
     return f"OPEN (last {phase_name(last)})"
+
+
+def reopened_text(reopened: tuple[int, int]) -> str:
+    """The status shown for a reopened saga, from ``core.ledger.reopened_by``'s pair."""
+    return (f"REOPENED (late outcome seq {reopened[1]} after SAGA_CLOSED seq {reopened[0]}: "
+            "recover it)")
 
 
 COMPACT_BELOW = 120

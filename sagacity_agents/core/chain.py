@@ -6,7 +6,9 @@ prev hash) equals the value inside those bytes, so an edited column cannot fool 
 trusts columns.
 
 What the chain alone detects: an edited, inserted or reordered entry, an entry removed from
-the middle (a gap), and an entry after the saga's SAGA_CLOSED (a closed saga is terminal). An entry edited *and* given its recomputed hash is reported at the next
+the middle (a gap), and an entry after the saga's SAGA_CLOSED (a closed saga is terminal but
+for the late outcome of a call under its INTENT's fence, which reopens it until its next
+SAGA_CLOSED: ``core.append_rule.reopens``). An entry edited *and* given its recomputed hash is reported at the next
 ``seq``, the first entry whose stored link (``prev_hash``) disagrees. What it cannot detect:
 the removal of a saga's last entries (or of all of them), or a tail rewritten consistently from
 some entry onwards, because what remains is a valid, shorter or different, chain. The chain is
@@ -29,7 +31,7 @@ import orjson
 
 from .canonical import parse_json
 from .entries import _PHASES, GENESIS_HASH, HASHED_FIELDS, EntryFields, EntryLike, JournalEntry, Phase
-from .journal import Journal
+from .journal import Journal, reopens
 
 __all__ = [
     "ChainFault",
@@ -79,8 +81,11 @@ class ChainFault(str, enum.Enum):
     an entry under a lease that was no longer the saga's (not late), an outcome of another call
     or written under another lease than its INTENT (``core.structure``)."""
     AFTER_CLOSE = "entry after close"
-    """An entry follows the saga's SAGA_CLOSED: a closed saga is terminal, so the entry was not
-    written through the journal's append rule (design.md, "Runs, leases and the end of a saga")."""
+    """An entry follows the saga's SAGA_CLOSED and is not the one entry a closed saga accepts
+    (a late outcome of a call of the run that wrote its INTENT, under that INTENT's fence:
+    ``core.append_rule.reopens``), so it was not written through the journal's append rule
+    (design.md, "Runs, leases and the end of a saga"). After such a late outcome the saga is
+    reopened: entries follow (a recovery's) up to its next SAGA_CLOSED."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,8 +228,13 @@ def _verify_chain(saga_id: str, entries: Sequence[JournalEntry]) -> VerifyResult
         if link != prev:
             return bad(entry.seq, ChainFault.BROKEN_LINK, f"prev_hash {link} != {prev}")
         if closed_at is not None:
-            return bad(entry.seq, ChainFault.AFTER_CLOSE,
-                       f"{_name(phase)} after SAGA_CLOSED at seq {closed_at}")
+            named = entry.payload.get("intent_seq") if isinstance(entry.payload, dict) else None
+            intent = entries[named - 1] if type(named) is int and 0 < named < entry.seq else None
+            if not reopens(phase, entry.payload, intent):
+                return bad(entry.seq, ChainFault.AFTER_CLOSE,
+                           f"{_name(phase)} after SAGA_CLOSED at seq {closed_at} (only a late "
+                           "outcome of a call under its INTENT's fence may follow a close)")
+            closed_at = None  # reopened: its recovery's entries follow, then a close again
         if phase == "SAGA_CLOSED":
             closed_at = entry.seq
         prev = entry.hash

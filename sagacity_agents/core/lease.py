@@ -48,6 +48,7 @@ from ..errors import (
 )
 from .entries import JournalEntry, Phase
 from .journal import FENCE_KEY, LATE_KEY, Journal, append_each, capabilities_of, utc_now
+from .ledger import is_closed
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "check_lease_seconds",
@@ -272,8 +273,9 @@ async def acquire_lease(
         The RUN_STARTED entry.
 
     Raises:
-        SagaStateError: another holder's lease is held and unexpired, or the saga is closed;
-            nothing was written.
+        SagaStateError: another holder's lease is held and unexpired, or the saga is closed
+            (its last entry is SAGA_CLOSED; a saga a late outcome reopened is taken, when
+            ``check`` lets it: a recovery); nothing was written.
         JournalError: the journal could not be read or written.
     """
     if seconds <= 0:
@@ -284,7 +286,7 @@ async def acquire_lease(
             entries = [] if batch else list(known_entries or ())
         else:
             entries = await journal.entries(saga_id)
-        if any(e.phase is Phase.SAGA_CLOSED for e in entries):
+        if is_closed(entries):  # a reopened saga (core.ledger.reopened_by): ``check`` decides
             raise SagaStateError(f"saga {saga_id} is closed; a closed saga takes no more runs",
                                  code="SAGA_CLOSED")
         if check is not None:

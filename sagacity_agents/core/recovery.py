@@ -14,8 +14,9 @@ A saga needs recovery (:func:`recovery_reason`, ``sagacity saga recover --all``)
 process stopped mid-run, i.e. its latest run lease expired without a RUN_ENDED
 (``core.lease``), or when its last run ended IN_DOUBT or COMPENSATION_FAILED (it was left open
 for recovery and a human's answer), or when its last run ended COMPLETED and only its
-SAGA_CLOSED is missing (recovery closes it, undoing nothing). Never: a closed saga, a saga a
-live run holds, an idle saga kept open between runs (``close=False``: RUN_ENDED OPEN), a saga
+SAGA_CLOSED is missing (recovery closes it, undoing nothing), or when it is REOPENED: a late
+outcome landed after its SAGA_CLOSED (``core.ledger.reopened_by``; recovery undoes it and closes
+the saga again). Never: a closed saga, a saga a live run holds, an idle saga kept open between runs (``close=False``: RUN_ENDED OPEN), a saga
 waiting for a human decision (RUN_ENDED AWAITING_APPROVAL), or a saga with no run lease at all
 (written by hand or by a version without leases: nothing tells a crash from an idle saga).
 """
@@ -38,6 +39,7 @@ from .evidence import CHAIN_ONLY, Evidence, refusal
 from .grants import requests_void
 from .journal import Journal, View
 from .lease import DEFAULT_LEASE_SECONDS, completed_unclosed, lease_of
+from .ledger import is_closed, reopened_by
 from .observe import begin, linked_attrs
 from .resolution import resolve_in_doubt
 from .saga import FailurePolicy, Saga, SagaStatus
@@ -54,9 +56,15 @@ def recovery_reason(entries: Sequence[JournalEntry], now: dt.datetime | None = N
         entries: the saga's entries in ``seq`` order.
         now: the time to judge the lease at (aware UTC; default: the clock).
     """
-    if not entries or any(e.phase is Phase.SAGA_CLOSED for e in entries):
+    if not entries or is_closed(entries):
         return None
     lease = lease_of(entries)
+    reopened = reopened_by(entries)
+    if reopened is not None:
+        if lease is not None and lease.started_seq > reopened[0] and lease.held(now):
+            return None  # a recovery of it is running
+        return (f"REOPENED: a late outcome (seq {reopened[1]}) landed after SAGA_CLOSED at seq "
+                f"{reopened[0]}: recovery undoes it and closes the saga again")
     if lease is None:
         return None
     if not lease.ended:

@@ -52,6 +52,7 @@ GAUGES = {
     "sagacity.sagas.still_dirty": ("still_dirty", "Sagas with an effect still in the world"),
     "sagacity.sagas.in_doubt": ("in_doubt", "Sagas left open IN_DOUBT (a human must answer)"),
     "sagacity.sagas.awaiting_approval": ("awaiting_approval", "Sagas paused for a decision"),
+    "sagacity.sagas.reopened": ("reopened", "Sagas REOPENED by a late outcome after their close"),
 }
 """Gauge name -> (:class:`~sagacity_agents.core.health.SagaHealth` field, description)."""
 

@@ -24,7 +24,7 @@ from .models import (
     SagaPage,
     VerifyOut,
 )
-from .views import entry_view, request_view, saga_detail_status, saga_view, verify_view
+from .views import entry_view, request_view, saga_detail_status, saga_views, verify_view
 
 __all__ = ["router"]
 
@@ -180,7 +180,7 @@ async def list_sagas(request: Request, offset: int = Query(0, ge=0),
     one pass over the journal's index, then two entries per saga of the page)."""
     journal = _inbox(request).sagacity.journal
     page = await journal.saga_summaries(offset=offset, limit=limit + 1)
-    return {"items": [saga_view(s) for s in page[:limit]], "offset": offset, "limit": limit,
+    return {"items": await saga_views(journal, page[:limit]), "offset": offset, "limit": limit,
             "next_offset": offset + limit if len(page) > limit else None}
 
 

@@ -19,7 +19,7 @@ from .views import (
     entry_view,
     request_view,
     saga_detail_status,
-    saga_view,
+    saga_views,
     verify_view,
 )
 
@@ -144,8 +144,9 @@ async def decide_form(request: Request, request_id: str) -> Response:
 async def sagas_page(request: Request, offset: int = 0) -> Response:
     """Sagas, oldest first, 50 a page, with the status their last entry shows."""
     offset = max(offset, 0)
-    page = await request.app.state.inbox.sagacity.journal.saga_summaries(offset=offset, limit=51)
-    return render(request, "sagas.html", sagas=[saga_view(s) for s in page[:50]], offset=offset,
+    journal = request.app.state.inbox.sagacity.journal
+    page = await journal.saga_summaries(offset=offset, limit=51)
+    return render(request, "sagas.html", sagas=await saga_views(journal, page[:50]), offset=offset,
                   next_offset=offset + 50 if len(page) > 50 else None)
 
 

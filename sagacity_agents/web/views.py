@@ -19,13 +19,14 @@ from ..core.approval import ApprovalRequest, args_hash
 from ..core.canonical import canonical_bytes
 from ..core.chain import VerifyResult
 from ..core.entries import JournalEntry, Phase
-from ..core.journal import SagaSummary
+from ..core.journal import LATE_KEY, SagaSummary
+from ..core.ledger import reopened_by
 from ..errors import EncodingError
-from ..render import phase_name, saga_status
+from ..render import phase_name, reopened_text, saga_status
 from ..visible import code_point_name, hidden, hidden_in, segments
 
 __all__ = ["age_text", "entry_view", "request_state", "request_view", "saga_view",
-           "summary_status", "verify_view", "visible_html"]
+           "saga_views", "summary_status", "verify_view", "visible_html"]
 
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -117,6 +118,26 @@ def summary_status(summary: SagaSummary) -> str:
         status = str(payload.get("status", "OPEN"))
         return status if status == "OPEN" else f"{status} (open)"
     return f"OPEN (last {phase_name(last)})"
+
+
+async def saga_views(journal: Any, summaries: Sequence[SagaSummary]) -> list[dict[str, Any]]:
+    """Listed sagas as data (:func:`saga_view`). A saga whose last entry is a late outcome may
+    be REOPENED (that outcome followed its SAGA_CLOSED, ``core.ledger.reopened_by``): the
+    summary cannot tell, so that saga alone is read whole (rare: a stalled holder's outcome).
+
+    Raises:
+        JournalError: such a saga could not be read.
+    """
+    views = []
+    for summary in summaries:
+        view = saga_view(summary)
+        last = summary.last
+        if isinstance(last.payload, dict) and last.payload.get(LATE_KEY) is True:
+            reopened = reopened_by(await journal.entries(summary.saga_id))
+            if reopened is not None:
+                view["status"] = reopened_text(reopened)
+        views.append(view)
+    return views
 
 
 def saga_view(summary: SagaSummary) -> dict[str, Any]:

@@ -14,9 +14,9 @@ Nothing waits for the client while the lock is held, nor for the disk when other
 it (measured in bench/postgres_append.py: with a client round trip inside the lock one saga gets
 one append per round trip of its busiest client; with the WAL flush inside it, one append per
 flush); only a sole writer's insert, below, keeps the lock it tried through its own commit. A
-locked append is one statement, ``SELECT * FROM sagacity_append_tagged(...)`` (a function of the
-schema, migration 0004: 0002's ``sagacity_append_entry`` with 0003's fence and 0004's entry
-tag, in autocommit):
+locked append is one statement, ``SELECT * FROM sagacity_append_reopening(...)`` (a function of the
+schema, migration 0005: 0002's ``sagacity_append_entry`` with 0003's fence, 0004's entry
+tag and 0005's late outcome after a close, in autocommit):
 
 * **The client encodes; the server only joins.** The entry's canonical bytes depend on the tail
   only through ``seq`` and ``prev_hash``. The client encodes the entry once, with the shared rule,
@@ -78,8 +78,8 @@ from ...core.entries import (
     CHAIN_COLUMNS, GENESIS_HASH, OUTCOME_PHASES, STORED_COLUMNS, JournalEntry, Phase, entry_bytes,
 )
 from ...core.journal import (
-    AppendRequest, Clock, SagaSummary, Tail, as_request, as_requests, check_page, lazy_phases,
-    next_entry, replay_of, seal, stamp_from, utc_now,
+    AppendRequest, Clock, SagaSummary, Tail, as_request, as_requests, check_page, late_start,
+    lazy_phases, next_entry, replay_of, seal, stamp_from, utc_now,
 )
 from .setup import PostgresDatabase
 from .sole_writer import SoleWriter
@@ -93,15 +93,17 @@ _CHAIN_COLUMNS = ", ".join(CHAIN_COLUMNS)
 _NAMES = STORED_COLUMNS
 
 TERMINAL_PHASES: tuple[str, ...] = (Phase.SAGA_CLOSED.value,)
-"""Phases after which the shared append rule (``core.journal.next_entry``) refuses any append:
-the function refuses on them under the lock, ``next_entry`` then raises the rule's error."""
+"""Phases after which the shared append rule (``core.journal.next_entry``) refuses any append
+but a late outcome under its INTENT's fence (``core.journal.reopens``: the function reads that
+INTENT under the lock): it refuses the rest under the lock, ``next_entry`` then raises the
+rule's error."""
 
 # The genesis hash and the terminal phases are constants of the shared rule: written into the
 # statement (prepared once per connection) rather than sent with every append.
 _APPEND = (
-    "SELECT * FROM sagacity_append_tagged(%s, %s, %s, %s, %s, %s, "
+    "SELECT * FROM sagacity_append_reopening(%s, %s, %s, %s, %s, %s, "
     f"'{GENESIS_HASH}', %s, %s, %s, %s, %s, "
-    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s, %s, %s, %s)"
+    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s, %s, %s, %s, %s, %s)"
 )
 # A transaction that writes WAL commits synchronously, waiting for the flush past everything
 # written before it (the appends that committed without waiting included).
@@ -307,9 +309,11 @@ class PostgresJournal:
         # The tag covers the content without the links the server joins in (core.authenticity).
         tag = (request.tagger.tag(unlinked_from_pieces(head, middle, tail))
                if request.tagger is not None else (None, None))
+        late_intent = late_start(request.phase, request.payload) if request.late else None
         params = (request.saga_id, request.phase.value, request.tool, request.call_id,
                   request.write_key, now, head, middle, tail, durable, request.expected_seq,
-                  after_key, request.fence if request.checks_fence else None, *tag)
+                  after_key, request.fence if request.checks_fence else None, *tag,
+                  late_intent, request.fence if late_intent is not None else None)
         return params, _Sent(request, now, (head, middle, tail), durable, after_key, tag)
 
     async def _append_once(self, conn: Any, request: AppendRequest) -> JournalEntry:

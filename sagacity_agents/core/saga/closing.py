@@ -119,7 +119,7 @@ class SagaEnding:
         payload: dict[str, Any] = {"status": status.value, **extra}
         if self.report is not None:
             payload["report"] = self.report.to_dict()
-        closing: dict[str, Any] = {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed",
+        closing: dict[str, Any] = {"phase": Phase.SAGA_CLOSED, "write_key": self.core.close_key,
                                    "payload": payload}
         stored = await self.lifecycle.release_lease(status, closing)
         if self.core.lease_lost is not None:

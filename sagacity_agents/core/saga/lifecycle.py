@@ -17,7 +17,7 @@ from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
 from ..journal import append_each
 from ..lease import LeaseKeeper, acquire_lease, new_holder_id
-from ..ledger import SagaLedger
+from ..ledger import SagaLedger, reopened_by
 from ..undo import StopSignal
 from .state import SagaCore
 from .status import SagaStatus
@@ -92,7 +92,16 @@ class RunLifecycle:
 
     def _refuse_state(self, existing: list[JournalEntry], recovering: bool) -> None:
         closes = [e for e in existing if e.phase is Phase.SAGA_CLOSED]
-        if closes:
+        reopened = reopened_by(existing)
+        if reopened is not None and recovering:
+            # A late outcome after the close reopened it: recovery undoes it and closes again.
+            self.core.close_key = f"saga:closed:after:{reopened[0]}"
+        elif reopened is not None:
+            raise SagaStateError(
+                f"saga {self.core.saga_id} was reopened: a late outcome (seq {reopened[1]}) "
+                f"landed after its SAGA_CLOSED (seq {reopened[0]}); it takes no more runs: "
+                "recover it (Sagacity.recover or `sagacity saga recover`)")
+        elif closes:
             last = closes[-1].payload if isinstance(closes[-1].payload, dict) else {}
             raise SagaStateError(
                 f"saga {self.core.saga_id} is closed ({last.get('status')}); a closed saga is "

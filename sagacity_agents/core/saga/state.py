@@ -98,6 +98,9 @@ class SagaCore:
         """Journal writes of the saga's own bookkeeping that failed (SAGA_FAILED, SAGA_CLOSED)."""
         self.last_journaled = time.monotonic()
         """``time.monotonic()`` of the latest call start or end (the lease keeper reads it)."""
+        self.close_key = "saga:closed"
+        """The write key of the saga's SAGA_CLOSED: another one when a recovery closes a
+        reopened saga again (its first close holds this one)."""
 
     def invocation_id(self) -> str:
         """A new write-key prefix for one call."""

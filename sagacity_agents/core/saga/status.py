@@ -37,6 +37,14 @@ class SagaStatus(str, enum.Enum):
     """Failed and compensated, but some call has no known outcome: a human must look."""
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
     """The run returned with calls paused for a human decision."""
+    REOPENED = "REOPENED"
+    """A closed saga that got a late outcome after its close: the call's own holder, stalled
+    past its lease while a recovery took the saga over and closed it, journaled what its call
+    did (the one entry a closed saga accepts, ``core.append_rule.reopens``). Derived from the
+    entries (an entry after the last SAGA_CLOSED, ``core.ledger.reopened_by``), never
+    journaled as a status: the effect may be in the world while the saga says closed, so a
+    human or a recovery must look. ``recover`` (and ``recover --all``, which selects it) undoes
+    the late effect and closes the saga again (a second SAGA_CLOSED)."""
     LEASE_LOST = "LEASE_LOST"
     """This run lost the saga's run lease to another run (it stalled past the lease's expiry and
     a recovery took the saga over): it stopped at its next step without compensating or closing
