@@ -56,7 +56,7 @@ from .canonical import parse_json, sha256_hex
 from .chain import ChainFault, ChainHead, check_anchor, verify_entries
 from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry, Phase
 from .fence import JournalView, backend_of
-from .journal import Journal, utc_stamp
+from .journal import FENCE_KEY, LATE_KEY, Journal, utc_stamp
 from .signing import Keyring, signed_record_problem
 
 __all__ = [
@@ -469,6 +469,22 @@ def _resolution_problem(entry: JournalEntry, keyring: Keyring, allowed: frozense
     )
 
 
+def _late_key_problem(entry: JournalEntry, entries: Sequence[JournalEntry]) -> str | None:
+    """Why a tagged late entry is not its run's (``None``: it is, or it is not late): a late
+    outcome is accepted only under the key that tagged its run's RUN_STARTED (the entry its
+    fence names), the one entry a closed saga accepts included (``core.append_rule.reopens``).
+    ``entries`` are chain-verified: the entry at seq ``n`` is ``entries[n - 1]``."""
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    fence = payload.get(FENCE_KEY)
+    if payload.get(LATE_KEY) is not True or type(fence) is not int or not 0 < fence < entry.seq:
+        return None
+    run = entries[fence - 1]
+    if run.phase is not Phase.RUN_STARTED or run.tag_key is None or run.tag_key == entry.tag_key:
+        return None
+    return (f"late entry tagged by key {entry.tag_key!r}, but its run (RUN_STARTED seq {fence}) "
+            f"by {run.tag_key!r}: a late outcome is accepted only under its run's key")
+
+
 def authenticity_fault(
     saga_id: str, entries: Sequence[JournalEntry], keyring: Keyring, adoption: Adoption | None,
     cache: TagCache, decision_keys: frozenset[str] | None = None,
@@ -506,7 +522,7 @@ def authenticity_fault(
                         "carries no tag" + (" and is after the keyring's adoption" if adopted
                                            else " (no keyring adoption lists it)")), untagged_before
         else:
-            problem = cache.check(entry, keyring)
+            problem = cache.check(entry, keyring) or _late_key_problem(entry, entries)
             if problem is not None:
                 return (entry.seq, ChainFault.BAD_SIGNATURE, problem), untagged_before
         if entry.phase is Phase.RESOLVED and entry.seq > before:
