@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core.compensation import SagaLedger
+from ..core.ledger import is_closed
 from ..core.declarations import Reversibility
 from ..core.entries import JournalEntry, Phase
 from ..render import phase_name
@@ -110,7 +111,7 @@ def timeline_rows(entries: Sequence[JournalEntry], current_request: str | None =
                                   f"would be undone if compensated: {name}"))
     rows += _pauses(entries, last, current_request)
     rows.sort(key=lambda r: (r.start, r.end))
-    closed = any(e.phase is Phase.SAGA_CLOSED for e in entries)
+    closed = is_closed(entries)  # a reopened saga's late effect would be undone too
     return rows + ([] if closed else sorted(would_undo, key=lambda r: -r.start))
 
 
