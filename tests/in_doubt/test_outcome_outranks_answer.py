@@ -16,68 +16,19 @@ books, and journals its EXECUTED late:
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from typing import Any
 
-from agents import function_tool
-
-from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents import Sagacity, SagaStatus
 from sagacity_agents.backends import Phase
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.health import saga_health
 from sagacity_agents.core.ledger import SagaLedger, is_closed, reopened_by
 from sagacity_agents.core.recovery import recovery_reason
 from sagacity_agents.render import saga_status
-from tests.sdk.helpers import agent, scripted
-from tests.sdk.test_fencing import behind, place  # noqa: F401 - the fixture is used by name
+from tests.sdk.test_fencing import Trip, behind, place  # noqa: F401 - the fixture is used by name
+from tests.sdk.test_fencing_exits import in_other_thread
 
 SAGA = "trip-race"
-
-
-class Trip:
-    """The trip's tools; ``gate`` holds the hotel's body (blocking its event loop). Each undo
-    records what it was given."""
-
-    def __init__(self) -> None:
-        self.log: list[str] = []
-        self.undone: dict[str, Any] = {}
-        self.hotel_started = threading.Event()
-        self.gate = threading.Event()
-
-        def undo(name: str):  # noqa: ANN202
-            def run(ctx: Any) -> None:
-                self.log.append(f"undo {name}")
-                self.undone[name] = (ctx.result, ctx.seq)
-            return run
-
-        @function_tool
-        @compensable(undo=undo("flight"))
-        async def book_flight(to: str) -> str:
-            self.log.append("flight")
-            return "F1"
-
-        @function_tool
-        @compensable(undo=undo("hotel"))
-        async def book_hotel(city: str) -> str:
-            self.log.append("hotel started")
-            self.hotel_started.set()
-            assert self.gate.wait(60)  # blocks the whole event loop: no renewal at all
-            self.log.append("hotel booked")
-            return "H1"
-
-        @function_tool
-        @compensable(undo=undo("card"))
-        async def charge_card(amount: int) -> str:
-            self.log.append("charged")
-            return "C1"
-
-        self.tools = (book_flight, book_hotel, charge_card)
-
-    def agent(self) -> Any:
-        return agent(scripted([("book_flight", {"to": "LIS"}, "f1")],
-                              [("book_hotel", {"city": "Lisbon"}, "h1")],
-                              [("charge_card", {"amount": 900}, "c1")], "done"), *self.tools)
 
 
 def _journals(place):  # noqa: F811 - the fixture's value
@@ -92,34 +43,41 @@ async def _race(place, trip: Trip, *, close_first: bool) -> tuple[Any, Any, dict
     human's "not run", and (``close_first``) a second recovery that closes the saga; then the
     hotel body wakes. Returns (the stalled run's result, its journal, the thread's results)."""
     stalled, other_journal, shared = _journals(place)
-    out: dict[str, Any] = {}
+    said: dict[str, Any] = {}
 
     async def answer() -> None:
         journal = other_journal()
         try:
             assert trip.hotel_started.wait(60)
             sagacity = Sagacity(journal)
-            out["first"] = first = await sagacity.recover(SAGA, trip.agent())
+            said["first"] = first = await sagacity.recover(SAGA, trip.agent())
             (doubt,) = first.in_doubt
             # A recovery took the lease over and reported the call in doubt; the INTENT is an
             # hour old by the resolver's clock (its deadline and a lease period have passed).
-            out["answer"] = await sagacity.resolve(SAGA, doubt.seq, ran=False, resolver="ops",
-                                                   reason="no booking on the far side")
+            said["answer"] = await sagacity.resolve(SAGA, doubt.seq, ran=False, resolver="ops",
+                                                    reason="no booking on the far side")
             if close_first:
-                out["closing"] = await sagacity.recover(SAGA, trip.agent())
+                said["closing"] = await sagacity.recover(SAGA, trip.agent())
         finally:
             if not shared:
                 await journal.close()
             trip.gate.set()  # the stalled body wakes and books
 
-    thread = threading.Thread(target=lambda: asyncio.run(answer()))
-    thread.start()
+    thread, out = in_other_thread(answer)
     try:
         result = await Sagacity(stalled).run(trip.agent(), "plan my trip", saga_id=SAGA)
     finally:
         trip.gate.set()
         thread.join(60)
-    return result, stalled, out
+    assert "error" not in out, out
+    return result, stalled, said
+
+
+def _undone_from(entries: list[Any]) -> int:
+    """The seq the hotel's undo was claimed on (its COMPENSATING's ``target_seq``): the outcome
+    whose result and undo data it was given."""
+    (undo,) = [e for e in entries if e.phase is Phase.COMPENSATING and e.tool == "book_hotel"]
+    return undo.payload["target_seq"]
 
 
 def _late_hotel(entries: list[Any]) -> Any:
@@ -142,7 +100,7 @@ async def test_a_late_outcome_before_the_next_recovery_outranks_the_answer(place
 
     second = await Sagacity(journal).recover(SAGA, trip.agent())
     assert second.status is SagaStatus.COMPENSATED
-    assert trip.log.count("undo hotel") == 1 and trip.undone["hotel"] == ("H1", executed.seq)
+    assert trip.log.count("undo hotel") == 1 and _undone_from(await journal.entries(SAGA)) == executed.seq
     (said,) = second.report.contradicted
     assert said.tool == "book_hotel" and said.seq == executed.seq
     assert f"contradicted by the call's own outcome (seq {executed.seq})" in said.detail
@@ -173,7 +131,7 @@ async def test_a_late_outcome_after_the_close_reopens_the_saga_for_recovery(plac
     saga_id, why, again = recovered
     assert saga_id == SAGA and why.startswith("REOPENED")
     assert again.status is SagaStatus.COMPENSATED
-    assert trip.log.count("undo hotel") == 1 and trip.undone["hotel"] == ("H1", executed.seq)
+    assert trip.log.count("undo hotel") == 1 and _undone_from(await journal.entries(SAGA)) == executed.seq
     assert trip.log.count("undo flight") == 1  # undone once, by the first recovery
     (said,) = again.report.contradicted
     assert f"contradicted by the call's own outcome (seq {executed.seq})" in said.detail

@@ -16,7 +16,7 @@ import asyncio
 import datetime as dt
 import os
 import signal
-import time
+from typing import Any
 
 import pytest
 
@@ -28,7 +28,8 @@ from sagacity_agents.core.ledger import is_closed, reopened_by
 from sagacity_agents.errors import SagaStateError
 
 from tests import forked
-from . import race_worker
+from tests.sdk import fence_worker
+from tests.sdk.test_fencing_processes import _wait_for
 
 SAGA = "trip-sigstop"
 LEASE = 3.0
@@ -53,13 +54,6 @@ def _journal(db: str, **options):  # noqa: ANN202
     return SqliteJournal(db, **options)
 
 
-async def _wait_for(condition, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
-
-
 async def _take_over(s: Sagacity, tools) -> object:
     """Recover, refused while the stopped child's lease looks held (it is never renewed)."""
     refused = 0
@@ -73,17 +67,26 @@ async def _take_over(s: Sagacity, tools) -> object:
             await asyncio.sleep(0.1)
 
 
-@pytest.mark.parametrize("close_first", [False, True], ids=["answer-then-outcome", "close-then-outcome"])
-async def test_a_stopped_body_that_books_after_a_not_run_answer_is_undone(db, tmp_path, close_first):
-    log = tmp_path / "log"
-    lines = lambda: log.read_text().splitlines() if log.exists() else []  # noqa: E731
+def _start_trip(db: str, folder) -> tuple[Any, Any]:  # noqa: ANN001
+    """The child running the trip (its hotel stalls), and the queue it reports its end on."""
     ctx = forked.context()
     out = ctx.Queue()
-    child = ctx.Process(target=race_worker.run_trip, args=(db, str(tmp_path), SAGA, LEASE, out))
+    child = ctx.Process(target=fence_worker.stalled_run, args=(db, str(folder), SAGA, LEASE, out))
     child.start()
-    s = Sagacity(db, lease_seconds=LEASE)
-    resolver = Sagacity(_journal(db, clock=_ahead))
-    tools = race_worker.trip_agent(tmp_path)
+    return child, out
+
+
+def _log_lines(folder) -> list[str]:  # noqa: ANN001
+    log = folder / "log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.parametrize("close_first", [False, True], ids=["answer-then-outcome", "close-then-outcome"])
+async def test_a_stopped_body_that_books_after_a_not_run_answer_is_undone(db, tmp_path, close_first):
+    child, out = _start_trip(db, tmp_path)
+    s, resolver = Sagacity(db, lease_seconds=LEASE), Sagacity(_journal(db, clock=_ahead))
+    tools = fence_worker.trip_agent(tmp_path)  # the same declarations: recovery's undos
+    lines = lambda: _log_lines(tmp_path)  # noqa: E731
     stopped = False
     try:
         await _wait_for(lambda: "hotel started" in lines())
@@ -101,7 +104,7 @@ async def test_a_stopped_body_that_books_after_a_not_run_answer_is_undone(db, tm
         stopped = False
         status, error = await asyncio.to_thread(out.get, True, 120)
         assert (status, error) == (SagaStatus.LEASE_LOST.value, "LeaseLostError")
-        assert "hotel booked" in lines() and "charged" not in lines()
+        assert "hotel" in lines() and "charged" not in lines()
         entries = await s.journal.entries(SAGA)
         (executed,) = [e for e in entries if e.phase is Phase.EXECUTED and e.tool == "book_hotel"]
         assert executed.payload["late"] is True and executed.seq > answer.seq
@@ -110,12 +113,14 @@ async def test_a_stopped_body_that_books_after_a_not_run_answer_is_undone(db, tm
 
         final = await s.recover(SAGA, tools)
         assert final.status is SagaStatus.COMPENSATED, final.report
-        assert lines().count("undo hotel H1") == 1 and lines().count("undo flight F1") == 1
+        assert lines().count("undo hotel") == 1 and lines().count("undo flight") == 1
+        entries = await s.journal.entries(SAGA)
+        (undo,) = [e for e in entries if e.phase is Phase.COMPENSATING and e.tool == "book_hotel"]
+        assert undo.payload["target_seq"] == executed.seq  # undone from the call's own outcome
         (said,) = final.report.contradicted
         assert said.tool == "book_hotel"
         assert f"(seq {answer.seq}) was contradicted by the call's own outcome (seq {executed.seq})" \
             in said.detail
-        entries = await s.journal.entries(SAGA)
         assert is_closed(entries) and verify_entries(SAGA, entries).ok
     finally:
         (tmp_path / "release").write_text("go")
