@@ -237,11 +237,9 @@ class SagaLedger:
         """Whether an outcome may still be appended for an entry of the ledger: an INTENT
         without outcome, or an undo attempt (COMPENSATING) without a real end (none, or only
         its in-doubt mark). Its writer, if stalled rather than dead, writes that outcome late,
-        after any later run's RUN_STARTED (``core.fence``). A call answered by a human or a
-        check (RESOLVED, CHECKED) counts too: its own outcome, if it lands, outranks the
-        answer."""
+        after any later run's RUN_STARTED (``core.fence``)."""
         return any(
-            call.outcome is None or call.outcome.phase in _ANSWERS or any(
+            call.outcome is None or any(
                 not any(not is_in_doubt_mark(end) for end in call.ends.get(attempt.seq, ()))
                 for attempt in call.attempts)
             for call in self.calls.values())

@@ -21,8 +21,11 @@ writes, before recovery or anything else acts on them:
   under the INTENT's fence, after the INTENT) gets its outcome from a run that resumes the
   saga after that pause, under that run's fence (the SDK resumes the call, not a new one).
 * **Nothing in doubt at the close.** A SAGA_CLOSED follows no INTENT and no undo's
-  COMPENSATING without an outcome (a human's RESOLVED counts as one): a run that ends with a
-  call in doubt leaves the saga open, IN_DOUBT, and recovery closes it only when nothing is.
+  COMPENSATING without an outcome (a human's RESOLVED, or a check's CHECKED "ran" / "not_run",
+  counts as one: ``core.ledger``): a run that ends with a call in doubt leaves the saga open,
+  IN_DOUBT, and recovery closes it only when nothing is. A saga reopened by a late outcome
+  after its close (``core.append_rule.reopens``; the chain check accepts that one entry) is
+  held to the same rule at its next SAGA_CLOSED.
 * **Undo outcomes belong to their claim's writer.** COMPENSATED and COMPENSATION_FAILED answer
   the COMPENSATING named by ``compensating_seq``: same tool, call id and fence; and a
   COMPENSATING names, in ``target_seq``, an outcome of the same call.
@@ -39,7 +42,7 @@ from typing import Any, cast
 
 from .entries import OUTCOME_PHASES, EntryLike, JournalEntry, Phase
 from .journal import FENCE_KEY, LATE_KEY, LATE_PHASES
-from .ledger import SagaLedger
+from .ledger import SagaLedger, answer_of
 
 __all__ = ["structure_problem"]
 
@@ -48,6 +51,7 @@ __all__ = ["structure_problem"]
 _COMPENSATING = Phase.COMPENSATING
 _INTENT = Phase.INTENT
 _RESOLVED = Phase.RESOLVED
+_CHECKED = Phase.CHECKED
 _RUN_ENDED = Phase.RUN_ENDED
 _RUN_STARTED = Phase.RUN_STARTED
 _SAGA_CLOSED = Phase.SAGA_CLOSED
@@ -135,10 +139,10 @@ def structure_problem(entries: Sequence[EntryLike]) -> tuple[int, str] | None:
                 return entry.seq, problem
         if phase is _INTENT:
             unanswered.add(entry.seq)
-        elif phase in OUTCOME_PHASES or phase is _RESOLVED:
-            named = payload.get("intent_seq" if phase is not _RESOLVED else "target_seq")
-            if phase is _RESOLVED and payload.get("target") != "call":
-                named = None
+        elif phase in OUTCOME_PHASES or phase is _RESOLVED or phase is _CHECKED:
+            # The ledger's rule (answer_of): an answer counts only when it says ran or not_run.
+            named = payload.get("intent_seq") if phase in OUTCOME_PHASES else (
+                payload.get("target_seq") if answer_of(entry) is not None else None)
             try:
                 unanswered.discard(named)
             except TypeError:  # unhashable: the ledger decides

@@ -99,3 +99,17 @@ async def test_a_real_outcome_after_a_ran_answer_replaces_it_until_an_undo_ran()
     )
     (call,) = SagaLedger(entries).calls.values()
     assert call.outcome.seq == 3 and call.contradiction is None
+
+
+def test_a_close_after_a_check_that_says_unknown_is_structure_no_run_writes():
+    from tests.in_doubt.test_late_outcome_after_close import _chain
+
+    opened = [(Phase.SAGA_OPENED, {"metadata": {}}), (Phase.RUN_STARTED, {"holder": "a"}),
+              (Phase.INTENT, {"args": {}, "fence": 2})]
+    for verdict, problem in (("unknown", True), ("ran", False), ("not_run", False)):
+        entries = _chain(*opened, (Phase.CHECKED, {"target_seq": 3, "verdict": verdict, "fence": 2}),
+                         (Phase.SAGA_CLOSED, {"status": "COMPENSATED", "fence": 2}))
+        found = structure_problem(entries)
+        assert (found is not None) is problem, (verdict, found)
+        if problem:
+            assert found[0] == 5 and "seq 3 is in doubt" in found[1]
