@@ -171,6 +171,7 @@ SHIPPED_MIGRATIONS = {
     "journal/0002_append_in_one_statement.sql": "595f29f159c5458560397051980a82eef765aca8c55245b3428b619de19f716c",
     "journal/0003_fencing_tokens.sql": "f4982f235869a6b232dc49e38292b90a837ba855bf510cae640be9fe4e24a3ea",
     "journal/0004_entry_tags.sql": "a6b5af19f14c9d26225a790d3648104642af8330c61c7d0ccf5003d759a5be07",
+    "journal/0005_late_outcome_after_close.sql": "a429fe2161c87ef18d186935dd304b0e9d8e5a51c0e5fa4debd6674811ba96b2",
     "checkpoints/0001_checkpoints.sql": "573929619c4b234bd1a34a3310894e82b8a94d495bce476d7c36579df26c5c6b",
 }
 
