@@ -23,7 +23,7 @@ journal in which an execution is not covered by its decision:
   definition the request covered; :func:`bound_arguments`) equals the APPROVED entry's
   ``args_hash``; so does the CONSUMED entry's.
 * **A request is decided once, consumed once and used once.** A second decision, a decision
-  after the request was consumed or voided, a second CONSUMED, a CONSUMED whose decision or hash
+  after the request was voided, a second CONSUMED, a CONSUMED whose decision or hash
   is not the journaled decision's, and a second INTENT naming one request are refused.
 
 Decisions the library writes without a request (arguments that do not validate, rejected at once:
@@ -184,9 +184,9 @@ def _decision_problem(entry: EntryLike, rid: str, request: _Request) -> str | No
     if request.decision is not None:
         return (f"a second decision on request {rid} (decided at seq {request.decision.seq}): "
                 "a decision cannot be changed or repeated")
-    done = request.consumed or request.voided
-    if done is not None:
-        return f"a decision on request {rid} after it was consumed or voided (seq {done.seq})"
+    # (A decision after a CONSUMED is a second one: a CONSUMED follows its decision.)
+    if request.voided is not None:
+        return f"a decision on request {rid} after it was voided (seq {request.voided.seq})"
     request.decision = entry
     return None
 
