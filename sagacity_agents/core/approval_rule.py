@@ -44,12 +44,10 @@ from .entries import EntryLike, Phase
 
 __all__ = ["approval_problem", "bound_arguments", "raw_args_value"]
 
-_INTENT = Phase.INTENT
-_AWAITING = Phase.AWAITING_APPROVAL
-_APPROVED = Phase.APPROVED
-_REJECTED = Phase.REJECTED
-_CONSUMED = Phase.CONSUMED
-_VOIDED = Phase.REQUEST_VOIDED
+# Module constants: ``Phase.X`` goes through the enum's metaclass, and verify reads every entry.
+_INTENT, _AWAITING, _APPROVED, _REJECTED, _CONSUMED, _VOIDED = (
+    Phase.INTENT, Phase.AWAITING_APPROVAL, Phase.APPROVED, Phase.REJECTED, Phase.CONSUMED,
+    Phase.REQUEST_VOIDED)
 _DECISIONS = (_APPROVED, _REJECTED)
 _WATCHED = frozenset({_AWAITING, _APPROVED, _REJECTED, _CONSUMED, _VOIDED})
 """The phases besides INTENT the rule reads (an INTENT is read only when it names a request or

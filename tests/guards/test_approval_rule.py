@@ -176,3 +176,13 @@ def test_a_call_journaled_from_outside_its_body_is_bound_to_its_raw_arguments():
     assert found is None
     found = problem(paused(), decided(), consumed(), intent(args={}, raw_args='{"to": "x", "amount": 5}'))
     assert found[0] == 5
+
+
+def test_a_plain_call_before_the_trail_does_not_end_the_check():
+    found = problem(intent(None, kind="compensable"), paused(), decided(False), consumed("rejected"), intent())
+    assert found is not None and found[0] == 6 and "REJECTED" in found[1]
+
+
+@pytest.mark.parametrize("payload", [None, [], "text"])
+def test_an_intent_whose_payload_is_no_object_is_left_to_the_other_checks(payload):
+    assert problem({"phase": Phase.INTENT, "tool": "t", "call_id": "c", "payload": payload}) is None
