@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sagacity_agents.core.canonical import parse_json
 from sagacity_agents.core.entries import GENESIS_HASH, Phase, seal_entry
 
 from ..evidence.tamper import _connect
@@ -24,8 +25,6 @@ def read(db: str, saga_id: str) -> Rows:
             "WHERE saga_id = ? ORDER BY seq", (saga_id,)).fetchall()
     finally:
         conn.close()
-    from sagacity_agents.core.canonical import parse_json
-
     return [{"phase": p, "tool": t, "call_id": c, "write_key": w, "recorded_at": r,
              "payload": parse_json(bytes(blob))["payload"]} for p, t, c, w, r, blob in rows]
 

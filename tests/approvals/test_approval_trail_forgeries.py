@@ -9,10 +9,14 @@ request, and its report names the approved call that never ran."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from click.testing import CliRunner
 
 from examples.wire_transfer import app as wire
 from sagacity_agents import Sagacity, SagaStatus
+from sagacity_agents.cli import cli
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.evidence import Evidence, verify_sagas
 from sagacity_agents.core.signing import generate_key
@@ -95,6 +99,10 @@ async def test_an_execution_with_arguments_other_than_the_approved_ones_is_refus
     seq, fault, detail = await refused(journal_db, saga_id)
     assert (seq, fault) == (the_intent(rows)["seq"], ChainFault.APPROVAL)
     assert "was approved at seq" in detail and "arguments hash" in detail
+    shown = await asyncio.to_thread(CliRunner(env={"COLUMNS": "400"}).invoke, cli,
+                                    ["journal", "verify", "--db", journal_db])
+    assert shown.exit_code != 0
+    assert f"BROKEN  saga {saga_id}  at seq {seq}: approval trail broken" in shown.output
 
 
 async def test_an_execution_after_a_rejection_is_refused(journal_db):
