@@ -229,3 +229,20 @@ async def test_recovery_voids_an_approved_request_and_reports_the_call_never_ran
     seq, fault, detail = await refused(journal_db, paused.saga_id)
     assert (seq, fault) == (the_intent(rows)["seq"], ChainFault.APPROVAL)
     assert "never consumed" in detail or "voided" in detail
+
+
+async def test_recovery_voids_an_undecided_request_and_lists_no_approved_call(journal_db):
+    sagacity = Sagacity(journal_db)
+    try:
+        paused = await sagacity.run(wire.agent(), "Pay invoice 42 to our supplier.")
+        (request,) = paused.approvals
+        recovered = await sagacity.recover(paused.saga_id, wire.agent())
+        entries = await sagacity.journal.entries(paused.saga_id)
+        (verdict,) = await sagacity.verify(paused.saga_id)
+    finally:
+        await sagacity.aclose()
+    assert recovered.status is SagaStatus.COMPENSATED and verdict.ok
+    (voided,) = [e for e in entries if e.phase.value == "REQUEST_VOIDED"]
+    assert voided.payload["request_id"] == request.request_id and "decision" not in voided.payload
+    assert voided.payload["fence"] == max(e.seq for e in entries if e.phase.value == "RUN_STARTED")
+    assert recovered.report.approved_not_run == ()
