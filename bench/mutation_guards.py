@@ -97,6 +97,13 @@ GUARDS: tuple[Guard, ...] = (
           "structure no run writes: an outcome answers its own INTENT under its lease, or after "
           "an approval pause under the resuming run's",
           (f"{_GUARDS}test_outcome_structure.py", "tests/evidence/test_entry_authenticity.py")),
+    Guard("sagacity_agents.core.approval_rule",
+          ("approval_problem", "bound_arguments", "_trail_problem", "_decision_problem",
+           "_consumed_problem", "_intent_problem"),
+          "the approval rule in verify: an irreversible call cites its approved, consumed request "
+          "with the approved arguments hash; nothing runs under a rejected, voided or expired "
+          "request; a request is decided, consumed and used once",
+          (f"{_GUARDS}test_approval_rule.py",)),
     Guard("sagacity_agents.core.append_rule",
           ("next_entry", "AppendRequest.checks_fence"),
           "the append rule: fence first, then closed saga, then expected tail",

@@ -54,6 +54,7 @@ PHASE_STYLES: dict[str, str] = {
     Phase.LEASE_RENEWED.value: "dim",
     Phase.RUN_ENDED.value: "dim",
     Phase.CONSUMED.value: "cyan",
+    Phase.REQUEST_VOIDED.value: "dim cyan",
     Phase.INTENT.value: "yellow",
     Phase.EXECUTED.value: "green",
     Phase.REFUSED.value: "magenta",
@@ -183,6 +184,8 @@ def summarize_payload(entry: JournalEntry) -> str:
         return f"{p.get('status', 'renewed')} (holder {p.get('holder')})"
     if name == Phase.CONSUMED.value:
         return f"request {p.get('request_id')} {p.get('decision', '')}, args sha256 {p.get('args_hash')}"
+    if name == Phase.REQUEST_VOIDED.value:
+        return f"request {p.get('request_id')} voided: {short(p.get('reason', ''), 60)}"
     if name == Phase.INTENT.value:
         args = p.get("args")
         # A call journaled from outside its body (undeclared, protect_tool) has ``args == {}``

@@ -80,6 +80,11 @@ class ChainFault(str, enum.Enum):
     """Entries the library never writes, whatever the keys: a fence that names no RUN_STARTED,
     an entry under a lease that was no longer the saga's (not late), an outcome of another call
     or written under another lease than its INTENT (``core.structure``)."""
+    APPROVAL = "approval trail broken"
+    """Whatever the keys, an execution its approval does not cover: an irreversible INTENT that
+    names no request, runs before its request's APPROVED + CONSUMED, under a REJECTED, voided or
+    expired request, with arguments other than the approved ones, or reuses a request; or a
+    request decided or consumed twice (``core.approval_rule``)."""
     AFTER_CLOSE = "entry after close"
     """An entry follows the saga's SAGA_CLOSED and is not the one entry a closed saga accepts
     (a late outcome of a call of the run that wrote its INTENT, under that INTENT's fence:

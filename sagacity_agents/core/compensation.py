@@ -43,7 +43,6 @@ from .declarations import (
 )
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
-from .grants import consumed_decisions
 from .journal import CLAIMANT_KEY, Journal, new_claimant
 from .ledger import SagaLedger, UndoState
 from .lease import intent_in_doubt_note
@@ -533,11 +532,30 @@ def _context(saga_id: str, call: Any, key: str) -> CompensationContext:
 
 
 def approved_never_run(entries: list[JournalEntry]) -> tuple[CompensationItem, ...]:
-    """Approved, consumed decisions no INTENT used (``core.grants``), as report lines."""
-    by_request = {e.payload.get("request_id"): e.seq for e in entries
-                  if e.phase is Phase.CONSUMED and isinstance(e.payload, dict)}
+    """Approved requests no INTENT used, as report lines: consumed by a resume that never ran
+    the call, or never consumed at all (approved, then the saga was recovered: REQUEST_VOIDED,
+    or is being closed). ``seq``: the request's CONSUMED, else REQUEST_VOIDED, else APPROVED."""
+    approved: dict[str, JournalEntry] = {}
+    settled: dict[str, int] = {}  # request id -> seq of its CONSUMED or REQUEST_VOIDED
+    used: set[str] = set()
+    for e in entries:
+        rid = e.payload.get("request_id") if isinstance(e.payload, dict) else None
+        if not isinstance(rid, str) or not rid:
+            continue
+        if e.phase is Phase.APPROVED:
+            approved.setdefault(rid, e)
+        elif e.phase in (Phase.CONSUMED, Phase.REQUEST_VOIDED):
+            settled.setdefault(rid, e.seq)
+        elif e.phase is Phase.INTENT:
+            used.add(rid)
     return tuple(
-        CompensationItem(by_request.get(d.request_id, 0), d.tool, d.call_id,
-                         f"approved (request {d.request_id}) and consumed, but never ran: no INTENT")
-        for d in consumed_decisions(entries) if d.approved and d.used_by is None
+        CompensationItem(settled.get(rid, e.seq), e.tool, e.call_id,
+                         f"approved (request {rid}) but never ran: no INTENT"
+                         + (" (consumed by a resume)" if _consumed(entries, rid) else ""))
+        for rid, e in approved.items() if rid not in used
     )
+
+
+def _consumed(entries: list[JournalEntry], rid: str) -> bool:
+    return any(e.phase is Phase.CONSUMED and isinstance(e.payload, dict)
+               and e.payload.get("request_id") == rid for e in entries)

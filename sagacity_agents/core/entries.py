@@ -70,6 +70,11 @@ class Phase(str, enum.Enum):
     """A resume consumed the decision on a request (after the store's atomic consume, before the
     run goes on); payload: ``{"request_id", "args_hash", "decision"}``. An irreversible body runs
     only on an APPROVED + CONSUMED pair for its call and hash not used by an earlier INTENT."""
+    REQUEST_VOIDED = "REQUEST_VOIDED"
+    """A recovery voided an approval request still open (pending, or decided and never
+    consumed by a resume): nothing runs on it any more; payload: ``{"request_id", "reason"}``
+    (``"decision"``: ``"approved"`` / ``"rejected"`` when it had one). Written by the recovery
+    under its lease, after the store consumed the request (``core.recovery``)."""
     SAGA_FAILED = "SAGA_FAILED"
     """The run layer decided the saga failed; payload says why."""
     COMPENSATING = "COMPENSATING"

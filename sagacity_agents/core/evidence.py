@@ -14,7 +14,9 @@ entries through :meth:`Evidence.verified_entries`, which refuses with
 * a verify keyring is configured and an entry carries no valid tag, unless a signed keyring
   adoption lists it as written before the keyring, or a RESOLVED carries no valid signature
   (``core.authenticity``);
-* always: an entry has a shape no run of the library writes (``core.structure``).
+* always: an entry has a shape no run of the library writes (``core.structure``);
+* always: an execution its approval does not cover, or a request decided, consumed or used
+  twice (``core.approval_rule``).
 
 Decision statement (``core.signing.statement_bytes``), signed by ``approve`` / ``reject``::
 
@@ -32,6 +34,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, EvidenceError, SignatureError
 from .chain import ChainFault, ChainHead, VerifyResult, check_anchor, verify_entries, verify_rows
+from .approval_rule import approval_problem
 from .authenticity import ADOPTION_SAGA, Adoption, TagCache, authenticity_fault, read_adoption
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
@@ -191,6 +194,9 @@ class Evidence:
         shape = structure_problem(entries)  # whatever the keys
         if shape is not None:
             faults.append((shape[0], ChainFault.STRUCTURE, shape[1]))
+        trail = approval_problem(entries)  # whatever the keys
+        if trail is not None:
+            faults.append((trail[0], ChainFault.APPROVAL, trail[1]))
         if faults:
             seq, why, detail = min(faults, key=lambda f: f[0])
             return VerifyResult(saga_id, False, len(entries), None, seq, why, detail, anchor)
@@ -355,7 +361,7 @@ async def verify_sagas(
 
 def _verified_rows(sid: str, rows: Sequence[Sequence[Any]], anchor: ChainHead | None) -> VerifyResult | None:
     """The result of a saga whose stored rows pass the chain (``core.chain.verify_rows``), the
-    anchor and the structure rule; ``None``: something to name, or to judge entry by entry."""
+    anchor, the structure rule and the approval rule; ``None``: something to name, or to judge entry by entry."""
     verified = verify_rows(sid, rows)
     if verified is None:
         return None
@@ -364,7 +370,9 @@ def _verified_rows(sid: str, rows: Sequence[Sequence[Any]], anchor: ChainHead | 
         if check_anchor(sid, fields, anchor) is not None:
             return None
         chain = VerifyResult(sid, True, chain.entries, chain.head, anchor=anchor)
-    return chain if structure_problem(fields) is None else None
+    if structure_problem(fields) is not None or approval_problem(fields) is not None:
+        return None
+    return chain
 
 
 async def _verify_read(

@@ -153,7 +153,8 @@ class Recovery:
         Takes the saga's run lease first (a run still holding it refuses the recovery; an expired
         one, whose holder died, is taken over). A saga whose last run ended COMPLETED and whose
         process died before SAGA_CLOSED is closed COMPLETED, nothing undone. Otherwise approvals
-        still pending are consumed (no resume can run them later) and the saga is compensated
+        still open are voided (consumed in the store, so no resume can run them later, and
+        journaled REQUEST_VOIDED) and the saga is compensated
         from the journal alone: EXECUTED compensatable calls not yet COMPENSATED are undone in
         reverse order (a failed undo is retried with the same idempotency key); an INTENT or
         COMPENSATING with no outcome is reported in doubt, never acted on. The saga is closed
@@ -209,12 +210,32 @@ class Recovery:
             # in between, or the write failed): finish the close; never undo a completed saga.
             status = await saga.finish(error=None, close=True)
             return Recovered(saga_id, status, saga.report, saga.in_doubt)
-        pending = [r.request_id for r in await self.approvals.list(saga_id) if r.consumed_at is None]
-        if pending:
-            await self.approvals.consume(pending, dt.datetime.now(dt.timezone.utc))
+        await self._void_requests(saga)
         status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
         # LEASE_LOST: another recovery took the saga over meanwhile
         return Recovered(saga_id, status, saga.report, saga.in_doubt, saga.lease_lost_error())
+
+    async def _void_requests(self, saga: Saga) -> None:
+        """Void the saga's approval requests still open (pending, or decided and never consumed
+        by a resume): consumed in the store (no resume can run them later), then each journaled
+        REQUEST_VOIDED under the recovery's lease (``core.approval_rule``: nothing runs on a
+        voided request). A REQUEST_VOIDED that cannot be written is reported (the saga stays
+        open, IN_DOUBT): the store already refuses the request, so nothing can run on it."""
+        open_ = [r for r in await self.approvals.list(saga.saga_id) if r.consumed_at is None]
+        if not open_:
+            return
+        await self.approvals.consume([r.request_id for r in open_], dt.datetime.now(dt.timezone.utc))
+        for request in open_:
+            payload: dict[str, Any] = {"request_id": request.request_id, "reason": "saga recovered"}
+            if request.decision is not None:
+                payload["decision"] = request.decision
+            try:
+                await saga.core.journal.append(
+                    saga.saga_id, Phase.REQUEST_VOIDED, write_key=f"voided:{request.request_id}",
+                    tool=request.tool, call_id=request.call_id, payload=payload)
+            except JournalError as exc:
+                saga.journal_errors.append(
+                    f"REQUEST_VOIDED of {request.request_id} not journaled: {describe_error(exc)}")
 
     async def needing_recovery(
         self,

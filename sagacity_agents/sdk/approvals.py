@@ -412,8 +412,12 @@ class ApprovalDesk:
                                     code="SAGA_CLOSED")
         return record
 
-    async def _journal_consumed(self, saga: Saga, request: ApprovalRequest, approved: bool) -> None:
-        """Journal CONSUMED for a request the store just consumed (retried once, same key).
+    async def _journal_consumed(self, saga: Saga, request: ApprovalRequest, approved: bool,
+                                at: dt.datetime) -> None:
+        """Journal CONSUMED for a request the store just consumed at ``at`` (retried once, same
+        key). ``consumed_at`` is on the desk's clock, as the request's ``expires_at`` is: verify
+        refuses an execution under a request consumed at or after its expiry
+        (``core.approval_rule``).
 
         Raises:
             ApprovalError: it could not be journaled: nothing will run on this decision.
@@ -421,7 +425,8 @@ class ApprovalDesk:
         # CONSUMED is a claim (core.journal): this resume's nonce, the same on its retry, so a
         # second resumer that reaches the same key gets a refusal, never this entry as its own.
         payload = {"request_id": request.request_id, "args_hash": request.args_hash,
-                   "decision": "approved" if approved else "rejected", CLAIMANT_KEY: new_claimant()}
+                   "decision": "approved" if approved else "rejected",
+                   "consumed_at": format_timestamp(at), CLAIMANT_KEY: new_claimant()}
         for attempt in (1, 2):
             try:
                 await self.journal.append(
@@ -485,7 +490,7 @@ class ApprovalDesk:
         for item, request, approved in plan:
             # The journal is the record: an irreversible body runs only on a CONSUMED entry
             # (core.grants), written after the store's atomic consume, before the run goes on.
-            await self._journal_consumed(saga, request, approved)
+            await self._journal_consumed(saga, request, approved, now)
             grants.append(Grant(request.request_id, request.call_id, request.tool, request.args_hash, approved))
             if approved:
                 state.approve(item)

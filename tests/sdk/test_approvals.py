@@ -69,6 +69,7 @@ async def test_pause_records_request_and_resume_runs_exactly_once():
     assert len(claimant) == 32
     fence = consumed.payload.pop("fence")  # written under the resume's run lease (core.fence)
     assert entries[fence - 1].phase is Phase.RUN_STARTED
+    assert consumed.payload.pop("consumed_at") < request.expires_at  # the desk's clock, as expiry
     assert consumed.payload == {"request_id": request.request_id, "args_hash": request.args_hash,
                                 "decision": "approved"}
     intent = next(e for e in entries if e.phase is Phase.INTENT and e.tool == "transfer")

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import EncodingError
+from ..approval_rule import raw_args_value
 from ..canonical import (
     ENCODING_ERROR_KEY,
     encode_canonical,
-    parse_json,
     to_canonical_value,
 )
 from ..declarations import Reversibility
@@ -56,16 +56,3 @@ def with_result(base: dict[str, Any], result: Any) -> dict[str, Any]:
     if isinstance(result, (bytes, bytearray, memoryview)):
         return {**base, "result": result, RESULT_TYPE_KEY: "bytes"}
     return {**base, "result": result}
-
-
-def raw_args_value(raw_args: str) -> dict[str, Any]:
-    """The canonical value of a fallback call's raw argument text (``{"$unparsable": text}`` when
-    it is not a JSON object: no approval can match it)."""
-    try:
-        value = parse_json(raw_args or "{}")
-        if isinstance(value, dict):
-            converted: dict[str, Any] = to_canonical_value(value)
-            return converted
-    except EncodingError:
-        pass
-    return {"$unparsable": raw_args}
