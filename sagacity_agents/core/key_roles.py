@@ -41,7 +41,7 @@ from typing import Any
 
 from .entries import JournalEntry, Phase
 
-__all__ = ["KEYRING_EVENTS", "KeyRoles", "Revocation", "Role", "keyring_event_problem",
+__all__ = ["KEYRING_EVENTS", "KeyRoles", "Revocation", "Role", "is_stamp", "keyring_event_problem",
            "read_roles", "statement_key", "tag_roles"]
 
 
@@ -180,6 +180,12 @@ class KeyRoles:
         return None
 
 
+def is_stamp(text: str) -> bool:
+    """Whether ``text`` is a fixed-width UTC stamp ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (the
+    journal's, compared as strings)."""
+    return bool(_STAMP.fullmatch(text))
+
+
 def keyring_event_problem(entry: JournalEntry) -> str | None:
     """Why a KEY_ROLES / KEY_REVOKED payload is malformed (``None``: it is well formed)."""
     payload = entry.payload if isinstance(entry.payload, dict) else {}
@@ -192,7 +198,7 @@ def keyring_event_problem(entry: JournalEntry) -> str | None:
         stamp = payload.get("valid_from")
     else:
         stamp = payload.get("revoked_at")
-    if not isinstance(stamp, str) or not _STAMP.fullmatch(stamp):
+    if not isinstance(stamp, str) or not is_stamp(stamp):
         return f"malformed keyring event: time {stamp!r} is not a UTC stamp"
     return None
 
