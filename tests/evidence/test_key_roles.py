@@ -296,6 +296,7 @@ def test_audit_keys_revoke_list_and_role_on_the_command_line(tmp_path):
     listed = run(cli, ["audit", "keys", "list", *base, "--key-id", "writer-1"])
     assert "from keyring events" in listed.output and "laptop stolen" in listed.output
     assert "writer-1: run_writer; valid from 20" in listed.output, listed.output
+    (tmp_path / "keys" / "root.key").unlink()  # the admin key goes back offline
     asyncio.run(append_as(db, keys, "writer-1", "late", Phase.SAGA_OPENED, "open", payload={"metadata": {}}))
     verified = run(cli, ["journal", "verify", "late", "--db", db, "--keyring", keys])
     assert verified.exit_code == 1 and "revoked" in verified.output, verified.output
