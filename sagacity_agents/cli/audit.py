@@ -14,7 +14,7 @@ import click
 from rich.text import Text
 
 from .base import CONTEXT_SETTINGS, UsageFailure, resolve_saga, cli, db_option, with_journal
-from ..core.audit import export_audit, verify_export
+from ..core.audit import export_audit, export_key_ids, verify_export
 from ..core.journal import Journal
 from ..core.signing import ADMINS_FILE, generate_key
 from ..errors import ConfigurationError, SagacityError
@@ -81,19 +81,24 @@ def audit() -> None:
               help="Where to write the JSON Lines.")
 @db_option()
 @checkpoints_option()
-def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str | None) -> None:
+@keyring_option()
+def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str | None,
+                 keyring: str | None, key_id: str | None) -> None:
     """Write SAGA_IDS (default: every saga) as JSON Lines: each entry's stored canonical bytes
-    (base64) with its hash and link, each saga's head, and its signed checkpoints."""
+    (base64) with its hash and link, each saga's head, and its signed checkpoints. With
+    --keyring, also its public keys and the keyring's saga (adoption, roles, revocations):
+    verifiers then check every signature by default."""
     try:
         store = checkpoint_store_at(checkpoints) if checkpoints else None
     except ConfigurationError as exc:
         raise UsageFailure(str(exc)) from exc
+    ring = _evidence(None, keyring, key_id).keyring if keyring else None
 
     async def work(j: Journal) -> int:
         ids = [await resolve_saga(j, s) for s in saga_ids] if saga_ids else None
         try:
             with open(out, "w", encoding="utf-8") as fh:
-                return await export_audit(j, fh, ids, store)
+                return await export_audit(j, fh, ids, store, ring)
         except OSError as exc:
             raise click.ClickException(f"cannot write {out}: {exc}") from exc
         except ValueError as exc:  # a damaged checkpoint file: say which, no traceback
@@ -111,10 +116,12 @@ def audit_export(saga_ids: tuple[str, ...], out: str, db: str, checkpoints: str 
               help="Only these key ids may sign decisions (with --keyring), as journal verify checks.")
 def audit_verify(file: str, keyring: str | None, key_id: str | None, decision_keys: str | None) -> None:
     """Re-verify an export: every hash and link, each chain against its exported head and its
-    checkpoints; with --keyring also every checkpoint's and decision's signature. Exit 1 if any
-    saga fails."""
+    checkpoints; with keys also every tag, checkpoint, decision and resolution signature and
+    each key's role and validity. The keys are those of --keyring (pinned) or, by default, the
+    ones the export carries. Exit 1 if any saga fails."""
     evidence = _evidence(None, keyring, key_id, decision_keys)
     try:
+        carried = export_key_ids(file)
         results = verify_export(file, evidence.keyring, evidence.decision_keys)
     except ValueError as exc:
         raise UsageFailure(f"{file} is not an audit export: {exc}") from exc
@@ -122,8 +129,13 @@ def audit_verify(file: str, keyring: str | None, key_id: str | None, decision_ke
     for result in results:
         console.print(verify_text(result))
     broken = [r for r in results if not r.ok]
-    if keyring is None:
-        console.print("signatures not checked (no --keyring)")
+    if keyring is None and carried:
+        console.print(f"signatures checked with the {len(carried)} key(s) the export carries "
+                      f"({', '.join(map(printable, carried))}); pin them with --keyring: whoever "
+                      "re-seals an export can replace them too")
+    elif keyring is None:
+        console.print("signatures not checked (no key in the export, no --keyring): this proves "
+                      "only that the chains are consistent, which anyone can re-seal")
     if broken:
         console.print(Text(f"{len(broken)} of {len(results)} saga(s) BROKEN", style="bold red"))
         raise SystemExit(1)
