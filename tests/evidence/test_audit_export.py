@@ -7,13 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import runpy
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from cryptography.exceptions import InvalidSignature
 from agents import function_tool
 from click.testing import CliRunner
 
