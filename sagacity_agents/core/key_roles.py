@@ -153,8 +153,7 @@ class KeyRoles:
         rev = self.revoked.get(key_id)
         return text + (f"; revoked at {rev.revoked_at}: {rev.reason}" if rev else "")
 
-    def boundary(self, key_id: str, checkpoint_times: Sequence[tuple[int, str]],
-                 reserved: bool = False) -> int | None:
+    def boundary(self, key_id: str, checkpoint_times: Sequence[tuple[int, str]], reserved: bool) -> int | None:
         """The last seq of a saga that ``key_id``'s tags and signatures may still cover
         (``None``: not revoked).
 

@@ -77,10 +77,10 @@ def test_the_default_roles_keep_the_old_rule():
 def test_a_revoked_key_counts_up_to_the_last_checkpoint_before_its_revocation():
     roles = KeyRoles(EXPLICIT.explicit, None, frozenset(), {"w": Revocation(T1, 9, "stolen")})
     checkpoints = [(2, T0), (4, T1), (6, T2)]
-    assert roles.boundary("w", checkpoints) == 4
-    assert roles.boundary("w", []) == 0
-    assert roles.boundary("w", checkpoints, reserved=True) == 9
-    assert roles.boundary("d", checkpoints) is None
+    assert roles.boundary("w", checkpoints, False) == 4
+    assert roles.boundary("w", [], False) == 0
+    assert roles.boundary("w", checkpoints, True) == 9
+    assert roles.boundary("d", checkpoints, False) is None
     assert role_fault(entry(Phase.INTENT, "w", seq=4), roles, checkpoints) is None
     late = role_fault(entry(Phase.INTENT, "w", seq=5), roles, checkpoints)
     assert "revoked at" in late and "stolen" in late and "after seq 4" in late
@@ -105,6 +105,7 @@ def event(seq, phase, key, **payload) -> JournalEntry:
 
 def test_keyring_events_count_only_when_authentic_well_formed_and_by_an_unrevoked_admin():
     events = [
+        event(0, Phase.KEYRING_ADOPTED, "root"),
         event(1, Phase.KEY_ROLES, "root", key_id="w", roles=["run_writer"], valid_from=T0, reason=""),
         event(2, Phase.KEY_ROLES, "w", key_id="w", roles=["keyring_admin"], valid_from=T0, reason=""),
         event(3, Phase.KEY_ROLES, "root", key_id="d", roles=["boss"], valid_from=T0, reason=""),
