@@ -51,7 +51,8 @@ def test_the_statement_key_is_read_from_decisions_and_resolutions_only():
 def test_a_decision_key_never_tags_a_run_entry_and_a_run_key_never_an_approved():
     assert role_fault(entry(Phase.INTENT, "w"), EXPLICIT) is None
     problem = role_fault(entry(Phase.INTENT, "d"), EXPLICIT)
-    assert "INTENT tagged by key 'd'" in problem and "run_writer" in problem and "decision_maker" in problem
+    assert problem.startswith("INTENT tagged by key 'd'") and "run_writer" in problem and "decision_maker" in problem
+    assert role_fault(entry("SOMETHING_NEW", "d"), EXPLICIT).startswith("SOMETHING_NEW tagged by key 'd'")
     assert role_fault(entry(Phase.APPROVED, "d", payload=signed("d")), EXPLICIT) is None
     assert "may not sign decisions" in role_fault(entry(Phase.APPROVED, "w", payload=signed("d")), EXPLICIT)
     statement = role_fault(entry(Phase.APPROVED, "d", payload=signed("w")), EXPLICIT)
