@@ -126,15 +126,17 @@ class Evidence:
             raise ConfigurationError("checkpoints need a keyring to sign and verify them")
         object.__setattr__(self, "_adopted", None)
 
-    async def adoption(self, journal: Journal) -> Adoption | None:
+    async def adoption(self, journal: Journal, reserved: Sequence[JournalEntry] | None = None) -> Adoption | None:
         """The journal's signed keyring adoption (``core.authenticity.read_adoption``; ``None``:
         the reserved saga is empty, or no keyring here). One that counts is kept: only the first
-        complete adoption counts, and nothing written later changes it."""
+        complete adoption counts, and nothing written later changes it. ``reserved``: the
+        reserved saga's entries when the caller read them already."""
         if self.keyring is None:
             return None
         found = getattr(self, "_adopted", None)
         if found is None:
-            found = read_adoption(await journal.entries(ADOPTION_SAGA), self.keyring, self.tags)
+            found = read_adoption(reserved if reserved is not None else await journal.entries(ADOPTION_SAGA),
+                                  self.keyring, self.tags)
             if found is not None and found.adopted:
                 object.__setattr__(self, "_adopted", found)
         return found
@@ -147,9 +149,15 @@ class Evidence:
         Raises:
             JournalError: the journal could not be read.
         """
+        return (await self._keyring_state(journal))[1]
+
+    async def _keyring_state(self, journal: Journal) -> tuple[Adoption | None, KeyRoles | None]:
+        """The adoption and the roles, from one read of the reserved saga."""
         if self.keyring is None:
-            return None
-        return read_key_roles(await journal.entries(ADOPTION_SAGA), self.keyring, self.tags, self.decision_keys)
+            return None, None
+        reserved = await journal.entries(ADOPTION_SAGA)
+        roles = read_key_roles(reserved, self.keyring, self.tags, self.decision_keys)
+        return await self.adoption(journal, reserved), roles
 
     async def _anchor(self, saga_id: str, roles: KeyRoles | None = None,
                       ) -> tuple[ChainHead | None, VerifyResult | None, list[Checkpoint]]:
@@ -227,12 +235,11 @@ class Evidence:
         return (await self._verify(journal, saga_id))[0]
 
     async def _verify(self, journal: Journal, saga_id: str) -> tuple[VerifyResult, list[JournalEntry]]:
-        roles = await self.key_roles(journal)
+        adoption, roles = await self._keyring_state(journal)
         anchor, fault, checkpoints = await self._anchor(saga_id, roles)
         entries = await journal.entries(saga_id)
         if fault is not None:
             return fault, entries
-        adoption = await self.adoption(journal)
         return self.check(saga_id, entries, anchor, checkpoints, adoption, roles=roles), entries
 
     async def verify_all(self, journal: Journal) -> list[VerifyResult]:
@@ -372,8 +379,7 @@ async def verify_sagas(
         if heads_too:
             known = set(ids)
             ids += [sid for sid in heads if sid not in known]
-    adoption = await evidence.adoption(journal)
-    roles = await evidence.key_roles(journal)
+    adoption, roles = await evidence._keyring_state(journal)
     results: list[VerifyResult] = []
     if evidence.keyring is None and evidence.checkpoints is None and capabilities_of(journal).rows_read:
         # Read speed: the chain and the structure checked from the stored rows; a
