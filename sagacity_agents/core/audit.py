@@ -231,8 +231,8 @@ def verify_export(path: str | Path, keyring: Keyring | None = None,
     for sid in ids:
         checkpoints = export.checkpoints.get(sid, [])
         bad = None
-        for cp in checkpoints if keyring is not None else []:
-            problem = checkpoint_problem(cp, keyring, roles)
+        for cp in checkpoints:
+            problem = checkpoint_problem(cp, keyring, roles) if keyring is not None else None
             if problem is not None:
                 bad = VerifyResult(sid, False, 0, None, cp.seq, ChainFault.BAD_SIGNATURE,
                                    f"checkpoint of seq {cp.seq}: {problem}")
