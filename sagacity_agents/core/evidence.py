@@ -297,6 +297,8 @@ class Evidence:
 
         Raises:
             EvidenceError: the saga does not verify.
+            ConfigurationError: this host's key may not sign checkpoints (``core.key_roles``):
+                nothing stored (a checkpoint by it would make the saga fail verification).
             OSError or the store's error: the checkpoint could not be stored.
         """
         if not self.signs_checkpoints:
@@ -307,6 +309,10 @@ class Evidence:
         assert self.keyring is not None and self.checkpoints is not None
         head = entries[-1]
         checkpoint = sign_checkpoint(self.keyring, saga_id, head.seq, head.hash, utc_stamp())
+        roles = await self.key_roles(journal)
+        problem = roles.checkpoint_problem(checkpoint.key_id, checkpoint.time) if roles is not None else None
+        if problem is not None:
+            raise ConfigurationError(f"checkpoint of saga {saga_id} not stored: {problem}")
         await self.checkpoints.put(checkpoint)
         return checkpoint
 

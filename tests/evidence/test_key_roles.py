@@ -300,3 +300,20 @@ def test_audit_keys_revoke_list_and_role_on_the_command_line(tmp_path):
     asyncio.run(append_as(db, keys, "writer-1", "late", Phase.SAGA_OPENED, "open", payload={"metadata": {}}))
     verified = run(cli, ["journal", "verify", "late", "--db", db, "--keyring", keys])
     assert verified.exit_code == 1 and "revoked" in verified.output, verified.output
+
+
+async def test_a_host_whose_key_may_not_sign_checkpoints_stores_none(db, keys, tmp_path):
+    """With roles journaled, a run key without the checkpoint_signer role closes its saga without
+    a checkpoint rather than storing one every verify would refuse; asked for one, it says why."""
+    await give_roles(db, keys, {"writer-1": ["run_writer"], "alice-1": ["decision_maker"]})
+    s = host(db, keys, checkpoints=str(tmp_path / "cps"))
+    try:
+        done = await s.run(agent(scripted([("book_hotel", {"city": "Oslo"}, "c0")], "ok"), book_hotel), "go")
+        assert done.status is SagaStatus.COMPLETED
+        assert await s.evidence.checkpoints.list(done.saga_id) == []
+        (verdict,) = await s.verify(done.saga_id)
+        assert verdict.ok, verdict
+        with pytest.raises(ConfigurationError, match="may not sign checkpoints"):
+            await s.evidence.checkpoint(s.journal, done.saga_id)
+    finally:
+        await s.aclose()
