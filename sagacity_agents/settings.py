@@ -52,7 +52,8 @@ SIGNING_KEY_ENVVAR = "SAGACITY_SIGNING_KEY_ID"
 """Environment variable naming which private key of the keyring signs (when it holds several)."""
 
 DECISION_KEYS_ENVVAR = "SAGACITY_DECISION_KEYS"
-"""Environment variable listing (comma-separated) the key ids allowed to sign decisions."""
+"""Environment variable listing (comma-separated) the key ids allowed to sign decisions: the
+decision makers of a keyring without role events (``core.key_roles``)."""
 
 
 def checkpoint_store_at(location: str | Path) -> CheckpointStore:
@@ -84,7 +85,10 @@ def evidence_from(
         keyring: a ``Keyring``, a keyring directory path, or ``None`` (environment, else none).
         signing_key_id: which private key of a keyring directory signs.
         decision_keys: key ids allowed to sign decisions (an iterable, or a comma-separated
-            string); ``None``: ``$SAGACITY_DECISION_KEYS``, else any key of the keyring.
+            string); ``None``: ``$SAGACITY_DECISION_KEYS``, else any key of the keyring. In a
+            journal without keyring events these are its decision makers (every key stays a run
+            writer); once roles are journaled they narrow the ``decision_maker`` keys
+            (``core.key_roles``).
 
     Raises:
         ConfigurationError: a keyring that cannot be loaded, or checkpoints without a keyring.

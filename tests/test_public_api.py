@@ -48,8 +48,9 @@ SECOND_DOORS = {
         "describe_error",
     ],
     "sagacity_agents.evidence": [
-        "ChainFault", "ChainHead", "Checkpoint", "Evidence", "Keyring", "VerifyResult",
-        "heads_from_json", "heads_of", "heads_to_json", "verify_entries", "verify_journal",
+        "ChainFault", "ChainHead", "Checkpoint", "Evidence", "KeyRoles", "Keyring", "Role",
+        "VerifyResult", "grant_roles", "heads_from_json", "heads_of", "heads_to_json",
+        "journal_key_roles", "revoke_key", "verify_entries", "verify_journal",
     ],
     "sagacity_agents.guardrails": ["SagaVerdict", "saga_output_guardrail", "saga_tool_guardrail"],
     "sagacity_agents.saga": [
@@ -69,7 +70,8 @@ DEMO = ["sagacity_agents.demo", "sagacity_agents.demo.trip", "sagacity_agents.de
 ``examples/trip_booking`` shows, not as an API."""
 
 TOP_LEVEL_BEFORE = sorted({*FRONT_DOOR, *(n for names in SECOND_DOORS.values() for n in names)}
-                          - {"McpServerMissingError", "describe_error", "Recovered", "Recovery"})
+                          - {"McpServerMissingError", "describe_error", "Recovered", "Recovery",
+                             "KeyRoles", "Role", "grant_roles", "journal_key_roles", "revoke_key"})
 """The 80 names ``sagacity_agents.__all__`` had before the front door: each still imports."""
 
 

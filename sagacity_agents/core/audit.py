@@ -5,6 +5,8 @@ signed checkpoints; a header line first. The format is specified in docs/audit-f
 also gives a stand-alone verifier using only the Python standard library::
 
     {"type": "sagacity.audit.v1", "exported_at": T, "sagas": N}
+    {"type": "key", "key_id": K, "public_key": BASE64 (raw 32 bytes), "admin": bool}
+                                                (exported with a keyring: its public keys)
     {"type": "entry", "saga_id": S, "seq": N, "hash": H, "prev_hash": P, "canonical": BASE64,
      "tag_key": K, "tag": SIG}                  (the tag fields only on a tagged entry)
     {"type": "head", "saga_id": S, "seq": N, "hash": H}
@@ -24,16 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .authenticity import ADOPTION_SAGA, read_adoption
+from ..errors import ConfigurationError
+from .authenticity import ADOPTION_SAGA, read_adoption, read_key_roles
 from .chain import ChainFault, ChainHead, VerifyResult
 from .checkpoints import Checkpoint, CheckpointStore
 from .entries import JournalEntry
 from .canonical import parse_json
-from .evidence import Evidence
+from .evidence import Evidence, checkpoint_problem
 from .journal import Journal, utc_stamp
 from .signing import Keyring
 
-__all__ = ["AUDIT_FORMAT", "AuditExport", "export_audit", "read_export", "verify_export"]
+__all__ = ["AUDIT_FORMAT", "AuditExport", "export_audit", "export_key_ids", "read_export", "verify_export"]
 
 AUDIT_FORMAT = "sagacity.audit.v1"
 """The header line's ``type``."""
@@ -43,11 +46,20 @@ def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True, ensure_ascii=True) + "\n"
 
 
+def _public_raw(key: Any) -> str:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - only with keys
+
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode("ascii")
+
+
 async def export_audit(
     journal: Journal, out: TextIO, saga_ids: Sequence[str] | None = None,
-    checkpoints: CheckpointStore | None = None,
+    checkpoints: CheckpointStore | None = None, keyring: Keyring | None = None,
 ) -> int:
-    """Write the sagas' entries, heads and checkpoints to ``out`` as JSON Lines.
+    """Write the sagas' entries, heads and checkpoints to ``out`` as JSON Lines; with
+    ``keyring``, its public keys first (``key`` records: a verifier then checks every
+    signature by default) and the reserved saga (keyring adoption, roles, revocations) too.
 
     Entries are exported as stored, whether or not they verify (an export is evidence, not a
     judgement; ``verify_export`` judges).
@@ -59,6 +71,7 @@ async def export_audit(
             with checkpoints in ``checkpoints`` (one whose entries were all deleted is exported
             as its checkpoints alone: the verifier reports it missing).
         checkpoints: where signed checkpoints are kept, to export them too.
+        keyring: the keyring whose public keys the export carries (``None``: none).
 
     Returns:
         How many entries were written.
@@ -72,7 +85,12 @@ async def export_audit(
         # exported as its checkpoints alone, so that the verifier reports it missing.
         known = set(ids)
         ids += [sid for sid in await checkpoints.saga_ids() if sid not in known]
+    if keyring is not None and ADOPTION_SAGA not in ids and await journal.entries(ADOPTION_SAGA):
+        ids.append(ADOPTION_SAGA)  # the roles and revocations the signatures are judged under
     out.write(_line({"type": AUDIT_FORMAT, "exported_at": utc_stamp(), "sagas": len(ids)}))
+    for key_id, key in sorted((keyring.verify_keys if keyring is not None else {}).items()):
+        out.write(_line({"type": "key", "key_id": key_id, "public_key": _public_raw(key),
+                         "admin": key_id in keyring.admin_keys}))  # type: ignore[union-attr]
     count = 0
     for sid in ids:
         entries = await journal.entries(sid)
@@ -101,6 +119,24 @@ class AuditExport:
     """The head each saga had when exported."""
     checkpoints: dict[str, list[Checkpoint]] = field(default_factory=dict)
     """Signed checkpoints by saga id."""
+    keys: dict[str, tuple[bytes, bool]] = field(default_factory=dict)
+    """The public keys the export carries: key id -> (raw Ed25519 public key, admin?)."""
+
+    def keyring(self) -> Keyring | None:
+        """A verify keyring of the keys the export carries (``None``: it carries none).
+
+        Raises:
+            ValueError: a key record does not hold an Ed25519 public key.
+        """
+        if not self.keys:
+            return None
+        from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: PLC0415
+
+        try:
+            return Keyring({k: ed25519.Ed25519PublicKey.from_public_bytes(raw) for k, (raw, _) in self.keys.items()},
+                           admin_keys=[k for k, (_, admin) in self.keys.items() if admin])
+        except ConfigurationError as exc:  # a key id that is not one
+            raise ValueError(f"key record: {exc}") from exc
 
 
 def _entry(record: dict[str, Any]) -> JournalEntry:
@@ -143,6 +179,9 @@ def read_export(lines: Iterable[str]) -> AuditExport:
             elif kind == "checkpoint":
                 cp = Checkpoint.from_json({k: v for k, v in record.items() if k != "type"})
                 export.checkpoints.setdefault(cp.saga_id, []).append(cp)
+            elif kind == "key":
+                export.keys[str(record["key_id"])] = (base64.b64decode(record["public_key"], validate=True),
+                                                      record.get("admin") is True)
             else:
                 raise ValueError(f"unknown record type {kind!r}")
         except (ValueError, KeyError, TypeError) as exc:
@@ -153,42 +192,66 @@ def read_export(lines: Iterable[str]) -> AuditExport:
 def verify_export(path: str | Path, keyring: Keyring | None = None,
                   decision_keys: Iterable[str] | None = None) -> list[VerifyResult]:
     """Verify an export: every chain, against its exported head and every checkpoint; with
-    ``keyring``, also each checkpoint's signature, each decision's and resolution's signature
-    (made by one of ``decision_keys`` when given, as ``journal verify --decision-keys`` checks)
-    and every entry's tag (an untagged entry passes only where a signed keyring adoption in the
-    export lists it as written before the keyring). The structure no run writes
+    keys, also each checkpoint's signature and its key's role, each decision's and resolution's
+    signature, every entry's tag and its key's role and validity (the roles and revocations the
+    export's reserved saga records, ``core.key_roles``; decisions by one of ``decision_keys``
+    when given), and an untagged entry passes only where a signed keyring adoption in the
+    export lists it as written before the keyring. The structure no run writes
     (``core.structure``) is checked always.
+
+    **Signatures are checked by default when the export carries keys** (``key`` records, written
+    by ``export_audit`` with a keyring): an export edited and re-sealed without the private keys
+    (hashes recomputed, tags stale or stripped) then fails. ``keyring`` pins the keys instead
+    (the export's are ignored): keys carried by the export prove only that it is consistent
+    with them, since whoever re-seals it can replace them too (docs/audit-format.md).
+
+    Args:
+        path: the export file.
+        keyring: the verify keys to pin; ``None``: the keys the export carries, if any.
+        decision_keys: the ``decision_keys`` setting (``None``: absent).
 
     Returns:
         One :class:`VerifyResult` per saga (sagas with only a head or checkpoints: missing saga).
 
     Raises:
-        ValueError: the file is not an export (see :func:`read_export`).
+        ValueError: the file is not an export (see :func:`read_export`), or a key record holds
+            no Ed25519 public key.
         OSError: it cannot be read.
     """
     with open(path, encoding="utf-8") as fh:
         export = read_export(fh)
+    keyring = keyring if keyring is not None else export.keyring()
     evidence = Evidence(keyring=keyring,
                         decision_keys=frozenset(decision_keys) if decision_keys is not None else None)
+    reserved = export.entries.get(ADOPTION_SAGA, [])
+    adoption = read_adoption(reserved, keyring, evidence.tags) if keyring is not None else None
+    roles = read_key_roles(reserved, keyring, evidence.tags, evidence.decision_keys) if keyring is not None else None
     results = []
-    adoption = (read_adoption(export.entries.get(ADOPTION_SAGA, []), keyring, evidence.tags)
-                if keyring is not None else None)
     ids = list(dict.fromkeys([*export.entries, *export.heads, *export.checkpoints]))
     for sid in ids:
         checkpoints = export.checkpoints.get(sid, [])
         bad = None
-        if keyring is not None:
-            for cp in checkpoints:
-                try:
-                    cp.verify(keyring)
-                except Exception as exc:  # noqa: BLE001 - SignatureError: reported per saga
-                    bad = VerifyResult(sid, False, 0, None, cp.seq, ChainFault.BAD_SIGNATURE,
-                                       f"checkpoint of seq {cp.seq}: {exc}")
-                    break
+        for cp in checkpoints:
+            problem = checkpoint_problem(cp, keyring, roles) if keyring is not None else None
+            if problem is not None:
+                bad = VerifyResult(sid, False, 0, None, cp.seq, ChainFault.BAD_SIGNATURE,
+                                   f"checkpoint of seq {cp.seq}: {problem}")
+                break
         entries = export.entries.get(sid, [])
         anchor = export.heads.get(sid)
         if anchor is None and checkpoints:
             newest = max(checkpoints, key=lambda c: c.seq)
             anchor = ChainHead(newest.seq, newest.hash)
-        results.append(bad or evidence.check(sid, entries, anchor, checkpoints, adoption))
+        results.append(bad or evidence.check(sid, entries, anchor, checkpoints, adoption, roles=roles))
     return results
+
+
+def export_key_ids(path: str | Path) -> list[str]:
+    """The key ids an export carries (``key`` records), in file order.
+
+    Raises:
+        ValueError: the file is not an export.
+        OSError: it cannot be read.
+    """
+    with open(path, encoding="utf-8") as fh:
+        return list(read_export(fh).keys)

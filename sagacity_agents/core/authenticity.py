@@ -57,6 +57,7 @@ from .chain import ChainFault, ChainHead, check_anchor, verify_entries
 from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry, Phase
 from .fence import JournalView, backend_of
 from .journal import FENCE_KEY, LATE_KEY, Journal, utc_stamp
+from .key_roles import KEYRING_EVENTS, KeyRoles, Role, read_roles, statement_key, tag_roles
 from .signing import Keyring, signed_record_problem
 
 __all__ = [
@@ -72,7 +73,9 @@ __all__ = [
     "authenticity_fault",
     "entry_tagger",
     "read_adoption",
+    "read_key_roles",
     "resolution_fields",
+    "role_fault",
     "sign_resolution",
     "signing_view",
     "tag_statement",
@@ -271,8 +274,22 @@ def _part_problem(entry: JournalEntry, keyring: Keyring, cache: TagCache) -> str
     phase = entry.phase.value if isinstance(entry.phase, Phase) else str(entry.phase)
     if entry.phase is not Phase.KEYRING_ADOPTED:
         return f"a {phase!r} row, not a KEYRING_ADOPTED part"
+    problem = _row_problem(entry, keyring, cache)
+    if problem is not None:
+        return problem
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    if not (isinstance(payload.get("adoption"), str) and _int(payload.get("part"))
+            and _int(payload.get("parts")) and isinstance(payload.get("heads"), dict)):
+        return "malformed adoption part"
+    return None
+
+
+def _row_problem(entry: JournalEntry, keyring: Keyring, cache: TagCache) -> str | None:
+    """Why a row of the reserved saga is not an entry the journal wrote under a key of
+    ``keyring`` (its bytes, hash and columns agree; its tag verifies), or ``None``."""
+    phase = entry.phase.value if isinstance(entry.phase, Phase) else str(entry.phase)
     if entry.tag is None or entry.tag_key is None:
-        return "KEYRING_ADOPTED without a tag"
+        return f"{phase} without a tag"
     try:
         obj = parse_json(entry.canonical)
         consistent = (isinstance(obj, dict) and set(obj) == set(HASHED_FIELDS)
@@ -282,14 +299,7 @@ def _part_problem(entry: JournalEntry, keyring: Keyring, cache: TagCache) -> str
         consistent = False
     if not consistent or entry.saga_id != ADOPTION_SAGA:
         return "its bytes, hash and columns disagree (not an entry the journal wrote)"
-    problem = cache.check(entry, keyring)
-    if problem is not None:
-        return problem
-    payload = entry.payload if isinstance(entry.payload, dict) else {}
-    if not (isinstance(payload.get("adoption"), str) and _int(payload.get("part"))
-            and _int(payload.get("parts")) and isinstance(payload.get("heads"), dict)):
-        return "malformed adoption part"
-    return None
+    return cache.check(entry, keyring)
 
 
 def _int(value: Any) -> int | None:
@@ -318,6 +328,8 @@ def read_adoption(entries: Sequence[JournalEntry], keyring: Keyring,
     parts: dict[str, dict[int, tuple[int, Mapping[str, Any]]]] = {}
     counts: dict[str, int] = {}
     for entry in entries:
+        if entry.phase in KEYRING_EVENTS:
+            continue  # roles and revocations: read_key_roles
         problem = _part_problem(entry, keyring, cache)
         if problem is not None:
             notes.append(f"{ADOPTION_SAGA} seq {entry.seq} ignored: {problem}")
@@ -485,11 +497,61 @@ def _late_key_problem(entry: JournalEntry, entries: Sequence[JournalEntry]) -> s
             f"by {run.tag_key!r}: a late outcome is accepted only under its run's key")
 
 
+def read_key_roles(entries: Sequence[JournalEntry], keyring: Keyring, cache: TagCache,
+                   decision_keys: frozenset[str] | None = None) -> KeyRoles:
+    """The keys' roles and validity from the reserved saga's keyring events
+    (``core.key_roles.read_roles``): each event authenticated on its own (bytes, columns, a tag
+    by a key of ``keyring``), so garbage rows there void nothing.
+
+    Args:
+        entries: the entries of :data:`ADOPTION_SAGA` (other phases are skipped).
+        keyring: the verify keys and their out-of-band admins (``Keyring.admin_keys``).
+        cache: tags verified already.
+        decision_keys: the ``decision_keys`` setting (``None``: absent).
+    """
+    return read_roles(entries, keyring.admin_keys, decision_keys,
+                      lambda entry: _row_problem(entry, keyring, cache))
+
+
+def role_fault(entry: JournalEntry, roles: KeyRoles, checkpoint_times: Sequence[tuple[int, str]] = ()) -> str | None:
+    """Why ``entry``'s tag key, or the key of its decision or resolution statement, may not
+    sign it (``None``: they may). The table is ``core.key_roles``: a decision maker's key never
+    tags a run entry, a run writer's never an APPROVED, only a keyring admin tags keyring events.
+    A revoked key's tag or statement counts only up to its boundary
+    (``KeyRoles.boundary``: the saga's newest signed checkpoint dated at or before the
+    revocation; in the reserved saga, the revocation itself).
+
+    Args:
+        entry: a tagged entry whose tag (and statement signature) verified.
+        roles: the keys' roles and validity.
+        checkpoint_times: the saga's verified signed checkpoints as ``(seq, time)``.
+    """
+    phase = entry.phase.value if isinstance(entry.phase, Phase) else str(entry.phase)
+    reserved = entry.saga_id == ADOPTION_SAGA
+    checks = [(str(entry.tag_key), tag_roles(entry), "tagged")]
+    signer = statement_key(entry)
+    if signer is not None:
+        checks.append((signer, frozenset({Role.DECISION_MAKER}), "its statement signed"))
+    for key_id, needed, how in checks:
+        if not needed & roles.roles_of(key_id):
+            what = "decisions" if needed == {Role.DECISION_MAKER} else f"a {phase}"
+            return (f"{phase} {how} by key {key_id!r}, which may not sign {what} ({roles.describe(key_id)}; "
+                    f"needed: {' or '.join(sorted(r.value for r in needed))}; docs/threat-model.md, key roles)")
+        boundary = roles.boundary(key_id, checkpoint_times, reserved)
+        if boundary is not None and entry.seq > boundary:
+            return (f"{phase} {how} by key {key_id!r}, revoked at {roles.revoked[key_id].revoked_at} "
+                    f"({roles.revoked[key_id].reason}); seq {entry.seq} is after seq {boundary}, the "
+                    "last one a signed checkpoint before the revocation covers")
+    return None
+
+
 def authenticity_fault(
     saga_id: str, entries: Sequence[JournalEntry], keyring: Keyring, adoption: Adoption | None,
-    cache: TagCache, decision_keys: frozenset[str] | None = None,
+    cache: TagCache, decision_keys: frozenset[str] | None = None, roles: KeyRoles | None = None,
+    checkpoint_times: Sequence[tuple[int, str]] = (),
 ) -> tuple[tuple[int, ChainFault, str] | None, int]:
-    """Check a chain-verified saga's tags (under its keyring adoption) and RESOLVED signatures.
+    """Check a chain-verified saga's tags (under its keyring adoption), their keys' roles and
+    validity (:func:`role_fault`) and RESOLVED signatures.
 
     Args:
         saga_id: the saga.
@@ -497,12 +559,17 @@ def authenticity_fault(
         keyring: the verify keys.
         adoption: the journal's keyring adoptions (``None``: none, every entry must be tagged).
         cache: tags verified already.
-        decision_keys: key ids allowed to sign a RESOLVED (``None``: any key of the keyring).
+        decision_keys: the ``decision_keys`` setting (``None``: absent); used when ``roles`` is
+            ``None``.
+        roles: the keys' roles and validity (``None``: the default, ``core.key_roles``).
+        checkpoint_times: the saga's verified signed checkpoints as ``(seq, time)``.
 
     Returns:
         ``(fault, before)``: the first fault as ``(seq, ChainFault, why)`` or ``None``, and how
         many untagged entries the adoption lists as written before the keyring.
     """
+    roles = roles if roles is not None else KeyRoles(None, decision_keys, keyring.admin_keys)
+    allowed = roles.holders(Role.DECISION_MAKER, keyring.verify_keys)
     listed: Iterable[ChainHead] = adoption.heads.get(saga_id, ()) if adoption is not None else ()
     adopted = adoption is not None and adoption.adopted
     for head in listed:
@@ -522,11 +589,12 @@ def authenticity_fault(
                         "carries no tag" + (" and is after the keyring's adoption" if adopted
                                            else " (no keyring adoption lists it)")), untagged_before
         else:
-            problem = cache.check(entry, keyring) or _late_key_problem(entry, entries)
+            problem = (cache.check(entry, keyring) or _late_key_problem(entry, entries)
+                       or role_fault(entry, roles, checkpoint_times))
             if problem is not None:
                 return (entry.seq, ChainFault.BAD_SIGNATURE, problem), untagged_before
         if entry.phase is Phase.RESOLVED and entry.seq > before:
-            problem = _resolution_problem(entry, keyring, decision_keys)
+            problem = _resolution_problem(entry, keyring, allowed)
             if problem is not None:
                 return (entry.seq, ChainFault.BAD_SIGNATURE, problem), untagged_before
     return None, untagged_before

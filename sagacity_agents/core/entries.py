@@ -108,6 +108,17 @@ class Phase(str, enum.Enum):
     ``{"adoption", "part", "parts", "heads": {saga_id: {"seq", "hash"}}}``.
     Untagged entries up to the heads it lists are "before the keyring"; any other untagged
     entry is refused under a keyring."""
+    KEY_ROLES = "KEY_ROLES"
+    """A keyring admin gave a key its roles (``core.key_roles``): written in the reserved saga
+    ``core.authenticity.ADOPTION_SAGA``, tagged by a keyring-admin key (refused otherwise);
+    payload: ``{"key_id", "roles": ["run_writer" | "decision_maker" | "checkpoint_signer" |
+    "keyring_admin", ...], "valid_from": UTC stamp, "reason"}``. The key's newest KEY_ROLES
+    replaces its roles; once any is journaled, a key none names has no role."""
+    KEY_REVOKED = "KEY_REVOKED"
+    """A keyring admin revoked a key (``sagacity audit keys revoke``): written in the reserved
+    saga, tagged by a keyring-admin key; payload: ``{"key_id", "revoked_at": UTC stamp,
+    "reason"}``. The key's tags and signatures on a saga's entries after that saga's newest
+    signed checkpoint dated before ``revoked_at`` are refused; what it signed before stays valid."""
     SAGA_CLOSED = "SAGA_CLOSED"
     """The saga ended (COMPLETED or COMPENSATED); payload holds the final status. Terminal but
     for one entry: the late outcome of a call, written under its INTENT's own fence by the

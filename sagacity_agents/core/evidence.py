@@ -14,6 +14,9 @@ entries through :meth:`Evidence.verified_entries`, which refuses with
 * a verify keyring is configured and an entry carries no valid tag, unless a signed keyring
   adoption lists it as written before the keyring, or a RESOLVED carries no valid signature
   (``core.authenticity``);
+* a verify keyring is configured and an entry's tag or statement is by a key whose role may
+  not sign its phase, or by a key revoked before it (``core.key_roles``: the roles and
+  revocations the keyring events of the reserved saga record);
 * always: an entry has a shape no run of the library writes (``core.structure``);
 * always: an execution its approval does not cover, or a request decided, consumed or used
   twice (``core.approval_rule``).
@@ -35,15 +38,16 @@ from typing import Any
 from ..errors import ConfigurationError, EvidenceError, SignatureError
 from .chain import ChainFault, ChainHead, VerifyResult, check_anchor, verify_entries, verify_rows
 from .approval_rule import approval_problem
-from .authenticity import ADOPTION_SAGA, Adoption, TagCache, authenticity_fault, read_adoption
+from .authenticity import ADOPTION_SAGA, Adoption, TagCache, authenticity_fault, read_adoption, read_key_roles
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
 from .journal import Journal, capabilities_of, utc_stamp
+from .key_roles import KeyRoles, Role
 from .reads import read_saga_rows, read_sagas
 from .signing import Keyring, signed_record_problem
 from .structure import structure_problem
 
-__all__ = ["DECISION_STATEMENT", "Evidence", "refusal", "sign_decision", "verified_entries", "verify_sagas"]
+__all__ = ["DECISION_STATEMENT", "Evidence", "checkpoint_problem", "refusal", "sign_decision", "verified_entries", "verify_sagas"]
 
 DECISION_STATEMENT = "sagacity.decision.v1"
 """The ``type`` of a decision statement."""
@@ -107,7 +111,8 @@ class Evidence:
             key. With a keyring, APPROVED entries must carry a valid decision signature.
         decision_keys: the key ids allowed to sign decisions (``None``: any key of the keyring).
             Name the approvers' keys here so that a checkpoint key on the agent's host cannot
-            sign an approval.
+            sign an approval. Without keyring events these are the decision makers; with
+            them, they narrow the keys given the ``decision_maker`` role (``core.key_roles``).
 
     Raises:
         ConfigurationError: checkpoints without a keyring (they could not be verified).
@@ -124,20 +129,41 @@ class Evidence:
             raise ConfigurationError("checkpoints need a keyring to sign and verify them")
         object.__setattr__(self, "_adopted", None)
 
-    async def adoption(self, journal: Journal) -> Adoption | None:
+    async def adoption(self, journal: Journal, reserved: Sequence[JournalEntry] | None = None) -> Adoption | None:
         """The journal's signed keyring adoption (``core.authenticity.read_adoption``; ``None``:
         the reserved saga is empty, or no keyring here). One that counts is kept: only the first
-        complete adoption counts, and nothing written later changes it."""
+        complete adoption counts, and nothing written later changes it. ``reserved``: the
+        reserved saga's entries when the caller read them already."""
         if self.keyring is None:
             return None
         found = getattr(self, "_adopted", None)
         if found is None:
-            found = read_adoption(await journal.entries(ADOPTION_SAGA), self.keyring, self.tags)
+            found = read_adoption(reserved if reserved is not None else await journal.entries(ADOPTION_SAGA),
+                                  self.keyring, self.tags)
             if found is not None and found.adopted:
                 object.__setattr__(self, "_adopted", found)
         return found
 
-    async def _anchor(self, saga_id: str) -> tuple[ChainHead | None, VerifyResult | None, list[Checkpoint]]:
+    async def key_roles(self, journal: Journal) -> KeyRoles | None:
+        """The keys' roles and validity the journal's keyring events record
+        (``core.authenticity.read_key_roles``; ``None``: no keyring here). Read each time: a
+        revocation may be journaled at any moment.
+
+        Raises:
+            JournalError: the journal could not be read.
+        """
+        return (await self._keyring_state(journal))[1]
+
+    async def _keyring_state(self, journal: Journal) -> tuple[Adoption | None, KeyRoles | None]:
+        """The adoption and the roles, from one read of the reserved saga."""
+        if self.keyring is None:
+            return None, None
+        reserved = await journal.entries(ADOPTION_SAGA)
+        roles = read_key_roles(reserved, self.keyring, self.tags, self.decision_keys)
+        return await self.adoption(journal, reserved), roles
+
+    async def _anchor(self, saga_id: str, roles: KeyRoles | None = None,
+                      ) -> tuple[ChainHead | None, VerifyResult | None, list[Checkpoint]]:
         if self.checkpoints is None or self.keyring is None:
             return None, None, []
         try:
@@ -146,12 +172,11 @@ class Evidence:
             return None, VerifyResult(saga_id, False, 0, None, 1, ChainFault.BAD_SIGNATURE,
                                       f"unreadable checkpoint: {exc}"), []
         for checkpoint in found:
-            try:
-                checkpoint.verify(self.keyring)
-            except SignatureError as exc:
+            problem = checkpoint_problem(checkpoint, self.keyring, roles)
+            if problem is not None:
                 return None, VerifyResult(
                     saga_id, False, 0, None, checkpoint.seq, ChainFault.BAD_SIGNATURE,
-                    f"checkpoint of seq {checkpoint.seq} signed {checkpoint.time}: {exc}",
+                    f"checkpoint of seq {checkpoint.seq} signed {checkpoint.time}: {problem}",
                 ), found
         if not found:
             return None, None, found
@@ -160,10 +185,12 @@ class Evidence:
 
     def check(self, saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead | None,
               checkpoints: Sequence[Checkpoint] = (), adoption: Adoption | None = None, *,
-              chain: VerifyResult | None = None) -> VerifyResult:
-        """Verify ``entries`` (chain, anchor, every checkpoint, structure, tags, decision and
-        resolution signatures; ``adoption``: the journal's keyring adoptions; ``chain``: the
-        chain's result without an anchor when the caller has it, see ``verify_entries``).
+              chain: VerifyResult | None = None, roles: KeyRoles | None = None) -> VerifyResult:
+        """Verify ``entries`` (chain, anchor, every checkpoint, structure, tags, their keys'
+        roles and validity, decision and resolution signatures; ``adoption``: the journal's
+        keyring adoptions; ``chain``: the chain's result without an anchor when the caller has
+        it, see ``verify_entries``; ``roles``: the keyring events' roles, ``None``: the default
+        of ``core.key_roles``). ``checkpoints`` must have been verified (signature and role).
 
         Returns:
             The :class:`VerifyResult`; the first bad ``seq`` when it fails.
@@ -181,13 +208,16 @@ class Evidence:
         faults: list[tuple[int, ChainFault, str]] = []
         before = 0
         if self.keyring is not None:
-            tag_fault, before = authenticity_fault(saga_id, entries, self.keyring, adoption,
-                                                   self.tags, self.decision_keys)
+            roles = roles or KeyRoles(None, self.decision_keys, self.keyring.admin_keys)
+            tag_fault, before = authenticity_fault(
+                saga_id, entries, self.keyring, adoption, self.tags, roles=roles,
+                checkpoint_times=[(c.seq, c.time) for c in checkpoints])
             faults += [tag_fault] if tag_fault is not None else []
             first_tagged = adoption.before_keyring(saga_id) if adoption is not None else 0
+            allowed = roles.holders(Role.DECISION_MAKER, self.keyring.verify_keys)
             for entry in entries:
                 if entry.phase in (Phase.APPROVED, Phase.REJECTED) and entry.seq > first_tagged:
-                    problem = _decision_problem(entry, self.keyring, self.decision_keys)
+                    problem = _decision_problem(entry, self.keyring, allowed)
                     if problem is not None:
                         faults.append((entry.seq, ChainFault.BAD_SIGNATURE, problem))
                         break
@@ -211,12 +241,12 @@ class Evidence:
         return (await self._verify(journal, saga_id))[0]
 
     async def _verify(self, journal: Journal, saga_id: str) -> tuple[VerifyResult, list[JournalEntry]]:
-        anchor, fault, checkpoints = await self._anchor(saga_id)
+        adoption, roles = await self._keyring_state(journal)
+        anchor, fault, checkpoints = await self._anchor(saga_id, roles)
         entries = await journal.entries(saga_id)
         if fault is not None:
             return fault, entries
-        adoption = await self.adoption(journal)
-        return self.check(saga_id, entries, anchor, checkpoints, adoption), entries
+        return self.check(saga_id, entries, anchor, checkpoints, adoption, roles=roles), entries
 
     async def verify_all(self, journal: Journal) -> list[VerifyResult]:
         """Verify every saga of the journal, then every checkpointed saga the journal no longer
@@ -273,6 +303,8 @@ class Evidence:
 
         Raises:
             EvidenceError: the saga does not verify.
+            ConfigurationError: this host's key may not sign checkpoints (``core.key_roles``):
+                nothing stored (a checkpoint by it would make the saga fail verification).
             OSError or the store's error: the checkpoint could not be stored.
         """
         if not self.signs_checkpoints:
@@ -283,8 +315,24 @@ class Evidence:
         assert self.keyring is not None and self.checkpoints is not None
         head = entries[-1]
         checkpoint = sign_checkpoint(self.keyring, saga_id, head.seq, head.hash, utc_stamp())
+        roles = await self.key_roles(journal)
+        problem = roles.checkpoint_problem(checkpoint.key_id, checkpoint.time) if roles is not None else None
+        if problem is not None:
+            raise ConfigurationError(f"checkpoint of saga {saga_id} not stored: {problem}")
         await self.checkpoints.put(checkpoint)
         return checkpoint
+
+
+def checkpoint_problem(checkpoint: Checkpoint, keyring: Keyring, roles: KeyRoles | None) -> str | None:
+    """Why ``checkpoint`` does not count (``None``: it does): its signature does not verify,
+    or its key may not sign checkpoints or was revoked before it (``KeyRoles.checkpoint_problem``;
+    ``roles`` ``None``: the default, every key a checkpoint signer)."""
+    try:
+        checkpoint.verify(keyring)
+    except SignatureError as exc:
+        return str(exc)
+    roles = roles or KeyRoles(None, None, keyring.admin_keys)
+    return roles.checkpoint_problem(checkpoint.key_id, checkpoint.time)
 
 
 def refusal(result: VerifyResult) -> EvidenceError:
@@ -343,7 +391,7 @@ async def verify_sagas(
         if heads_too:
             known = set(ids)
             ids += [sid for sid in heads if sid not in known]
-    adoption = await evidence.adoption(journal)
+    adoption, roles = await evidence._keyring_state(journal)
     results: list[VerifyResult] = []
     if evidence.keyring is None and evidence.checkpoints is None and capabilities_of(journal).rows_read:
         # Read speed: the chain and the structure checked from the stored rows; a
@@ -355,7 +403,7 @@ async def verify_sagas(
                 sid, [JournalEntry.from_row((*row, None, None)) for row in rows], heads, evidence, adoption))
         return results
     async for sid, entries in read_sagas(journal, ids):
-        results.append(await _verify_read(sid, entries, heads, evidence, adoption))
+        results.append(await _verify_read(sid, entries, heads, evidence, adoption, roles))
     return results
 
 
@@ -377,15 +425,15 @@ def _verified_rows(sid: str, rows: Sequence[Sequence[Any]], anchor: ChainHead | 
 
 async def _verify_read(
     sid: str, entries: list[JournalEntry], heads: Mapping[str, ChainHead], evidence: Evidence,
-    adoption: Adoption | None,
+    adoption: Adoption | None, roles: KeyRoles | None = None,
 ) -> VerifyResult:
     """One saga's result for :func:`verify_sagas`, from its entries as read."""
     chain = verify_entries(sid, entries)
     anchored = verify_entries(sid, entries, heads[sid], chain=chain) if sid in heads else chain
     if not anchored.ok:
         return anchored  # a fault inside the chain, or against its heads anchor
-    cp_anchor, fault, checkpoints = await evidence._anchor(sid)
-    full = fault or evidence.check(sid, entries, cp_anchor, checkpoints, adoption, chain=chain)
+    cp_anchor, fault, checkpoints = await evidence._anchor(sid, roles)
+    full = fault or evidence.check(sid, entries, cp_anchor, checkpoints, adoption, chain=chain, roles=roles)
     # The chain's result carries the heads anchor; the full one the count before a keyring.
     return full if not full.ok else replace(anchored, unauthenticated=full.unauthenticated)
 

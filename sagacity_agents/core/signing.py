@@ -9,6 +9,11 @@ holds ``KEY_ID.pub`` (PEM SubjectPublicKeyInfo: verify) and, on a host that sign
 ``KEY_ID.key`` (PEM PKCS#8, unencrypted: sign). The key id travels with every signature, so keys
 rotate: make a new pair (:func:`generate_key`, ``sagacity audit keygen``), move the old private
 key away, and keep the old public key to verify what it signed.
+
+An optional ``ADMINS`` file in the directory names, one per line (``#`` starts a comment), the
+keyring-admin keys (``core.key_roles``): the only keys whose keyring events (roles,
+revocations) count. Naming them out of band is what keeps a journal entry from making its own
+signer an admin. Their private keys belong offline.
 """
 
 from __future__ import annotations
@@ -16,14 +21,17 @@ from __future__ import annotations
 import base64
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError, SignatureError
 from .canonical import encode_canonical, to_canonical_value
 
-__all__ = ["Keyring", "generate_key", "signed_record_problem", "statement_bytes"]
+__all__ = ["ADMINS_FILE", "Keyring", "generate_key", "read_admins", "signed_record_problem", "statement_bytes"]
+
+ADMINS_FILE = "ADMINS"
+"""The keyring directory's file naming its keyring-admin keys, one key id per line."""
 
 _KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -52,13 +60,15 @@ class Keyring:
         verify_keys: key id -> Ed25519 public key (``cryptography`` object).
         signing_key: ``(key_id, Ed25519 private key)`` for a host that signs, else ``None``. Its
             public key is added to the verify keys.
+        admin_keys: the keyring-admin key ids (:data:`ADMINS_FILE`); keys of the keyring.
 
     Raises:
-        ConfigurationError: a key id is not 1-64 of ``A-Za-z0-9._-`` (starting alphanumeric).
+        ConfigurationError: a key id is not 1-64 of ``A-Za-z0-9._-`` (starting alphanumeric),
+            or an admin key is not a verify key.
     """
 
     def __init__(self, verify_keys: Mapping[str, Any] | None = None,
-                 signing_key: tuple[str, Any] | None = None) -> None:
+                 signing_key: tuple[str, Any] | None = None, admin_keys: Iterable[str] = ()) -> None:
         self.verify_keys: dict[str, Any] = dict(verify_keys or {})
         self.signing_key = signing_key
         if signing_key is not None:
@@ -66,6 +76,10 @@ class Keyring:
         for key_id in self.verify_keys:
             if not _KEY_ID.fullmatch(key_id):
                 raise ConfigurationError(f"bad key id {key_id!r}: 1-64 of A-Za-z0-9._- expected")
+        self.admin_keys: frozenset[str] = frozenset(admin_keys)
+        unknown = sorted(self.admin_keys - set(self.verify_keys))
+        if unknown:
+            raise ConfigurationError(f"admin key(s) {', '.join(map(repr, unknown))} have no public key in the keyring")
 
     @classmethod
     def load(cls, directory: str | Path, *, signing_key_id: str | None = None) -> Keyring:
@@ -78,8 +92,9 @@ class Keyring:
 
         Raises:
             ConfigurationError: the directory does not exist, a file is not an Ed25519 key in PEM,
-                several ``*.key`` files and no ``signing_key_id``, that key is missing, or the
-                signing key's ``.pub`` file holds another public key.
+                several ``*.key`` files and no ``signing_key_id``, that key is missing, the
+                signing key's ``.pub`` file holds another public key, or :data:`ADMINS_FILE`
+                names a key without a ``.pub``.
         """
         serialization, ed25519 = _crypto()
         root = Path(directory)
@@ -122,7 +137,7 @@ class Keyring:
                     f"keyring {str(root)!r}: {signing[0]}.pub is not the public key of "
                     f"{signing[0]}.key; restore the matching pair"
                 )
-        return cls(verify, signing)
+        return cls(verify, signing, read_admins(root))
 
     @property
     def can_sign(self) -> bool:
@@ -161,6 +176,26 @@ class Keyring:
             key.verify(base64.b64decode(signature, validate=True), statement_bytes(kind, fields))
         except (InvalidSignature, ValueError, TypeError) as exc:
             raise SignatureError(f"signature by key {key_id!r} does not verify") from exc
+
+
+def read_admins(directory: str | Path) -> frozenset[str]:
+    """The key ids :data:`ADMINS_FILE` of ``directory`` names (none: no file).
+
+    Raises:
+        ConfigurationError: the file cannot be read, or a line is not a key id.
+    """
+    path = Path(directory) / ADMINS_FILE
+    if not path.exists():
+        return frozenset()
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"cannot read {str(path)!r}: {exc}") from exc
+    names = [line.split("#", 1)[0].strip() for line in lines]
+    bad = [n for n in names if n and not _KEY_ID.fullmatch(n)]
+    if bad:
+        raise ConfigurationError(f"{str(path)!r}: {bad[0]!r} is not a key id")
+    return frozenset(n for n in names if n)
 
 
 def generate_key(directory: str | Path, key_id: str) -> tuple[Path, Path]:

@@ -129,40 +129,40 @@ async def test_postgres_tags_on_the_sole_writers_insert_and_on_the_locked_append
     assert result.ok, result
 
 
-def test_the_stand_alone_tag_check_of_audit_format(populated, tmp_path):  # noqa: F811
-    """docs/audit-format.md's optional tag check accepts every tagged entry of a real export
-    and refuses a tag moved to another entry."""
-    db, cps, keys, _ = populated
+def test_the_stand_alone_verifier_checks_the_tags_an_export_with_keys_carries(populated, tmp_path):  # noqa: F811
+    """docs/audit-format.md's verifier, on an export carrying keys, accepts every tagged entry
+    and refuses a tag moved to another entry (at that entry's seq), by default."""
+    db, cps, keys, (done, _) = populated
     out = tmp_path / "audit.jsonl"
-    export(db, cps, out)
+    export(db, cps, out, done, "--keyring", keys)
     namespace: dict = {}
-    exec(doc_blocks()[2], namespace)  # noqa: S102 - the documented code, run as printed
-    records = [json.loads(line) for line in out.read_text().splitlines()[1:]]
-    tagged = [r for r in records if r["type"] == "entry"]
-    assert tagged and all("tag" in r for r in tagged)
-    for record in tagged:
-        namespace["check_tag"](record, keys)
-    forged = {**tagged[1], "tag": tagged[0]["tag"]}
-    from cryptography.exceptions import InvalidSignature
-
-    with pytest.raises(InvalidSignature):
-        namespace["check_tag"](forged, keys)
-    assert base64.b64decode(tagged[0]["tag"])
+    exec(doc_blocks()[0], namespace)  # noqa: S102 - the documented code, run as printed
+    assert namespace["verify"](str(out)) == {done: None}
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["key_id"] for r in lines if r["type"] == "key"] == ["auditor-1"]
+    tagged = [i for i, r in enumerate(lines) if r["type"] == "entry"]
+    lines[tagged[1]]["tag"] = lines[tagged[0]]["tag"]
+    out.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert namespace["verify"](str(out)) == {done: lines[tagged[1]]["seq"]}
+    assert base64.b64decode(lines[tagged[0]]["tag"])
 
 
 @pytest.mark.case("A-05")
 @pytest.mark.parametrize("key_id", ["../../etc/passwd", "/abs/key", "a/b", "", "k\x00"])
-def test_the_documented_checks_refuse_a_key_id_that_is_a_path(tmp_path, key_id):
-    """docs/audit-format.md's check_tag and check_checkpoint take the key id from the export,
-    which its writer chose: one that is not a key id (the Keyring's pattern) is refused before
-    any file is opened."""
+def test_the_documented_verifier_never_opens_a_file_an_export_names(populated, tmp_path, key_id):  # noqa: F811
+    """The key id comes from the export, whose writer chose it: the doc's verifier looks it up
+    in the keys it loaded and reports the entry bad; the only file it opens is the export."""
+    db, cps, keys, (done, _) = populated
+    out = tmp_path / "audit.jsonl"
+    export(db, cps, out, done, "--keyring", keys)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    first = next(r for r in lines if r["type"] == "entry")
+    first["tag_key"] = key_id
+    out.write_text("".join(json.dumps(r) + "\n" for r in lines))
     namespace: dict = {}
-    exec(doc_blocks()[1] + "\n" + doc_blocks()[2], namespace)  # noqa: S102 - the documented code
+    exec(doc_blocks()[0], namespace)  # noqa: S102 - the documented code
     opened: list = []
-    namespace["open"] = lambda *a, **k: opened.append(a) or (_ for _ in ()).throw(AssertionError("opened"))
-    with pytest.raises(KeyError, match="not a key id"):
-        namespace["check_tag"]({"tag_key": key_id, "canonical": "", "tag": ""}, str(tmp_path))
-    with pytest.raises(KeyError, match="not a key id"):
-        namespace["check_checkpoint"]({"key_id": key_id, "saga_id": "s", "seq": 1, "hash": "h",
-                                       "time": "t", "signature": ""}, str(tmp_path))
-    assert opened == []
+    real_open = open
+    namespace["open"] = lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k)
+    assert namespace["verify"](str(out)) == {done: first["seq"]}
+    assert opened == [str(out)]
