@@ -233,6 +233,8 @@ class CallRecorder:
             payload["raw_args"] = raw_args
         if decl is not None and decl.declaration_id is not None:
             payload["declaration"] = decl.declaration_id
+            if decl.scope is not None:
+                payload["scope"] = decl.scope  # whose undo: recovery needs the same id and scope
         if agent is not None:
             payload["agent"] = agent  # which agent's tool of that name
         if frame is not None and frame.saga is self.saga:

@@ -295,6 +295,8 @@ class McpProtection:
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             grant = {"arguments": raw_args_value(raw), "mcp_tool": definition}
         try:
+            if decl is not None:  # compensation finds this call's undo bound on the saga
+                saga.note_declaration(public, decl, agent)
             intent = await saga.begin_external_call(decl, public, call_id, raw, agent=agent,
                                                     grant_args=grant, owned=True)
         except ApprovalError as exc:  # journaled FAILED: the call does not run
