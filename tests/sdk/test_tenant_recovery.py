@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from sagacity_agents import Sagacity, SagaStatus, compensable
 from sagacity_agents.backends import Phase
 from sagacity_agents.cli import cli
+from sagacity_agents.errors import ConfigurationError
 from sagacity_agents.sdk.tools import declaration_of
 from tests.backends import BACKENDS
 
@@ -204,3 +205,37 @@ async def test_recover_all_of_the_facade_takes_a_scope_callable(location):
     assert sorted(seen) == ["A", "B"]
     assert all(r.status is SagaStatus.COMPENSATED for _sid, _why, r in done)
     assert CLIENTS["A"].cancelled == ["A1"] and CLIENTS["B"].cancelled == ["B1"]
+
+
+def unscoped_booker(client: Client):
+    def cancel(ctx) -> None:
+        client.cancel(ctx.args["ref"])
+
+    @function_tool
+    @compensable(undo=cancel)
+    def book(ref: str) -> str:
+        return client.book(ref)
+
+    return book
+
+
+def test_a_second_tenants_tool_under_one_id_without_a_scope_raises():
+    """Both tenants' tools alive at once, no scope: the second declaration is refused, naming
+    the id and what to give (``scope=`` or ``declaration_id=``)."""
+    client = Client("A")
+    first = unscoped_booker(client)
+    with pytest.raises(ConfigurationError) as refused:
+        unscoped_booker(Client("B"))
+    message = str(refused.value)
+    assert "unscoped_booker.<locals>.book" in message and "Client" in message
+    assert "scope=" in message and "declaration_id=" in message
+    assert declaration_of(first).scope is None
+    # The same client again (one tenant's tools rebuilt) is the same tool: accepted.
+    assert declaration_of(unscoped_booker(client)) is not declaration_of(first)
+
+
+def test_a_tool_rebuilt_once_the_first_is_gone_is_accepted():
+    """Only a live declaration conflicts: tools built per request, each dropped before the next,
+    need no scope."""
+    unscoped_booker(Client("A"))
+    unscoped_booker(Client("B"))
