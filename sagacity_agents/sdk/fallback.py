@@ -57,7 +57,7 @@ from ..core.canonical import parse_json
 from ..core.declarations import DEFAULT_UNDO_TIMEOUT, Classifier, Reversibility, ToolDeclaration, Undo
 from ..core.entries import Phase
 from ..core.saga import CallFrame, Saga, current_call, current_saga
-from ..errors import DeclarationError
+from ..errors import ConfigurationError, DeclarationError
 from ._sdk_internals import (
     agent_of_tool,
     default_tool_timeout_error_message,
@@ -126,6 +126,7 @@ def protect_tool(
     classify: Classifier | None = None,
     undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
     declaration_id: str | None = None,
+    scope: str | None = None,
 ) -> FunctionTool:
     """Return a journaled copy of a ``FunctionTool`` we cannot decorate.
 
@@ -143,6 +144,8 @@ def protect_tool(
             one when two tools you protect under one name sit on one agent graph *and* the
             agent that made a call does not tell them apart (the agent is journaled, so the
             same name on two agents needs none).
+        scope: whose tool this is when one id serves several tenants (as for ``compensable``):
+            journaled with each INTENT; recovery runs only an undo of the same id and scope.
 
     Returns:
         A copy whose calls are journaled inside a saga (raw arguments) and unchanged outside one.
@@ -152,6 +155,8 @@ def protect_tool(
     Raises:
         DeclarationError: (also the SDK's ``UserError``) not a ``FunctionTool``, or an invalid
             declaration.
+        ConfigurationError: (also the SDK's ``UserError``) a live compensatable declaration
+            under the same id and no scope has an undo closing over other objects.
     """
     if not isinstance(tool, FunctionTool):
         raise SdkDeclarationError(f"protect_tool takes a FunctionTool, got {tool!r}")
@@ -160,9 +165,9 @@ def protect_tool(
             name=tool.name, reversibility=Reversibility(reversibility), undo=undo,
             classify=classify,
             declaration_id=declaration_id or f"protect_tool:{tool.qualified_name}",
-            undo_timeout=undo_timeout,
+            undo_timeout=undo_timeout, scope=scope,
         )
-    except DeclarationError as exc:
+    except ConfigurationError as exc:  # DeclarationError, or another live one under the id
         raise as_user_error(exc) from None
     protected = copy.copy(tool)
     protected.tool_input_guardrails = [*(tool.tool_input_guardrails or []),

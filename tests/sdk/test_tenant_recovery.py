@@ -49,12 +49,13 @@ CLIENTS: dict[str, Client] = {}
 """The clients of this process by tenant, for :func:`app_for` (the CLI's ``--app``)."""
 
 
-def booker(client: Client):
-    def cancel(ctx) -> None:
-        client.cancel(ctx.args["ref"])
+def booker(client: Client, *, scoped: bool = True):
+    """The factory: every tenant's ``book`` has one declaration id (the client is no plain
+    value); ``scoped`` gives each the tenant as its scope."""
 
     @function_tool
-    @compensable(undo=cancel, scope=client.tenant)
+    @compensable(undo=lambda ctx: client.cancel(ctx.args["ref"]),
+                 scope=client.tenant if scoped else None)
     def book(ref: str) -> str:
         return client.book(ref)
 
@@ -208,15 +209,7 @@ async def test_recover_all_of_the_facade_takes_a_scope_callable(location):
 
 
 def unscoped_booker(client: Client):
-    def cancel(ctx) -> None:
-        client.cancel(ctx.args["ref"])
-
-    @function_tool
-    @compensable(undo=cancel)
-    def book(ref: str) -> str:
-        return client.book(ref)
-
-    return book
+    return booker(client, scoped=False)
 
 
 def test_a_second_tenants_tool_under_one_id_without_a_scope_raises():
@@ -227,7 +220,7 @@ def test_a_second_tenants_tool_under_one_id_without_a_scope_raises():
     with pytest.raises(ConfigurationError) as refused:
         unscoped_booker(Client("B"))
     message = str(refused.value)
-    assert "unscoped_booker.<locals>.book" in message and "Client" in message
+    assert "booker.<locals>.book" in message and "Client" in message
     assert "scope=" in message and "declaration_id=" in message
     assert declaration_of(first).scope is None
     # The same client again (one tenant's tools rebuilt) is the same tool: accepted.

@@ -140,9 +140,9 @@ async def test_undo_data_from_a_thread_without_context_is_never_a_clean_compensa
     assert not (result.status is SagaStatus.COMPENSATED and report.clean)
 
 
-async def test_undo_data_lost_in_a_thread_the_body_swallowed_is_still_dirty():
-    """The body catches the thread's ``CallContextLostError`` and returns as if all went well:
-    the call in flight was marked when the error was raised, so it is reported still dirty."""
+async def _in_executor_without_context(call) -> tuple[object, list[BaseException]]:
+    """A saga whose one tool runs ``call`` in an executor thread without the call's context,
+    swallowing the ``CallContextLostError`` there, then returns as if all went well."""
     caught: list[BaseException] = []
 
     @function_tool
@@ -150,17 +150,24 @@ async def test_undo_data_lost_in_a_thread_the_body_swallowed_is_still_dirty():
     async def book(n: int) -> str:
         def work() -> None:
             try:
-                record_undo_data({"id": 1})
+                call()
             except CallContextLostError as exc:
                 caught.append(exc)
         await asyncio.get_running_loop().run_in_executor(None, work)
-        return "booked"                                   # the body swallowed the error
+        return "booked"
 
     s = Sagacity(":memory:")
     try:
         result = await s.run(agent(scripted([("book", {"n": 1}, "1")], "x"), book), "go")
     finally:
         await s.aclose()
+    return result, caught
+
+
+async def test_undo_data_lost_in_a_thread_the_body_swallowed_is_still_dirty():
+    """The body catches the thread's ``CallContextLostError`` and returns as if all went well:
+    the call in flight was marked when the error was raised, so it is reported still dirty."""
+    result, caught = await _in_executor_without_context(lambda: record_undo_data({"id": 1}))
     assert len(caught) == 1 and "record_undo_data" in str(caught[0])
     (dirty,) = result.report.still_dirty
     assert dirty.tool == "book" and "outside the call's context" in dirty.detail
@@ -170,24 +177,7 @@ async def test_undo_data_lost_in_a_thread_the_body_swallowed_is_still_dirty():
 async def test_idempotency_key_from_a_thread_without_context_raises():
     """``current_idempotency_key`` from a context-less executor thread while a call is in flight
     raises rather than return ``None`` (a request sent without its key)."""
-    caught: list[BaseException] = []
-
-    @function_tool
-    @compensable(undo=lambda ctx: None)
-    async def book(n: int) -> str:
-        def work() -> None:
-            try:
-                current_idempotency_key()
-            except CallContextLostError as exc:
-                caught.append(exc)
-        await asyncio.get_running_loop().run_in_executor(None, work)
-        return "booked"
-
-    s = Sagacity(":memory:")
-    try:
-        await s.run(agent(scripted([("book", {"n": 1}, "1")], "x"), book), "go")
-    finally:
-        await s.aclose()
+    _result, caught = await _in_executor_without_context(current_idempotency_key)
     assert len(caught) == 1 and "current_idempotency_key" in str(caught[0])
 
 
