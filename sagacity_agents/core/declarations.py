@@ -7,7 +7,6 @@ undo fails at start-up, not during a refund.
 from __future__ import annotations
 
 import enum
-import gc
 import inspect
 import math
 import sys
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, DeclarationError
+from ..errors import DeclarationError
 
 if TYPE_CHECKING:
     from .undo import CompensationContext
@@ -233,10 +232,6 @@ _SIGNATURES: dict[str, tuple[Any, ...]] = {}
 """Id -> what the first declaration under it was (reversibility, undo code, plain captured
 values): a later one that differs makes the id ambiguous (:data:`_AMBIGUOUS`)."""
 
-_LIVE: dict[tuple[str, str | None], weakref.ref[ToolDeclaration]] = {}
-"""(id, scope) -> the latest compensatable declaration made under them, while it is alive: what
-a new one under the same id and scope is compared with (:func:`_check_objects`)."""
-
 _AMBIGUOUS: set[str] = set()
 """Ids under which this process made declarations of *different* tools (another undo or another
 reversibility): such an id cannot say which undo a journaled call needs."""
@@ -278,76 +273,12 @@ def interchangeable(a: ToolDeclaration, b: ToolDeclaration) -> bool:
 
 def _register(decl: ToolDeclaration) -> None:
     """Note ``decl`` under its id (a later declaration of another tool under it makes the id
-    ambiguous, :func:`is_ambiguous`).
-
-    Raises:
-        ConfigurationError: see :func:`_check_objects`.
-    """
+    ambiguous, :func:`is_ambiguous`)."""
     assert decl.declaration_id is not None
-    if decl.reversibility is Reversibility.COMPENSATABLE:
-        _check_objects(decl)
     signature = _signature(decl)
     if _SIGNATURES.setdefault(decl.declaration_id, signature) != signature:
         _AMBIGUOUS.add(decl.declaration_id)
     _BY_ID[decl.declaration_id] = weakref.ref(decl)
-
-
-def _undo_objects(decl: ToolDeclaration) -> list[Any]:
-    """The objects (not plain values, functions, classes or modules) the undo closes over."""
-    found: list[Any] = []
-    for cell in getattr(inspect.unwrap(decl.undo), "__closure__", None) or ():  # type: ignore[arg-type]
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-        if not isinstance(value, (str, int, float, bool, type(None))) and not (
-                inspect.isroutine(value) or inspect.isclass(value) or inspect.ismodule(value)):
-            found.append(value)
-    return found
-
-
-def _check_objects(decl: ToolDeclaration) -> None:
-    """Refuse a compensatable declaration whose undo closes over other objects than a live one
-    of the same tool under the same id and no scope (a factory called for two tenants, each
-    with its own API client): their journaled calls could not be told apart, and a recovery
-    could run one tenant's undo on the other's calls. With a scope, the newest wins.
-
-    Raises:
-        ConfigurationError: naming both, ``scope=`` and ``declaration_id=``.
-    """
-    assert decl.declaration_id is not None
-    key = (decl.declaration_id, decl.scope)
-    known = _LIVE.get(key, lambda: None)()
-    if (known is not None and decl.scope is None and _same_tool(known, decl)
-            and not _same_objects(_undo_objects(known), _undo_objects(decl))):
-        del known  # not held here while collecting
-        gc.collect()  # an earlier declaration nobody holds any more is no conflict
-        known = _LIVE.get(key, lambda: None)()
-        if known is not None:
-            raise ConfigurationError(
-                f"{decl.name}: declaration id {decl.declaration_id!r} is already used by a live "
-                f"declaration of {known.name} whose undo closes over other objects "
-                f"({_kinds(known)}), e.g. one factory called for two tenants: their journaled "
-                "calls could not be told apart, and a recovery could run one's undo on the "
-                "other's calls. Give each a scope (compensable(..., scope=TENANT_ID)) or its "
-                "own id (compensable(..., declaration_id=...)); the same id and scope declared "
-                "again (tools built per request) is accepted")
-    _LIVE[key] = weakref.ref(decl, _forget(key))
-
-
-def _same_objects(a: list[Any], b: list[Any]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
-
-
-def _kinds(decl: ToolDeclaration) -> str:
-    return ", ".join(type(o).__qualname__ for o in _undo_objects(decl)) or "none"
-
-
-def _forget(key: tuple[str, str | None]) -> Callable[[Any], None]:
-    def forget(ref: Any) -> None:
-        if _LIVE.get(key) is ref:
-            del _LIVE[key]
-    return forget
 
 
 def _signature(decl: ToolDeclaration) -> tuple[Any, ...]:

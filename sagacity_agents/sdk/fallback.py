@@ -57,7 +57,7 @@ from ..core.canonical import parse_json
 from ..core.declarations import DEFAULT_UNDO_TIMEOUT, Classifier, Reversibility, ToolDeclaration, Undo
 from ..core.entries import Phase
 from ..core.saga import CallFrame, Saga, current_call, current_saga
-from ..errors import ConfigurationError, DeclarationError
+from ..errors import DeclarationError
 from ._sdk_internals import (
     agent_of_tool,
     default_tool_timeout_error_message,
@@ -155,8 +155,6 @@ def protect_tool(
     Raises:
         DeclarationError: (also the SDK's ``UserError``) not a ``FunctionTool``, or an invalid
             declaration.
-        ConfigurationError: (also the SDK's ``UserError``) a live compensatable declaration
-            under the same id and no scope has an undo closing over other objects.
     """
     if not isinstance(tool, FunctionTool):
         raise SdkDeclarationError(f"protect_tool takes a FunctionTool, got {tool!r}")
@@ -167,7 +165,7 @@ def protect_tool(
             declaration_id=declaration_id or f"protect_tool:{tool.qualified_name}",
             undo_timeout=undo_timeout, scope=scope,
         )
-    except ConfigurationError as exc:  # DeclarationError, or another live one under the id
+    except DeclarationError as exc:
         raise as_user_error(exc) from None
     protected = copy.copy(tool)
     protected.tool_input_guardrails = [*(tool.tool_input_guardrails or []),

@@ -45,7 +45,7 @@ from ..core.declarations import (
     stable_module_name,
 )
 from ..core.saga import current_saga
-from ..errors import ConfigurationError, DeclarationError, EncodingError
+from ..errors import DeclarationError, EncodingError
 from ._sdk_internals import normalize_callable_object
 from .shapes import callable_object_wrapper
 from .user_errors import SdkDeclarationError, as_user_error
@@ -319,7 +319,7 @@ def _declare(
             undo_timeout=undo_timeout,
             scope=scope,
         )
-    except ConfigurationError as exc:  # DeclarationError, or another live one under the id
+    except DeclarationError as exc:
         raise as_user_error(exc) from None
     return _wrap(func, decl, body)
 
@@ -353,8 +353,7 @@ def compensable(
             a tenant's calls are undone only by that tenant's undo: journaled with each INTENT;
             recovery refuses (still dirty) a call whose declaration id and scope the agent graph
             it is given does not declare. Needed when tools under one id close over different
-            objects (an API client per tenant): the id's digest covers only plain values, and
-            a second such declaration without a scope, while the first is alive, raises. The
+            objects (an API client per tenant): the id's digest covers only plain values. The
             same id and scope declared again (tools built per request) is accepted, the newest
             serving new calls.
 
@@ -363,9 +362,6 @@ def compensable(
             one positional argument, ``undo_timeout`` is not a finite number of seconds above
             0, ``scope`` is not a non-empty string, or the decorator sits on top of
             ``@function_tool``.
-        ConfigurationError: a live declaration of the same tool under the same id and no scope
-            has an undo closing over other objects (give each a ``scope`` or its own
-            ``declaration_id``).
     """
     if isinstance(undo, FunctionTool):
         raise SdkDeclarationError(

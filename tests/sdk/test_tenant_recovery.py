@@ -18,7 +18,6 @@ from click.testing import CliRunner
 from sagacity_agents import Sagacity, SagaStatus, compensable
 from sagacity_agents.backends import Phase
 from sagacity_agents.cli import cli
-from sagacity_agents.errors import ConfigurationError
 from sagacity_agents.sdk.tools import declaration_of
 from tests.backends import BACKENDS
 
@@ -49,13 +48,12 @@ CLIENTS: dict[str, Client] = {}
 """The clients of this process by tenant, for :func:`app_for` (the CLI's ``--app``)."""
 
 
-def booker(client: Client, *, scoped: bool = True):
+def booker(client: Client):
     """The factory: every tenant's ``book`` has one declaration id (the client is no plain
-    value); ``scoped`` gives each the tenant as its scope."""
+    value); each has its tenant as its scope."""
 
     @function_tool
-    @compensable(undo=lambda ctx: client.cancel(ctx.args["ref"]),
-                 scope=client.tenant if scoped else None)
+    @compensable(undo=lambda ctx: client.cancel(ctx.args["ref"]), scope=client.tenant)
     def book(ref: str) -> str:
         return client.book(ref)
 
@@ -207,28 +205,3 @@ async def test_recover_all_of_the_facade_takes_a_scope_callable(location):
     assert all(r.status is SagaStatus.COMPENSATED for _sid, _why, r in done)
     assert CLIENTS["A"].cancelled == ["A1"] and CLIENTS["B"].cancelled == ["B1"]
 
-
-def unscoped_booker(client: Client):
-    return booker(client, scoped=False)
-
-
-def test_a_second_tenants_tool_under_one_id_without_a_scope_raises():
-    """Both tenants' tools alive at once, no scope: the second declaration is refused, naming
-    the id and what to give (``scope=`` or ``declaration_id=``)."""
-    client = Client("A")
-    first = unscoped_booker(client)
-    with pytest.raises(ConfigurationError) as refused:
-        unscoped_booker(Client("B"))
-    message = str(refused.value)
-    assert "booker.<locals>.book" in message and "Client" in message
-    assert "scope=" in message and "declaration_id=" in message
-    assert declaration_of(first).scope is None
-    # The same client again (one tenant's tools rebuilt) is the same tool: accepted.
-    assert declaration_of(unscoped_booker(client)) is not declaration_of(first)
-
-
-def test_a_tool_rebuilt_once_the_first_is_gone_is_accepted():
-    """Only a live declaration conflicts: tools built per request, each dropped before the next,
-    need no scope."""
-    unscoped_booker(Client("A"))
-    unscoped_booker(Client("B"))
