@@ -205,3 +205,27 @@ async def test_recover_all_of_the_facade_takes_a_scope_callable(location):
     assert all(r.status is SagaStatus.COMPENSATED for _sid, _why, r in done)
     assert CLIENTS["A"].cancelled == ["A1"] and CLIENTS["B"].cancelled == ["B1"]
 
+
+
+async def left_open(location: str) -> dict[str, str]:
+    s = Sagacity(location)
+    try:
+        return await two_tenants_left_open(s)
+    finally:
+        await s.aclose()
+
+
+def test_recover_one_saga_with_an_app_given_its_scope(shared_location):
+    """``saga recover SAGA_ID --app module:app_for``: the app is called with the saga's scope."""
+    sagas = asyncio.run(left_open(shared_location))
+    out = CliRunner().invoke(cli, ["saga", "recover", sagas["B"], "--app",
+                                   "tests.sdk.test_tenant_recovery:app_for", "--db", shared_location])
+    assert out.exit_code == 0, out.output
+    assert "COMPENSATED" in out.output
+    assert CLIENTS["B"].cancelled == ["B1"] and CLIENTS["A"].cancelled == []
+
+
+def test_resume_refuses_an_app_that_takes_a_scope(shared_location):
+    out = CliRunner().invoke(cli, ["saga", "resume", "nope", "--app",
+                                   "tests.sdk.test_tenant_recovery:app_for", "--db", shared_location])
+    assert out.exit_code == 2 and "takes a scope" in out.output
