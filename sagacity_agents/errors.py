@@ -10,6 +10,7 @@ from ._lazy import on_first_use
 
 __all__ = [
     "ApprovalError",
+    "CallContextLostError",
     "ClaimTakenError",
     "ConfigurationError",
     "DeclarationError",
@@ -120,6 +121,15 @@ class ClaimTakenError(JournalConflictError):
 class SagaStateError(SagacityError):
     """An operation does not fit the saga's state: opening a saga inside an active one,
     appending to a closed saga, resuming a saga that is not waiting."""
+
+
+class CallContextLostError(SagaStateError):
+    """``record_undo_data`` or ``current_idempotency_key`` was called where no saga call is in the
+    context (a thread or executor the tool body started, which does not inherit the body's
+    context variables) while this process has a saga call in flight: the value would be lost, or
+    the key would be ``None``. Carry the context into the thread
+    (``sagacity_agents.saga.carry_context(fn)``, ``contextvars.copy_context().run``, or
+    ``asyncio.to_thread``, which copies it)."""
 
 
 class LeaseLostError(JournalConflictError, SagaStateError):

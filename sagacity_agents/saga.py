@@ -13,6 +13,9 @@ From the Agents SDK adapter (imported on first use): :class:`SagaStream` (what
 :class:`McpPolicy` (the policy of ``protect_mcp_server``) and :class:`SagaRecovered`
 (the reason recorded when ``Sagacity.recover`` finishes a saga; also in ``errors``).
 
+:func:`carry_context` wraps a function a tool body hands to a thread or an executor so that
+``record_undo_data`` and ``current_idempotency_key`` called there find the body's call.
+
 :class:`Recovery` is recovery as a service of the core (select, recover, resolve, close a saga
 left behind, verifying it once), what ``Sagacity.recover`` drives; an adapter binds its own
 declarations to it. :class:`Recovered` is what one recovery returns.
@@ -26,7 +29,7 @@ from ._lazy import on_first_use
 from .core.compensation import CompensationItem, CompensationReport, compensate
 from .core.declarations import Reversibility, ToolDeclaration
 from .core.recovery import Recovered, Recovery
-from .core.saga import FailureRecord, Saga
+from .core.saga import FailureRecord, Saga, carry_context
 from .core.undo import call_idempotency_key
 
 if TYPE_CHECKING:
@@ -50,6 +53,7 @@ __all__ = [
     "SagaStream",
     "ToolDeclaration",
     "call_idempotency_key",
+    "carry_context",
     "compensate",
     "saga_trace",
 ]

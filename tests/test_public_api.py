@@ -40,7 +40,7 @@ SECOND_DOORS = {
         "SqliteJournal",
     ],
     "sagacity_agents.errors": [
-        "ApprovalError", "ClaimTakenError", "ConfigurationError", "DeclarationError",
+        "ApprovalError", "CallContextLostError", "ClaimTakenError", "ConfigurationError", "DeclarationError",
         "EncodingError", "EvidenceError", "HooksNotEnteredError", "JournalClosedError",
         "JournalConflictError", "JournalError", "JournalWriteError", "LeaseLostError",
         "McpServerMissingError", "RunLeaseLostError", "SagaFailedError", "SagaRecovered",
@@ -56,7 +56,7 @@ SECOND_DOORS = {
     "sagacity_agents.saga": [
         "CompensationItem", "CompensationReport", "FailureRecord", "McpPolicy", "Recovered",
         "Recovery", "Reversibility", "Saga", "SagaRecovered", "SagaStream", "ToolDeclaration", "call_idempotency_key",
-        "compensate", "saga_trace",
+        "carry_context", "compensate", "saga_trace",
     ],
 }
 """The doors this change made, name by name (``testing``, ``web`` and ``otel`` are as before)."""
@@ -71,7 +71,8 @@ DEMO = ["sagacity_agents.demo", "sagacity_agents.demo.trip", "sagacity_agents.de
 
 TOP_LEVEL_BEFORE = sorted({*FRONT_DOOR, *(n for names in SECOND_DOORS.values() for n in names)}
                           - {"McpServerMissingError", "describe_error", "Recovered", "Recovery",
-                             "KeyRoles", "Role", "grant_roles", "journal_key_roles", "revoke_key"})
+                             "KeyRoles", "Role", "grant_roles", "journal_key_roles", "revoke_key",
+                             "CallContextLostError", "carry_context"})
 """The 80 names ``sagacity_agents.__all__`` had before the front door: each still imports."""
 
 

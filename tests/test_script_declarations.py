@@ -139,7 +139,7 @@ def test_a_missing_undo_names_the_cause_never_saga_resolve(tmp_path):
                     "--app", "other:agent", "--db", "journal.db")
     assert recovered.returncode == 1
     out = " ".join(recovered.stdout.split())
-    assert "no undo registered for tool 'book_hotel' in this process (declaration app:book_hotel)" in out
+    assert "no undo registered for tool 'book_hotel' in the agent graph given (declaration app:book_hotel)" in out
     assert "undo not found: the agent given with --app declares no tool under the declaration id" in out
     assert "declaration_id=" in out and "then recover again" in out
     assert "saga resolve" not in out.replace("`saga resolve` does not apply", "")

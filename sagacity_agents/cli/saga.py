@@ -3,12 +3,15 @@ sagas, answer in-doubt calls.
 
 ``saga resume`` loads the application's agent with ``--app module:attr``, the one convention for
 commands that need the user's agents and undos: ``attr`` is an ``Agent``, or a callable taking no
-arguments that returns one (:func:`load_app`).
+arguments that returns one (:func:`load_app`); for ``saga recover``, also a callable taking the
+saga's scope (``app(scope)``), so that each tenant's saga is recovered with its own agent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import inspect
 import json
 import shlex
 import sys
@@ -26,14 +29,19 @@ from .timeline import timeline_table
 __all__ = ["load_app", "saga"]
 
 
-def load_app(spec: str) -> Any:
+def load_app(spec: str, *, scoped: bool = False) -> Any:
     """Load the application's agent from ``module:attr``.
 
     ``attr`` (dotted attributes allowed) is an ``Agent``, or a callable with no arguments
-    returning one. The current directory is importable, as with ``python -m``.
+    returning one. With ``scoped`` (``saga recover``), it may also be a callable taking the
+    saga's scope (one parameter named ``scope``, or one required positional parameter) that
+    returns that scope's agent: it is returned as it is, and called per saga. The current
+    directory is importable, as with ``python -m``.
 
     Raises:
-        click.UsageError: the spec is malformed, or the module or attribute cannot be found.
+        click.UsageError: the spec is malformed, or the module or attribute cannot be found, or
+            it is not an Agent nor a callable returning one (a scope callable without
+            ``scoped``).
     """
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
@@ -49,10 +57,29 @@ def load_app(spec: str) -> Any:
     from agents import Agent
 
     if not isinstance(obj, Agent) and callable(obj):
+        if _takes_scope(obj):
+            if scoped:
+                return obj
+            raise click.UsageError(f"--app {spec!r} takes a scope; this command needs an Agent "
+                                   "or a callable with no arguments returning one")
         obj = obj()
     if not isinstance(obj, Agent):
         raise click.UsageError(f"--app {spec!r} is not an Agent nor a callable returning one")
     return obj
+
+
+def _takes_scope(app: Any) -> bool:
+    """Whether ``app`` is called with a saga's scope: a parameter named ``scope``, or exactly
+    one parameter that must be given."""
+    try:
+        params = list(inspect.signature(app).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if any(p.name == "scope" for p in params):
+        return True
+    required = [p for p in params if p.default is inspect.Parameter.empty
+                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(required) == 1
 
 
 def connected_mcp_servers(agent: Any) -> Any:
@@ -155,6 +182,13 @@ def _print_recovery(console: Any, result: Any) -> None:
             "apply)"))
 
 
+def _servers_of(agent: Any) -> Any:
+    """:func:`connected_mcp_servers` of an agent; a scope callable connects its own agents'."""
+    from agents import Agent
+
+    return connected_mcp_servers(agent) if isinstance(agent, Agent) else contextlib.nullcontext()
+
+
 _UNDO_NOT_FOUND = "no undo registered"
 """How ``core.compensation`` words a failed undo whose declaration this process does not have."""
 
@@ -165,7 +199,9 @@ _UNDO_NOT_FOUND = "no undo registered"
               help="Every saga whose run lease expired without RUN_ENDED, or left IN_DOUBT / "
                    "COMPENSATION_FAILED (never one waiting for approval, idle or running).")
 @click.option("--app", "app", required=True, metavar="MODULE:ATTR",
-              help="The agent whose tool declarations hold the undos.")
+              help="The agent whose tool declarations hold the undos, a no-argument callable "
+                   "returning it, or a callable given each saga's scope (app(scope)) returning "
+                   "that scope's agent.")
 @db_option()
 def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> None:
     """Finish a saga its process left behind: undo its executed effects from the journal.
@@ -180,12 +216,12 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
     """
     if (saga_id is None) == (not recover_all):
         raise click.UsageError("give a SAGA_ID or --all (not both)")
-    agent = load_app(app)
+    agent = load_app(app, scoped=True)
     console = make_console(highlight=False)
     if saga_id is not None:
 
         async def work(sagacity: Any) -> Any:
-            async with connected_mcp_servers(agent):  # undos through the servers of those names
+            async with _servers_of(agent):  # undos through the servers of those names
                 return await sagacity.recover(saga_id, agent)
 
         result = with_sagacity(db, work)
@@ -195,7 +231,7 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
         return
 
     async def work_all(sagacity: Any) -> Any:
-        async with connected_mcp_servers(agent):
+        async with _servers_of(agent):
             return await sagacity.recover_all(agent)
 
     outcomes = with_sagacity(db, work_all)

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..errors import ClaimTakenError, JournalWriteError, LeaseLostError, describe_error
 from .declarations import (
-    Reversibility, ToolDeclaration, declaration_by_id, interchangeable, is_ambiguous,
+    Reversibility, ToolDeclaration, interchangeable, is_ambiguous, unresolved_declaration,
 )
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
@@ -152,32 +152,42 @@ def _journaled_result(payload: dict[str, Any]) -> Any:
 
 def _declaration_for(
     declarations: Mapping[str, ToolDeclaration], tool: str, decl_id: Any, agent: Any = None,
-    by_agent: Mapping[tuple[str | None, str], ToolDeclaration] | None = None,
+    by_agent: Mapping[tuple[str | None, str], ToolDeclaration] | None = None, scope: Any = None,
 ) -> tuple[ToolDeclaration | None, str | None]:
     """The declaration whose undo compensates an INTENT of ``tool`` journaled with ``decl_id``
-    by ``agent``, or ``None`` and why not (the wrong undo must never run).
+    and ``scope`` by ``agent``, or ``None`` and why not (the wrong undo must never run).
 
-    First the declaration bound for the INTENT's (agent, tool), if it has the journaled id; else
-    the one declaration of the saga with that id (several different ones, e.g. one factory's
-    tools on agents the INTENT's agent does not name: refused, not guessed; one bound only for
-    other agents while the INTENT's agent has nothing bound at all, i.e. is not in the graph
-    given: refused too, its tool may be another one built alike); else, when the saga bound
-    none, the one this process made under the id (:func:`declaration_by_id`). A run binds each
-    call's own declaration under its agent as the call starts (``Saga.note_declaration``), so
-    compensation in the process that ran the calls finds the right one."""
+    Only declarations bound on the saga count (the agent graph given, and each call's own
+    declaration noted as it starts, ``Saga.note_declaration``), never one this process made
+    elsewhere: a recovery given tenant A's agent must not run A's undo on tenant B's calls.
+    Each must have the INTENT's scope (``None`` when it journals none). First the one bound
+    for the INTENT's (agent, tool), if it has the journaled id; else the one declaration of the
+    saga with that id (several different ones, e.g. one factory's tools on agents the INTENT's
+    agent does not name: refused, not guessed; one bound only for other agents while the
+    INTENT's agent has nothing bound at all, i.e. is not in the graph given: refused too, its
+    tool may be another one built alike); else an adapter's word on an id it knows
+    (:func:`unresolved_declaration`: an undo that only fails saying why)."""
     by_agent = by_agent or {}
+    scope = scope if isinstance(scope, str) else None
     bound = by_agent.get((agent, tool)) if isinstance(agent, str) else None
-    if bound is not None and (bound.declaration_id == decl_id or not isinstance(decl_id, str)):
+    if bound is not None and bound.scope == scope and (
+            bound.declaration_id == decl_id or not isinstance(decl_id, str)):
         return bound, None
     if isinstance(decl_id, str):
         pool = [d for d in (*by_agent.values(), *declarations.values()) if d.declaration_id == decl_id]
     else:  # journals written before ids: by tool name, if only one declaration has it
         pool = [d for (_, name), d in by_agent.items() if name == tool]
         pool += [d for name, d in declarations.items() if name == tool]
+    other_scopes = sorted({repr(d.scope) for d in pool if d.scope != scope})
     found: list[ToolDeclaration] = []
     for decl in pool:
-        if not any(interchangeable(decl, known) for known in found):
+        if decl.scope == scope and not any(interchangeable(decl, known) for known in found):
             found.append(decl)
+    if not found and other_scopes:
+        return None, (f"declaration {decl_id} with scope {scope!r} is not in the agent graph "
+                      f"given here (it declares that id only with scope {', '.join(other_scopes)}); "
+                      "the undo is not guessed: recover with the agent built for that scope "
+                      "(recover --all --app takes a callable given the saga's scope)")
     if len(found) == 1:
         elsewhere = sorted({a for (a, name), d in by_agent.items()
                             if a != agent and interchangeable(d, found[0])}, key=str)
@@ -202,7 +212,7 @@ def _declaration_for(
                       "compensable(..., declaration_id=...)")
     if not isinstance(decl_id, str):
         return None, None
-    return declaration_by_id(decl_id), None
+    return unresolved_declaration(decl_id), None
 
 
 async def _claim_undo(
@@ -267,9 +277,9 @@ async def compensate(
         journal: where the saga's entries are read from and the undo entries written to.
         saga_id: the saga to compensate.
         declarations: tool name (as journaled) -> declaration holding the undo. An INTENT that
-            journals a declaration id is undone by the declaration with that id (from
-            ``declarations``, else the one made in this process, :func:`declaration_by_id`),
-            never by another tool of the same name; an INTENT without one (journals written
+            journals a declaration id is undone by the declaration with that id and the
+            INTENT's scope from ``declarations`` or ``agent_declarations`` (never one made
+            elsewhere in this process), never by another tool of the same name; an INTENT without one (journals written
             before ids existed) by the declaration of its tool name. A compensatable entry with
             no such declaration is reported as failed ("no undo registered").
         evidence: how the saga's entries are verified first (default: the hash chain alone).
@@ -323,7 +333,8 @@ async def compensate(
         intent_payload = call.intent.payload or {}
         decl, unsure = _declaration_for(declarations, call.intent.tool or "",
                                         intent_payload.get("declaration"),
-                                        intent_payload.get("agent"), agent_declarations)
+                                        intent_payload.get("agent"), agent_declarations,
+                                        intent_payload.get("scope"))
         await walk.undo(call, decl, unsure)
     return walk.report(ledger)
 
@@ -448,8 +459,11 @@ class _Walk:
             return (f"declaration {decl_id} names several different tools in this process "
                     "(one factory or lambdas); the undo is not guessed: give each tool its "
                     "own id with compensable(..., declaration_id=...)")
-        return f"no undo registered for tool {call.intent.tool!r} in this process" + (
-            f" (declaration {decl_id})" if decl_id else "")
+        scope = (call.intent.payload or {}).get("scope")
+        return (f"no undo registered for tool {call.intent.tool!r} in the agent graph given"
+                + (f" (declaration {decl_id}" if decl_id else "")
+                + (f", scope {scope!r})" if decl_id and scope is not None else ")" if decl_id else "")
+                + "; the undo is not looked up elsewhere in this process")
 
     async def _run(self, call: Any, decl: ToolDeclaration, key: str, attempt: int, end_key: str,
                    outcome_payload: dict[str, Any]) -> UndoRun:

@@ -10,6 +10,7 @@ import enum
 import inspect
 import math
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,9 @@ __all__ = [
     "declaration_by_id",
     "interchangeable",
     "is_ambiguous",
+    "journaled_scopes",
     "stable_module_name",
+    "unresolved_declaration",
 ]
 
 
@@ -114,7 +117,7 @@ def check_undo(undo: Any, tool_name: str) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class ToolDeclaration:
     """A tool's saga declaration, attached to its wrapped function.
 
@@ -147,6 +150,10 @@ class ToolDeclaration:
     :data:`DEFAULT_UNDO_TIMEOUT`). Past it the undo is journaled in doubt (it may have acted) and
     left for ``recover`` to retry with the same idempotency key; a sync undo, which cannot be
     stopped, journals its real end when it returns (``core.compensation``)."""
+    scope: str | None = None
+    """Whose declaration this is when one id serves several (a tenant id for tools a factory
+    builds around a per-tenant client): journaled with each INTENT as ``"scope"``; compensation
+    and recovery run only an undo declared under the INTENT's id *and* scope (``None``: none)."""
 
     def __post_init__(self) -> None:
         timeout = self.undo_timeout
@@ -166,6 +173,8 @@ class ToolDeclaration:
             )
         if self.classify is not None and not callable(self.classify):
             raise DeclarationError(f"{self.name}: classify must be callable, got {self.classify!r}")
+        if self.scope is not None and (not isinstance(self.scope, str) or not self.scope):
+            raise DeclarationError(f"{self.name}: scope must be a non-empty string, got {self.scope!r}")
         if self.declaration_id is not None:
             _register(self)
 
@@ -215,10 +224,13 @@ def stable_module_name(name: str) -> str:
     return ".".join(parts)
 
 
-_BY_ID: dict[str, ToolDeclaration] = {}
-"""Every declaration with an id made in this process (filled when it is made, at decoration
-time); a later declaration of the same tool under the same id (a function defined again)
-replaces the earlier."""
+_BY_ID: dict[str, weakref.ref[ToolDeclaration]] = {}
+"""The latest declaration made in this process under each id (filled when it is made, at
+decoration time), while it is alive; a later declaration under the same id replaces it."""
+
+_SIGNATURES: dict[str, tuple[Any, ...]] = {}
+"""Id -> what the first declaration under it was (reversibility, undo code, plain captured
+values): a later one that differs makes the id ambiguous (:data:`_AMBIGUOUS`)."""
 
 _AMBIGUOUS: set[str] = set()
 """Ids under which this process made declarations of *different* tools (another undo or another
@@ -228,9 +240,8 @@ reversibility): such an id cannot say which undo a journaled call needs."""
 def _same_tool(a: ToolDeclaration, b: ToolDeclaration) -> bool:
     """Whether two declarations under one id are the same tool made again (a factory called
     twice with the same plain values, a module reloaded): same reversibility, same undo code,
-    same plain captured values. Objects captured count by type: a factory whose tools differ only
-    by the objects they capture cannot be told apart here and needs explicit ids (within a saga,
-    compensation tells them apart by the INTENT's agent: ``interchangeable``)."""
+    same plain captured values. Objects captured count by type: tools a factory builds around
+    per-tenant objects need a ``scope`` (or their own id) to be told apart."""
     if a.reversibility is not b.reversibility:
         return False
     code_a = getattr(a.undo, "__code__", a.undo)
@@ -261,11 +272,18 @@ def interchangeable(a: ToolDeclaration, b: ToolDeclaration) -> bool:
 
 
 def _register(decl: ToolDeclaration) -> None:
+    """Note ``decl`` under its id (a later declaration of another tool under it makes the id
+    ambiguous, :func:`is_ambiguous`)."""
     assert decl.declaration_id is not None
-    known = _BY_ID.get(decl.declaration_id)
-    if known is not None and not _same_tool(known, decl):
+    signature = _signature(decl)
+    if _SIGNATURES.setdefault(decl.declaration_id, signature) != signature:
         _AMBIGUOUS.add(decl.declaration_id)
-    _BY_ID[decl.declaration_id] = decl
+    _BY_ID[decl.declaration_id] = weakref.ref(decl)
+
+
+def _signature(decl: ToolDeclaration) -> tuple[Any, ...]:
+    """What :func:`_same_tool` compares, kept without keeping the declaration alive."""
+    return (decl.reversibility, getattr(decl.undo, "__code__", decl.undo), repr(_plain_cells(decl.undo)))
 
 
 _FINDERS: list[Callable[[str], ToolDeclaration | None]] = []
@@ -287,20 +305,54 @@ def add_declaration_finder(finder: Callable[[str], ToolDeclaration | None]) -> N
 
 
 def declaration_by_id(declaration_id: str) -> ToolDeclaration | None:
-    """The declaration made in this process under ``declaration_id`` (the latest one), or
-    ``None``. Recovery uses it for tools it meets only at run time (an agent run inside a tool
-    body), which no walk of the agent graph can see in advance.
+    """The declaration made in this process under ``declaration_id`` (the latest one, while it
+    is alive), or ``None``. Compensation and recovery never use it (they run only undos of the
+    agent graph they are given, and of each call as it starts): it is for inspection.
 
     Returns ``None`` as well for an id under which this process made declarations of different
     tools (:func:`is_ambiguous`): guessing could apply one tool's undo to another's effect.
     """
     if declaration_id in _AMBIGUOUS:
         return None
-    found = _BY_ID.get(declaration_id)
+    ref = _BY_ID.get(declaration_id)
+    found = ref() if ref is not None else None
     for finder in _FINDERS if found is None else ():
         found = finder(declaration_id)
         if found is not None:
             break
+    return found
+
+
+def unresolved_declaration(declaration_id: str) -> ToolDeclaration | None:
+    """What an adapter's finder (:func:`add_declaration_finder`) says about an id no declaration
+    of the agent graph given carries: a declaration whose undo only fails saying why (the MCP
+    server it names is not protected here...), or ``None``. Never a declaration this process
+    made: recovery runs only undos of the graph it is given."""
+    for finder in _FINDERS:
+        found = finder(declaration_id)
+        if found is not None and found.declaration_id is None:
+            return found
+    return None
+
+
+def journaled_scopes(entries: Any) -> list[str | None]:
+    """The distinct scopes the INTENTs of ``entries`` journal (``None`` for an INTENT without
+    one), in the order first met.
+
+    Args:
+        entries: a saga's journal entries (``JournalEntry``; other phases are skipped).
+    """
+    found: list[str | None] = []
+    for entry in entries:
+        if getattr(getattr(entry, "phase", None), "value", None) != "INTENT":
+            continue
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        if "declaration" not in payload:
+            continue
+        scope = payload.get("scope")
+        scope = scope if isinstance(scope, str) else None
+        if scope not in found:
+            found.append(scope)
     return found
 
 

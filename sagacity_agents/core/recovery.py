@@ -105,7 +105,9 @@ class Recovered:
 
 
 Bind = Callable[[Saga], None]
-"""Registers the declarations of the tools the saga's calls ran (their undos) on the saga."""
+"""Registers the declarations of the tools the saga's calls ran (their undos) on the saga. One
+with a ``for_entries(entries) -> Bind`` method is asked first for the binder of each saga, given
+its verified entries (an adapter picks the agent of the scope its calls journal)."""
 
 Scope = Callable[[str], "contextlib.AbstractContextManager[Any]"]
 """The context one saga's recovery runs in, by saga id (an adapter's trace, for instance)."""
@@ -203,7 +205,8 @@ class Recovery:
         if not entries:
             raise SagaStateError(f"no saga {saga_id} in the journal")
         saga = self._saga(saga_id, in_flight_timeout=0)
-        bind(saga)
+        for_entries = getattr(bind, "for_entries", None)
+        (for_entries(entries) if callable(for_entries) else bind)(saga)
         await saga.begin_run("recover", recovering=True, verified=entries)  # refused while held
         if completed_unclosed(entries):
             # Its run completed (RUN_ENDED COMPLETED) and only SAGA_CLOSED was lost (killed

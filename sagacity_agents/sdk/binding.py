@@ -55,7 +55,9 @@ def _edge_tools(agents: Any, strict: bool) -> None:
 
 def bind_agent(saga: Saga, agent: Agent[Any], *, strict: bool = False) -> None:
     """Register every declared tool a run of ``agent`` can reach with ``saga``, under the tool's
-    qualified name and its agent, and check the declarations.
+    qualified name and its agent (and the policy declarations of the protected MCP servers of
+    every agent reached, under ``SERVER.TOOL``), and check the declarations. Compensation and
+    recovery run only undos registered so (and each call's own, noted as it starts).
 
     Args:
         saga: the saga the run belongs to.
@@ -94,10 +96,18 @@ def bind_agent(saga: Saga, agent: Agent[Any], *, strict: bool = False) -> None:
                 "    @function_tool(needs_approval=True)\n    @irreversible\n"
                 f"    def {tool.name}(...): ..."
             )
-    for site in graph.declared():
-        assert site.declaration is not None
-        try:
+    try:
+        for site in graph.declared():
+            assert site.declaration is not None
             saga.register(site.key, site.declaration, agent=site.agent,
                           timeout=site.tool.timeout_seconds)
-        except ConfigurationError as exc:
-            raise as_user_error(exc) from None
+        for reached in graph.agents:
+            # A protected MCP server's tools exist only once listed, but their declarations
+            # (the undos) are its policy's: bound here, so that compensation and recovery find
+            # them in the graph given, never elsewhere in the process.
+            for server in getattr(reached, "mcp_servers", None) or ():
+                protection = getattr(server, "_sagacity_protection", None)
+                for decl in getattr(protection, "declarations", {}).values():
+                    saga.register(decl.name, decl, agent=reached.name)
+    except ConfigurationError as exc:
+        raise as_user_error(exc) from None

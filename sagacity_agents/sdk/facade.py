@@ -27,6 +27,7 @@ from ..core.recovery import Recovered, Recovery
 from ..core.authenticity import signing_view
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
+from ..core.declarations import journaled_scopes
 from ..core.signing import Keyring
 from ..errors import ApprovalError, ConfigurationError, SagacityError, SagaStateError
 from ..settings import DEFAULT_JOURNAL_PATH, evidence_from, journal_path
@@ -294,14 +295,32 @@ class Sagacity:
         kwargs["context"] = context
         return await self._drive(saga_hooks, agent, None, kwargs, approver, restore=True)
 
-    async def recover(self, saga_id: str, agent: Agent[Any], *, run_config: Any = None) -> SagaResult:
+    async def recover(self, saga_id: str, agent: Agent[Any] | Callable[[str | None], Agent[Any]], *,
+                      run_config: Any = None) -> SagaResult:
         """Finish saga ``saga_id``, left behind, with the undos ``agent`` declares, in a trace shaped
-        by ``run_config`` (``None``: no raw data); see ``core.recovery.Recovery.recover``."""
+        by ``run_config`` (``None``: no raw data); see ``core.recovery.Recovery.recover``.
+
+        Args:
+            agent: the agent whose graph declares the undos (only those run: a call whose
+                journaled declaration id and scope it does not declare is reported still dirty),
+                or ``app(scope) -> Agent``, called with each scope the saga's calls journal
+                (``None`` for calls without one), so each tenant's saga is recovered with that
+                tenant's agent.
+            run_config: as above.
+
+        Raises:
+            ConfigurationError: ``app`` returned something other than an ``Agent``. Otherwise
+                as ``core.recovery.Recovery.recover``.
+        """
         return _result(await self._service(run_config).recover(saga_id, _binder(agent)))
 
-    async def recover_all(self, agent: Agent[Any]) -> list[tuple[str, str, SagaResult | SagacityError]]:
+    async def recover_all(
+        self, agent: Agent[Any] | Callable[[str | None], Agent[Any]],
+    ) -> list[tuple[str, str, SagaResult | SagacityError]]:
         """``(saga_id, why, SagaResult or refusal)`` for every saga that needed recovery, oldest
-        first, ``agent`` declaring all their undos (``core.recovery.Recovery.recover_all``)."""
+        first, ``agent`` declaring all their undos, or ``app(scope) -> Agent`` giving each saga
+        the agent of the scope its calls journal (as :meth:`recover`;
+        ``core.recovery.Recovery.recover_all``)."""
         done = await self._service().recover_all(_binder(agent))
         return [(sid, why, _result(r) if isinstance(r, Recovered) else r) for sid, why, r in done]
 
@@ -433,9 +452,44 @@ class Sagacity:
             await close_checkpoints()
 
 
-def _binder(agent: Agent[Any]) -> Callable[[Saga], None]:
-    """Registers the declarations of ``agent``'s graph (the undos) on a saga."""
-    return lambda saga: bind_agent(saga, agent)
+def _binder(agent: Agent[Any] | Callable[[str | None], Agent[Any]]) -> Callable[[Saga], None]:
+    """Registers the declarations of ``agent``'s graph (the undos) on a saga; for ``app(scope)``,
+    of the graph of each agent it gives for the scopes the saga's calls journal."""
+    if isinstance(agent, Agent) or not callable(agent):
+        return lambda saga: bind_agent(saga, agent)
+    return _ScopedBinder(agent)
+
+
+class _ScopedBinder:
+    """A recovery's binder for ``app(scope) -> Agent``: the core asks it for the binder of one
+    saga, given the saga's verified entries (``for_entries``)."""
+
+    def __init__(self, app: Callable[[str | None], Agent[Any]]) -> None:
+        self.app = app
+
+    def for_entries(self, entries: Iterable[JournalEntry]) -> Callable[[Saga], None]:
+        """The binder of the saga whose entries these are: every scope its INTENTs journal.
+
+        Raises:
+            ConfigurationError: ``app`` returned something other than an ``Agent``.
+        """
+        agents: list[Agent[Any]] = []
+        for scope in journaled_scopes(entries) or [None]:
+            made = self.app(scope)
+            if not isinstance(made, Agent):
+                raise ConfigurationError(
+                    f"the recovery app gave {made!r} for scope {scope!r}, not an Agent")
+            agents.append(made)
+
+        def bind(saga: Saga) -> None:
+            for made in agents:
+                bind_agent(saga, made)
+
+        return bind
+
+    def __call__(self, saga: Saga) -> None:
+        """Without the saga's entries (an adapter's own recovery service): the agent of no scope."""
+        self.for_entries(())(saga)
 
 
 def _result(recovered: Recovered) -> SagaResult:

@@ -126,6 +126,7 @@ def protect_tool(
     classify: Classifier | None = None,
     undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
     declaration_id: str | None = None,
+    scope: str | None = None,
 ) -> FunctionTool:
     """Return a journaled copy of a ``FunctionTool`` we cannot decorate.
 
@@ -143,6 +144,8 @@ def protect_tool(
             one when two tools you protect under one name sit on one agent graph *and* the
             agent that made a call does not tell them apart (the agent is journaled, so the
             same name on two agents needs none).
+        scope: whose tool this is when one id serves several tenants (as for ``compensable``):
+            journaled with each INTENT; recovery runs only an undo of the same id and scope.
 
     Returns:
         A copy whose calls are journaled inside a saga (raw arguments) and unchanged outside one.
@@ -160,7 +163,7 @@ def protect_tool(
             name=tool.name, reversibility=Reversibility(reversibility), undo=undo,
             classify=classify,
             declaration_id=declaration_id or f"protect_tool:{tool.qualified_name}",
-            undo_timeout=undo_timeout,
+            undo_timeout=undo_timeout, scope=scope,
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None

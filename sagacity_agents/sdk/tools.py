@@ -292,6 +292,7 @@ def _declare(
     func: Any, reversibility: Reversibility, deco: str, args_hint: str, *,
     undo: Undo | None = None, classify: Classifier | None = None,
     declaration_id: str | None = None, undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
+    scope: str | None = None,
 ) -> Callable[..., Any]:
     if isinstance(func, FunctionTool):
         raise SdkDeclarationError(
@@ -316,6 +317,7 @@ def _declare(
             is_async=inspect.iscoroutinefunction(body),
             declaration_id=_declaration_id(func, undo, declaration_id),
             undo_timeout=undo_timeout,
+            scope=scope,
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None
@@ -324,7 +326,7 @@ def _declare(
 
 def compensable(
     undo: Undo, *, classify: Classifier | None = None, declaration_id: str | None = None,
-    undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
+    undo_timeout: float = DEFAULT_UNDO_TIMEOUT, scope: str | None = None,
 ) -> Callable[[F], F]:
     """Declare a tool whose effect has an undo, run in reverse order if the saga fails.
 
@@ -347,11 +349,19 @@ def compensable(
             must honour the key. An async undo is cancelled; a sync one cannot be, and its end
             is journaled when it returns (``after_in_doubt``: that attempt's outcome, counted
             once).
+        scope: whose tool this is when one factory builds it for several (a tenant id), so that
+            a tenant's calls are undone only by that tenant's undo: journaled with each INTENT;
+            recovery refuses (still dirty) a call whose declaration id and scope the agent graph
+            it is given does not declare. Needed when tools under one id close over different
+            objects (an API client per tenant): the id's digest covers only plain values. The
+            same id and scope declared again (tools built per request) is accepted, the newest
+            serving new calls.
 
     Raises:
         DeclarationError: at decoration time, when ``undo`` is missing, not callable, cannot take
             one positional argument, ``undo_timeout`` is not a finite number of seconds above
-            0, or the decorator sits on top of ``@function_tool``.
+            0, ``scope`` is not a non-empty string, or the decorator sits on top of
+            ``@function_tool``.
     """
     if isinstance(undo, FunctionTool):
         raise SdkDeclarationError(
@@ -373,6 +383,7 @@ def compensable(
         return _declare(  # type: ignore[return-value]
             func, Reversibility.COMPENSATABLE, "compensable", "(undo=...)", undo=undo,
             classify=classify, declaration_id=declaration_id, undo_timeout=undo_timeout,
+            scope=scope,
         )
 
     return decorate
@@ -383,18 +394,19 @@ def _simple(reversibility: Reversibility, deco: str) -> Any:
     def decorator(func: F, /) -> F: ...
     @overload
     def decorator(
-        *, classify: Classifier | None = None, declaration_id: str | None = None
+        *, classify: Classifier | None = None, declaration_id: str | None = None,
+        scope: str | None = None,
     ) -> Callable[[F], F]: ...
 
     def decorator(
         func: Any = None, /, *, classify: Classifier | None = None,
-        declaration_id: str | None = None,
+        declaration_id: str | None = None, scope: str | None = None,
     ) -> Any:
         if func is None:
             return lambda f: _declare(f, reversibility, deco, "", classify=classify,
-                                      declaration_id=declaration_id)
+                                      declaration_id=declaration_id, scope=scope)
         return _declare(func, reversibility, deco, "", classify=classify,
-                        declaration_id=declaration_id)
+                        declaration_id=declaration_id, scope=scope)
 
     return decorator
 
@@ -402,8 +414,8 @@ def _simple(reversibility: Reversibility, deco: str) -> Any:
 read_only = _simple(Reversibility.READ_ONLY, "read_only")
 read_only.__doc__ = """Declare a tool with no effect on the world: journaled, never compensated.
 
-Usable bare (``@read_only``) or with ``classify=...`` and ``declaration_id=...`` (as for
-``compensable``). Raises ``DeclarationError`` when placed on top of ``@function_tool``."""
+Usable bare (``@read_only``) or with ``classify=...``, ``declaration_id=...`` and ``scope=...``
+(as for ``compensable``). Raises ``DeclarationError`` when placed on top of ``@function_tool``."""
 
 irreversible = _simple(Reversibility.IRREVERSIBLE, "irreversible")
 irreversible.__doc__ = """Declare a tool whose effect cannot be undone (a wire, a cancellation).

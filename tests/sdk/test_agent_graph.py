@@ -303,10 +303,11 @@ def car_book(log):
 
 
 @pytest.mark.case("F-04")
-async def test_recovery_finds_the_undo_of_a_tool_met_only_at_run_time(journals):
-    """F-04: each INTENT journals its declaration id; recovering with the outer agent alone (the
-    inner agent ran inside a tool body, invisible to the walk) still undoes the car with the
-    car's own undo, found by that id."""
+async def test_recovery_runs_only_undos_of_the_graph_it_is_given(journals):
+    """F-04: each INTENT journals its declaration id. Recovering with the outer agent alone (the
+    inner agent ran inside a tool body, invisible to the walk) runs no undo found elsewhere in
+    the process: the car stays dirty, named; recovering with a graph that reaches the inner
+    agent undoes the car with the car's own undo, found by that id."""
     log: list = []
     inner = Agent(name="cars", model=scripted([("book", {"city": "Porto"}, "i1")], "car ok"),
                   tools=[car_book(log)])
@@ -327,7 +328,13 @@ async def test_recovery_finds_the_undo_of_a_tool_met_only_at_run_time(journals):
     # A fresh Sagacity that knows only the outer agent; a hotel `book` is also declared in this
     # process under the same tool name: never used for the car's effect.
     decoy = Agent(name="trip", model=scripted(), tools=[rent_car, hotel_book(log)])
-    result = await Sagacity(journals()).recover(first.saga_id, decoy)
+    refused = await Sagacity(journals()).recover(first.saga_id, decoy)
+    assert refused.status is SagaStatus.COMPENSATION_FAILED
+    (dirty,) = refused.report.still_dirty
+    assert "no undo registered" in dirty.detail and "car_book.<locals>.book" in dirty.detail
+    assert log == [("book_car", "Porto")]
+    whole = Agent(name="trip", model=scripted(), tools=[rent_car, hotel_book(log)], handoffs=[inner])
+    result = await Sagacity(journals()).recover(first.saga_id, whole)
     assert result.status is SagaStatus.COMPENSATED
     assert log == [("book_car", "Porto"), ("cancel_car", "CAR-1")]
 
@@ -421,8 +428,9 @@ def booker(kind: str, log: list):
 @pytest.mark.case("F-04")
 async def test_one_factory_tools_met_at_run_time_never_get_each_others_undo(journals):
     """F-04, factory-made: `booker("car")` runs inside a tool body; recovery is given an agent
-    whose graph holds `booker("hotel")` under the same tool name and qualname. The ids differ by
-    the values the factory captured, so the car is undone by the car's undo (never the hotel's)."""
+    whose graph holds `booker("hotel")` under the same tool name and qualname, and reaches the
+    inner agent. The ids differ by the values the factory captured, so the car is undone by the
+    car's undo (never the hotel's)."""
     log: list = []
     inner = Agent(name="cars", model=scripted([("book", {"city": "Porto"}, "i1")], "car ok"),
                   tools=[booker("car", log)])
@@ -436,7 +444,8 @@ async def test_one_factory_tools_met_at_run_time_never_get_each_others_undo(jour
                   tools=[rent_car])
     first = await Sagacity(journals()).run(outer, "go", close=False)
     assert first.status is SagaStatus.OPEN
-    decoy = Agent(name="trip", model=scripted(), tools=[rent_car, booker("hotel", log)])
+    decoy = Agent(name="trip", model=scripted(), tools=[rent_car, booker("hotel", log)],
+                  handoffs=[inner])
     result = await Sagacity(journals()).recover(first.saga_id, decoy)
     assert result.status is SagaStatus.COMPENSATED
     assert log == ["book_car", "cancel_car:car-1"]
@@ -485,7 +494,7 @@ async def test_factory_tools_told_apart_only_by_objects_take_explicit_ids(journa
                   tools=[rent_car])
     first = await Sagacity(journals()).run(outer, "go", close=False)
     decoy = Agent(name="trip", model=scripted(),
-                  tools=[rent_car, object_booker(Backend("hotel"))])
+                  tools=[rent_car, object_booker(Backend("hotel"))], handoffs=[inner])
     result = await Sagacity(journals()).recover(first.saga_id, decoy)
     assert result.status is SagaStatus.COMPENSATED
     assert log == ["book_car", "cancel_car"]

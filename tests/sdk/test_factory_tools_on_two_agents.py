@@ -37,11 +37,13 @@ class Client:
 
 
 def make_book(client: Client):
+    """One factory, one declaration id for every client: each client's tools carry its system as
+    their scope (journaled with each INTENT), so each call is undone by its own client's undo."""
     def undo(ctx):
         client.cancel(ctx.args["x"])
 
     @function_tool
-    @compensable(undo=undo)
+    @compensable(undo=undo, scope=client.system)
     def book(x: str) -> str:
         return client.book(x)
 

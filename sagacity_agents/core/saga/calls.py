@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
+import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from ...errors import EncodingError, JournalWriteError, LeaseLostError, SagaStateError
+from ...errors import (
+    CallContextLostError, EncodingError, JournalWriteError, LeaseLostError, SagaStateError,
+)
 from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
 from ..declarations import Reversibility, ToolDeclaration
@@ -26,20 +30,101 @@ from .declared import ToolRegistry
 from .lifecycle import RunLifecycle
 from .observed import begin_call, end_call, note_intent
 from .outcomes import OutcomeLog
-from .payloads import REVERSIBILITY_TEXT, UNDECLARED, encoding_marker
+from .payloads import ENCODING_ERROR_KEY, REVERSIBILITY_TEXT, UNDECLARED, encoding_marker
 from .refusals import Refusals
 from .state import CallFrame, SagaCore
 from .status import FailureRecord
 from .steps import BODY, Append, Steps, drive, drive_in_thread
 
-__all__ = ["CallRecorder", "current_call", "current_idempotency_key", "record_undo_data"]
+__all__ = ["CallRecorder", "calls_in_flight", "carry_context", "current_call",
+           "current_idempotency_key", "record_undo_data"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 current_call: contextvars.ContextVar[CallFrame | None] = contextvars.ContextVar(
     "sagacity_current_call", default=None
 )
 """The wrapped tool call running in this context (parent of nested runs)."""
+
+
+_IN_FLIGHT: dict[int, tuple[CallFrame, bool]] = {}
+"""Every wrapped call whose body runs now in this process: ``id(frame)`` -> (its frame, whether
+its tool is compensatable). A call of ``record_undo_data`` with no frame in its context while
+this is not empty came from a thread the body started without the body's context."""
+
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+def calls_in_flight() -> int:
+    """How many wrapped saga calls (decorated tools) have their body running in this process."""
+    with _IN_FLIGHT_LOCK:
+        return len(_IN_FLIGHT)
+
+
+def _body_started(frame: CallFrame, decl: ToolDeclaration) -> None:
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT[id(frame)] = (frame, decl.reversibility is Reversibility.COMPENSATABLE)
+
+
+def _body_ended(frame: CallFrame) -> None:
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.pop(id(frame), None)
+
+
+_CARRY_HINT = (
+    "no saga call is in this context, but this process has {n} saga call(s) in flight: {what} "
+    "was probably called from a thread or executor the tool body started, which does not "
+    "inherit the body's context. Carry the context into it: "
+    "loop.run_in_executor(pool, sagacity_agents.saga.carry_context(fn)), "
+    "threading.Thread(target=carry_context(fn)), contextvars.copy_context().run(fn), or "
+    "asyncio.to_thread(fn) (which copies it)")
+
+
+def _context_lost(what: str) -> CallContextLostError | None:
+    """The error for ``what`` called with no call in its context, or ``None`` outside any saga
+    call (no call in flight in this process: tools stay usable without a saga).
+
+    For ``record_undo_data`` the value is lost, and no one can say which call it was meant for:
+    every compensatable call in flight that has recorded no undo data gets the lost-data marker
+    (its undo is never run blind; compensation reports it still dirty, naming this), so an
+    effect made in such a thread never ends under a clean COMPENSATED, even when the thread
+    swallowed this error."""
+    with _IN_FLIGHT_LOCK:
+        frames = list(_IN_FLIGHT.values())
+    if not frames:
+        return None
+    message = _CARRY_HINT.format(n=len(frames), what=what)
+    if what == "record_undo_data":
+        why = f"record_undo_data was called outside the call's context ({message})"
+        for frame, compensatable in frames:
+            if compensatable and not frame.has_undo_data:
+                frame.undo_data = {ENCODING_ERROR_KEY: why, "type": "lost context"}
+                frame.undo_data_error, frame.has_undo_data = why, True
+    return CallContextLostError(message, code="CALL_CONTEXT_LOST")
+
+
+def carry_context(fn: Callable[P, T]) -> Callable[P, T]:
+    """``fn``, made to run in a copy of the context it is wrapped in: wrap it inside the tool
+    body, then hand it to a thread or an executor, so that :func:`record_undo_data` and
+    :func:`current_idempotency_key` called there find the body's call
+    (``loop.run_in_executor(None, carry_context(work))``,
+    ``threading.Thread(target=carry_context(work))``). Each call of the returned callable runs
+    in its own copy (one context cannot be entered by two threads at once).
+
+    Args:
+        fn: any callable.
+
+    Returns:
+        A callable taking ``fn``'s arguments and returning what ``fn`` returns.
+    """
+    context = contextvars.copy_context()
+
+    @functools.wraps(fn)
+    def in_call_context(*args: P.args, **kwargs: P.kwargs) -> T:
+        return context.copy().run(fn, *args, **kwargs)
+
+    return in_call_context
 
 
 def record_undo_data(data: Any) -> None:
@@ -56,6 +141,9 @@ def record_undo_data(data: Any) -> None:
     ``Enum`` as its value. Call it once per call (a later call replaces the value). Outside a
     saga it does nothing, so tools stay usable without one.
 
+    A thread or executor the body starts does not inherit the body's context: wrap what it runs
+    with :func:`carry_context` (``asyncio.to_thread`` copies the context itself).
+
     Args:
         data: the value for the undo; any value with a canonical encoding (see
             ``core.canonical``).
@@ -66,9 +154,19 @@ def record_undo_data(data: Any) -> None:
     (journaled EXECUTED when the body returns: its effect may exist), and compensation never
     runs its undo without its data: the report lists it still dirty (``no_undo``), naming the
     encoding error.
+
+    Raises:
+        CallContextLostError: no saga call is in this context while this process has one in
+            flight (a thread the body started without :func:`carry_context`). The calls in
+            flight that recorded no undo data are marked as having lost it: their undos are not
+            run blind, compensation reports them still dirty.
     """
     frame = current_call.get()
-    if frame is not None:
+    if frame is None:
+        lost = _context_lost("record_undo_data")
+        if lost is not None:
+            raise lost
+    else:
         # Checked now: undo data that cannot be journaled would leave the undo without what it
         # needs, discovered only at refund time.
         try:
@@ -89,9 +187,16 @@ def current_idempotency_key() -> str | None:
     an MCP call of the saga sends in ``_meta``, stable in every process that
     reads the journal, and never the model's call id (models reuse those). Its undo gets its own
     key as ``CompensationContext.idempotency_key``.
+
+    Raises:
+        CallContextLostError: no saga call is in this context while this process has one in
+            flight (a thread the body started without :func:`carry_context`).
     """
     frame = current_call.get()
     if frame is None:
+        lost = _context_lost("current_idempotency_key")
+        if lost is not None:
+            raise lost
         return None
     return call_idempotency_key(frame.saga.saga_id, frame.intent_seq)
 
@@ -128,6 +233,8 @@ class CallRecorder:
             payload["raw_args"] = raw_args
         if decl is not None and decl.declaration_id is not None:
             payload["declaration"] = decl.declaration_id
+            if decl.scope is not None:
+                payload["scope"] = decl.scope  # whose undo: recovery needs the same id and scope
         if agent is not None:
             payload["agent"] = agent  # which agent's tool of that name
         if frame is not None and frame.saga is self.saga:
@@ -249,6 +356,7 @@ class CallRecorder:
         keys = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
         frame = CallFrame(self.saga, tool, call_id, intent.seq)
         token = current_call.set(frame)
+        _body_started(frame, decl)
         started = time.monotonic()
         try:
             result = yield BODY
@@ -261,6 +369,7 @@ class CallRecorder:
                 end_call(step, phase, payload, failure)
             raise
         finally:
+            _body_ended(frame)
             current_call.reset(token)
         phase, payload, failure = outcomes.decide(decl, intent, frame, result=result)
         written = None

@@ -37,7 +37,7 @@ from ..entries import JournalEntry
 from ..evidence import Evidence
 from ..journal import Journal
 from ..lease import DEFAULT_LEASE_SECONDS, check_lease_seconds
-from .calls import CallRecorder, current_call, current_idempotency_key, record_undo_data
+from .calls import CallRecorder, carry_context, current_call, current_idempotency_key, record_undo_data
 from .closing import SagaEnding
 from .declared import ToolRegistry
 from .external import ExternalCalls
@@ -54,6 +54,7 @@ __all__ = [
     "Grant",
     "Saga",
     "SagaStatus",
+    "carry_context",
     "current_call",
     "current_saga",
     "current_idempotency_key",

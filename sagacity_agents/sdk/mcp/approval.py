@@ -81,12 +81,9 @@ def _schema_change(old: Any, new: Any) -> str:
     return "input schema changed" + (f" ({'; '.join(parts)})" if parts else "")
 
 
-def definition_change(approved: Any, current: Any) -> str | None:
-    """What changed between the approved MCP definition and the current one, in words, or
-    ``None`` when nothing did (or the request is not an MCP one)."""
-    if not isinstance(approved, Mapping) or "mcp_tool" not in approved or not isinstance(current, Mapping):
-        return None
-    old, new = approved.get("mcp_tool") or {}, current.get("mcp_tool") or {}
+def describe_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """In words, what differs between two listed definitions of an MCP tool
+    (``policy.tool_definition``): its description, its input schema, its name or server."""
     changes = []
     if old.get("description") != new.get("description"):
         changes.append(f"description was {old.get('description')!r}, is now {new.get('description')!r}")
@@ -94,7 +91,17 @@ def definition_change(approved: Any, current: Any) -> str | None:
         changes.append(_schema_change(old.get("input_schema"), new.get("input_schema")))
     if old.get("name") != new.get("name") or old.get("server") != new.get("server"):
         changes.append(f"tool was {old.get('server')}/{old.get('name')}, is now {new.get('server')}/{new.get('name')}")
+    return "; ".join(changes)
+
+
+def definition_change(approved: Any, current: Any) -> str | None:
+    """What changed between the approved MCP definition and the current one, in words, or
+    ``None`` when nothing did (or the request is not an MCP one)."""
+    if not isinstance(approved, Mapping) or "mcp_tool" not in approved or not isinstance(current, Mapping):
+        return None
+    old, new = approved.get("mcp_tool") or {}, current.get("mcp_tool") or {}
+    changes = describe_change(old, new)
     if not changes:
         return None
     return (f"MCP tool {old.get('name')!r} of server {old.get('server')!r} changed since it was "
-            "approved: " + "; ".join(changes))
+            "approved: " + changes)

@@ -57,7 +57,8 @@ from .. import _sdk_internals as sdk
 from ..nested import strict_scope
 from ..user_errors import as_user_error
 from . import registry
-from .policy import McpPolicy, McpToolPolicy, McpUndo, skeleton, tool_definition
+from .approval import describe_change
+from .policy import McpPolicy, McpToolPolicy, McpUndo, definition_digest, skeleton, tool_definition
 
 __all__ = ["IDEMPOTENCY_META_KEY", "McpCallFailed", "McpProtection", "protect_mcp_server"]
 
@@ -117,6 +118,8 @@ class McpProtection:
         self.seen: Counter[str] = Counter()
         self.made: set[tuple[str, str | None]] = set()
         self._undos_listed = False
+        self._undo_seen: dict[str, dict[str, Any]] = {}
+        """Undo tool -> its definition as first listed in this process (before any call)."""
         self._calls: weakref.WeakKeyDictionary[Any, _Call] = weakref.WeakKeyDictionary()
         self.declarations: dict[str, ToolDeclaration] = {}
         for name, entry in policy.tools.items():
@@ -189,8 +192,45 @@ class McpProtection:
         listed = await self.definitions()
         missing = sorted(f"{e.undo.tool} (undo of {n})" for n, e in self.policy.tools.items()
                          if e.undo is not None and e.undo.tool not in listed)
+        for entry in self.policy.tools.values():
+            if entry.undo is not None and entry.undo.tool in listed:
+                self._undo_seen.setdefault(entry.undo.tool, {
+                    k: v for k, v in listed[entry.undo.tool].items() if k != "read_only_hint"})
         self._undos_listed = not missing
         return missing
+
+    async def undo_refusal(self, tool: str) -> str | None:
+        """Why the undo call of ``tool`` must not be sent, or ``None``: its definition, listed
+        fresh now, no longer hashes to the ``definition_sha256`` the policy pins for ``tool``, or
+        differs from the one this protection listed before the forward calls ran (a server that
+        turned ``refund`` into a payout after the charge); or the server no longer lists it.
+        An undo tool neither pinned nor seen before here (another process) is not checked.
+
+        Raises:
+            Exception: whatever the server's ``list_tools`` raises (the undo then fails too).
+        """
+        entry = self.policy.tools.get(tool)
+        pin = entry.definition_sha256 if entry is not None else None
+        seen = self._undo_seen.get(tool)
+        if pin is None and seen is None:
+            return None
+        current = await self.definition_of(tool, fresh=True)
+        where = f"undo tool {tool!r} of MCP server {self.server_name!r}"
+        if current is None:
+            return f"{where} is no longer listed by the server; the undo was not sent"
+        changes = []
+        if pin is not None and definition_digest(current) != pin:
+            changes.append(f"its definition hashes to {definition_digest(current)[:12]}..., the "
+                           f"policy pins {pin[:12]}...")
+        if seen is not None and seen != current:
+            changes.append(describe_change(seen, current))
+        if not changes:
+            return None
+        return (f"{where} changed (" + "; ".join(changes) + f"); it is now described as "
+                f"{current.get('description')!r} with parameters "
+                f"{sorted((current.get('input_schema') or {}).get('properties', {}) or {})}: the undo "
+                "was not sent (it may no longer undo the call); review the server, then update "
+                "the policy's pin and recover")
 
     def guards_definition(self, name: str) -> bool:
         """Whether a call of ``name`` is checked against the tool's definition (irreversible:
@@ -236,6 +276,9 @@ class McpProtection:
             if not forward and ctx.raw_args:
                 forward = {"arguments": raw_args_value(ctx.raw_args)}
             arguments = undo.build(_WithArguments(ctx, forward))
+            refused = await protection.undo_refusal(undo.tool)
+            if refused is not None:  # pinned like a forward call: a changed tool is not called
+                raise McpCallFailed(refused)
             result = await protection.server.call_tool(
                 undo.tool, arguments, meta={IDEMPOTENCY_META_KEY: ctx.idempotency_key})
             if getattr(result, "isError", False) or getattr(result, "is_error", False):
@@ -295,6 +338,8 @@ class McpProtection:
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             grant = {"arguments": raw_args_value(raw), "mcp_tool": definition}
         try:
+            if decl is not None:  # compensation finds this call's undo bound on the saga
+                saga.note_declaration(public, decl, agent)
             intent = await saga.begin_external_call(decl, public, call_id, raw, agent=agent,
                                                     grant_args=grant, owned=True)
         except ApprovalError as exc:  # journaled FAILED: the call does not run
