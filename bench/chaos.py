@@ -484,6 +484,15 @@ def postgres_database(base: str) -> str:
     return uri
 
 
+def drop_database(base: str, uri: str) -> None:
+    """Drop the run's database (its connections terminated first)."""
+    import psycopg
+
+    name = urllib.parse.urlsplit(uri).path.lstrip("/")
+    with psycopg.connect(base, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def report(args: argparse.Namespace, driver: Driver, final: dict[str, Any], checked: dict[str, Any],
            seconds: float) -> dict[str, Any]:
     """Print the figures; return them as one JSON-able dict."""
@@ -519,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg", default=os.environ.get("SAGACITY_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"))
     parser.add_argument("--db", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL database afterwards")
     args = parser.parse_args(argv)
     if args.command == "_worker":
         worker(args.db, args.seed, args.lease_seconds)
@@ -546,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     figures = report(args, driver, final, checked, time.monotonic() - began)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2, default=str))
+    if args.backend == "postgres" and not args.keep:
+        drop_database(args.pg, db)
     return 1 if checked["violations"] else 0
 
 
