@@ -20,7 +20,10 @@ from rich.text import Text
 from ..errors import SagacityError, describe_error
 from ..render import data_text, make_console, printable, saga_status, status_text, trace_lines
 from ..stores import redacted_uri
-from .base import CONTEXT_SETTINGS, cli, db_option, resolve_saga, with_journal, with_sagacity
+from .base import (
+    CONTEXT_SETTINGS, cli, db_option, keyless_export_back, keyless_export_off, resolve_saga,
+    with_journal, with_sagacity,
+)
 from .timeline import timeline_table
 
 __all__ = ["load_app", "saga"]
@@ -40,12 +43,15 @@ def load_app(spec: str) -> Any:
         raise click.UsageError(f"--app takes MODULE:ATTR, got {spec!r}")
     if "" not in sys.path:
         sys.path.insert(0, "")
+    keyless_export_off()  # before the application registers trace processors of its own
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
         raise click.UsageError(f"cannot load --app {spec!r}: {exc}") from exc
+    finally:
+        keyless_export_back()
     from agents import Agent
 
     if not isinstance(obj, Agent) and callable(obj):
