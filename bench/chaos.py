@@ -306,6 +306,7 @@ class Driver:
             self.stopped[target.pid] = time.monotonic() + self.rng.uniform(0.2, 3.0) * self.args.lease_seconds
             self.counts["stops"] += 1
         elif action == "terminate":
+            self.counts["terminations tried"] += 1
             self.counts["connection terminations"] += terminate_one(self.db, self.rng)
         elif action == "recover":
             if self.counts["recover --all"] % 4 == 3:
@@ -502,7 +503,7 @@ def report(args: argparse.Namespace, driver: Driver, final: dict[str, Any], chec
         "lease_seconds": args.lease_seconds, "wall_seconds": round(seconds, 1),
         "load_average": os.getloadavg()[0],
         "runs": checked["runs"], "recoveries journaled": checked["recoveries"],
-        **{k: driver.counts[k] for k in ("kills", "stops", "connection terminations", "recover --all",
+        **{k: driver.counts[k] for k in ("kills", "stops", "terminations tried", "connection terminations", "recover --all",
                                          "recover --all (CLI)", "recoveries killed", "workers started")},
         "sagas": checked["saga_count"], "by status": checked["sagas"],
         "final recover passes": final["passes"], "final CLI rc": final["cli"]["rc"],
