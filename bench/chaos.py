@@ -127,12 +127,14 @@ def _tools() -> list[Any]:
 
     # Declaration ids given: a worker runs this module as ``python -m bench.chaos``, the CLI's
     # recovery imports it as ``bench.chaos``; the ids must not depend on how it was started.
-    @function_tool
-    @compensable(undo=_undo("flight"), declaration_id="chaos:book_flight")
-    async def book_flight(ref: str) -> str:
-        """Book a flight."""
-        await asyncio.sleep(random.uniform(0, 0.03))
-        return book("flight", ref)
+    def async_booking(kind: str) -> Any:
+        async def body(ref: str) -> str:
+            await asyncio.sleep(random.uniform(0, 0.03))
+            return book(kind, ref)
+
+        body.__name__ = body.__qualname__ = f"book_{kind}"
+        body.__doc__ = f"Book a {kind}."
+        return function_tool(compensable(undo=_undo(kind), declaration_id=f"chaos:book_{kind}")(body))
 
     @function_tool
     @compensable(undo=_undo("hotel"), declaration_id="chaos:book_hotel")
@@ -140,13 +142,6 @@ def _tools() -> list[Any]:
         """Book a hotel (a sync body: the SDK runs it in a worker thread)."""
         time.sleep(random.uniform(0, 0.03))
         return book("hotel", ref)
-
-    @function_tool
-    @compensable(undo=_undo("car"), declaration_id="chaos:book_car")
-    async def book_car(ref: str) -> str:
-        """Book a car."""
-        await asyncio.sleep(random.uniform(0, 0.03))
-        return book("car", ref)
 
     @function_tool
     @compensable(undo=_undo("charge"), declaration_id="chaos:charge_card")
@@ -158,7 +153,7 @@ def _tools() -> list[Any]:
             raise RuntimeError(f"card declined for {ref}")
         return book("charge", ref)
 
-    return [book_flight, book_hotel, book_car, charge_card]
+    return [async_booking("flight"), book_hotel, async_booking("car"), charge_card]
 
 
 _TOOLS: list[Any] = []
