@@ -238,7 +238,8 @@ _UNDO_NOT_FOUND = "no undo registered"
 @click.argument("saga_id", required=False)
 @click.option("--all", "recover_all", is_flag=True,
               help="Every saga whose run lease expired without RUN_ENDED, or left IN_DOUBT / "
-                   "COMPENSATION_FAILED (never one waiting for approval, idle or running).")
+                   "COMPENSATION_FAILED, or opened a lease period ago with no run started (never "
+                   "one waiting for approval, idle or running).")
 @click.option("--app", "app", required=True, metavar="MODULE:ATTR",
               help="The agent whose tool declarations hold the undos.")
 @db_option()
