@@ -74,7 +74,10 @@ async def _pause(db: str) -> tuple[str, str]:
 
 
 def test_approve_prints_the_resume_command_on_one_unbroken_line(tmp_path, monkeypatch):
+    from tests.sdk import wire_app
+
     monkeypatch.setenv("WIRE_LEDGER", str(tmp_path / "ledger.txt"))
+    monkeypatch.setattr(wire_app, "LEDGER", tmp_path / "ledger.txt")  # read at import: maybe earlier
     folder = tmp_path / "a rather long directory name so the command is wider than the terminal"
     folder.mkdir()
     db = str(folder / "wire.db")
@@ -95,6 +98,7 @@ def test_approve_prints_the_resume_command_on_one_unbroken_line(tmp_path, monkey
     resumed = CliRunner().invoke(cli, shlex.split(command)[1:])  # run as printed
     assert resumed.exit_code == 0, resumed.output
     assert "COMPLETED" in resumed.output
+    assert (tmp_path / "ledger.txt").read_text() == "5 USD -> acct-9\n"  # the wire, once
 
 
 def test_without_app_approve_names_no_command_it_cannot_complete(tmp_path, monkeypatch):
