@@ -88,6 +88,8 @@ def test_approve_prints_the_resume_command_on_one_unbroken_line(tmp_path, monkey
     row = next(line for line in listed.output.splitlines() if request_id[:8] in line)
     printed_request, printed_saga = [cell.strip() for cell in row.strip("│ ").split("│")[:2]]
     assert (printed_request, printed_saga) == (request_id, saga_id)
+    sagas = CliRunner().invoke(cli, ["journal", "list", "--db", db], env={"COLUMNS": "40"})
+    assert f"│ {saga_id} │" in sagas.output  # whole there too (typed next into saga show)
     out = CliRunner().invoke(cli, ["approvals", "approve", printed_request, "--as", "alice", "--db", db,
                                    "--app", "tests.sdk.wire_app:resumed_agent"], env={"COLUMNS": "60"})
     assert out.exit_code == 0, out.output

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import click
-from rich.measure import Measurement
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
@@ -27,7 +26,9 @@ from ..errors import EncodingError, SagacityError
 from ..render import data_text, make_console, printable
 from ..visible import hidden_in
 from ..stores import open_approval_store, open_journal, redacted_uri
-from .base import CONTEXT_SETTINGS, UsageFailure, check_journal_file, with_sagacity, cli, db_option
+from .base import (
+    CONTEXT_SETTINGS, UsageFailure, check_journal_file, cli, db_option, print_whole, with_sagacity,
+)
 
 __all__ = ["approvals"]
 
@@ -124,10 +125,7 @@ def approvals_list(db: str, show_all: bool) -> None:
         table.add_row(data_text(r.request_id), data_text(r.saga_id), data_text(r.tool),
                       data_text(r.call_id), _age(r.created_at), data_text(_state(r, void.get(r.saga_id))),
                       data_text(r.args_hash[:16]))
-    # Drawn at its natural width even past the terminal's (which then folds the lines): rich
-    # would otherwise shrink the columns and cut the ids with an ellipsis.
-    console.width = max(console.width, Measurement.get(console, console.options.update_width(10_000), table).maximum)
-    console.print(table)
+    print_whole(console, table)  # ids whole, never cut to the terminal's width
 
 
 @approvals.command("show")

@@ -163,6 +163,16 @@ def otel_if_installed() -> None:
     instrument_from_env()
 
 
+def print_whole(console: Any, table: Any) -> None:
+    """Print a rich table at its natural width, even past the terminal's (which then folds the
+    lines): rich would otherwise shrink its columns and cut the ids in them with an ellipsis, and
+    an id is typed next (``saga show ID``, ``approvals approve ID``)."""
+    from rich.measure import Measurement
+
+    console.width = max(console.width, Measurement.get(console, console.options.update_width(10_000), table).maximum)
+    console.print(table)
+
+
 _EXPORT = {"checked": False, "removed": False}
 
 
