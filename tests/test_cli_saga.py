@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 
 from click.testing import CliRunner
 
@@ -73,19 +74,53 @@ async def _pause(db: str) -> tuple[str, str]:
 
 
 def test_approve_prints_the_resume_command_on_one_unbroken_line(tmp_path, monkeypatch):
+    from tests.sdk import wire_app
+
     monkeypatch.setenv("WIRE_LEDGER", str(tmp_path / "ledger.txt"))
+    monkeypatch.setattr(wire_app, "LEDGER", tmp_path / "ledger.txt")  # read at import: maybe earlier
     folder = tmp_path / "a rather long directory name so the command is wider than the terminal"
     folder.mkdir()
     db = str(folder / "wire.db")
     saga_id, request_id = asyncio.run(_pause(db))
-    out = CliRunner().invoke(cli, ["approvals", "approve", request_id, "--as", "alice", "--db", db],
-                             env={"COLUMNS": "60"})
+    # The ids as `approvals list` prints them on a narrow terminal: whole, never cut.
+    listed = CliRunner().invoke(cli, ["approvals", "list", "--db", db], env={"COLUMNS": "40"})
+    assert listed.exit_code == 0, listed.output
+    row = next(line for line in listed.output.splitlines() if request_id[:8] in line)
+    printed_request, printed_saga = [cell.strip() for cell in row.strip("│ ").split("│")[:2]]
+    assert (printed_request, printed_saga) == (request_id, saga_id)
+    sagas = CliRunner().invoke(cli, ["journal", "list", "--db", db], env={"COLUMNS": "40"})
+    assert f"│ {saga_id} │" in sagas.output  # whole there too (typed next into saga show)
+    out = CliRunner().invoke(cli, ["approvals", "approve", printed_request, "--as", "alice", "--db", db,
+                                   "--app", "tests.sdk.wire_app:resumed_agent"], env={"COLUMNS": "60"})
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     assert lines[0].startswith(f"approved {request_id} (transfer, args sha256 ") and lines[0].endswith("as alice")
-    assert "--app module:attr" in lines[1] and "MODULE:ATTR" not in out.output
-    command = f"sagacity saga resume {saga_id} --app module:attr --db '{db}'"
+    command = f"sagacity saga resume {printed_saga} --app tests.sdk.wire_app:resumed_agent --db '{db}'"
     assert command in lines  # a line of its own, not wrapped at 60 columns
+    resumed = CliRunner().invoke(cli, shlex.split(command)[1:])  # run as printed
+    assert resumed.exit_code == 0, resumed.output
+    assert "COMPLETED" in resumed.output
+    assert (tmp_path / "ledger.txt").read_text() == "5 USD -> acct-9\n"  # the wire, once
+
+
+def test_without_app_approve_names_no_command_it_cannot_complete(tmp_path, monkeypatch):
+    monkeypatch.setenv("WIRE_LEDGER", str(tmp_path / "ledger.txt"))
+    db = str(tmp_path / "wire.db")
+    _saga_id, request_id = asyncio.run(_pause(db))
+    out = CliRunner().invoke(cli, ["approvals", "approve", request_id, "--as", "alice", "--db", db])
+    assert out.exit_code == 0, out.output
+    assert not [line for line in out.output.splitlines() if line.startswith("sagacity ")]
+    assert "module:attr" not in out.output
+
+
+def test_still_dirty_items_print_as_the_readme_shows_them():
+    from sagacity_agents.saga import CompensationItem, CompensationReport
+
+    report = CompensationReport(no_undo=(CompensationItem(5, "send_email", "e1", "no undo declared"),),
+                                in_doubt=(CompensationItem(3, "book_car", "c1", "INTENT without outcome"),))
+    assert str(report.still_dirty) == ("in doubt: book_car (call c1): INTENT without outcome\n"
+                                       "not undone: send_email (call e1): no undo declared")
+    assert report.still_dirty == (report.in_doubt[0], report.no_undo[0])  # still a tuple of items
 
 
 def test_a_request_edited_in_the_approval_store_is_never_shown_nor_decided(tmp_path, monkeypatch):

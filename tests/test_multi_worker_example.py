@@ -13,7 +13,7 @@ from tests.forked import python_command
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow
+@pytest.mark.multiprocess
 def test_workers_approve_from_another_process_resume_in_a_third(pg_uri, tmp_path):
     payouts = tmp_path / "payouts.txt"
     env = {**os.environ, "MULTI_WORKER_PAYOUTS": str(payouts), "COLUMNS": "200"}

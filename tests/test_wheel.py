@@ -47,7 +47,7 @@ from tests.pg import (
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "sagacity_agents"
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.multiprocess
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -26,7 +26,9 @@ from ..errors import EncodingError, SagacityError
 from ..render import data_text, make_console, printable
 from ..visible import hidden_in
 from ..stores import open_approval_store, open_journal, redacted_uri
-from .base import CONTEXT_SETTINGS, UsageFailure, check_journal_file, with_sagacity, cli, db_option
+from .base import (
+    CONTEXT_SETTINGS, UsageFailure, check_journal_file, cli, db_option, print_whole, with_sagacity,
+)
 
 __all__ = ["approvals"]
 
@@ -116,12 +118,14 @@ def approvals_list(db: str, show_all: bool) -> None:
         return
     table = Table(title=f"{len(requests)} approval request(s)", title_justify="left", header_style="bold")
     for column in ("request id", "saga", "tool", "call id", "age", "state", "args hash"):
-        table.add_column(column, no_wrap=column in ("request id", "args hash"))
+        # The ids are typed next (approvals show|approve ID, saga resume SAGA_ID): whole, on one
+        # line, never cut with an ellipsis however narrow the terminal.
+        table.add_column(column, no_wrap=column in ("request id", "saga", "args hash"))
     for r in requests:
-        table.add_row(data_text(r.request_id), data_text(r.saga_id[:12]), data_text(r.tool),
+        table.add_row(data_text(r.request_id), data_text(r.saga_id), data_text(r.tool),
                       data_text(r.call_id), _age(r.created_at), data_text(_state(r, void.get(r.saga_id))),
                       data_text(r.args_hash[:16]))
-    console.print(table)
+    print_whole(console, table)  # ids whole, never cut to the terminal's width
 
 
 @approvals.command("show")
@@ -203,7 +207,8 @@ def approvals_show(request_id: str, db: str) -> None:
                             title_align="left"))
 
 
-def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str | None) -> None:
+def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str | None,
+            app: str | None = None) -> None:
     async def work(sagacity: Any) -> ApprovalRequest:
         if approve:
             return await sagacity.approve(request_id, approver=approver, reason=reason)  # type: ignore[no-any-return]
@@ -217,11 +222,14 @@ def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str 
         f"{word} ", data_text(request.request_id), " (", data_text(request.tool),
         f", args sha256 {printable(request.args_hash)}) as ", data_text(approver),
     ), soft_wrap=True)
-    # The command goes on a line of its own, so it can be copied as it is.
-    console.print("resume the saga with your application's agent, passed as --app module:attr:",
-                  soft_wrap=True)
-    command = (f"sagacity saga resume {shlex.quote(printable(request.saga_id))} "
-               f"--app module:attr --db {shlex.quote(redacted_uri(db))}")
+    if app is None:
+        console.print("resume the saga with `sagacity saga resume` and your application's agent "
+                      "(--app MODULE:ATTR; give --app here to get the command)", soft_wrap=True)
+        return
+    # The command goes on a line of its own, so it can be copied and run as it is.
+    console.print("resume the saga:", soft_wrap=True)
+    command = " ".join(shlex.quote(printable(word)) for word in (
+        "sagacity", "saga", "resume", request.saga_id, "--app", app, "--db", redacted_uri(db)))
     console.print(Text(command), soft_wrap=True)
 
 
@@ -229,17 +237,21 @@ def _decide(request_id: str, db: str, approve: bool, approver: str, reason: str 
 @click.argument("request_id")
 @click.option("--as", "approver", required=True, help="Who approves (journaled).")
 @click.option("--reason", default=None, help="Why (journaled).")
+@click.option("--app", "app", default=None, metavar="MODULE:ATTR",
+              help="The agent `saga resume` takes: only named in the command printed next.")
 @db_option()
-def approvals_approve(request_id: str, approver: str, reason: str | None, db: str) -> None:
+def approvals_approve(request_id: str, approver: str, reason: str | None, app: str | None, db: str) -> None:
     """Approve a request: journals APPROVED with the approver, reason and argument hash."""
-    _decide(request_id, db, True, approver, reason)
+    _decide(request_id, db, True, approver, reason, app)
 
 
 @approvals.command("reject")
 @click.argument("request_id")
 @click.option("--as", "approver", required=True, help="Who rejects (journaled).")
 @click.option("--reason", required=True, help="Why (journaled, and shown to the model).")
+@click.option("--app", "app", default=None, metavar="MODULE:ATTR",
+              help="The agent `saga resume` takes: only named in the command printed next.")
 @db_option()
-def approvals_reject(request_id: str, approver: str, reason: str, db: str) -> None:
+def approvals_reject(request_id: str, approver: str, reason: str, app: str | None, db: str) -> None:
     """Reject a request: journals REJECTED; on resume the body never runs."""
-    _decide(request_id, db, False, approver, reason)
+    _decide(request_id, db, False, approver, reason, app)

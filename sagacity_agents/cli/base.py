@@ -163,11 +163,57 @@ def otel_if_installed() -> None:
     instrument_from_env()
 
 
+def print_whole(console: Any, table: Any) -> None:
+    """Print a rich table at its natural width, even past the terminal's (which then folds the
+    lines): rich would otherwise shrink its columns and cut the ids in them with an ellipsis, and
+    an id is typed next (``saga show ID``, ``approvals approve ID``)."""
+    from rich.measure import Measurement
+
+    console.width = max(console.width, Measurement.get(console, console.options.update_width(10_000), table).maximum)
+    console.print(table)
+
+
+_EXPORT = {"checked": False, "removed": False}
+
+
+def keyless_export_off() -> None:
+    """Take the Agents SDK's default trace processor out when it has no API key to export with.
+
+    The SDK's default exporter sends traces to OpenAI's backend; without a key (no
+    ``OPENAI_API_KEY``, no ``set_tracing_export_api_key``) it can export nothing and prints
+    "OPENAI_API_KEY is not set, skipping trace export" on stderr for every trace, which a
+    ``recover`` or ``resolve`` opens. Called before the application is loaded (``--app``): the
+    processors it registers are kept, and :func:`keyless_export_back` puts the default one back
+    if the application set a key. With a key nothing changes.
+    """
+    if _EXPORT["checked"]:
+        return
+    _EXPORT["checked"] = True
+    from agents.tracing import set_trace_processors
+    from agents.tracing.processors import default_exporter
+
+    if not default_exporter().api_key:
+        set_trace_processors([])  # only the SDK's default processor is registered so far
+        _EXPORT["removed"] = True
+
+
+def keyless_export_back() -> None:
+    """After the application is loaded: the default processor back if it set an export key."""
+    from agents.tracing import add_trace_processor
+    from agents.tracing.processors import default_exporter, default_processor
+
+    if _EXPORT["removed"] and default_exporter().api_key:
+        add_trace_processor(default_processor())
+        _EXPORT["removed"] = False
+
+
 # Here, not in .saga: `approvals approve|reject` decide through the facade as well.
 def with_sagacity(db: str, work: Callable[[Any], Awaitable[T]]) -> T:
     """Run ``work(Sagacity(db))`` (journal and approval store in the same file) and close it."""
     check_journal_file(db)
     from ..sdk.facade import Sagacity  # imports the Agents SDK: only for commands that need it
+
+    keyless_export_off()
 
     otel_if_installed()  # recover, resolve, approve, reject: spans joined to the run's trace
 

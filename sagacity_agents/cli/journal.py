@@ -40,7 +40,7 @@ from ..settings import (
     evidence_from,
 )
 from ..stores import redacted_uri
-from .base import CONTEXT_SETTINGS, UsageFailure, resolve_saga, cli, db_option, with_journal
+from .base import CONTEXT_SETTINGS, UsageFailure, cli, db_option, print_whole, resolve_saga, with_journal
 
 __all__ = ["journal"]
 
@@ -99,7 +99,7 @@ def journal_list(db: str) -> None:
         last = entries[-1].recorded_at.replace("T", " ").rstrip("Z") if entries else ""
         table.add_row(data_text(sid), str(len(entries)), data_text(first), data_text(last),
                       status_text(saga_status(entries)))
-    console.print(table)
+    print_whole(console, table)  # the ids are typed next (saga show, journal show, recover)
 
 
 @journal.command("show")

@@ -10,6 +10,8 @@ saga's scope (``app(scope)``), so that each tenant's saga is recovered with its 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import getpass
 import importlib
 import inspect
 import json
@@ -23,10 +25,13 @@ from rich.text import Text
 from ..errors import SagacityError, describe_error
 from ..render import data_text, make_console, printable, saga_status, status_text, trace_lines
 from ..stores import redacted_uri
-from .base import CONTEXT_SETTINGS, cli, db_option, resolve_saga, with_journal, with_sagacity
+from .base import (
+    CONTEXT_SETTINGS, cli, db_option, keyless_export_back, keyless_export_off, resolve_saga,
+    with_journal, with_sagacity,
+)
 from .timeline import timeline_table
 
-__all__ = ["load_app", "saga"]
+__all__ = ["answerable_from", "command_line", "load_app", "saga"]
 
 
 def load_app(spec: str, *, scoped: bool = False) -> Any:
@@ -48,12 +53,15 @@ def load_app(spec: str, *, scoped: bool = False) -> Any:
         raise click.UsageError(f"--app takes MODULE:ATTR, got {spec!r}")
     if "" not in sys.path:
         sys.path.insert(0, "")
+    keyless_export_off()  # before the application registers trace processors of its own
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
         raise click.UsageError(f"cannot load --app {spec!r}: {exc}") from exc
+    finally:
+        keyless_export_back()
     from agents import Agent
 
     if not isinstance(obj, Agent) and callable(obj):
@@ -152,8 +160,10 @@ def saga_resume(saga_id: str, app: str, context_json: str | None, db: str) -> No
         raise SystemExit(1)
 
 
-def _print_recovery(console: Any, result: Any) -> None:
-    """One saga's recovery: its status, then one line per report item."""
+def _print_recovery(console: Any, result: Any, app: str, db: str,
+                    answerable: dict[int, str] | None = None) -> None:
+    """One saga's recovery: its status, one line per report item, then what to run next (each
+    command on a line of its own, runnable as printed)."""
     console.print(status_text(result.status.value), data_text(f"saga {result.saga_id}"))
     report = result.report
     if report is None:
@@ -164,22 +174,88 @@ def _print_recovery(console: Any, result: Any) -> None:
                          ("approved, never ran", report.approved_not_run),
                          ("answer contradicted", report.contradicted)):
         for item in items:
-            console.print(data_text(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}"))
-    if report.in_doubt:
-        console.print(data_text(
-            f"  in doubt: a human must check the far side, then: sagacity saga resolve "
-            f"{result.saga_id} SEQ --ran|--not-run --as NAME --reason TEXT (then recover again)"))
+            console.print(data_text(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}"),
+                          soft_wrap=True)
     if any(_UNDO_NOT_FOUND in item.detail for item in report.failed):
         console.print(data_text(
             "  undo not found: the agent given with --app declares no tool under the declaration "
             "id the journal names (module:qualname of the tool's function where it ran). Pass "
             "--app the agent whose module declares it, imported under that module name, or give "
-            "the tool that id (compensable(..., declaration_id='ID')); then recover again"))
+            "the tool that id (compensable(..., declaration_id='ID')); then recover again"), soft_wrap=True)
     if report.failed:
         console.print(data_text(
             "  undo failed: fix what its error names, then recover again (a failed undo is "
             "retried with the same idempotency key; it is not in doubt, `saga resolve` does not "
-            "apply)"))
+            "apply)"), soft_wrap=True)
+    _print_next(console, result, app, db, answerable or {})
+
+
+def command_line(*words: str) -> str:
+    """``words`` as one shell command line (each quoted as the shell needs it)."""
+    return " ".join(shlex.quote(printable(word)) for word in words)
+
+
+def _operator() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no login name (a container's bare uid): a plain word
+        return "operator"
+
+
+_ANSWERS = (("--ran", "far side checked: the effect is there"),
+            ("--not-run", "far side checked: nothing there"))
+
+
+def _print_next(console: Any, result: Any, app: str, db: str, answerable: dict[int, str]) -> None:
+    """After a recovery that left the saga open: the `resolve` commands for each call in doubt
+    (one per answer; --as and --reason are journaled: put who checked and what was found), and
+    the `recover` to run after them."""
+    if result.status.value in ("COMPENSATED", "COMPLETED"):
+        return
+    where = ("--db", redacted_uri(db))
+    in_doubt = result.report.in_doubt if result.report is not None else ()
+    if in_doubt:
+        console.print("  in doubt: a human checks the far side for each call, then journals what "
+                      "was found (edit --as and --reason: both are journaled), one of:", soft_wrap=True)
+    for item in in_doubt:
+        if item.seq in answerable:
+            console.print(f"  seq {item.seq} can be answered from {answerable[item.seq]} (its "
+                          "deadline and one lease period past):", soft_wrap=True)
+        for flag, reason in _ANSWERS:
+            console.print(Text("    " + command_line(
+                "sagacity", "saga", "resolve", result.saga_id, str(item.seq), flag, "--as", _operator(),
+                "--reason", reason, "--app", app, *where)), soft_wrap=True)
+    console.print("  then recover it again:", soft_wrap=True)
+    console.print(Text("    " + command_line("sagacity", "saga", "recover", result.saga_id, "--app", app, *where)),
+                  soft_wrap=True)
+
+
+async def answerable_from(journal: Any, saga_id: str, seqs: Any) -> dict[int, str]:
+    """In-doubt INTENT seq -> when a human's answer will be accepted, for those whose INTENT
+    journals a deadline (``deadline_seconds``) not yet passed: its ``recorded_at`` + the deadline
+    + one lease period (the lease of the saga's latest run), as ``resolve`` judges it."""
+    from ..core.lease import lease_of
+
+    wanted = set(seqs)
+    if not wanted:
+        return {}
+    entries = await journal.entries(saga_id)
+    lease = lease_of(entries)
+    margin = lease.seconds if lease is not None else 0.0
+    now = dt.datetime.now(dt.timezone.utc)
+    found = {}
+    for entry in entries:
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        deadline = payload.get("deadline_seconds")
+        if entry.seq not in wanted or not isinstance(deadline, (int, float)) or isinstance(deadline, bool):
+            continue
+        try:
+            at = dt.datetime.fromisoformat(entry.recorded_at) + dt.timedelta(seconds=deadline + margin)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if at > now:
+            found[entry.seq] = at.isoformat().replace("+00:00", "Z")
+    return found
 
 
 def _servers_of(agent: Any) -> Any:
@@ -197,7 +273,8 @@ _UNDO_NOT_FOUND = "no undo registered"
 @click.argument("saga_id", required=False)
 @click.option("--all", "recover_all", is_flag=True,
               help="Every saga whose run lease expired without RUN_ENDED, or left IN_DOUBT / "
-                   "COMPENSATION_FAILED (never one waiting for approval, idle or running).")
+                   "COMPENSATION_FAILED, or opened a lease period ago with no run started (never "
+                   "one waiting for approval, idle or running).")
 @click.option("--app", "app", required=True, metavar="MODULE:ATTR",
               help="The agent whose tool declarations hold the undos, a no-argument callable "
                    "returning it, or a callable given each saga's scope (app(scope)) returning "
@@ -222,34 +299,43 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
 
         async def work(sagacity: Any) -> Any:
             async with _servers_of(agent):  # undos through the servers of those names
-                return await sagacity.recover(saga_id, agent)
+                done = await sagacity.recover(saga_id, agent)
+            return done, await _answerable(sagacity, done)
 
-        result = with_sagacity(db, work)
-        _print_recovery(console, result)
+        result, answerable = with_sagacity(db, work)
+        _print_recovery(console, result, app, db, answerable)
         if result.status.value not in ("COMPENSATED", "COMPLETED"):
             raise SystemExit(1)
         return
 
     async def work_all(sagacity: Any) -> Any:
         async with _servers_of(agent):
-            return await sagacity.recover_all(agent)
+            done = await sagacity.recover_all(agent)
+        return [(sid, why, outcome, {} if isinstance(outcome, SagacityError)
+                 else await _answerable(sagacity, outcome)) for sid, why, outcome in done]
 
     outcomes = with_sagacity(db, work_all)
     if not outcomes:
         console.print("no saga needs recovery")
         return
     needs_human = 0
-    for sid, why, outcome in outcomes:
-        console.print(data_text(f"saga {sid}: {why}"))
+    for sid, why, outcome, answerable in outcomes:
+        console.print(data_text(f"saga {sid}: {why}"), soft_wrap=True)
         if isinstance(outcome, SagacityError):
             needs_human += 1
-            console.print(Text.assemble(status_text("REFUSED"), " ", data_text(describe_error(outcome))))
+            console.print(Text.assemble(status_text("REFUSED"), " ", data_text(describe_error(outcome))),
+                          soft_wrap=True)
             continue
-        _print_recovery(console, outcome)
+        _print_recovery(console, outcome, app, db, answerable)
         needs_human += outcome.status.value not in ("COMPENSATED", "COMPLETED")
     console.print(f"{len(outcomes)} saga(s) recovered, {needs_human} need a human", soft_wrap=True)
     if needs_human:
         raise SystemExit(1)
+
+
+async def _answerable(sagacity: Any, result: Any) -> dict[int, str]:
+    seqs = [item.seq for item in result.report.in_doubt] if result.report is not None else []
+    return await answerable_from(sagacity.journal, result.saga_id, seqs)
 
 
 @saga.command("resolve")
@@ -259,8 +345,11 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
               help="Whether the call's effect (or the undo) happened at the far side.")
 @click.option("--as", "resolver", required=True, help="Who answers (journaled).")
 @click.option("--reason", required=True, help="What was checked (journaled).")
+@click.option("--app", "app", default=None, metavar="MODULE:ATTR",
+              help="The agent `saga recover` takes: only named in the command printed next.")
 @db_option()
-def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason: str, db: str) -> None:
+def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason: str, app: str | None,
+                 db: str) -> None:
     """Answer an in-doubt call or undo (SEQ as `saga recover` lists it): journals RESOLVED.
 
     Then run `sagacity saga recover`: a call that ran is undone (when it has an undo), one that
@@ -282,6 +371,11 @@ def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason
         f"resolved seq {entry.payload['target_seq']} ({entry.payload['target']}) of saga ",
         data_text(saga_id), f" as {entry.payload['answer']} by ", data_text(resolver),
         f" (RESOLVED seq {entry.seq})"), soft_wrap=True)
+    if app is None:
+        console.print("recover the saga to act on it: `sagacity saga recover` with your "
+                      "application's agent (--app MODULE:ATTR; give --app here to get the command)",
+                      soft_wrap=True)
+        return
     console.print("recover the saga to act on it:", soft_wrap=True)
-    console.print(Text(f"sagacity saga recover {shlex.quote(printable(saga_id))} --app module:attr "
-                       f"--db {shlex.quote(redacted_uri(db))}"), soft_wrap=True)
+    console.print(Text(command_line("sagacity", "saga", "recover", saga_id, "--app", app,
+                                    "--db", redacted_uri(db))), soft_wrap=True)

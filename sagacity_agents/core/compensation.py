@@ -81,6 +81,29 @@ class CompensationItem:
     detail: str = ""
     """Why the entry is on this list (error text for failed undos)."""
 
+    def __str__(self) -> str:
+        """``send_email (call e1): no undo declared``: the tool, the model's call id, the detail."""
+        return f"{self.tool} (call {self.call_id})" + (f": {self.detail}" if self.detail else "")
+
+
+class DirtyItems(tuple[CompensationItem, ...]):
+    """:attr:`CompensationReport.still_dirty`: a tuple of items whose ``str()`` is one line per
+    item, labelled with the list it comes from (``not undone: send_email (call e1): no undo
+    declared``), so ``print(report.still_dirty)`` reads as the README shows it."""
+
+    labels: tuple[str, ...]
+    """Each item's list: ``undo failed``, ``not undone``, ``kept (irreversible)``, ``in doubt``."""
+
+    def __new__(cls, labelled: Any = ()) -> DirtyItems:
+        """``labelled``: ``(label, item)`` pairs, in order."""
+        pairs = list(labelled)
+        made = super().__new__(cls, [item for _, item in pairs])
+        made.labels = tuple(label for label, _ in pairs)
+        return made
+
+    def __str__(self) -> str:
+        return "\n".join(f"{label}: {item}" for label, item in zip(self.labels, self))
+
 
 @dataclass(frozen=True, slots=True)
 class CompensationReport:
@@ -109,10 +132,14 @@ class CompensationReport:
     own outcome (seq N)``."""
 
     @property
-    def still_dirty(self) -> tuple[CompensationItem, ...]:
-        """Everything that may still be in the world: failed, no-undo, kept and in-doubt."""
-        items = self.failed + self.no_undo + self.kept_irreversible + self.in_doubt
-        return tuple(sorted(items, key=lambda i: i.seq))
+    def still_dirty(self) -> DirtyItems:
+        """Everything that may still be in the world: failed, no-undo, kept and in-doubt, by
+        seq; printed one labelled line per item (:class:`DirtyItems`)."""
+        labelled = [(label, item) for label, items in (
+            ("undo failed", self.failed), ("not undone", self.no_undo),
+            ("kept (irreversible)", self.kept_irreversible), ("in doubt", self.in_doubt),
+        ) for item in items]
+        return DirtyItems(sorted(labelled, key=lambda pair: pair[1].seq))
 
     @property
     def clean(self) -> bool:

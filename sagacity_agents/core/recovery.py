@@ -16,7 +16,9 @@ process stopped mid-run, i.e. its latest run lease expired without a RUN_ENDED
 for recovery and a human's answer), or when its last run ended COMPLETED and only its
 SAGA_CLOSED is missing (recovery closes it, undoing nothing), or when it is REOPENED: a late
 outcome landed after its SAGA_CLOSED (``core.ledger.reopened_by``; recovery undoes it and closes
-the saga again). Never: a closed saga, a saga a live run holds, an idle saga kept open between runs (``close=False``: RUN_ENDED OPEN), a saga
+the saga again), or when it holds only its SAGA_OPENED, a lease period old
+(:func:`never_started`: killed before its first run). Never: a closed saga, a saga a live run
+holds, an idle saga kept open between runs (``close=False``: RUN_ENDED OPEN), a saga
 waiting for a human decision (RUN_ENDED AWAITING_APPROVAL), or a saga with no run lease at all
 (written by hand or by a version without leases: nothing tells a crash from an idle saga).
 """
@@ -66,7 +68,7 @@ def recovery_reason(entries: Sequence[JournalEntry], now: dt.datetime | None = N
         return (f"REOPENED: a late outcome (seq {reopened[1]}) landed after SAGA_CLOSED at seq "
                 f"{reopened[0]}: recovery undoes it and closes the saga again")
     if lease is None:
-        return None
+        return never_started(entries, now)
     if not lease.ended:
         if lease.held(now):
             return None
@@ -81,6 +83,32 @@ def recovery_reason(entries: Sequence[JournalEntry], now: dt.datetime | None = N
         # recovery only writes the close, it undoes nothing.
         return "last run ended COMPLETED without SAGA_CLOSED: recovery closes it"
     return None
+
+
+def never_started(entries: Sequence[JournalEntry], now: dt.datetime | None = None,
+                  grace: float = DEFAULT_LEASE_SECONDS) -> str | None:
+    """Why a saga whose only entry is SAGA_OPENED needs recovery: its process stopped between
+    opening it (a saga given its id is opened alone, before its first RUN_STARTED) and taking its
+    first run lease, ``grace`` seconds or more ago; nothing ran. ``None`` for any other saga, or
+    one opened less than ``grace`` ago (its first run may be about to start; if it starts after
+    the recovery closed the saga, it is refused: closed is terminal).
+
+    Args:
+        entries: the saga's entries in ``seq`` order.
+        now: the time to judge at (aware UTC; default: the clock).
+        grace: seconds after SAGA_OPENED (default: the default run lease).
+    """
+    if len(entries) != 1 or entries[0].phase is not Phase.SAGA_OPENED:
+        return None
+    try:
+        opened = dt.datetime.fromisoformat(entries[0].recorded_at)
+    except (TypeError, ValueError):
+        return None
+    now = now or dt.datetime.now(dt.timezone.utc)
+    if (now - opened).total_seconds() < grace:
+        return None
+    return ("opened without a run: its process stopped before RUN_STARTED (nothing ran); "
+            "recovery closes it")
 
 
 class SagaRecovered(SagacityError):
@@ -260,7 +288,9 @@ class Recovery:
                 continue  # the keyring's markers: no runs (journal verify reports its rows)
             try:
                 verdict, entries = await self._checked(saga_id)
-                why = recovery_reason(entries) if verdict.ok else None
+                # killed before its first run: judged against this service's own lease period
+                why = (recovery_reason(entries) or never_started(entries, grace=self.lease_seconds)) \
+                    if verdict.ok else None
                 # a saga waiting for a human decision is resumed, not recovered
                 waiting = why is not None and any(
                     r.consumed_at is None for r in await self.approvals.list(saga_id))

@@ -218,7 +218,7 @@ class TestSqliteApprovalStore:
             await other.close()
         assert result.approver == "other-object"
 
-    @pytest.mark.slow
+    @pytest.mark.multiprocess
     async def test_wait_sees_decision_made_by_another_process(self, store, tmp_path):
         await store.create(make_request(1))
         ctx = multiprocessing.get_context("spawn")
@@ -239,7 +239,7 @@ class TestSqliteApprovalStore:
         assert result.reason == "from another process"
         assert result.decided_at > waiting_since  # decided while we waited: seen by polling
 
-    @pytest.mark.slow
+    @pytest.mark.multiprocess
     async def test_two_processes_racing_consume(self, store, tmp_path):
         await race_two_processes(store, str(tmp_path / "sagacity.db"))
 
@@ -262,7 +262,7 @@ class TestPostgresApprovalStore:
         yield store
         await store.close()
 
-    @pytest.mark.slow
+    @pytest.mark.multiprocess
     async def test_notify_wakes_a_waiter_for_a_decision_made_by_another_process(self, store):
         await store.create(make_request(1))
         ctx = multiprocessing.get_context("spawn")
@@ -340,7 +340,7 @@ class TestPostgresApprovalStore:
         result = await waiter
         assert (result.decision, result.approver) == ("rejected", "silent")
 
-    @pytest.mark.slow
+    @pytest.mark.multiprocess
     async def test_two_processes_racing_consume(self, store):
         await race_two_processes(store, self.uri)
 

@@ -19,7 +19,7 @@ from sagacity_agents.backends import Phase, SqliteJournal
 from sagacity_agents.core.evidence import verify_sagas
 from sagacity_agents.core.ledger import SagaLedger
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.multiprocess
 
 _CHILD = textwrap.dedent('''
     import asyncio, os, signal, sys

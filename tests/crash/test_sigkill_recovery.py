@@ -33,7 +33,7 @@ from tests import forked
 
 from . import app
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.multiprocess
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from .journal_mp_worker import append_many
 
 PER_PROCESS = 100
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.multiprocess
 
 
 def run_writers(path: str, sagas: list[str], synchronous: str = "FULL", pause: float = 0.002) -> None:

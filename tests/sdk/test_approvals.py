@@ -360,7 +360,7 @@ def _resume_in_subprocess(db: str, saga_id: str, ledger: str, barrier, out) -> N
 
 
 @pytest.mark.case("C-05")
-@pytest.mark.slow
+@pytest.mark.multiprocess
 async def test_two_processes_resume_concurrently_exactly_one_execution(tmp_path, ledger):
     """C-05 and the concurrency guarantee: pause here, approve, then two processes resume at the
     same instant on one SQLite file; the transfer runs exactly once (one INTENT, one EXECUTED)."""

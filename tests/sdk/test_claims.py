@@ -83,7 +83,7 @@ async def test_two_tasks_recovering_one_saga_apply_each_undo_at_most_once(tmp_pa
         assert "claimed-elsewhere" in outcomes, outcomes
 
 
-@pytest.mark.slow
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("how", ["recover", "compensate"])
 async def test_two_processes_recovering_one_saga_apply_each_undo_at_most_once(tmp_path, how):
     """E-05 (processes): two spawned processes recover the same 30 crashed sagas on one SQLite

@@ -154,7 +154,7 @@ def _spawn(target, *args) -> multiprocessing.process.BaseProcess:
 
 
 @pytest.mark.case("F-07")
-@pytest.mark.slow
+@pytest.mark.multiprocess
 def test_two_processes_on_one_saga_one_runs_one_refused(tmp_path):
     """F-07 across processes (SQLite): one process runs, the other is refused; the running one
     completes and nothing is undone."""
@@ -184,7 +184,7 @@ def test_two_processes_on_one_saga_one_runs_one_refused(tmp_path):
 
 
 @pytest.mark.case("F-07")
-@pytest.mark.slow
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("later", ["run", "recover"])
 def test_a_killed_holder_is_taken_over_after_its_lease_expires(tmp_path, later):
     """F-07: the first holder is SIGKILLed mid-call; while it lived its lease refused others;
