@@ -4,7 +4,7 @@ One line per record, in this order per saga: its entries (ascending ``seq``), it
 signed checkpoints; a header line first. The format is specified in docs/audit-format.md, which
 also gives a stand-alone verifier using only the Python standard library::
 
-    {"type": "sagacity.audit.v1", "exported_at": T, "sagas": N}
+    {"type": "sagacity.audit.v1", "exported_at": T, "sagas": N, "journal_id": J}
     {"type": "entry", "saga_id": S, "seq": N, "hash": H, "prev_hash": P, "canonical": BASE64,
      "tag_key": K, "tag": SIG}                  (the tag fields only on a tagged entry)
     {"type": "head", "saga_id": S, "seq": N, "hash": H}
@@ -12,7 +12,9 @@ also gives a stand-alone verifier using only the Python standard library::
 
 ``canonical`` is the entry's stored bytes exactly as they were hashed (never re-serialized):
 ``hash == SHA-256(bytes)``, and the bytes are the RFC 8785 JSON of the entry, whose
-``prev_hash`` is the previous entry's hash (64 zeros for ``seq`` 1).
+``prev_hash`` is the previous entry's hash (64 zeros for ``seq`` 1). ``journal_id`` is the
+exported journal's id (``core.identity``; absent from exports of a journal without one): a saga
+of derivation 2 names it in its SAGA_OPENED, and its tags bind it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .checkpoints import Checkpoint, CheckpointStore
 from .entries import JournalEntry
 from .canonical import parse_json
 from .evidence import Evidence
+from .identity import journal_id_of
 from .journal import Journal, utc_stamp
 from .signing import Keyring
 
@@ -72,7 +75,11 @@ async def export_audit(
         # exported as its checkpoints alone, so that the verifier reports it missing.
         known = set(ids)
         ids += [sid for sid in await checkpoints.saga_ids() if sid not in known]
-    out.write(_line({"type": AUDIT_FORMAT, "exported_at": utc_stamp(), "sagas": len(ids)}))
+    header: dict[str, Any] = {"type": AUDIT_FORMAT, "exported_at": utc_stamp(), "sagas": len(ids)}
+    journal_id = await journal_id_of(journal)
+    if journal_id is not None:
+        header["journal_id"] = journal_id
+    out.write(_line(header))
     count = 0
     for sid in ids:
         entries = await journal.entries(sid)
@@ -101,6 +108,8 @@ class AuditExport:
     """The head each saga had when exported."""
     checkpoints: dict[str, list[Checkpoint]] = field(default_factory=dict)
     """Signed checkpoints by saga id."""
+    journal_id: str | None = None
+    """The exported journal's id (``None``: the header names none)."""
 
 
 def _entry(record: dict[str, Any]) -> JournalEntry:
@@ -135,6 +144,8 @@ def read_export(lines: Iterable[str]) -> AuditExport:
             if number == 1:
                 if kind != AUDIT_FORMAT:
                     raise ValueError(f"first line is not a {AUDIT_FORMAT} header")
+                found = record.get("journal_id")
+                export.journal_id = found if isinstance(found, str) and found else None
                 continue
             if kind == "entry":
                 export.entries.setdefault(record["saga_id"], []).append(_entry(record))
@@ -190,5 +201,6 @@ def verify_export(path: str | Path, keyring: Keyring | None = None,
         if anchor is None and checkpoints:
             newest = max(checkpoints, key=lambda c: c.seq)
             anchor = ChainHead(newest.seq, newest.hash)
-        results.append(bad or evidence.check(sid, entries, anchor, checkpoints, adoption))
+        results.append(bad or evidence.check(sid, entries, anchor, checkpoints, adoption,
+                                             journal_id=export.journal_id))
     return results

@@ -81,6 +81,9 @@ class ChainFault(str, enum.Enum):
     AFTER_CLOSE = "entry after close"
     """An entry follows the saga's SAGA_CLOSED: a closed saga is terminal, so the entry was not
     written through the journal's append rule (design.md, "Runs, leases and the end of a saga")."""
+    OTHER_JOURNAL = "other journal"
+    """The saga's SAGA_OPENED records another journal id than the journal it is read from: a
+    copy of another journal's saga, or this journal got a new id since (``core.identity``)."""
 
 
 @dataclass(frozen=True, slots=True)

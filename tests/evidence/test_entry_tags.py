@@ -137,16 +137,20 @@ def test_the_stand_alone_tag_check_of_audit_format(populated, tmp_path):  # noqa
     export(db, cps, out)
     namespace: dict = {}
     exec(doc_blocks()[2], namespace)  # noqa: S102 - the documented code, run as printed
-    records = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+    lines = out.read_text().splitlines()
+    header, records = json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
     tagged = [r for r in records if r["type"] == "entry"]
     assert tagged and all("tag" in r for r in tagged)
+    first = {r["saga_id"]: r for r in tagged if r["seq"] == 1}
     for record in tagged:
-        namespace["check_tag"](record, keys)
+        namespace["check_tag"](record, keys, header, first[record["saga_id"]])
     forged = {**tagged[1], "tag": tagged[0]["tag"]}
     from cryptography.exceptions import InvalidSignature
 
     with pytest.raises(InvalidSignature):
-        namespace["check_tag"](forged, keys)
+        namespace["check_tag"](forged, keys, header, first[forged["saga_id"]])
+    with pytest.raises(InvalidSignature):  # the same export claimed for another journal
+        namespace["check_tag"](tagged[1], keys, {**header, "journal_id": "0" * 32}, first[tagged[1]["saga_id"]])
     assert base64.b64decode(tagged[0]["tag"])
 
 
@@ -161,7 +165,7 @@ def test_the_documented_checks_refuse_a_key_id_that_is_a_path(tmp_path, key_id):
     opened: list = []
     namespace["open"] = lambda *a, **k: opened.append(a) or (_ for _ in ()).throw(AssertionError("opened"))
     with pytest.raises(KeyError, match="not a key id"):
-        namespace["check_tag"]({"tag_key": key_id, "canonical": "", "tag": ""}, str(tmp_path))
+        namespace["check_tag"]({"tag_key": key_id, "canonical": "", "tag": ""}, str(tmp_path), {}, {})
     with pytest.raises(KeyError, match="not a key id"):
         namespace["check_checkpoint"]({"key_id": key_id, "saga_id": "s", "seq": 1, "hash": "h",
                                        "time": "t", "signature": ""}, str(tmp_path))
