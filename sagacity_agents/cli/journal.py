@@ -199,7 +199,6 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
 
     results, adoption, journal_id = with_journal(db, check, closing=[evidence.checkpoints] if evidence else [])
     console = make_console(highlight=False)
-    console.print(_journal_line(journal_id), soft_wrap=True)
     for note in adoption_lines(adoption):
         console.print(data_text(note))
     if not results:
@@ -207,6 +206,7 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
         return
     for result in results:
         console.print(verify_text(result))
+    console.print(_journal_line(journal_id), soft_wrap=True)
     broken = [r for r in results if not r.ok]
     if heads is not None:
         anchored = sum(1 for r in results if r.anchor is not None)
