@@ -32,7 +32,7 @@ from .entries import GENESIS_HASH, JournalEntry, Phase
 __all__ = [
     "DERIVATION", "DERIVATION_KEY", "JOURNAL_ID_KEY", "RESERVED_PREFIX", "Derivation",
     "ENTRY_STATEMENT_V2", "BoundTagger", "SagaSeal", "bound_tag_statement", "check_saga_id",
-    "copied_saga_problem", "opened_hash_of", "statement_for", "unlinked_bytes",
+    "copied_saga_problem", "opened_hash_of", "saga_derivation", "statement_for", "unlinked_bytes",
     "derivation_of", "journal_id_of", "new_journal_id", "opening_payload",
 ]
 
@@ -149,6 +149,16 @@ def derivation_of(entries: Sequence[JournalEntry], journal_id: str | None) -> De
     if payload.get(DERIVATION_KEY) != DERIVATION:
         return Derivation()
     return Derivation(DERIVATION, journal_id, opened.hash)  # type: ignore[union-attr]
+
+
+async def saga_derivation(journal: Any, saga_id: str) -> Derivation:
+    """The derivation of ``saga_id``'s keys as read from ``journal`` (its id and the saga's
+    first entries): what to compare a far side's idempotency keys with.
+
+    Raises:
+        JournalError: the journal could not be read.
+    """
+    return derivation_of((await journal.entries(saga_id))[:1], await journal_id_of(journal))
 
 
 def copied_saga_problem(entries: Sequence[JournalEntry], journal_id: str | None) -> tuple[int, str] | None:
