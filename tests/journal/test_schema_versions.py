@@ -23,7 +23,7 @@ from sagacity_agents.core.authenticity import ADOPTION_SAGA, adopt_keyring
 from sagacity_agents.core.signing import Keyring, generate_key
 from sagacity_agents.errors import ConfigurationError, JournalError
 from sagacity_agents.stores import open_journal
-from tests.evidence.test_journal_identity import Payments, shop
+from tests.evidence.test_journal_identity import Payments, one_order, shop
 from tests.pg import SERVER, admin_connect, drop_schema, new_schema, server_or_skip, with_search_path
 
 
@@ -118,19 +118,7 @@ def test_reserved_and_empty_saga_ids_are_refused_for_runs(tmp_path, saga_id):
 def test_journal_new_id_needs_yes_and_then_the_copied_sagas_fail_verify_naming_both_ids(tmp_path):
     path = str(tmp_path / "j.db")
 
-    async def run() -> str:
-        sagacity = Sagacity(path)
-        try:
-            await sagacity.run(shop(Payments(), "A"), "go", saga_id="order-1")
-        finally:
-            await sagacity.aclose()
-        journal = open_journal(path)
-        try:
-            return await journal.journal_id()  # type: ignore[attr-defined,no-any-return]
-        finally:
-            await journal.close()
-
-    old = asyncio.run(run())
+    old = asyncio.run(one_order(path))[0]
     runner = CliRunner()
     shown = runner.invoke(cli, ["journal", "show", "order-1", "--db", path])
     assert shown.exit_code == 0 and f"journal {old}" in shown.output
@@ -153,16 +141,12 @@ def test_the_audit_export_names_the_journal_and_its_verification_binds_it(tmp_pa
     path = str(tmp_path / "j.db")
 
     async def main() -> str:
-        sagacity = Sagacity(path)
-        try:
-            await sagacity.run(shop(Payments(), "A"), "go", saga_id="order-1")
-        finally:
-            await sagacity.aclose()
+        journal_id = (await one_order(path))[0]
         journal = open_journal(path)
         try:
             with open(tmp_path / "audit.jsonl", "w", encoding="utf-8") as out:
                 await export_audit(journal, out)
-            return await journal.journal_id()  # type: ignore[attr-defined,no-any-return]
+            return journal_id
         finally:
             await journal.close()
 
