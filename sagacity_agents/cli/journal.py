@@ -190,7 +190,7 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
         except ConfigurationError as exc:
             raise UsageFailure(str(exc)) from exc
 
-    async def check(j: Journal) -> tuple[list[VerifyResult], Any]:
+    async def check(j: Journal) -> tuple[list[VerifyResult], Any, str | None]:
         sid = await resolve_saga(j, saga_id, also=list(heads or ())) if saga_id is not None else None
         if sid is not None and heads is not None and sid not in heads:
             raise UsageFailure(f"{heads_file} lists no head for saga {printable(sid)}")
