@@ -26,7 +26,9 @@ write key is unique per saga and the saga id is covered, so a tagged content can
 elsewhere; order and completeness stay the chain's and the signed checkpoints' business. The
 signed statement is ``{"type": "sagacity.entry.v1", "content": SHA-256 hex of those bytes,
 "key_id"}`` in RFC 8785 (a third party rebuilds it with ``json.dumps(..., sort_keys=True,
-separators=(",", ":"))``; docs/audit-format.md).
+separators=(",", ":"))``; docs/audit-format.md). A saga opened with ``"derivation": 2``
+(``core.identity``) signs ``sagacity.entry.v2`` instead, which also binds the journal's id and the
+saga's SAGA_OPENED hash: the same content copied into another journal does not verify there.
 
 **Adopting a keyring on a live journal** (:func:`adopt_keyring`). Entries written before
 a keyring carry no tag. Adoption journals a signed marker in the reserved saga
