@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .entries import GENESIS_HASH, JournalEntry, Phase
+from .undo import call_idempotency_key, idempotency_key
 
 __all__ = [
     "DERIVATION", "DERIVATION_KEY", "JOURNAL_ID_KEY", "RESERVED_PREFIX", "Derivation",
@@ -116,15 +117,16 @@ class Derivation:
 
     def undo_key(self, saga_id: str, seq: int) -> str:
         """``core.undo.idempotency_key`` of the undo of entry ``seq`` under this derivation."""
-        from .undo import idempotency_key  # noqa: PLC0415 - undo imports this module's users
-
-        return idempotency_key(saga_id, seq, **self.key_binding())
+        if self.opened_hash is None or not self.binds:
+            return idempotency_key(saga_id, seq)
+        return idempotency_key(saga_id, seq, journal_id=self.journal_id, opened_hash=self.opened_hash)
 
     def call_key(self, saga_id: str, intent_seq: int) -> str:
         """``core.undo.call_idempotency_key`` of the call of INTENT ``intent_seq``."""
-        from .undo import call_idempotency_key  # noqa: PLC0415
-
-        return call_idempotency_key(saga_id, intent_seq, **self.key_binding())
+        if self.opened_hash is None or not self.binds:
+            return call_idempotency_key(saga_id, intent_seq)
+        return call_idempotency_key(saga_id, intent_seq, journal_id=self.journal_id,
+                                    opened_hash=self.opened_hash)
 
     def key_binding(self) -> dict[str, str]:
         """The keyword arguments of the key functions (empty under version 1)."""
