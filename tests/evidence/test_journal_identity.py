@@ -320,3 +320,48 @@ def test_tags_are_byte_identical_on_every_backend_under_derivation_2(two_journal
             await backend.close()
 
     asyncio.run(main())
+
+
+def test_recover_all_does_not_act_on_a_saga_copied_from_another_journal(two_journals):
+    """An open saga (a charge done, the run ended without closing) copied into another journal:
+    ``recover --all`` there reports it (it does not verify) and undoes nothing."""
+    from agents import Agent, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from sagacity_agents import SagacityError, compensable
+
+    first, second = two_journals
+    refunds: list[str] = []
+
+    @function_tool
+    @compensable(undo=lambda ctx: refunds.append(ctx.idempotency_key), declaration_id="copy.charge")
+    def charge(amount: int) -> int:
+        """Charge the customer."""
+        return amount
+
+    def agent(*calls: int) -> Any:
+        model = ScriptedModel()
+        for n in calls:
+            model.enqueue([function_call("charge", {"amount": n}, call_id=f"c{n}")])
+        model.enqueue([assistant_message("done")])
+        return Agent(name="shop", model=model, tools=[charge])
+
+    async def main() -> None:
+        await journal_id(second)  # the other journal exists, with its own id
+        sagacity = Sagacity(first)
+        try:
+            assert (await sagacity.run(agent(5), "go", saga_id="open-1", close=False)).status \
+                is SagaStatus.OPEN
+        finally:
+            await sagacity.aclose()
+        copy_rows(rows_of(first, "open-1"), second)
+        other = Sagacity(second)
+        try:
+            found = await other.recover_all(agent())
+        finally:
+            await other.aclose()
+        assert [(sid, type(outcome).__name__) for sid, _, outcome in found] == [("open-1", "EvidenceError")]
+        assert isinstance(found[0][2], SagacityError) and "other journal" in str(found[0][2])
+        assert refunds == []
+
+    asyncio.run(main())
