@@ -21,7 +21,7 @@ from ..core.chain import (
 from ..core.entries import JournalEntry
 from ..core.evidence import verify_sagas
 from ..core.fence import backend_of
-from ..core.identity import copied_saga_problem, journal_id_of
+from ..core.identity import copied_saga_problem, derivation_of, journal_id_of
 from ..core.journal import Journal
 from ..errors import ConfigurationError
 from ..render import (
@@ -283,10 +283,9 @@ def journal_new_id(db: str, yes: bool) -> None:
     async def work(j: Journal) -> tuple[str | None, str | None, int]:
         backend = backend_of(j)
         old = await journal_id_of(backend)
-        bound = 0
-        for sid in await backend.saga_ids():
-            first = (await backend.entries(sid))[:1]
-            bound += copied_saga_problem(first, "0" * 32) is not None
+        bound = sum(1 for summary in await backend.saga_summaries()  # first entries only
+                    if derivation_of([summary.first], old).binds
+                    and copied_saga_problem([summary.first], old) is None)
         if not yes:
             return old, None, bound
         assign = getattr(backend, "assign_journal_id", None)
