@@ -350,6 +350,11 @@ class FaultyJournal:
         """The wrapped journal's saga summaries (reads never fail)."""
         return await self.inner.saga_summaries(offset=offset, limit=limit)
 
+    async def journal_id(self) -> str | None:
+        """The inner journal's id (``core.journal.Identified``; ``None``: it has none)."""
+        reader = getattr(self.inner, "journal_id", None)
+        return None if reader is None else await reader()
+
     async def close(self) -> None:
         """Close the wrapped journal."""
         await self.inner.close()

@@ -36,6 +36,7 @@ WIRE = ("transfer", '{"amount": 5, "to": "acct-9"}', "w1")
 LEAST_PRIVILEGE = {
     ("sagacity_schema_migrations", "SELECT"),
     ("sagacity_journal", "SELECT"), ("sagacity_journal", "INSERT"),
+    ("sagacity_journal_meta", "SELECT"),
     ("sagacity_approval_requests", "SELECT"), ("sagacity_approval_requests", "INSERT"),
     ("sagacity_approval_requests", "UPDATE"),
     ("sagacity_snapshots", "SELECT"), ("sagacity_snapshots", "INSERT"),

@@ -20,6 +20,8 @@ from ..core.chain import (
 )
 from ..core.entries import JournalEntry
 from ..core.evidence import verify_sagas
+from ..core.fence import backend_of
+from ..core.identity import copied_saga_problem, derivation_of, journal_id_of
 from ..core.journal import Journal
 from ..errors import ConfigurationError
 from ..render import (
@@ -43,6 +45,11 @@ from ..stores import redacted_uri
 from .base import CONTEXT_SETTINGS, UsageFailure, cli, db_option, print_whole, resolve_saga, with_journal
 
 __all__ = ["journal"]
+
+
+def _journal_line(journal_id: str | None) -> Text:
+    """``journal ID``: the journal's id (``core.identity``), or that it has none."""
+    return Text.assemble(("journal ", "dim"), journal_id or "(no journal id)")
 
 
 def _load_heads(path: str) -> dict[str, ChainHead]:
@@ -116,17 +123,18 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
     traces' ids are listed above the table). SAGA_ID may be any unique prefix of the id.
     """
 
-    async def load(j: Journal) -> tuple[str, list[JournalEntry]]:
+    async def load(j: Journal) -> tuple[str, list[JournalEntry], str | None]:
         sid = await resolve_saga(j, saga_id)
-        return sid, await j.entries(sid)
+        return sid, await j.entries(sid), await journal_id_of(j)
 
-    sid, entries = with_journal(db, load)
+    sid, entries, journal_id = with_journal(db, load)
     console = make_console()
     title = Text.assemble(
         ("saga ", "bold"), printable(sid), "  ", status_text(saga_status(entries)),
         f"  ({len(entries)} entries)",
     )
     console.print(title)
+    console.print(_journal_line(journal_id), soft_wrap=True)
     for line in trace_lines(entries):  # the traces its entries were written in
         console.print(line, soft_wrap=True)
     console.print(journal_table(entries, full=full, width=console.width))
@@ -182,14 +190,14 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
         except ConfigurationError as exc:
             raise UsageFailure(str(exc)) from exc
 
-    async def check(j: Journal) -> tuple[list[VerifyResult], Any]:
+    async def check(j: Journal) -> tuple[list[VerifyResult], Any, str | None]:
         sid = await resolve_saga(j, saga_id, also=list(heads or ())) if saga_id is not None else None
         if sid is not None and heads is not None and sid not in heads:
             raise UsageFailure(f"{heads_file} lists no head for saga {printable(sid)}")
         found = await verify_sagas(j, sid, heads=heads, evidence=evidence)
-        return found, (await evidence.adoption(j) if evidence is not None else None)
+        return found, (await evidence.adoption(j) if evidence is not None else None), await journal_id_of(j)
 
-    results, adoption = with_journal(db, check, closing=[evidence.checkpoints] if evidence else [])
+    results, adoption, journal_id = with_journal(db, check, closing=[evidence.checkpoints] if evidence else [])
     console = make_console(highlight=False)
     for note in adoption_lines(adoption):
         console.print(data_text(note))
@@ -198,6 +206,7 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
         return
     for result in results:
         console.print(verify_text(result))
+    console.print(_journal_line(journal_id), soft_wrap=True)
     broken = [r for r in results if not r.ok]
     if heads is not None:
         anchored = sum(1 for r in results if r.anchor is not None)
@@ -249,3 +258,46 @@ def journal_heads(saga_id: str | None, db: str, out: str | None) -> None:
     except OSError as exc:
         raise click.ClickException(f"cannot write {out}: {exc}") from exc
     make_console(highlight=False).print(f"wrote the heads of {len(heads)} saga(s) to {out}")
+
+
+@journal.command("new-id", short_help="Give a copied journal an id of its own.")
+@db_option()
+@click.option("--yes", is_flag=True,
+              help="Confirm: the sagas opened under the old id fail verification from then on.")
+def journal_new_id(db: str, yes: bool) -> None:
+    """Give the journal a new random id: for a copy (a restored backup, a cloned database, a
+    staging copy of production) that is to become another journal.
+
+    Every journal has a random id, made with it; sagas opened since journal ids exist record it
+    in their SAGA_OPENED, and their idempotency keys and entry tags are bound to it, so the same
+    saga id in two journals never shares a key with a far side that deduplicates on it. A copy
+    keeps the original's id until it gets its own here. From then on, every saga the copy holds
+    that was opened under the old id FAILS `journal verify` ("other journal", naming both ids)
+    and is never resumed, recovered or closed here: that is the point (it belongs to the
+    original). Sagas opened before journal ids are not affected. Without --yes nothing is
+    changed and the command says what it would do. Needs a role that may write the journal's
+    id (on PostgreSQL, UPDATE on sagacity_journal_meta: the tables' owner, not the
+    application's role).
+    """
+
+    async def work(j: Journal) -> tuple[str | None, str | None, int]:
+        backend = backend_of(j)
+        old = await journal_id_of(backend)
+        bound = sum(1 for summary in await backend.saga_summaries()  # first entries only
+                    if derivation_of([summary.first], old).binds
+                    and copied_saga_problem([summary.first], old) is None)
+        if not yes:
+            return old, None, bound
+        assign = getattr(backend, "assign_journal_id", None)
+        if assign is None:
+            raise UsageFailure(f"the journal at {redacted_uri(db)} cannot be given a new id")
+        return old, await assign(), bound
+
+    old, new, bound = with_journal(db, work)
+    console = make_console(highlight=False)
+    if new is None:
+        raise UsageFailure(
+            f"journal {old}: giving it a new id makes the {bound} saga(s) opened under {old} fail "
+            "verification here (they belong to the journal it was copied from); nothing changed: "
+            "pass --yes to go on")
+    console.print(f"journal {old} -> {new}: {bound} saga(s) opened under {old} now fail verification here")

@@ -4,7 +4,7 @@ One line per record, in this order per saga: its entries (ascending ``seq``), it
 signed checkpoints; a header line first. The format is specified in docs/audit-format.md, which
 also gives a stand-alone verifier using only the Python standard library::
 
-    {"type": "sagacity.audit.v1", "exported_at": T, "sagas": N}
+    {"type": "sagacity.audit.v1", "exported_at": T, "sagas": N, "journal_id": J}
     {"type": "key", "key_id": K, "public_key": BASE64 (raw 32 bytes), "admin": bool}
                                                 (exported with a keyring: its public keys)
     {"type": "entry", "saga_id": S, "seq": N, "hash": H, "prev_hash": P, "canonical": BASE64,
@@ -14,7 +14,9 @@ also gives a stand-alone verifier using only the Python standard library::
 
 ``canonical`` is the entry's stored bytes exactly as they were hashed (never re-serialized):
 ``hash == SHA-256(bytes)``, and the bytes are the RFC 8785 JSON of the entry, whose
-``prev_hash`` is the previous entry's hash (64 zeros for ``seq`` 1).
+``prev_hash`` is the previous entry's hash (64 zeros for ``seq`` 1). ``journal_id`` is the
+exported journal's id (``core.identity``; absent from exports of a journal without one): a saga
+of derivation 2 names it in its SAGA_OPENED, and its tags bind it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .checkpoints import Checkpoint, CheckpointStore
 from .entries import JournalEntry
 from .canonical import parse_json
 from .evidence import Evidence, checkpoint_problem
+from .identity import journal_id_of
 from .journal import Journal, utc_stamp
 from .signing import Keyring
 
@@ -87,7 +90,11 @@ async def export_audit(
         ids += [sid for sid in await checkpoints.saga_ids() if sid not in known]
     if keyring is not None and ADOPTION_SAGA not in ids and await journal.entries(ADOPTION_SAGA):
         ids.append(ADOPTION_SAGA)  # the roles and revocations the signatures are judged under
-    out.write(_line({"type": AUDIT_FORMAT, "exported_at": utc_stamp(), "sagas": len(ids)}))
+    header: dict[str, Any] = {"type": AUDIT_FORMAT, "exported_at": utc_stamp(), "sagas": len(ids)}
+    journal_id = await journal_id_of(journal)
+    if journal_id is not None:
+        header["journal_id"] = journal_id
+    out.write(_line(header))
     for key_id, key in sorted((keyring.verify_keys if keyring is not None else {}).items()):
         out.write(_line({"type": "key", "key_id": key_id, "public_key": _public_raw(key),
                          "admin": key_id in keyring.admin_keys}))  # type: ignore[union-attr]
@@ -119,6 +126,8 @@ class AuditExport:
     """The head each saga had when exported."""
     checkpoints: dict[str, list[Checkpoint]] = field(default_factory=dict)
     """Signed checkpoints by saga id."""
+    journal_id: str | None = None
+    """The exported journal's id (``None``: the header names none)."""
     keys: dict[str, tuple[bytes, bool]] = field(default_factory=dict)
     """The public keys the export carries: key id -> (raw Ed25519 public key, admin?)."""
 
@@ -171,6 +180,8 @@ def read_export(lines: Iterable[str]) -> AuditExport:
             if number == 1:
                 if kind != AUDIT_FORMAT:
                     raise ValueError(f"first line is not a {AUDIT_FORMAT} header")
+                found = record.get("journal_id")
+                export.journal_id = found if isinstance(found, str) and found else None
                 continue
             if kind == "entry":
                 export.entries.setdefault(record["saga_id"], []).append(_entry(record))
@@ -242,7 +253,8 @@ def verify_export(path: str | Path, keyring: Keyring | None = None,
         if anchor is None and checkpoints:
             newest = max(checkpoints, key=lambda c: c.seq)
             anchor = ChainHead(newest.seq, newest.hash)
-        results.append(bad or evidence.check(sid, entries, anchor, checkpoints, adoption, roles=roles))
+        results.append(bad or evidence.check(sid, entries, anchor, checkpoints, adoption, roles=roles,
+                                             journal_id=export.journal_id))
     return results
 
 

@@ -26,7 +26,9 @@ write key is unique per saga and the saga id is covered, so a tagged content can
 elsewhere; order and completeness stay the chain's and the signed checkpoints' business. The
 signed statement is ``{"type": "sagacity.entry.v1", "content": SHA-256 hex of those bytes,
 "key_id"}`` in RFC 8785 (a third party rebuilds it with ``json.dumps(..., sort_keys=True,
-separators=(",", ":"))``; docs/audit-format.md).
+separators=(",", ":"))``; docs/audit-format.md). A saga opened with ``"derivation": 2``
+(``core.identity``) signs ``sagacity.entry.v2`` instead, which also binds the journal's id and the
+saga's SAGA_OPENED hash: the same content copied into another journal does not verify there.
 
 **Adopting a keyring on a live journal** (:func:`adopt_keyring`). Entries written before
 a keyring carry no tag. Adoption journals a signed marker in the reserved saga
@@ -56,6 +58,7 @@ from .canonical import parse_json, sha256_hex
 from .chain import ChainFault, ChainHead, check_anchor, verify_entries
 from .entries import GENESIS_HASH, HASHED_FIELDS, JournalEntry, Phase
 from .fence import JournalView, backend_of
+from .identity import Derivation, derivation_of, statement_for, unlinked_bytes
 from .journal import FENCE_KEY, LATE_KEY, Journal, utc_stamp
 from .key_roles import KEYRING_EVENTS, KeyRoles, Role, read_roles, statement_key, tag_roles
 from .signing import Keyring, signed_record_problem
@@ -95,33 +98,6 @@ ADOPTION_PART = 1000
 _CACHE_LIMIT = 200_000
 
 
-def unlinked_bytes(canonical: bytes, seq: int, prev_hash: str) -> bytes:
-    """The entry's canonical bytes with ``prev_hash`` set to 64 zeros and ``seq`` to 0: what
-    its tag covers (the content without the chain links, the same on every backend).
-
-    The top-level ``prev_hash`` and ``seq`` are the *last* occurrences of their members: RFC 8785
-    sorts keys, so both follow the payload, and the members after them (``recorded_at``,
-    ``saga_id``, ``tool``, ``write_key``) are strings, in which a quote is always escaped.
-
-    Args:
-        canonical: the stored canonical bytes.
-        seq: the entry's seq (inside those bytes).
-        prev_hash: its ``prev_hash`` (inside those bytes).
-
-    Raises:
-        ValueError: the bytes do not hold those members (not a journal entry's bytes).
-    """
-    link = b'"prev_hash":"' + prev_hash.encode("ascii") + b'","recorded_at":'
-    at = canonical.rfind(link)
-    number = b',"seq":' + str(seq).encode("ascii") + b',"tool":'
-    seq_at = canonical.rfind(number)
-    if at < 0 or seq_at < at:
-        raise ValueError("not a journal entry's canonical bytes (prev_hash or seq not found)")
-    start, seq_start = at + 13, seq_at + 7
-    return (canonical[:start] + GENESIS_HASH.encode("ascii") + canonical[start + 64:seq_start]
-            + b"0" + canonical[seq_start + len(str(seq)):])
-
-
 def unlinked_from_pieces(head: bytes, middle: bytes, tail: bytes) -> bytes:
     """:func:`unlinked_bytes` from the pieces a PostgreSQL append sends (the bytes split around
     ``prev_hash`` and ``seq``, ``backends.postgres.journal.byte_pieces``)."""
@@ -154,9 +130,14 @@ class EntryTagger:
         self.key_id, self._key = keyring.signing_key
 
     def tag(self, unlinked: bytes) -> tuple[str, str]:
-        """``(key_id, tag)`` for an entry whose :func:`unlinked_bytes` are ``unlinked``."""
-        signature = self._key.sign(tag_statement(unlinked, self.key_id))
-        return self.key_id, base64.b64encode(signature).decode("ascii")
+        """``(key_id, tag)`` for an entry whose :func:`unlinked_bytes` are ``unlinked``
+        (derivation 1; a saga of derivation 2 is tagged through ``core.identity.BoundTagger``,
+        which signs with :meth:`sign`)."""
+        return self.sign(tag_statement(unlinked, self.key_id))
+
+    def sign(self, statement: bytes) -> tuple[str, str]:
+        """``(key_id, tag)``: the signing key's Ed25519 signature of ``statement``, base64."""
+        return self.key_id, base64.b64encode(self._key.sign(statement)).decode("ascii")
 
     def tag_entry(self, entry: JournalEntry) -> JournalEntry:
         """``entry`` with its tag (sealed entries only: the chain links are inside the bytes)."""
@@ -182,6 +163,10 @@ class UntaggedRefusal:
         raise JournalWriteError(
             "this host's keyring holds no private key: under a keyring every journal entry must "
             "be tagged (docs/threat-model.md), so nothing is written here; give the host a key")
+
+    def sign(self, statement: bytes) -> tuple[str, str]:
+        """Never returns (see :meth:`tag`)."""
+        return self.tag(statement)
 
     def tag_entry(self, entry: JournalEntry) -> JournalEntry:
         """Never returns (see :meth:`tag`)."""
@@ -216,13 +201,17 @@ class TagCache:
     bytes (the chain check re-hashes them first), so a verified tag stays verified. Bounded."""
 
     def __init__(self) -> None:
-        self._seen: set[tuple[str, str, str]] = set()
+        self._seen: set[tuple[str, ...]] = set()
 
-    def check(self, entry: JournalEntry, keyring: Keyring) -> str | None:
-        """Why ``entry``'s tag does not verify with ``keyring`` (``None``: it does). The caller
-        has checked the entry's hash against its bytes."""
+    def check(self, entry: JournalEntry, keyring: Keyring,
+              derivation: Derivation | None = None) -> str | None:
+        """Why ``entry``'s tag does not verify with ``keyring`` (``None``: it does), under its
+        saga's ``derivation`` (``core.identity``; ``None``: derivation 1). The caller has
+        checked the entry's hash against its bytes."""
         assert entry.tag_key is not None and entry.tag is not None
-        seen = (entry.hash, entry.tag_key, entry.tag)
+        bound = derivation if derivation is not None and derivation.binds else None
+        seen = (entry.hash, entry.tag_key, entry.tag,
+                *((bound.journal_id, bound.opened_hash) if bound is not None else ()))
         if seen in self._seen:
             return None
         key = keyring.verify_keys.get(entry.tag_key)
@@ -232,7 +221,9 @@ class TagCache:
 
         try:
             unlinked = unlinked_bytes(entry.canonical, entry.seq, entry.prev_hash)
-            key.verify(base64.b64decode(entry.tag, validate=True), tag_statement(unlinked, entry.tag_key))
+            statement = (statement_for(unlinked, entry.tag_key, entry.phase, entry.seq, bound)
+                         if bound is not None else tag_statement(unlinked, entry.tag_key))
+            key.verify(base64.b64decode(entry.tag, validate=True), statement)
         except (InvalidSignature, ValueError, TypeError):
             return f"tag by key {entry.tag_key!r} does not verify"
         if len(self._seen) >= _CACHE_LIMIT:
@@ -548,7 +539,7 @@ def role_fault(entry: JournalEntry, roles: KeyRoles, checkpoint_times: Sequence[
 def authenticity_fault(
     saga_id: str, entries: Sequence[JournalEntry], keyring: Keyring, adoption: Adoption | None,
     cache: TagCache, decision_keys: frozenset[str] | None = None, roles: KeyRoles | None = None,
-    checkpoint_times: Sequence[tuple[int, str]] = (),
+    checkpoint_times: Sequence[tuple[int, str]] = (), journal_id: str | None = None,
 ) -> tuple[tuple[int, ChainFault, str] | None, int]:
     """Check a chain-verified saga's tags (under its keyring adoption), their keys' roles and
     validity (:func:`role_fault`) and RESOLVED signatures.
@@ -563,6 +554,8 @@ def authenticity_fault(
             ``None``.
         roles: the keys' roles and validity (``None``: the default, ``core.key_roles``).
         checkpoint_times: the saga's verified signed checkpoints as ``(seq, time)``.
+        journal_id: the id of the journal the saga is read from: a saga of derivation 2 is
+            verified bound to it (``core.identity``); ``None``: derivation 1 for every saga.
 
     Returns:
         ``(fault, before)``: the first fault as ``(seq, ChainFault, why)`` or ``None``, and how
@@ -579,6 +572,7 @@ def authenticity_fault(
                     f"keyring adoption: {anchored.detail}"), 0
     before = adoption.before_keyring(saga_id) if adoption is not None and saga_id != ADOPTION_SAGA else 0
     untagged_before = 0
+    derivation = derivation_of(entries, journal_id)
     for entry in entries:
         if entry.tag is None or entry.tag_key is None:
             if entry.seq <= before:
@@ -589,7 +583,7 @@ def authenticity_fault(
                         "carries no tag" + (" and is after the keyring's adoption" if adopted
                                            else " (no keyring adoption lists it)")), untagged_before
         else:
-            problem = (cache.check(entry, keyring) or _late_key_problem(entry, entries)
+            problem = (cache.check(entry, keyring, derivation) or _late_key_problem(entry, entries)
                        or role_fault(entry, roles, checkpoint_times))
             if problem is not None:
                 return (entry.seq, ChainFault.BAD_SIGNATURE, problem), untagged_before

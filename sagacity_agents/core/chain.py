@@ -91,6 +91,9 @@ class ChainFault(str, enum.Enum):
     ``core.append_rule.reopens``), so it was not written through the journal's append rule
     (design.md, "Runs, leases and the end of a saga"). After such a late outcome the saga is
     reopened: entries follow (a recovery's) up to its next SAGA_CLOSED."""
+    OTHER_JOURNAL = "other journal"
+    """The saga's SAGA_OPENED records another journal id than the journal it is read from: a
+    copy of another journal's saga, or this journal got a new id since (``core.identity``)."""
 
 
 @dataclass(frozen=True, slots=True)

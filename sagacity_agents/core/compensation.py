@@ -43,6 +43,7 @@ from .declarations import (
 )
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
+from .identity import Derivation, derivation_of, journal_id_of
 from .journal import CLAIMANT_KEY, Journal, new_claimant
 from .ledger import SagaLedger, UndoState
 from .lease import intent_in_doubt_note
@@ -51,7 +52,6 @@ from .undo import (
     CompensationContext,
     StopSignal,
     UndoRun,
-    idempotency_key,
     late_end_writer,
     lost_undo_data,
     mark_in_doubt,
@@ -350,6 +350,7 @@ async def compensate(
     if ledger is None:
         ledger = SagaLedger(await verified_entries(journal, saga_id, evidence))
     walk = _Walk(journal, saga_id, claimant or new_claimant(), stop)
+    walk.derivation = derivation_of(ledger.entries, await journal_id_of(journal))
     walk.in_doubt.extend(
         CompensationItem(e.seq, e.tool, e.call_id, intent_in_doubt_note(e, ledger.entries))
         for e in ledger.in_doubt()
@@ -379,6 +380,8 @@ class _Walk:
         self.saga_id = saga_id
         self.claimant = claimant
         self.stop = stop
+        self.derivation = Derivation()
+        """How the saga's undo keys are derived (``core.identity``)."""
         self.undone: list[CompensationItem] = []
         self.failed: list[CompensationItem] = []
         self.kept: list[CompensationItem] = []
@@ -427,7 +430,7 @@ class _Walk:
         one observed step per undo, begun before its claim so that its entries carry its span."""
         seq = call.outcome.seq
         decl_id = (call.intent.payload or {}).get("declaration")
-        key = idempotency_key(self.saga_id, seq)
+        key = self.derivation.undo_key(self.saga_id, seq)
         attempt = len(call.attempts) + 1
         claim = {"target_seq": seq, "idempotency_key": key, "attempt": attempt,
                  CLAIMANT_KEY: self.claimant}

@@ -39,6 +39,7 @@ from ..errors import ConfigurationError, EvidenceError, SignatureError
 from .chain import ChainFault, ChainHead, VerifyResult, check_anchor, verify_entries, verify_rows
 from .approval_rule import approval_problem
 from .authenticity import ADOPTION_SAGA, Adoption, TagCache, authenticity_fault, read_adoption, read_key_roles
+from .identity import copied_saga_problem, journal_id_of
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
 from .journal import Journal, capabilities_of, utc_stamp
@@ -185,12 +186,15 @@ class Evidence:
 
     def check(self, saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead | None,
               checkpoints: Sequence[Checkpoint] = (), adoption: Adoption | None = None, *,
-              chain: VerifyResult | None = None, roles: KeyRoles | None = None) -> VerifyResult:
+              chain: VerifyResult | None = None, roles: KeyRoles | None = None,
+              journal_id: str | None = None) -> VerifyResult:
         """Verify ``entries`` (chain, anchor, every checkpoint, structure, tags, their keys'
         roles and validity, decision and resolution signatures; ``adoption``: the journal's
         keyring adoptions; ``chain``: the chain's result without an anchor when the caller has
         it, see ``verify_entries``; ``roles``: the keyring events' roles, ``None``: the default
-        of ``core.key_roles``). ``checkpoints`` must have been verified (signature and role).
+        of ``core.key_roles``; ``journal_id``: the id of the journal read, which a saga of
+        derivation 2 must name in its SAGA_OPENED and its tags bind, ``core.identity``; ``None``:
+        not checked). ``checkpoints`` must have been verified (signature and role).
 
         Returns:
             The :class:`VerifyResult`; the first bad ``seq`` when it fails.
@@ -211,7 +215,7 @@ class Evidence:
             roles = roles or KeyRoles(None, self.decision_keys, self.keyring.admin_keys)
             tag_fault, before = authenticity_fault(
                 saga_id, entries, self.keyring, adoption, self.tags, roles=roles,
-                checkpoint_times=[(c.seq, c.time) for c in checkpoints])
+                checkpoint_times=[(c.seq, c.time) for c in checkpoints], journal_id=journal_id)
             faults += [tag_fault] if tag_fault is not None else []
             first_tagged = adoption.before_keyring(saga_id) if adoption is not None else 0
             allowed = roles.holders(Role.DECISION_MAKER, self.keyring.verify_keys)
@@ -221,6 +225,9 @@ class Evidence:
                     if problem is not None:
                         faults.append((entry.seq, ChainFault.BAD_SIGNATURE, problem))
                         break
+        copied = copied_saga_problem(entries, journal_id)  # whatever the keys
+        if copied is not None:  # named before a tag it makes fail (same seq)
+            faults.insert(0, (copied[0], ChainFault.OTHER_JOURNAL, copied[1]))
         shape = structure_problem(entries)  # whatever the keys
         if shape is not None:
             faults.append((shape[0], ChainFault.STRUCTURE, shape[1]))
@@ -246,7 +253,8 @@ class Evidence:
         entries = await journal.entries(saga_id)
         if fault is not None:
             return fault, entries
-        return self.check(saga_id, entries, anchor, checkpoints, adoption, roles=roles), entries
+        return self.check(saga_id, entries, anchor, checkpoints, adoption, roles=roles,
+                          journal_id=await journal_id_of(journal)), entries
 
     async def verify_all(self, journal: Journal) -> list[VerifyResult]:
         """Verify every saga of the journal, then every checkpointed saga the journal no longer
@@ -392,6 +400,7 @@ async def verify_sagas(
             known = set(ids)
             ids += [sid for sid in heads if sid not in known]
     adoption, roles = await evidence._keyring_state(journal)
+    journal_id = await journal_id_of(journal)
     results: list[VerifyResult] = []
     if evidence.keyring is None and evidence.checkpoints is None and capabilities_of(journal).rows_read:
         # Read speed: the chain and the structure checked from the stored rows; a
@@ -399,11 +408,15 @@ async def verify_sagas(
         # fault is named exactly as it always was.
         async for sid, rows in read_saga_rows(journal, ids):
             quick = _verified_rows(sid, rows, heads.get(sid))
+            if quick is not None and rows and copied_saga_problem(
+                    [JournalEntry.from_row((*rows[0], None, None))], journal_id) is not None:
+                quick = None  # named below
             results.append(quick if quick is not None else await _verify_read(  # no tags: no keyring
-                sid, [JournalEntry.from_row((*row, None, None)) for row in rows], heads, evidence, adoption))
+                sid, [JournalEntry.from_row((*row, None, None)) for row in rows], heads, evidence,
+                adoption, roles, journal_id))
         return results
     async for sid, entries in read_sagas(journal, ids):
-        results.append(await _verify_read(sid, entries, heads, evidence, adoption, roles))
+        results.append(await _verify_read(sid, entries, heads, evidence, adoption, roles, journal_id))
     return results
 
 
@@ -425,7 +438,7 @@ def _verified_rows(sid: str, rows: Sequence[Sequence[Any]], anchor: ChainHead | 
 
 async def _verify_read(
     sid: str, entries: list[JournalEntry], heads: Mapping[str, ChainHead], evidence: Evidence,
-    adoption: Adoption | None, roles: KeyRoles | None = None,
+    adoption: Adoption | None, roles: KeyRoles | None = None, journal_id: str | None = None,
 ) -> VerifyResult:
     """One saga's result for :func:`verify_sagas`, from its entries as read."""
     chain = verify_entries(sid, entries)
@@ -433,7 +446,8 @@ async def _verify_read(
     if not anchored.ok:
         return anchored  # a fault inside the chain, or against its heads anchor
     cp_anchor, fault, checkpoints = await evidence._anchor(sid, roles)
-    full = fault or evidence.check(sid, entries, cp_anchor, checkpoints, adoption, chain=chain, roles=roles)
+    full = fault or evidence.check(sid, entries, cp_anchor, checkpoints, adoption, chain=chain,
+                                   roles=roles, journal_id=journal_id)
     # The chain's result carries the heads anchor; the full one the count before a keyring.
     return full if not full.ok else replace(anchored, unauthenticated=full.unauthenticated)
 

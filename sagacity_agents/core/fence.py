@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import JournalError, LeaseLostError, describe_error
 from .entries import JournalEntry, Phase
+from .identity import SagaSeal, journal_id_of
 from .journal import (
     LATE_PHASES, AppendRequest, EntryTagger, Journal, SagaSummary, append_requests, capabilities_of,
 )
@@ -80,13 +81,57 @@ class JournalView:
         """Signs each entry appended through the view (``None``: untagged)."""
         self.capabilities = capabilities_of(journal)
         """The backend's :class:`Capabilities`."""
+        self._opened: dict[str, JournalEntry] = {}
+        self.seals: dict[str, SagaSeal] = {}
+        """Per saga written to with a tagger: what its tags bind (``core.identity``)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.backend!r})"
 
     def request(self, saga_id: str, phase: Phase, fields: dict[str, Any]) -> AppendRequest:
         """The request of ``append(saga_id, phase, **fields)`` (see :meth:`AppendRequest.build`)."""
-        return AppendRequest.build(saga_id, phase, tagger=self.tagger, **fields)
+        return AppendRequest.build(saga_id, phase, tagger=self.tagger_for(saga_id, phase, fields),
+                                   **fields)
+
+    def tagger_for(self, saga_id: str, phase: Phase, fields: Mapping[str, Any]) -> EntryTagger | None:
+        """This view's tagger for one append: bound to the journal and the saga's SAGA_OPENED
+        under derivation 2 (``core.identity.SagaSeal``; :meth:`bind` first)."""
+        seal = self.seals.get(saga_id) if self.tagger is not None else None
+        return self.tagger if seal is None else seal.tagger(self.tagger, phase, fields.get("payload"))
+
+    async def bind(self, saga_id: str, entries: list[JournalEntry] | None = None) -> None:
+        """Learn what ``saga_id``'s tags bind (once per saga and view; only with a tagger):
+        the journal's id and the saga's derivation and SAGA_OPENED hash, from ``entries`` (the
+        saga's, as stored: ``[]`` for a new saga) or read here.
+
+        Raises:
+            JournalError: the journal could not be read.
+        """
+        if self.tagger is None or saga_id in self.seals:
+            return
+        journal_id = await journal_id_of(self.backend)
+        if entries is None:
+            entries = await self.backend.entries(saga_id) if journal_id is not None else []
+        self.seals[saga_id] = SagaSeal(journal_id, entries)
+
+    def noted(self, saga_id: str, entries: list[JournalEntry]) -> list[JournalEntry]:
+        """``entries`` just stored in ``saga_id``; a SAGA_OPENED among them is noted."""
+        for entry in entries:
+            if entry.phase is Phase.SAGA_OPENED:
+                self._opened[saga_id] = entry
+                seal = self.seals.get(saga_id)
+                if seal is not None:
+                    seal.note(entry)
+        return entries
+
+    def opened_entry(self, saga_id: str | None = None) -> JournalEntry | None:
+        """The SAGA_OPENED this view last stored or replayed for ``saga_id`` (a saga's view:
+        its own saga by default), or ``None``."""
+        return self._opened.get(saga_id if saga_id is not None else getattr(self, "saga_id", ""))
+
+    async def journal_id(self) -> str | None:
+        """The journal's id (``Journal.journal_id`` of the backend; ``None``: it has none)."""
+        return await journal_id_of(self.backend)
 
     async def append(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
         """:meth:`JournalBackend.append` of the request that
@@ -95,7 +140,9 @@ class JournalView:
         Raises:
             The errors of :meth:`AppendRequest.build` and :meth:`JournalBackend.append`.
         """
-        return await self.backend.append(self.request(saga_id, phase, fields))
+        await self.bind(saga_id)
+        entry = await self.backend.append(self.request(saga_id, phase, fields))
+        return self.noted(saga_id, [entry])[0]
 
     def append_sync(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
         """:meth:`append`, blocking, from a thread that is not the event loop's; only where
@@ -120,9 +167,10 @@ class JournalView:
             The errors of :meth:`append`, for the first append that fails (the ones before it
             are written, the ones after it are not).
         """
+        await self.bind(saga_id)
         requests = [self.request(saga_id, spec["phase"], {k: v for k, v in spec.items() if k != "phase"})
                     for spec in appends]
-        return await append_requests(self.backend, requests, self.capabilities)
+        return self.noted(saga_id, await append_requests(self.backend, requests, self.capabilities))
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """:meth:`Journal.entries`, unchanged."""
@@ -198,8 +246,9 @@ class FencedJournal(JournalView):
         if saga_id == self.saga_id and "fence" not in fields and phase is not Phase.RUN_STARTED:
             fence = self._fence()
             if fence is not None:
-                return AppendRequest.build(saga_id, phase, fence=fence, tagger=self.tagger, **fields)
-        return AppendRequest.build(saga_id, phase, tagger=self.tagger, **fields)
+                return AppendRequest.build(saga_id, phase, fence=fence,
+                                           tagger=self.tagger_for(saga_id, phase, fields), **fields)
+        return AppendRequest.build(saga_id, phase, tagger=self.tagger_for(saga_id, phase, fields), **fields)
 
     request = _fenced
 
@@ -216,7 +265,7 @@ class FencedJournal(JournalView):
         own = _answers_own_start(request.phase, fields.get("payload"))
         if request.late or request.fence is None or not own:
             raise lost
-        return AppendRequest.build(request.saga_id, request.phase, tagger=self.tagger,
+        return AppendRequest.build(request.saga_id, request.phase, tagger=request.tagger,
                                    **{**fields, "fence": request.fence, "late": True})
 
     async def append(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
@@ -228,9 +277,10 @@ class FencedJournal(JournalView):
                 ``on_lost``).
             The other errors of :meth:`Journal.append`.
         """
+        await self.bind(saga_id)
         request = self.request(saga_id, phase, fields)
         try:
-            return await self.backend.append(request)
+            return self.noted(saga_id, [await self.backend.append(request)])[0]
         except LeaseLostError as lost:
             late = self._late(request, fields, lost)
         try:  # the effect (or the undo) happened under our lease: journal it, marked late

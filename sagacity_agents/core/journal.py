@@ -37,6 +37,12 @@ Optional capabilities are small protocols, read once per journal object by
   written behind the call (``core.saga.outcomes``). The outcome still goes through ``append``:
   the contract leaves room for a backend that batches or defers it.
 * :class:`CommitRule` ``durable_outcomes``: the commit rule a run journals in its RUN_STARTED.
+
+**Every journal has an id** (:class:`Identified`, ``await journal.journal_id()``): a random
+128-bit id made with it (a SQLite file, a PostgreSQL schema, an in-memory journal at
+construction) that sagas opened under derivation 2 bind their keys and tags to
+(``core.identity``). Every backend of the library, its views and ``testing.FaultyJournal`` have
+it; a journal class without it opens its sagas under derivation 1 (``identity.journal_id_of``).
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ from .entries import OUTCOME_PHASES, JournalEntry, Phase
 __all__ = [
     "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "LAZY_PHASES",
     "AppendDialect", "AppendRequest", "BatchAppend", "Capabilities", "Clock", "CommitRule",
-    "EntriesMany", "EntryTagger", "Journal", "JournalBackend", "JournalReads", "Located",
+    "EntriesMany", "EntryTagger", "Identified", "Journal", "JournalBackend", "JournalReads", "Located",
     "OnDatabase", "OutcomesBehind", "RowsRead", "SagaSummary", "SyncAppend", "Tail", "View",
     "append_each", "append_locked", "append_requests", "as_request", "as_requests",
     "capabilities_of", "claimant_of", "late_start", "lazy_phases", "new_claimant", "next_entry",
@@ -191,6 +197,20 @@ class Journal(JournalReads, Protocol):
         Raises:
             EncodingError: the payload has no canonical encoding (nothing is written).
             The errors of :meth:`JournalBackend.append`.
+        """
+        ...
+
+
+@runtime_checkable
+class Identified(Protocol):
+    """A journal with an id (every backend of the library; see the module notes)."""
+
+    async def journal_id(self) -> str:
+        """The journal's id: 32 lowercase hex digits (128 random bits), made with the journal
+        and kept with its tables; changed only by ``sagacity journal new-id``.
+
+        Raises:
+            JournalError: the id could not be read.
         """
         ...
 

@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import JournalError, SagacityError, SagaStateError, describe_error
 from .approval import ApprovalStore
 from .authenticity import ADOPTION_SAGA, signing_view
+from .identity import RESERVED_PREFIX
 from .chain import VerifyResult
 from .compensation import CompensationItem, CompensationReport
 from .entries import JournalEntry, Phase
@@ -284,8 +285,8 @@ class Recovery:
             JournalError: the journal could not be read.
         """
         for saga_id in await self.journal.saga_ids():
-            if saga_id == ADOPTION_SAGA:
-                continue  # the keyring's markers: no runs (journal verify reports its rows)
+            if saga_id == ADOPTION_SAGA or saga_id.startswith(RESERVED_PREFIX):
+                continue  # the library's own (keyring markers): no runs; verify reports them
             try:
                 verdict, entries = await self._checked(saga_id)
                 # killed before its first run: judged against this service's own lease period

@@ -38,25 +38,53 @@ __all__ = [
 _log = logging.getLogger("sagacity_agents.compensation")
 
 
-def idempotency_key(saga_id: str, seq: int) -> str:
+def _bound(text: str, journal_id: str | None, opened_hash: str | None) -> str:
+    """``text``, followed by the journal id and SAGA_OPENED hash under derivation 2."""
+    if journal_id is None and opened_hash is None:
+        return text  # derivation 1: a saga opened before journal ids
+    if not journal_id or not opened_hash:
+        raise ValueError("derivation 2 needs both journal_id and opened_hash")
+    return f"{text}\x00{journal_id}\x00{opened_hash}"
+
+
+def idempotency_key(saga_id: str, seq: int, *, journal_id: str | None = None,
+                    opened_hash: str | None = None) -> str:
     """The idempotency key of the undo of entry ``seq`` of ``saga_id``.
 
-    Stable across retries and processes: ``"sgc-"`` + the first 32 hex digits of
-    SHA-256(``saga_id`` NUL ``seq``). Pass it to the remote API's idempotency header.
+    Stable across retries and processes: ``"sgc-"`` + the first 32 hex digits of SHA-256 of
+    ``saga_id`` NUL ``seq`` and, under derivation 2 (``core.identity``: sagas whose SAGA_OPENED
+    records ``"derivation": 2``), NUL ``journal_id`` NUL ``opened_hash``. Pass it to the remote
+    API's idempotency header. A saga's own rule: ``core.identity.Derivation.undo_key``.
+
+    Args:
+        saga_id: the saga.
+        seq: the EXECUTED entry undone.
+        journal_id: the journal's id (derivation 2; with ``opened_hash``).
+        opened_hash: the hash of the saga's SAGA_OPENED (derivation 2).
+
+    Raises:
+        ValueError: only one of ``journal_id`` and ``opened_hash``.
     """
-    return "sgc-" + sha256_hex(f"{saga_id}\x00{seq}".encode())[:32]
+    return "sgc-" + sha256_hex(_bound(f"{saga_id}\x00{seq}", journal_id, opened_hash).encode())[:32]
 
 
-def call_idempotency_key(saga_id: str, intent_seq: int) -> str:
+def call_idempotency_key(saga_id: str, intent_seq: int, *, journal_id: str | None = None,
+                         opened_hash: str | None = None) -> str:
     """The idempotency key of the call whose INTENT is entry ``intent_seq`` of ``saga_id`` (the
     forward call, not its undo).
 
-    ``"sgc-call-"`` + the first 32 hex digits of SHA-256(``saga_id`` NUL ``"call"`` NUL
-    ``intent_seq``): the same in every process that reads the journal, and never equal to an
-    undo's key (:func:`idempotency_key`). Sent to MCP servers in ``_meta``;
-    a decorated tool's body reads its own with ``current_idempotency_key()``.
+    ``"sgc-call-"`` + the first 32 hex digits of SHA-256 of ``saga_id`` NUL ``"call"`` NUL
+    ``intent_seq`` and, under derivation 2, NUL ``journal_id`` NUL ``opened_hash`` (as
+    :func:`idempotency_key`): the same in every process that reads the journal, different in
+    another journal or for a saga re-created after a restore, and never equal to an undo's key.
+    Sent to MCP servers in ``_meta``; a decorated tool's body reads its own with
+    ``current_idempotency_key()``.
+
+    Raises:
+        ValueError: only one of ``journal_id`` and ``opened_hash``.
     """
-    return "sgc-call-" + sha256_hex(f"{saga_id}\x00call\x00{intent_seq}".encode())[:32]
+    text = _bound(f"{saga_id}\x00call\x00{intent_seq}", journal_id, opened_hash)
+    return "sgc-call-" + sha256_hex(text.encode())[:32]
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,14 +3,18 @@ re-created server of the same name; a missing server is a clear error naming it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sagacity_agents import idempotency_key
+from sagacity_agents.backends import SqliteJournal
+from sagacity_agents.core.identity import saga_derivation
 
 from .conftest import Payments
 from tests.forked import python_command
@@ -68,4 +72,13 @@ def test_missing_server_is_a_clear_error_naming_it(payments: Payments, tmp_path:
     with sqlite3.connect(journal) as db:
         executed_seq = db.execute("SELECT seq FROM sagacity_journal WHERE phase = 'EXECUTED'").fetchone()[0]
     (_, _, meta), = payments.calls("refund")
-    assert meta["sagacity/idempotency_key"] == idempotency_key(saga_id, executed_seq)
+    assert meta["sagacity/idempotency_key"] == asyncio.run(_derivation(journal, saga_id)).undo_key(saga_id, executed_seq)
+    assert meta["sagacity/idempotency_key"] != idempotency_key(saga_id, executed_seq)  # the old rule's
+
+
+async def _derivation(path: Path, saga_id: str) -> Any:
+    journal = SqliteJournal(path)
+    try:
+        return await saga_derivation(journal, saga_id)
+    finally:
+        await journal.close()

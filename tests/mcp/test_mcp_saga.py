@@ -10,6 +10,8 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from sagacity_agents import Sagacity, SagaStatus, current_idempotency_key
 from sagacity_agents.backends import Phase
+from sagacity_agents.backends import SqliteJournal
+from sagacity_agents.core.identity import derivation_of, saga_derivation
 from sagacity_agents.saga import call_idempotency_key
 from sagacity_agents.sdk.mcp import IDEMPOTENCY_META_KEY, protect_mcp_server
 
@@ -59,7 +61,11 @@ async def test_meta_carries_forward_and_undo_idempotency_keys(payments: Payments
     compensating = next(e for e in entries if e.phase is Phase.COMPENSATING)
     (_, _, charge_meta), = payments.calls("charge")
     (_, _, refund_meta), = payments.calls("refund")
-    assert charge_meta[KEY] == call_idempotency_key(result.saga_id, intent.seq)
+    journal = SqliteJournal(tmp_path / "j.db")
+    derivation = derivation_of(entries, await journal.journal_id())
+    await journal.close()
+    assert derivation.version == 2 and charge_meta[KEY] == derivation.call_key(result.saga_id, intent.seq)
+    assert charge_meta[KEY] != call_idempotency_key(result.saga_id, intent.seq)  # the old rule's
     assert charge_meta[KEY] != "c1"  # never the model's call id
     assert refund_meta[KEY] == compensating.payload["idempotency_key"]
 
@@ -83,9 +89,10 @@ async def test_decorated_tool_reads_the_same_forward_key(tmp_path) -> None:
     sagacity = Sagacity(tmp_path / "j.db")
     result = await sagacity.run(Agent(name="a", model=model, tools=[lookup]), "go")
     entries = await sagacity.journal.entries(result.saga_id)
+    derivation = await saga_derivation(sagacity.journal, result.saga_id)
     await sagacity.aclose()
     intent = next(e for e in entries if e.phase is Phase.INTENT)
-    assert seen == [call_idempotency_key(result.saga_id, intent.seq)]
+    assert seen == [derivation.call_key(result.saga_id, intent.seq)]
     assert current_idempotency_key() is None
 
 

@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from ...core.entries import JournalEntry, Phase
+from ...core.identity import new_journal_id
 from ...core.journal import (
     AppendRequest, Clock, SagaSummary, Tail, append_locked, as_request, check_page, utc_now,
 )
@@ -30,10 +31,12 @@ class InMemoryJournal:
 
     Args:
         clock: source of ``recorded_at``; defaults to the system UTC time.
+        journal_id: its journal id (``core.identity``); default: a new random one.
     """
 
-    def __init__(self, *, clock: Clock = utc_now) -> None:
+    def __init__(self, *, clock: Clock = utc_now, journal_id: str | None = None) -> None:
         self._clock = clock
+        self._journal_id = journal_id or new_journal_id()
         self._lock = threading.Lock()
         self._chains: dict[str, list[JournalEntry]] = {}
         self._keys: dict[tuple[str, str], JournalEntry] = {}
@@ -41,6 +44,20 @@ class InMemoryJournal:
         """Per saga: (its tail entry, the seq of its newest RUN_STARTED) as of the last append,
         so a fenced append does not scan the run's entries (valid while that entry is still
         the tail; the tamper helpers drop it)."""
+
+    async def journal_id(self) -> str:
+        """This journal's id, made at construction (``core.journal.Identified``)."""
+        return self._journal_id
+
+    async def assign_journal_id(self, journal_id: str | None = None) -> str:
+        """Give the journal a new id (``sagacity journal new-id``): its sagas of derivation 2
+        fail verification from then on (they name the id they were opened under).
+
+        Returns:
+            The new id.
+        """
+        self._journal_id = journal_id or new_journal_id()
+        return self._journal_id
 
     async def append(self, saga_id: AppendRequest | str, phase: Phase | None = None,
                      **fields: Any) -> JournalEntry:

@@ -71,9 +71,10 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from ...errors import JournalClosedError, JournalConflictError, JournalWriteError
+from ...errors import JournalClosedError, JournalConflictError, JournalError, JournalWriteError
 from ...core.authenticity import unlinked_from_pieces
 from ...core.canonical import sha256_hex
+from ...core.identity import new_journal_id
 from ...core.entries import (
     CHAIN_COLUMNS, GENESIS_HASH, OUTCOME_PHASES, STORED_COLUMNS, JournalEntry, Phase, entry_bytes,
 )
@@ -100,6 +101,9 @@ rule's error."""
 
 # The genesis hash and the terminal phases are constants of the shared rule: written into the
 # statement (prepared once per connection) rather than sent with every append.
+_JOURNAL_ID = "SELECT value FROM sagacity_journal_meta WHERE key = 'journal_id'"
+"""The journal's id (migration 0006)."""
+
 _APPEND = (
     "SELECT * FROM sagacity_append_reopening(%s, %s, %s, %s, %s, %s, "
     f"'{GENESIS_HASH}', %s, %s, %s, %s, %s, "
@@ -292,6 +296,7 @@ class PostgresJournal:
         self.durable_outcomes = durable_outcomes
         """Every outcome waits for the flush (see the class notes); journaled in RUN_STARTED."""
         self._sole = SoleWriter()
+        self._journal_id: str | None = None
         self.writes_outcomes_behind = fast_outcomes
         """Read by the saga (``core.saga.outcomes``): a successful call's outcome entry is written behind
         the call, its result not held back for it (``fast_outcomes``)."""
@@ -505,6 +510,48 @@ class PostgresJournal:
             return stored
         finally:
             self._sole.end(saga_id, max(stored, key=lambda e: e.seq) if stored else None)
+
+    async def journal_id(self) -> str:
+        """The schema's journal id (migration 0006; ``core.journal.Identified``), read once.
+
+        Raises:
+            JournalError: it could not be read (an older schema is refused first, naming
+                ``sagacity db migrate``).
+        """
+        if self._journal_id is None:
+            async def work(conn: Any) -> str:
+                cur = await conn.execute(_JOURNAL_ID)
+                row = await cur.fetchone()
+                if row is None:
+                    raise JournalError("the sagacity_journal_meta table holds no journal id; "
+                                       "restore it or give the journal one: `sagacity journal new-id`")
+                return str(row[0])
+
+            self._journal_id = await self.database.run("read of the journal id", work, retry_broken=True)
+        return self._journal_id
+
+    async def assign_journal_id(self, journal_id: str | None = None) -> str:
+        """Give the schema a new journal id (``sagacity journal new-id``, for a copy meant to
+        become another journal; needs UPDATE on ``sagacity_journal_meta``, which the
+        application's role does not hold): its sagas of derivation 2 fail verification from
+        then on. Other processes keep the old id until they reopen the journal.
+
+        Returns:
+            The new id.
+
+        Raises:
+            JournalError: the id could not be written.
+        """
+        new = journal_id or new_journal_id()
+
+        async def work(conn: Any) -> None:
+            await conn.execute(
+                "INSERT INTO sagacity_journal_meta (key, value) VALUES ('journal_id', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (new,))
+
+        await self.database.run("write of the journal id", work)
+        self._journal_id = new
+        return new
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""

@@ -230,7 +230,14 @@ async def _require_search_path_schema(conn: Any, doing: str) -> None:
 async def require_current_schema(
     conn: Any, psycopg: Any, ms: MigrationSet = JOURNAL_MIGRATIONS
 ) -> None:
-    """Refuse to work on a database whose schema is missing or older than this code's."""
+    """Refuse to work on a database whose schema is missing, older than this code's, or newer
+    (the rule of docs/postgres.md, "Schema versions": older code never uses a newer schema; it
+    may not know what a newer migration promised its readers and writers).
+
+    Raises:
+        JournalError: the schema is missing, older (naming ``sagacity db migrate``) or newer
+            (naming the upgrade of the library).
+    """
     found: int | None
     try:
         cur = await conn.execute(f"SELECT max(version) FROM {ms.qualified(ms.table)}")
@@ -247,3 +254,9 @@ async def require_current_schema(
             f"the PostgreSQL database {state}; this version needs {ms.version()}: run "
             f"`{ms.command}` (with a role that may create tables)"
         )
+    if found > ms.version():
+        where = f' in schema "{ms.schema}"' if ms.schema else ""
+        raise JournalError(
+            f"the PostgreSQL database has {ms.label} version {found}{where}, newer than this "
+            f"version of sagacity-agents knows ({ms.version()}): a newer release migrated it, "
+            "and older code never uses a newer schema. Upgrade sagacity-agents on this host")

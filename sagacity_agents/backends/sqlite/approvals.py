@@ -47,6 +47,8 @@ class SqliteApprovalStore(SqliteWorker):
         busy_timeout: seconds to wait for another process's write lock before failing.
         synchronous: SQLite ``synchronous`` pragma: ``"FULL"`` (default), ``"NORMAL"`` or
             ``"EXTRA"``.
+        allow_foreign_tables: create the tables in a file that holds other tables (refused by
+            default).
 
     Raises:
         JournalError: the file cannot be opened or initialised.
@@ -54,13 +56,15 @@ class SqliteApprovalStore(SqliteWorker):
     """
 
     def __init__(
-        self, path: str | Path, *, busy_timeout: float = 30.0, synchronous: str = "FULL"
+        self, path: str | Path, *, busy_timeout: float = 30.0, synchronous: str = "FULL",
+        allow_foreign_tables: bool = False,
     ) -> None:
         self.notifier = DecisionNotifier()
         """Woken by :meth:`decide` in this process; used by :func:`wait_for_decision`."""
         super().__init__(
             path, schema="approvals.sql", what="SQLite approval store",
             busy_timeout=busy_timeout, synchronous=synchronous,
+            allow_foreign_tables=allow_foreign_tables,
         )
 
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:

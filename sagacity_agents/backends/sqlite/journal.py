@@ -38,6 +38,7 @@ from typing import Any
 
 from ...errors import JournalWriteError
 from ...core.entries import CHAIN_COLUMNS, STORED_COLUMNS, JournalEntry, Phase
+from ...core.identity import new_journal_id
 from ...core.journal import (
     AppendRequest, Clock, SagaSummary, Tail, append_locked, as_request, as_requests, check_page,
     lazy_phases, utc_now,
@@ -96,9 +97,14 @@ class SqliteJournal(SqliteWorker):
             run) makes it durable: a power loss can turn the last call's outcome into "in
             doubt", a process crash loses nothing (docs/architecture.md, "One durable commit
             per call"). SAGA_OPENED and RUN_STARTED never wait.
+        allow_foreign_tables: create the journal's tables in a file that holds other tables
+            (another application's database); refused by default.
 
     Raises:
-        JournalError: the file cannot be opened or initialised.
+        JournalError: the file cannot be opened or initialised, or a newer version of the
+            library wrote it (its ``PRAGMA user_version``, ``backends.sqlite.setup``).
+        ConfigurationError: the file holds other tables and no sagacity table, and
+            ``allow_foreign_tables`` is false.
     """
 
     def __init__(
@@ -109,8 +115,10 @@ class SqliteJournal(SqliteWorker):
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
         durable_outcomes: bool = False,
+        allow_foreign_tables: bool = False,
     ) -> None:
         self._clock = clock
+        self._journal_id = ""
         self.durable_outcomes = durable_outcomes
         """Every outcome waits for the disk (``False``: the next durable commit covers it; see
         ``core.journal.lazy_phases``). Journaled in each run's RUN_STARTED."""
@@ -128,6 +136,7 @@ class SqliteJournal(SqliteWorker):
         super().__init__(
             path, schema="journal.sql", what="SQLite journal",
             busy_timeout=busy_timeout, synchronous=synchronous, shared=True,
+            allow_foreign_tables=allow_foreign_tables,
         )
         self._tails: dict[str, tuple[int, str, int | None]] = {}
         """Per saga, as of this connection's last commit to it: (tail seq, tail hash, seq of the
@@ -148,8 +157,16 @@ class SqliteJournal(SqliteWorker):
 
     def _upgrade_sync(self) -> None:
         """Add the tag columns to a file written by an earlier version (in place, once; a
-        concurrent opener that added them first is fine). Old rows stay untagged."""
+        concurrent opener that added them first is fine; old rows stay untagged), and give the
+        file its journal id if it has none yet (``core.identity``)."""
         conn: sqlite3.Connection = self._conn
+        read = "SELECT value FROM sagacity_meta WHERE key = 'journal_id'"
+        found = conn.execute(read).fetchone()
+        if found is None:  # a new file, or one from before journal ids: made once, here
+            conn.execute("INSERT OR IGNORE INTO sagacity_meta (key, value) VALUES ('journal_id', ?)",
+                         (new_journal_id(),))
+            found = conn.execute(read).fetchone()
+        self._journal_id = str(found[0])
         have = {row[1] for row in conn.execute("PRAGMA table_info(sagacity_journal)")}
         for column in _TAG_COLUMNS:
             if column not in have:
@@ -509,6 +526,31 @@ class SqliteJournal(SqliteWorker):
             return []
         self._refuse_closed()
         return await self._writer.submit(batch)
+
+    async def journal_id(self) -> str:
+        """The file's journal id, read when it was opened (``core.journal.Identified``)."""
+        return self._journal_id
+
+    async def assign_journal_id(self, journal_id: str | None = None) -> str:
+        """Give the file a new journal id (``sagacity journal new-id``, for a copy meant to
+        become another journal): its sagas of derivation 2 fail verification from then on
+        (they name the id they were opened under). Other open handles keep the old id until
+        reopened.
+
+        Returns:
+            The new id.
+
+        Raises:
+            JournalError: the file could not be written.
+        """
+        new = journal_id or new_journal_id()
+
+        def write() -> None:
+            self._conn.execute("UPDATE sagacity_meta SET value = ? WHERE key = 'journal_id'", (new,))
+
+        await self._run(write)
+        self._journal_id = new
+        return new
 
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""

@@ -14,9 +14,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ...errors import JournalError, JournalWriteError
+from ...errors import ConfigurationError, JournalError, JournalWriteError
 
-__all__ = ["SqliteWorker", "open_sqlite"]
+__all__ = ["SCHEMA_VERSION", "SqliteWorker", "open_sqlite"]
+
+SCHEMA_VERSION = 2
+"""The layout of the sagacity tables in a SQLite file, kept in ``PRAGMA user_version``: 2 adds
+the journal's id (``sagacity_meta``). A file at 0 holding sagacity tables was written before
+versions (version 1) and is upgraded in place; a file with a higher version than this is refused
+(docs/postgres.md, "Schema versions": older code never uses a newer schema)."""
 
 T = TypeVar("T")
 
@@ -37,8 +43,39 @@ def _file_ids(path: str) -> tuple[tuple[int, int] | None, ...]:
     return tuple(ids)
 
 
+def _check_file_schema(conn: sqlite3.Connection, path: str, allow_foreign_tables: bool) -> None:
+    """Refuse a file whose schema version is newer than this code's, or a file holding other
+    tables and none of ours unless ``allow_foreign_tables``.
+
+    Raises:
+        JournalError: the file's ``user_version`` is above :data:`SCHEMA_VERSION`.
+        ConfigurationError: other tables and no sagacity table, not allowed.
+    """
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise JournalError(
+            f"SQLite file {path!r} has sagacity schema version {version}; this version of "
+            f"sagacity-agents knows {SCHEMA_VERSION}: a newer version wrote it, and older code "
+            "never uses a newer schema. Upgrade sagacity-agents")
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    ours = [t for t in tables if t.startswith("sagacity_")]
+    foreign = sorted(t for t in tables if not t.startswith(("sagacity_", "sqlite_")))
+    if foreign and not ours and not allow_foreign_tables:
+        raise ConfigurationError(
+            f"SQLite file {path!r} holds other tables ({', '.join(foreign[:5])}"
+            f"{', ...' if len(foreign) > 5 else ''}) and no sagacity table: not creating the "
+            "journal's tables in another application's database. Use a file of its own, or "
+            "pass allow_foreign_tables=True to share this one")
+
+
+def _set_version(conn: sqlite3.Connection) -> None:
+    """Record :data:`SCHEMA_VERSION` in the file (an older file's tables were just upgraded)."""
+    if int(conn.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
 def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str, what: str,
-                shared: bool = False) -> sqlite3.Connection:
+                shared: bool = False, allow_foreign_tables: bool = False) -> sqlite3.Connection:
     """Open ``path`` in WAL mode with ``synchronous`` and apply the package schema file ``schema``.
 
     Several processes may open a new file at the same instant; switching it to WAL and creating
@@ -54,9 +91,12 @@ def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str
         what: what is being opened, for the error message.
         shared: the connection may be used from other threads than the one opening it (the
             caller serializes every use itself; ``SqliteWorker``'s connection lock).
+        allow_foreign_tables: create the tables in a file that holds other tables.
 
     Raises:
-        JournalError: the file cannot be opened or initialised in time.
+        JournalError: the file cannot be opened or initialised in time, or its schema version
+            is newer than this code's (:data:`SCHEMA_VERSION`).
+        ConfigurationError: the file holds other tables, not allowed.
     """
     script = resources.files("sagacity_agents.backends.sqlite").joinpath(f"sql/{schema}").read_text("utf-8")
     deadline = time.monotonic() + busy_timeout
@@ -69,7 +109,9 @@ def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={synchronous}")
             conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+            _check_file_schema(conn, path, allow_foreign_tables)
             conn.executescript(script)
+            _set_version(conn)
             return conn
         except sqlite3.OperationalError as exc:
             if conn is not None:
@@ -83,6 +125,10 @@ def open_sqlite(path: str, schema: str, *, busy_timeout: float, synchronous: str
             if conn is not None:
                 conn.close()
             raise JournalError(f"cannot open {what} {path!r}: {exc}") from exc
+        except (JournalError, ConfigurationError):
+            if conn is not None:
+                conn.close()
+            raise
 
 
 class SqliteWorker:
@@ -101,6 +147,8 @@ class SqliteWorker:
         busy_timeout: seconds to wait for another process's write lock before failing.
         synchronous: SQLite ``synchronous`` pragma: ``"FULL"``, ``"NORMAL"`` or ``"EXTRA"``.
         shared: open the connection for use from other threads as well (see above).
+        allow_foreign_tables: create the tables in a file that holds other tables (refused by
+            default: ``open_sqlite``).
 
     Raises:
         JournalError: the file cannot be opened or initialised.
@@ -109,7 +157,7 @@ class SqliteWorker:
 
     def __init__(
         self, path: str | Path, *, schema: str, what: str, busy_timeout: float, synchronous: str,
-        shared: bool = False,
+        shared: bool = False, allow_foreign_tables: bool = False,
     ) -> None:
         if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
             raise ValueError("synchronous must be FULL, NORMAL or EXTRA")
@@ -133,7 +181,7 @@ class SqliteWorker:
         def connect() -> None:
             self._connection = open_sqlite(
                 self.path, schema, busy_timeout=busy_timeout, synchronous=mode, what=what,
-                shared=shared,
+                shared=shared, allow_foreign_tables=allow_foreign_tables,
             )
             if self.path != ":memory:" and not self.path.startswith("file:"):
                 # Applying the schema ran a write transaction: the -wal and -shm files exist now,

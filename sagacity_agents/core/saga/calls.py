@@ -25,7 +25,6 @@ from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry, Phase
-from ..undo import call_idempotency_key
 from .declared import ToolRegistry
 from .lifecycle import RunLifecycle
 from .observed import begin_call, end_call, note_intent
@@ -183,7 +182,8 @@ def current_idempotency_key() -> str | None:
     client (an ``Idempotency-Key`` header), or ``None`` outside a journaled call.
 
     Read inside a decorated tool's body (``@compensable``, ``@irreversible``...): the key is
-    derived from the call's INTENT (``core.undo.call_idempotency_key``), so it is the same key
+    derived from the call's INTENT (``core.undo.call_idempotency_key``, bound to the journal's id
+    and the saga's SAGA_OPENED under derivation 2: ``core.identity``), so it is the same key
     an MCP call of the saga sends in ``_meta``, stable in every process that
     reads the journal, and never the model's call id (models reuse those). Its undo gets its own
     key as ``CompensationContext.idempotency_key``.
@@ -198,7 +198,9 @@ def current_idempotency_key() -> str | None:
         if lost is not None:
             raise lost
         return None
-    return call_idempotency_key(frame.saga.saga_id, frame.intent_seq)
+    # The saga's derivation (core.identity): bound to its journal and SAGA_OPENED, or the
+    # rule before journal ids for a saga opened before them.
+    return frame.saga.core.derivation.call_key(frame.saga.saga_id, frame.intent_seq)
 
 
 @dataclass(eq=False)
@@ -376,7 +378,8 @@ class CallRecorder:
         try:
             written = yield from outcomes.finish_steps(done, phase, payload, keys, failure)
         finally:
-            end_call(step, phase, payload, failure, outcome=None if failure else written)
+            end_call(step, phase, payload, failure, outcome=None if failure else written,
+                     derivation=self.saga.core.derivation)
         return result
 
     def run_call(

@@ -15,6 +15,7 @@ from ...errors import JournalError, JournalWriteError, LeaseLostError, SagaState
 from ...errors import describe_error as _describe
 from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
+from ..identity import derivation_of, journal_id_of, opening_payload
 from ..journal import append_each
 from ..lease import LeaseKeeper, acquire_lease, new_holder_id
 from ..ledger import SagaLedger, reopened_by
@@ -48,6 +49,7 @@ class RunLifecycle:
         self._opened = False
         self._recovering = False
         self._keeper: LeaseKeeper | None = None
+        self._journal_id: str | None = None
 
     async def open(self, *, recovering: bool = False, verified: list[JournalEntry] | None = None) -> None:
         """Journal SAGA_OPENED (once per saga id; a retry or a later process is harmless) and
@@ -68,27 +70,47 @@ class RunLifecycle:
         if self._opened:
             return
         if self.core.fresh_id:
-            await self.core.journal.append(
-                self.core.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload={"metadata": self.metadata}
+            await self._bind([])
+            opened = await self.core.journal.append(
+                self.core.saga_id, Phase.SAGA_OPENED, write_key="saga:open", payload=self._opening()
             )
+            self._derive([opened])
             self._opened = True
             return
         existing = verified if verified is not None else await verified_entries(
             self.core.journal, self.core.saga_id, self.core.evidence)
         self._refuse_state(existing, recovering)
         self._recovering = recovering
+        await self._bind(existing)
         if not existing:
             try:
-                await self.core.journal.append(
+                existing = [await self.core.journal.append(
                     self.core.saga_id, Phase.SAGA_OPENED, write_key="saga:open",
-                    payload={"metadata": self.metadata}, expected_seq=0,
-                )
+                    payload=self._opening(), expected_seq=0,
+                )]
             except JournalWriteError:
                 # Opened meanwhile by another writer (two first runs of one saga id at once):
                 # the lease decides which of them runs.
-                if not any(e.phase is Phase.SAGA_OPENED for e in await self.core.journal.entries(self.core.saga_id)):
+                existing = await self.core.journal.entries(self.core.saga_id)
+                if not any(e.phase is Phase.SAGA_OPENED for e in existing):
                     raise
+                self.core.journal.seals.pop(self.core.saga_id, None)
+                await self._bind(existing)
+        self._derive(existing)
         self._opened = True
+
+    async def _bind(self, entries: list[JournalEntry]) -> None:
+        """Learn the journal's id, and let the saga's view know what its tags bind."""
+        self._journal_id = await journal_id_of(self.core.journal)
+        await self.core.journal.bind(self.core.saga_id, entries)
+
+    def _opening(self) -> dict[str, Any]:
+        """The SAGA_OPENED payload of a saga this object opens (``core.identity``)."""
+        return opening_payload(self.metadata, self._journal_id)
+
+    def _derive(self, entries: list[JournalEntry]) -> None:
+        """Set the saga's key derivation from its first entries (its SAGA_OPENED first)."""
+        self.core.derivation = derivation_of(entries, self._journal_id)
 
     def _refuse_state(self, existing: list[JournalEntry], recovering: bool) -> None:
         closes = [e for e in existing if e.phase is Phase.SAGA_CLOSED]
@@ -126,10 +148,13 @@ class RunLifecycle:
         """
         if self.core.fresh_id and not self._opened:
             self.loop = asyncio.get_running_loop()
+            await self._bind([])
             await self.start_run(agent_name, opening={
-                "phase": Phase.SAGA_OPENED, "write_key": "saga:open",
-                "payload": {"metadata": self.metadata},
+                "phase": Phase.SAGA_OPENED, "write_key": "saga:open", "payload": self._opening(),
             })
+            opened = self.core.journal.opened_entry()
+            self._derive([opened] if opened is not None
+                         else (await self.core.journal.entries(self.core.saga_id))[:1])
             self._opened = True
             return
         await self.open(recovering=recovering, verified=verified)

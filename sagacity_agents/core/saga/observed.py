@@ -12,7 +12,7 @@ from .. import observe
 from ..approval import args_hash
 from ..declarations import ToolDeclaration
 from ..entries import JournalEntry, Phase
-from ..undo import idempotency_key
+from ..identity import Derivation
 from .payloads import REVERSIBILITY_TEXT, UNDECLARED
 from .status import FailureRecord
 
@@ -54,18 +54,18 @@ def note_intent(step: observe.Step | None, intent: JournalEntry) -> None:
 def end_call(
     step: observe.Step | None, phase: Phase | None, payload: dict[str, Any] | None,
     failure: FailureRecord | None, exc: BaseException | None = None,
-    outcome: JournalEntry | None = None,
+    outcome: JournalEntry | None = None, derivation: Derivation | None = None,
 ) -> None:
     """End the call's step: ``phase`` is the outcome journaled (``None``: none, e.g. the INTENT
     failed), ``failure`` the saga's failure record when the call failed the saga, ``outcome``
     the outcome entry when it was written before the step ended (its seq, and for an undoable
-    effect the undo's idempotency key, go on the step)."""
+    effect the undo's idempotency key under the saga's ``derivation``, go on the step)."""
     if step is None:
         return
     if outcome is not None:
         step.attrs["sagacity.outcome.seq"] = outcome.seq
         if phase is Phase.EXECUTED and step.attrs.get("sagacity.reversibility") == "compensatable":
-            step.attrs["sagacity.undo.key"] = idempotency_key(outcome.saga_id, outcome.seq)
+            step.attrs["sagacity.undo.key"] = (derivation or Derivation()).undo_key(outcome.saga_id, outcome.seq)
     if payload is not None and "result" in payload:
         step.sensitive["sagacity.call.result"] = payload["result"]
     error = failure.error if failure is not None else (_describe(exc) if exc is not None else None)

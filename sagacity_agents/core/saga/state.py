@@ -17,6 +17,7 @@ from ...errors import LeaseLostError
 from ..entries import JournalEntry
 from ..evidence import Evidence
 from ..fence import FencedJournal
+from ..identity import Derivation, check_saga_id
 from ..journal import Journal
 from .status import FailurePolicy, FailureRecord, SagaStatus
 
@@ -65,9 +66,13 @@ class SagaCore:
         self, journal: Journal, saga_id: str | None, *, policy: FailurePolicy,
         in_flight_timeout: float, evidence: Evidence | None,
     ) -> None:
+        check_saga_id(saga_id)
         self.fresh_id = saga_id is None
         """A new random id: nothing in the journal to read."""
-        self.saga_id = saga_id or uuid.uuid4().hex
+        self.saga_id = saga_id if saga_id is not None else uuid.uuid4().hex
+        self.derivation = Derivation()
+        """How the saga's idempotency keys are derived (``core.identity``), set when it is
+        opened (derivation 1 until then, and for a saga opened before journal ids)."""
         # Invocation ids (write-key prefixes): random per Saga object, counted per call; unique
         # across processes and retries of a saga without a uuid4 per call.
         self._invocation_prefix = uuid.uuid4().hex[:16]

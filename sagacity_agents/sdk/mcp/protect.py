@@ -51,7 +51,7 @@ from ...core.canonical import canonical_bytes, sha256_hex
 from ...core.declarations import Reversibility, ToolDeclaration
 from ...core.saga import Saga, current_saga
 from ...core.saga.payloads import raw_args_value
-from ...core.undo import CompensationContext, call_idempotency_key
+from ...core.undo import CompensationContext
 from ...errors import ApprovalError, ConfigurationError, DeclarationError
 from .. import _sdk_internals as sdk
 from ..nested import strict_scope
@@ -346,7 +346,7 @@ class McpProtection:
             return ToolGuardrailFunctionOutput.reject_content(f"Tool call refused: {exc}")
         except Exception as exc:  # noqa: BLE001 - fail closed: the tool must not run
             return ToolGuardrailFunctionOutput.raise_exception(output_info=str(exc))
-        self._calls[ctx] = _Call(saga, call_id, public, call_idempotency_key(saga.saga_id, intent.seq), decl)
+        self._calls[ctx] = _Call(saga, call_id, public, saga.core.derivation.call_key(saga.saga_id, intent.seq), decl)
         self.seen[name] += 1
         self.made.add((saga.saga_id, call_id))
         return ToolGuardrailFunctionOutput.allow()

@@ -11,5 +11,6 @@
 GRANT USAGE ON SCHEMA :"schema" TO :"app_role";
 GRANT SELECT ON :"schema".sagacity_schema_migrations TO :"app_role";
 GRANT SELECT, INSERT ON :"schema".sagacity_journal TO :"app_role";
+GRANT SELECT ON :"schema".sagacity_journal_meta TO :"app_role";
 GRANT SELECT, INSERT, UPDATE ON :"schema".sagacity_approval_requests TO :"app_role";
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".sagacity_snapshots TO :"app_role";

@@ -372,3 +372,11 @@ BEGIN
     END IF;
     o_status := 'refused';
 END $$;
+
+-- The journal's own facts: its random id (migration 0006, core/identity.py).
+CREATE TABLE sagacity_journal_meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+INSERT INTO sagacity_journal_meta (key, value)
+VALUES ('journal_id', replace(gen_random_uuid()::text, '-', ''));

@@ -17,6 +17,11 @@ CREATE TABLE IF NOT EXISTS sagacity_journal (
     PRIMARY KEY (saga_id, seq),
     UNIQUE (saga_id, write_key)
 );
--- No other table: the list of sagas is derived from these rows (a side table could be pruned
+-- The journal's own facts (its random id, "journal_id": core.identity); never a list of sagas.
+CREATE TABLE IF NOT EXISTS sagacity_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- No table lists the sagas: the list of sagas is derived from these rows (a side table could be pruned
 -- to hide a saga from verification). Files written by earlier versions may still hold an unused
 -- sagacity_sagas table; nothing reads it.
