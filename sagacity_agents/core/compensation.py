@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ClaimTakenError, JournalWriteError, LeaseLostError, describe_error
+from .canonical import canonical_bytes
 from .declarations import (
     Reversibility, ToolDeclaration, declaration_by_id, interchangeable, is_ambiguous,
 )
@@ -52,10 +53,12 @@ from .undo import (
     CompensationContext,
     StopSignal,
     UndoRun,
+    call_idempotency_key,
     idempotency_key,
     late_end_writer,
     lost_undo_data,
     mark_in_doubt,
+    missing_undo_needs,
     run_undo,
 )
 
@@ -243,7 +246,7 @@ def undo_order(ledger: SagaLedger) -> list[Any]:
             c.outcome.phase is Phase.EXECUTED
             or (c.outcome.phase is Phase.FAILED and isinstance(c.outcome.payload, dict)
                 and "undo_data" in c.outcome.payload)
-            or (c.outcome.phase is Phase.RESOLVED and resolved_ran(c.outcome))
+            or (c.outcome.phase in (Phase.RESOLVED, Phase.CHECKED) and resolved_ran(c.outcome))
         )
     ]
     return [call for _seq, call in sorted(executed, key=lambda pair: pair[0], reverse=True)]
@@ -324,6 +327,8 @@ async def compensate(
         decl, unsure = _declaration_for(declarations, call.intent.tool or "",
                                         intent_payload.get("declaration"),
                                         intent_payload.get("agent"), agent_declarations)
+        if walk.lacks_undo_data(call, decl):
+            continue
         await walk.undo(call, decl, unsure)
     return walk.report(ledger.entries)
 
@@ -382,6 +387,24 @@ class _Walk:
             self.failed.append(_item(call, _STOPPED))
         else:
             return False
+        return True
+
+    def lacks_undo_data(self, call: Any, decl: ToolDeclaration | None) -> bool:
+        """Report ``call`` still dirty, its undo not run (not even claimed), when its undo data
+        lacks a key its declaration's ``undo_needs`` names; ``True`` when it was. A call a
+        human answered "ran" has only the undo data given with the answer."""
+        if decl is None or not decl.undo_needs:
+            return False
+        payload = call.outcome.payload if isinstance(call.outcome.payload, dict) else {}
+        missing = missing_undo_needs(decl.undo_needs, payload.get("undo_data"))
+        if not missing:
+            return False
+        how = (f"`sagacity saga resolve {self.saga_id} {call.intent.seq} --ran --undo-data JSON` "
+               "was answered without it" if call.outcome.phase is Phase.RESOLVED
+               else "its outcome journaled none")
+        self.no_undo.append(_item(call, (
+            f"undo not run: it needs undo data {', '.join(missing)} ({how}); give it with "
+            "--undo-data, or undo the effect by hand")))
         return True
 
     async def undo(self, call: Any, decl: ToolDeclaration | None, unsure: str | None) -> None:
@@ -487,10 +510,11 @@ class _Walk:
             note = f"undo {'ran' if error is None else 'failed'} but its outcome could not be journaled ({describe_error(exc)})"
             self.in_doubt.append(_item(call, note))
             return
+        given = _given_undo_data(call)
         if error is None:
-            self.undone.append(_item(call))
+            self.undone.append(_item(call, given))
         else:
-            self.failed.append(_item(call, error))
+            self.failed.append(_item(call, f"{error}; {given}" if given else error))
 
     def report(self, entries: list[JournalEntry]) -> CompensationReport:
         by_seq = lambda items: tuple(sorted(items, key=lambda i: i.seq))  # noqa: E731
@@ -509,6 +533,19 @@ def _item(call: Any, detail: str = "") -> CompensationItem:
     return CompensationItem(call.outcome.seq, call.intent.tool, call.intent.call_id, detail)
 
 
+def _given_undo_data(call: Any) -> str:
+    """The report's note on undo data a human (RESOLVED) or a far-side check (CHECKED) gave
+    for a call whose own outcome is missing: shown with the undo's line, so whoever reads the
+    report sees what the undo acted on; ``""`` for a call's own outcome."""
+    outcome = call.outcome
+    payload = outcome.payload if isinstance(outcome.payload, dict) else {}
+    if outcome.phase not in (Phase.RESOLVED, Phase.CHECKED) or payload.get("undo_data") is None:
+        return ""
+    who = payload.get("resolver") or payload.get("checker")
+    return (f"with undo data from {outcome.phase.value} seq {outcome.seq} ({who}): "
+            f"{canonical_bytes(payload['undo_data']).decode()}")
+
+
 def _context(saga_id: str, call: Any, key: str) -> CompensationContext:
     """What the undo is given: the call's journaled arguments, result and undo data."""
     intent_payload = call.intent.payload or {}
@@ -523,6 +560,8 @@ def _context(saga_id: str, call: Any, key: str) -> CompensationContext:
         undo_data=outcome_payload.get("undo_data"),
         idempotency_key=key,
         raw_args=intent_payload.get("raw_args"),
+        call_idempotency_key=call_idempotency_key(saga_id, call.intent.seq),
+        intent_seq=call.intent.seq,
     )
 
 

@@ -85,6 +85,14 @@ class SagaLedger:
                 if intent_seq is not None:
                     self.calls[intent_seq].attempt_outcomes.append(e)
                     self.calls[intent_seq].ends.setdefault(start, []).append(e)
+            elif e.phase is Phase.CHECKED:
+                # A far-side check's "ran" / "not_run" stands as the call's outcome
+                # (core.checks); "unknown" leaves it in doubt. Minimal reading; the ledger's
+                # owner may refine it (contradicting outcomes).
+                target = payload.get("target_seq", -1)
+                if payload.get("verdict") in ("ran", "not_run") and target in self.calls \
+                        and self.calls[target].outcome is None:
+                    self.calls[target].outcome = e
             elif e.phase is Phase.RESOLVED:
                 # A human's answer stands as the outcome of the entry it names (core.resolution).
                 target = payload.get("target_seq", -1)
@@ -92,7 +100,8 @@ class SagaLedger:
                     self.calls[undo_targets[target]].attempt_outcomes.append(e)
                     self.calls[undo_targets[target]].ends.setdefault(target, []).append(e)
                 elif payload.get("target") == "call" and target in self.calls \
-                        and self.calls[target].outcome is None:
+                        and (self.calls[target].outcome is None
+                             or _completes(self.calls[target].outcome, payload)):
                     self.calls[target].outcome = e
 
     def _call_of_executed(self, seq: int) -> _Call | None:
@@ -150,6 +159,20 @@ class SagaLedger:
         return any(e.phase is phase for e in self.entries)
 
 
+def _completes(outcome: JournalEntry, payload: dict) -> bool:
+    """Whether a RESOLVED "ran" with undo data completes ``outcome``, an earlier RESOLVED "ran"
+    given without any (``core.resolution``): the call's undo then gets the later answer's data."""
+    earlier = outcome.payload if isinstance(outcome.payload, dict) else {}
+    return (outcome.phase is Phase.RESOLVED and earlier.get("answer") == "ran"
+            and earlier.get("undo_data") is None and payload.get("answer") == "ran"
+            and payload.get("undo_data") is not None)
+
+
 def resolved_ran(entry: JournalEntry) -> bool:
-    """Whether a RESOLVED entry answers "it ran" (the call's effect, or the undo, happened)."""
-    return isinstance(entry.payload, dict) and entry.payload.get("answer") == "ran"
+    """Whether a RESOLVED entry answers "it ran" (the call's effect, or the undo, happened), or
+    a CHECKED entry's verdict is "ran"."""
+    if not isinstance(entry.payload, dict):
+        return False
+    if entry.phase is Phase.CHECKED:
+        return entry.payload.get("verdict") == "ran"
+    return entry.payload.get("answer") == "ran"

@@ -37,6 +37,7 @@ from agents.tool_context import ToolContext
 from ..core.canonical import canonical_bytes, parse_json, sha256_hex
 from ..core.declarations import (
     DEFAULT_UNDO_TIMEOUT,
+    Check,
     Classifier,
     Reversibility,
     ToolDeclaration,
@@ -292,6 +293,7 @@ def _declare(
     func: Any, reversibility: Reversibility, deco: str, args_hint: str, *,
     undo: Undo | None = None, classify: Classifier | None = None,
     declaration_id: str | None = None, undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
+    **answers: Any,
 ) -> Callable[..., Any]:
     if isinstance(func, FunctionTool):
         raise SdkDeclarationError(
@@ -316,6 +318,7 @@ def _declare(
             is_async=inspect.iscoroutinefunction(body),
             declaration_id=_declaration_id(func, undo, declaration_id),
             undo_timeout=undo_timeout,
+            **answers,  # deadline, undo_needs, check, check_timeout (ToolDeclaration)
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None
@@ -324,7 +327,9 @@ def _declare(
 
 def compensable(
     undo: Undo, *, classify: Classifier | None = None, declaration_id: str | None = None,
-    undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
+    undo_timeout: float = DEFAULT_UNDO_TIMEOUT, deadline: float | None = None,
+    undo_needs: tuple[str, ...] = (), check: Check | None = None,
+    check_timeout: float | None = None,
 ) -> Callable[[F], F]:
     """Declare a tool whose effect has an undo, run in reverse order if the saga fails.
 
@@ -347,11 +352,22 @@ def compensable(
             must honour the key. An async undo is cancelled; a sync one cannot be, and its end
             is journaled when it returns (``after_in_doubt``: that attempt's outcome, counted
             once).
+        deadline: seconds one call may take, journaled in its INTENT (``deadline_seconds``)
+            when the SDK tool has no ``timeout``; default ``Sagacity(call_deadline=...)``, 300.
+            A human may answer that a call in doubt did not run only after it.
+        undo_needs: keys the undo reads from ``ctx.undo_data`` (e.g. ``("booking_id",)``): an
+            undo whose undo data lacks one is not run, reported still dirty naming
+            ``--undo-data`` (``sagacity saga resolve ... --ran --undo-data JSON``).
+        check: a far-side check recovery runs on a call left in doubt before asking a human:
+            ``(CheckContext) -> CheckResult`` (sync or async; ``sagacity_agents.saga``);
+            raising counts as "unknown".
+        check_timeout: seconds recovery waits for ``check`` (default ``undo_timeout``).
 
     Raises:
         DeclarationError: at decoration time, when ``undo`` is missing, not callable, cannot take
-            one positional argument, ``undo_timeout`` is not a finite number of seconds above
-            0, or the decorator sits on top of ``@function_tool``.
+            one positional argument, ``undo_timeout``, ``deadline`` or ``check_timeout`` is not
+            a finite number of seconds above 0, ``undo_needs`` is not a tuple of keys,
+            ``check`` is not callable, or the decorator sits on top of ``@function_tool``.
     """
     if isinstance(undo, FunctionTool):
         raise SdkDeclarationError(
@@ -373,6 +389,7 @@ def compensable(
         return _declare(  # type: ignore[return-value]
             func, Reversibility.COMPENSATABLE, "compensable", "(undo=...)", undo=undo,
             classify=classify, declaration_id=declaration_id, undo_timeout=undo_timeout,
+            deadline=deadline, undo_needs=undo_needs, check=check, check_timeout=check_timeout,
         )
 
     return decorate
@@ -383,18 +400,22 @@ def _simple(reversibility: Reversibility, deco: str) -> Any:
     def decorator(func: F, /) -> F: ...
     @overload
     def decorator(
-        *, classify: Classifier | None = None, declaration_id: str | None = None
+        *, classify: Classifier | None = None, declaration_id: str | None = None,
+        deadline: float | None = None, check: Check | None = None,
+        check_timeout: float | None = None,
     ) -> Callable[[F], F]: ...
 
     def decorator(
         func: Any = None, /, *, classify: Classifier | None = None,
-        declaration_id: str | None = None,
+        declaration_id: str | None = None, deadline: float | None = None,
+        check: Check | None = None, check_timeout: float | None = None,
     ) -> Any:
+        answers = {"deadline": deadline, "check": check, "check_timeout": check_timeout}
         if func is None:
             return lambda f: _declare(f, reversibility, deco, "", classify=classify,
-                                      declaration_id=declaration_id)
+                                      declaration_id=declaration_id, **answers)
         return _declare(func, reversibility, deco, "", classify=classify,
-                        declaration_id=declaration_id)
+                        declaration_id=declaration_id, **answers)
 
     return decorator
 
@@ -402,8 +423,8 @@ def _simple(reversibility: Reversibility, deco: str) -> Any:
 read_only = _simple(Reversibility.READ_ONLY, "read_only")
 read_only.__doc__ = """Declare a tool with no effect on the world: journaled, never compensated.
 
-Usable bare (``@read_only``) or with ``classify=...`` and ``declaration_id=...`` (as for
-``compensable``). Raises ``DeclarationError`` when placed on top of ``@function_tool``."""
+Usable bare (``@read_only``) or with ``classify=...``, ``declaration_id=...``, ``deadline=...``,
+``check=...`` and ``check_timeout=...`` (as for ``compensable``). Raises ``DeclarationError`` when placed on top of ``@function_tool``."""
 
 irreversible = _simple(Reversibility.IRREVERSIBLE, "irreversible")
 irreversible.__doc__ = """Declare a tool whose effect cannot be undone (a wire, a cancellation).
