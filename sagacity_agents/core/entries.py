@@ -83,7 +83,15 @@ class Phase(str, enum.Enum):
     "target" ("call": an INTENT without outcome, "undo": a COMPENSATING without outcome),
     "answer" ("ran" | "not_run"), "resolver", "reason"}``. It stands as that entry's outcome:
     a call that ran is undone by the next recovery (when compensatable), one that did not is
-    dropped; an undo that ran counts as COMPENSATED, one that did not is retried."""
+    dropped; an undo that ran counts as COMPENSATED, one that did not is retried. Optional:
+    ``undo_data`` (with "ran": what the call's undo gets) and ``forced: {"reason"}`` (an
+    operator answered before the call's holder was known to be gone, ``core.resolution``)."""
+    CHECKED = "CHECKED"
+    """A far-side check's verdict on a call in doubt, journaled by a recovery under its lease
+    (``core.checks``); payload: ``{"target_seq" (the INTENT's seq), "verdict" ("ran" |
+    "not_run" | "unknown"), "saw", "undo_data", "checker"}``. "ran" stands as the call's
+    outcome like an EXECUTED (undo data included), "not_run" like a human's "not run";
+    "unknown" leaves the call in doubt."""
     KEYRING_ADOPTED = "KEYRING_ADOPTED"
     """An operator adopted a keyring on a journal that already held entries: written in the
     reserved saga ``core.authenticity.ADOPTION_SAGA``, tagged by the adopting key; payload:
