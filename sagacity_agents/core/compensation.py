@@ -390,7 +390,7 @@ class _Walk:
         return True
 
     def lacks_undo_data(self, call: Any, decl: ToolDeclaration | None) -> bool:
-        """Report ``call`` still dirty, its undo not run (not even claimed), when its undo data
+        """Report ``call`` failed (still dirty), its undo not run (not even claimed), when its undo data
         lacks a key its declaration's ``undo_needs`` names; ``True`` when it was. A call a
         human answered "ran" has only the undo data given with the answer."""
         if decl is None or not decl.undo_needs:
@@ -402,7 +402,9 @@ class _Walk:
         how = (f"`sagacity saga resolve {self.saga_id} {call.intent.seq} --ran --undo-data JSON` "
                "was answered without it" if call.outcome.phase is Phase.RESOLVED
                else "its outcome journaled none")
-        self.no_undo.append(_item(call, (
+        # Failed, not "no undo": the saga stays open (COMPENSATION_FAILED) until the data is
+        # given and a recovery runs the undo.
+        self.failed.append(_item(call, (
             f"undo not run: it needs undo data {', '.join(missing)} ({how}); give it with "
             "--undo-data, or undo the effect by hand")))
         return True

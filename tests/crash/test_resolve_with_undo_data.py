@@ -91,15 +91,47 @@ def test_an_undo_that_needs_undo_data_is_not_called_without_it(db, tmp_path):
 @pytest.mark.parametrize("text, why", [
     ('{"booking_id": NaN}', "not canonical JSON"),
     ('{"a": 1, "a": 2}', "not canonical JSON"),
-    ('{"n": 9007199254740993}', "canonical JSON encoding"),
+    ('{"booking_id": 9007199254740993}', "must be plain JSON"),
     ('{"other": "x"}', "needs undo data booking_id"),
+    ('not json', "not canonical JSON"),
 ])
 def test_undo_data_without_a_canonical_encoding_is_refused(tmp_path, text, why):
-    db, far = str(tmp_path / "j.db"), str(tmp_path / "far.db")
-    seq = _crashed(db, far)
-    env = {**os.environ, "UNDO_DATA_FAR_DB": far}
-    refused = subprocess.run(python_command(
-        "-c", "import tests.crash.undo_data_app; from sagacity_agents.cli import cli; cli()",
-        "saga", "resolve", app.SAGA_ID, str(seq), "--ran", "--undo-data", text, "--as", "ops",
-        "--reason", "x", "--db", db), env=env, capture_output=True, text=True, timeout=240)
-    assert refused.returncode == 2 and why in refused.stderr, refused.stdout + refused.stderr
+    """Refused before anything is journaled (exit 2, usage error naming why)."""
+    import asyncio
+
+    from click.testing import CliRunner
+
+    from sagacity_agents.backends import Phase, SqliteJournal
+    from sagacity_agents.cli import cli
+
+    db = str(tmp_path / "j.db")
+
+    async def in_doubt() -> None:
+        journal = SqliteJournal(db)
+        try:
+            await journal.append("s", Phase.SAGA_OPENED, write_key="open", payload={"metadata": {}})
+            await journal.append("s", Phase.INTENT, write_key="c1:intent", tool="book_car", call_id="c1",
+                                 payload={"args": {"city": "Lyon"}, "reversibility": "compensatable",
+                                          "declaration": _declaration_id()})
+        finally:
+            await journal.close()
+
+    asyncio.run(in_doubt())
+    refused = CliRunner().invoke(cli, ["saga", "resolve", "s", "2", "--ran", "--force", "--undo-data",
+                                       text, "--as", "ops", "--reason", "x", "--db", db])
+    assert refused.exit_code == 2 and why in refused.output, refused.output
+
+    async def untouched() -> int:
+        journal = SqliteJournal(db)
+        try:
+            return len(await journal.entries("s"))
+        finally:
+            await journal.close()
+
+    assert asyncio.run(untouched()) == 2
+
+
+def _declaration_id() -> str:
+    from sagacity_agents.sdk.tools import declaration_of
+
+    return declaration_of(app.TOOLS[0]).declaration_id
