@@ -396,6 +396,8 @@ class _Walk:
         if decl is None or not decl.undo_needs:
             return False
         payload = call.outcome.payload if isinstance(call.outcome.payload, dict) else {}
+        if call.outcome.phase not in (Phase.RESOLVED, Phase.CHECKED) and "undo_data" not in payload:
+            return False  # the call's own outcome: its undo reads what it journaled (a result)
         missing = missing_undo_needs(decl.undo_needs, payload.get("undo_data"))
         if not missing:
             return False
