@@ -237,8 +237,7 @@ async def resolve_in_doubt(
             decides on them instead of reading (the answer's append is conditional on their
             tail; a later attempt reads and verifies again).
         undo_data: with ``ran`` on a call: what its undo gets as ``ctx.undo_data`` (plain
-            JSON; journaled in the RESOLVED as ``undo_data``). Also accepted for a call answered
-            "ran" without undo data whose undo has not succeeded (the later answer completes it).
+            JSON; journaled as ``undo_data``); also completes an earlier "ran" given without it.
         force: answer although the holder may still act (see the module notes); journaled as
             ``forced: {"reason": reason}``.
         now: the resolver's clock (aware UTC; default: the system clock).
@@ -278,14 +277,7 @@ async def resolve_in_doubt(
             raise SagaStateError(f"seq {seq} of saga {saga_id} cannot be answered yet: {why}; "
                                  "or answer with --force --reason TEXT once you have made sure "
                                  "that process has stopped")
-        payload = {"target_seq": entry.seq, "target": kind, "answer": "ran" if ran else "not_run",
-                   "resolver": resolver, "reason": reason}
-        if data is not None:
-            payload["undo_data"] = data
-        if force:
-            payload["forced"] = {"reason": reason}
-        if evidence is not None and evidence.keyring is not None:
-            payload["signature"] = sign_resolution(evidence.keyring, saga_id, payload)
+        payload = _answer_payload(saga_id, entry.seq, kind, ran, resolver, reason, data, force, evidence)
         try:
             return await journal.append(
                 saga_id, Phase.RESOLVED, tool=entry.tool, call_id=entry.call_id, payload=payload,
@@ -295,6 +287,21 @@ async def resolve_in_doubt(
         except JournalConflictError:
             continue  # someone wrote in between: read again and decide again
     raise SagaStateError(f"saga {saga_id} is too busy to record the answer; try again")
+
+
+def _answer_payload(saga_id: str, seq: int, kind: str, ran: bool, resolver: str, reason: str,
+                    data: Any, force: bool, evidence: Evidence | None) -> dict[str, Any]:
+    """The RESOLVED payload (signed under a keyring)."""
+    payload: dict[str, Any] = {"target_seq": seq, "target": kind,
+                               "answer": "ran" if ran else "not_run", "resolver": resolver,
+                               "reason": reason}
+    if data is not None:
+        payload["undo_data"] = data
+    if force:
+        payload["forced"] = {"reason": reason}
+    if evidence is not None and evidence.keyring is not None:
+        payload["signature"] = sign_resolution(evidence.keyring, saga_id, payload)
+    return payload
 
 
 def _answerable(entries: list[JournalEntry], saga_id: str, seq: int, ran: bool,

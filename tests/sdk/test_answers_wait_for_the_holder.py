@@ -15,7 +15,7 @@ from agents import function_tool
 
 from sagacity_agents import Sagacity, SagaStatus, compensable
 from sagacity_agents.backends import Phase
-from sagacity_agents.core.checks import CheckResult
+from sagacity_agents.saga import CheckResult
 from sagacity_agents.core.declarations import Reversibility, ToolDeclaration
 from sagacity_agents.core.recovery import Recovery
 from sagacity_agents.core.resolution import answer_not_yet
