@@ -159,9 +159,11 @@ class SagaLedger:
         return any(e.phase is phase for e in self.entries)
 
 
-def _completes(outcome: JournalEntry, payload: dict) -> bool:
+def _completes(outcome: JournalEntry | None, payload: dict) -> bool:
     """Whether a RESOLVED "ran" with undo data completes ``outcome``, an earlier RESOLVED "ran"
     given without any (``core.resolution``): the call's undo then gets the later answer's data."""
+    if outcome is None:
+        return False
     earlier = outcome.payload if isinstance(outcome.payload, dict) else {}
     return (outcome.phase is Phase.RESOLVED and earlier.get("answer") == "ran"
             and earlier.get("undo_data") is None and payload.get("answer") == "ran"

@@ -84,11 +84,11 @@ def _target(ledger: SagaLedger, seq: int, supplement: bool) -> tuple[str, Journa
             claim = call.attempts[-1]
             if seq in (claim.seq, call.outcome.seq if call.outcome is not None else -1):
                 return "undo", claim
-    call = ledger.calls.get(seq)
-    if supplement and call is not None and call.outcome is not None \
-            and call.outcome.phase is Phase.RESOLVED and _ran_without_data(call.outcome) \
-            and ledger.undo_state(call)[0] in (UndoState.NOT_STARTED, UndoState.FAILED):
-        return "call", call.intent
+    answered = ledger.calls.get(seq)
+    if supplement and answered is not None and answered.outcome is not None \
+            and answered.outcome.phase is Phase.RESOLVED and _ran_without_data(answered.outcome) \
+            and ledger.undo_state(answered)[0] in (UndoState.NOT_STARTED, UndoState.FAILED):
+        return "call", answered.intent
     return None
 
 
@@ -125,7 +125,8 @@ def _holder_problem(entries: Sequence[JournalEntry], target: JournalEntry) -> st
             ended = True
         if entry.phase is not Phase.RUN_STARTED:
             continue
-        took = payload.get("took_over") if isinstance(payload.get("took_over"), dict) else {}
+        took_over = payload.get("took_over")
+        took: dict[str, Any] = took_over if isinstance(took_over, dict) else {}
         names_holder = run is not None and (took.get("run_seq") == run.seq
                                             or took.get("holder") == holder)
         if gone_at is None and (names_holder or ended) and payload.get("agent") == "recover":

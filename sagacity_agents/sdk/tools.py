@@ -410,7 +410,7 @@ def _simple(reversibility: Reversibility, deco: str) -> Any:
         declaration_id: str | None = None, deadline: float | None = None,
         check: Check | None = None, check_timeout: float | None = None,
     ) -> Any:
-        answers = {"deadline": deadline, "check": check, "check_timeout": check_timeout}
+        answers: dict[str, Any] = {"deadline": deadline, "check": check, "check_timeout": check_timeout}
         if func is None:
             return lambda f: _declare(f, reversibility, deco, "", classify=classify,
                                       declaration_id=declaration_id, **answers)
