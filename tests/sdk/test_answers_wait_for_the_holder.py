@@ -171,7 +171,7 @@ def _undo(ctx) -> None:
 
 def _bind_check(check):
     decl = ToolDeclaration(name="step", reversibility=Reversibility.COMPENSATABLE, undo=_undo,
-                           check=check, check_timeout=5.0)
+                           check=check, check_timeout=0.5 if check is _slow else 5.0)
     return lambda saga: saga.register("step", decl)
 
 
@@ -192,11 +192,16 @@ def _raises(ctx):
     raise ConnectionError("payments API unreachable")
 
 
+async def _slow(ctx):
+    await asyncio.sleep(60)
+
+
 @pytest.mark.parametrize("check, verdict, status, undone", [
     (_ran, "ran", SagaStatus.COMPENSATED, [{"booking_id": "B-1"}]),
     (_not_run, "not_run", SagaStatus.COMPENSATED, []),
     (_unknown, "unknown", SagaStatus.IN_DOUBT, []),
     (_raises, "unknown", SagaStatus.IN_DOUBT, []),
+    (_slow, "unknown", SagaStatus.IN_DOUBT, []),
 ])
 async def test_recovery_checks_the_far_side_before_asking_a_human(backend, check, verdict, status, undone):
     UNDONE.clear()
@@ -218,3 +223,32 @@ async def test_recovery_checks_the_far_side_before_asking_a_human(backend, check
     if check is _raises:
         assert "ConnectionError" in checked.payload["error"]
         assert [i.seq for i in result.in_doubt] == [seq]  # left for a human
+    if check is _slow:
+        assert checked.payload["error"] == "check timed out after 0.5 s"
+
+
+def test_protect_tool_takes_a_deadline_undo_needs_and_a_check():
+    """The SDK tool's own timeout is the deadline when it has one; else ``deadline=``."""
+    from agents import FunctionTool
+
+    from sagacity_agents import protect_tool
+    from sagacity_agents.sdk.tools import declaration_of
+
+    @function_tool(timeout=9)
+    async def charge(amount: int) -> str:
+        """Charge."""
+        return "ok"
+
+    protected = protect_tool(charge, reversibility="compensatable", undo=lambda ctx: None,
+                             deadline=30, undo_needs=("charge_id",), check=_ran)
+    decl = declaration_of(protected)
+    assert isinstance(protected, FunctionTool)
+    assert (decl.deadline, decl.undo_needs, decl.check) == (9.0, ("charge_id",), _ran)
+    plain = protect_tool(plain_tool, reversibility="no_undo", deadline=30)
+    assert declaration_of(plain).deadline == 30.0
+
+
+@function_tool
+def plain_tool(amount: int) -> str:
+    """No timeout."""
+    return "ok"
