@@ -124,12 +124,6 @@ GUARDS: tuple[Guard, ...] = (
           ("undo_order",),
           "compensation order: what may have acted, newest outcome first",
           (f"{_GUARDS}test_undo_order_and_verdict.py",)),
-    Guard("sagacity_agents.core.resolution",
-          ("answer_not_yet", "_holder_problem", "_checked_undo_data"),
-          "a human's answer: only once a recovery took the holder's lease over and reported the "
-          "call, after its deadline; undo data canonical and holding what the undo needs",
-          ("tests/sdk/test_answers_wait_for_the_holder.py",
-           "tests/crash/test_resolve_with_undo_data.py")),
     Guard("sagacity_agents.core.saga.verdict",
           ("changes_world", "SagaVerdict.failed", "SagaVerdict.blocks_output"),
           "the guardrail verdict: output withheld, effects refused after a failure",
