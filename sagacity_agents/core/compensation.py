@@ -317,7 +317,8 @@ async def compensate(
         ledger = SagaLedger(await verified_entries(journal, saga_id, evidence))
     walk = _Walk(journal, saga_id, claimant or new_claimant(), stop)
     walk.in_doubt.extend(
-        CompensationItem(e.seq, e.tool, e.call_id, intent_in_doubt_note(e, ledger.entries))
+        CompensationItem(e.seq, e.tool, e.call_id,
+                         intent_in_doubt_note(e, ledger.entries) + _check_note(e, ledger.entries))
         for e in ledger.in_doubt()
     )
     for call in undo_order(ledger):
@@ -535,6 +536,19 @@ class _Walk:
 def _item(call: Any, detail: str = "") -> CompensationItem:
     """The report line of ``call``: its outcome's seq, tool and call id."""
     return CompensationItem(call.outcome.seq, call.intent.tool, call.intent.call_id, detail)
+
+
+def _check_note(intent: JournalEntry, entries: list[JournalEntry]) -> str:
+    """What the latest far-side check of a call still in doubt said (it could not tell), for
+    the human who answers next; ``""`` when none ran."""
+    checks = [e for e in entries if e.phase is Phase.CHECKED and isinstance(e.payload, dict)
+              and e.payload.get("target_seq") == intent.seq]
+    if not checks:
+        return ""
+    payload = checks[-1].payload
+    error = payload.get("error")
+    return (f"; its far-side check ({payload.get('checker')}, CHECKED seq {checks[-1].seq}) "
+            f"could not tell" + (f": {error}" if error else ""))
 
 
 def _given_undo_data(call: Any) -> str:

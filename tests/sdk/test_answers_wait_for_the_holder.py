@@ -225,6 +225,9 @@ async def test_recovery_checks_the_far_side_before_asking_a_human(backend, check
         assert [i.seq for i in result.in_doubt] == [seq]  # left for a human
     if check is _slow:
         assert checked.payload["error"] == "check timed out after 0.5 s"
+        (item,) = result.report.in_doubt
+        assert item.detail.endswith(f"its far-side check (_slow, CHECKED seq {checked.seq}) could "
+                                    "not tell: check timed out after 0.5 s")
 
 
 def test_protect_tool_takes_a_deadline_undo_needs_and_a_check():
