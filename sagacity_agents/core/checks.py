@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import describe_error
+from ..errors import JournalError, LeaseLostError, describe_error
 from .canonical import to_canonical_value
 from .entries import JournalEntry, Phase
 from .ledger import SagaLedger
@@ -157,7 +157,7 @@ async def check_in_doubt(saga: Any, entries: list[JournalEntry]) -> int:
 
     Raises:
         LeaseLostError: another run took the saga over meanwhile (nothing more is checked).
-        JournalError: a CHECKED could not be written (the call stays in doubt).
+        A CHECKED that cannot be written is skipped: its call stays in doubt, for a human.
     """
     from .compensation import _declaration_for  # the walk's own rule: the undo's declaration
 
@@ -180,7 +180,13 @@ async def check_in_doubt(saga: Any, entries: list[JournalEntry]) -> int:
             body["undo_data"] = result.undo_data
         if error is not None:
             body["error"] = error
-        await saga.journal.append(saga.saga_id, Phase.CHECKED, write_key=f"check:{intent.seq}:{saga.fence}",
-                                  tool=intent.tool, call_id=intent.call_id, payload=body)
+        try:
+            await saga.journal.append(saga.saga_id, Phase.CHECKED, tool=intent.tool,
+                                      write_key=f"check:{intent.seq}:{saga.fence}",
+                                      call_id=intent.call_id, payload=body)
+        except LeaseLostError:
+            raise
+        except JournalError:
+            continue  # not journaled: the call stays in doubt, reported to a human
         written += 1
     return written

@@ -28,7 +28,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import JournalError, SagacityError, SagaStateError, describe_error
+from ..errors import JournalError, LeaseLostError, SagacityError, SagaStateError, describe_error
 from .approval import ApprovalStore
 from .authenticity import ADOPTION_SAGA, signing_view
 from .chain import VerifyResult
@@ -208,8 +208,11 @@ class Recovery:
         pending = [r.request_id for r in await self.approvals.list(saga_id) if r.consumed_at is None]
         if pending:
             await self.approvals.consume(pending, dt.datetime.now(dt.timezone.utc))
-        if await check_in_doubt(saga, entries):
-            saga.core.verified = None  # the verdicts just journaled: compensation reads them
+        try:
+            if await check_in_doubt(saga, entries):
+                saga.core.verified = None  # the verdicts just journaled: compensation reads them
+        except LeaseLostError:
+            pass  # the saga noted it: finish() ends the recovery LEASE_LOST, undoing nothing
         status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
         # LEASE_LOST: another recovery took the saga over meanwhile
         return Recovered(saga_id, status, saga.report, saga.in_doubt, saga.lease_lost_error())
