@@ -220,6 +220,10 @@ async def test_recovery_checks_the_far_side_before_asking_a_human(backend, check
         assert checked.payload["saw"] == {"status": "booked"}
         assert UNDONE == [({"booking_id": "B-1"}, seq, key)]
         assert SEEN[0].call_idempotency_key == key and SEEN[0].args == {"n": 1}
+    from sagacity_agents.render import summarize_payload
+
+    assert summarize_payload(checked).startswith(
+        f"call at seq {seq}: far-side check says {verdict} ({check.__qualname__})")
     if check is _raises:
         assert "ConnectionError" in checked.payload["error"]
         assert [i.seq for i in result.in_doubt] == [seq]  # left for a human
