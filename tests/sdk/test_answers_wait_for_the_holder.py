@@ -259,3 +259,28 @@ def test_protect_tool_takes_a_deadline_undo_needs_and_a_check():
 def plain_tool(amount: int) -> str:
     """No timeout."""
     return "ok"
+
+
+def test_the_cli_refuses_an_early_answer_saying_what_is_missing_and_force_accepts_it(tmp_path):
+    from click.testing import CliRunner
+
+    from sagacity_agents.backends import SqliteJournal
+    from sagacity_agents.cli import cli
+
+    db = str(tmp_path / "j.db")
+
+    async def stalled() -> int:
+        journal = SqliteJournal(db, clock=FrozenClock(dt.datetime.now(dt.UTC) - AGO, tick=0.001))
+        try:
+            return await _stalled_call(journal)
+        finally:
+            await journal.close()
+
+    seq = asyncio.run(stalled())
+    args = ["saga", "resolve", SAGA, str(seq), "--not-run", "--as", "ops", "--reason", "pid 7 killed",
+            "--db", db]
+    early = CliRunner().invoke(cli, args, env={"COLUMNS": "400"})
+    assert early.exit_code == 1 and "no recovery has taken its lease over yet" in early.output
+    forced = CliRunner().invoke(cli, [*args[:4], "--force", *args[4:]], env={"COLUMNS": "400"})
+    assert forced.exit_code == 0, forced.output
+    assert "forced: pid 7 killed" in forced.output
