@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import JournalError, LeaseLostError, describe_error
 from .canonical import to_canonical_value
+from .compensation import _declaration_for  # the walk's own rule: which declaration is the call's
 from .entries import JournalEntry, Phase
 from .ledger import SagaLedger
 from .undo import call_idempotency_key
@@ -159,8 +160,6 @@ async def check_in_doubt(saga: Any, entries: list[JournalEntry]) -> int:
         LeaseLostError: another run took the saga over meanwhile (nothing more is checked).
         A CHECKED that cannot be written is skipped: its call stays in doubt, for a human.
     """
-    from .compensation import _declaration_for  # the walk's own rule: the undo's declaration
-
     written = 0
     for intent in SagaLedger(entries).in_doubt():
         payload = intent.payload if isinstance(intent.payload, dict) else {}
