@@ -18,6 +18,9 @@ import click
 from rich.text import Text
 
 from ..core.canonical import parse_json
+from ..core.compensation import UndoState, undo_order
+from ..core.entries import Phase
+from ..core.ledger import SagaLedger
 from ..errors import EncodingError, SagacityError, describe_error
 from ..render import data_text, make_console, printable, saga_status, status_text, trace_lines
 from ..stores import redacted_uri
@@ -155,6 +158,21 @@ def _print_recovery(console: Any, result: Any) -> None:
             "apply)"))
 
 
+def _print_given_undo_data(console: Any, entries: list[Any]) -> None:
+    """Before the undos run: each call a human answered "ran" with undo data, not undone yet,
+    and the data its undo is about to get (read, not verified: the recovery verifies)."""
+    ledger = SagaLedger(entries)
+    for call in undo_order(ledger):
+        payload = call.outcome.payload if isinstance(call.outcome.payload, dict) else {}
+        if call.outcome.phase is not Phase.RESOLVED or payload.get("undo_data") is None \
+                or ledger.undo_state(call)[0] is UndoState.UNDONE:
+            continue
+        console.print(data_text(
+            f"  undo of seq {call.outcome.seq} {call.intent.tool} (call {call.intent.call_id}) gets "
+            f"the undo data {payload.get('resolver')} gave: "
+            f"{json.dumps(payload['undo_data'], sort_keys=True)}"))
+
+
 _UNDO_NOT_FOUND = "no undo registered"
 """How ``core.compensation`` words a failed undo whose declaration this process does not have."""
 
@@ -185,6 +203,7 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
     if saga_id is not None:
 
         async def work(sagacity: Any) -> Any:
+            _print_given_undo_data(console, await sagacity.journal.entries(saga_id))
             async with connected_mcp_servers(agent):  # undos through the servers of those names
                 return await sagacity.recover(saga_id, agent)
 

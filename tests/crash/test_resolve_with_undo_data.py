@@ -59,6 +59,9 @@ def test_a_crashed_call_answered_ran_with_undo_data_is_undone_with_it(db, tmp_pa
     last = _cli(far, "recover", app.SAGA_ID, "--app", APP, "--db", db)
     assert last.returncode == 0 and "COMPENSATED" in last.stdout, last.stdout + last.stderr
     answer_seq = int(answer.stdout.split("(RESOLVED seq ")[1].split(")")[0])
+    # Shown before the undo runs, then on the report's line.
+    assert last.stdout.splitlines()[0] == (f'  undo of seq {answer_seq} book_car (call c1) gets the '
+                                           'undo data ops gave: {"booking_id": "B-Lyon"}')
     assert (f'undone: seq {answer_seq} book_car (call c1) with undo data from RESOLVED seq '
             f'{answer_seq} (ops): {{"booking_id":"B-Lyon"}}') in last.stdout
     cancels = [body for kind, body in app.events(far) if kind == "cancel-car"]
