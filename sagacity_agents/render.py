@@ -67,6 +67,7 @@ PHASE_STYLES: dict[str, str] = {
     Phase.COMPENSATED.value: "blue",
     Phase.COMPENSATION_FAILED.value: "bold red",
     Phase.RESOLVED.value: "bold cyan",
+    Phase.CHECKED.value: "cyan",
     Phase.SAGA_CLOSED.value: "dim",
 }
 """Style of each phase name in tables (saga-level phases are dim)."""
@@ -215,7 +216,12 @@ def summarize_payload(entry: JournalEntry) -> str:
     if name == Phase.RESOLVED.value:
         answer = "ran" if p.get("answer") == "ran" else "did not run"
         return (f"{p.get('target')} at seq {p.get('target_seq')} {answer}, says {p.get('resolver')}: "
-                f"{short(p.get('reason', ''), 60)}")
+                f"{short(p.get('reason', ''), 60)}"
+                + (" (forced)" if p.get("forced") else "")
+                + (f"; undo data {short(p.get('undo_data'), 40)}" if "undo_data" in p else ""))
+    if name == Phase.CHECKED.value:
+        return (f"call at seq {p.get('target_seq')}: far-side check says {p.get('verdict')} "
+                f"({p.get('checker')})" + (f": {short(p.get('error', ''), 50)}" if p.get("error") else ""))
     if name == Phase.SAGA_CLOSED.value:
         report = _report_summary(p.get("report") or {})
         return f"status {p.get('status')}" + (f"; {report}" if report else "")

@@ -7,6 +7,8 @@ directly (its calls journaled, its :func:`compensate` run) and describes each to
 :class:`FailureRecord`, an undo run a :class:`CompensationItem` of a
 :class:`CompensationReport`. :func:`call_idempotency_key` is a forward call's idempotency key
 (the same in every process that reads the journal; sent to MCP servers).
+:class:`CheckResult` is what a far-side check (``check=`` of a declaration) answers about a call
+left in doubt, given a :class:`CheckContext` (``core.checks``).
 
 From the Agents SDK adapter (imported on first use): :class:`SagaStream` (what
 ``Sagacity.run_streamed`` returns), :func:`saga_trace` (an SDK trace around a saga),
@@ -26,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import on_first_use
+from .core.checks import CheckContext, CheckResult
 from .core.compensation import CompensationItem, CompensationReport, compensate
 from .core.declarations import Reversibility, ToolDeclaration
 from .core.recovery import Recovered, Recovery
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
 __getattr__ = on_first_use(globals())
 
 __all__ = [
+    "CheckContext",
+    "CheckResult",
     "CompensationItem",
     "CompensationReport",
     "FailureRecord",

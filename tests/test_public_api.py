@@ -54,7 +54,7 @@ SECOND_DOORS = {
     ],
     "sagacity_agents.guardrails": ["SagaVerdict", "saga_output_guardrail", "saga_tool_guardrail"],
     "sagacity_agents.saga": [
-        "CompensationItem", "CompensationReport", "FailureRecord", "McpPolicy", "Recovered",
+        "CheckContext", "CheckResult", "CompensationItem", "CompensationReport", "FailureRecord", "McpPolicy", "Recovered",
         "Recovery", "Reversibility", "Saga", "SagaRecovered", "SagaStream", "ToolDeclaration", "call_idempotency_key",
         "carry_context", "compensate", "saga_trace",
     ],
@@ -72,7 +72,7 @@ DEMO = ["sagacity_agents.demo", "sagacity_agents.demo.trip", "sagacity_agents.de
 TOP_LEVEL_BEFORE = sorted({*FRONT_DOOR, *(n for names in SECOND_DOORS.values() for n in names)}
                           - {"McpServerMissingError", "describe_error", "Recovered", "Recovery",
                              "KeyRoles", "Role", "grant_roles", "journal_key_roles", "revoke_key",
-                             "CallContextLostError", "carry_context"})
+                             "CallContextLostError", "carry_context", "CheckContext", "CheckResult"})
 """The 80 names ``sagacity_agents.__all__`` had before the front door: each still imports."""
 
 

@@ -6,7 +6,9 @@ every undo: ``charges`` (one row per charge, ``refunded`` set by ``refund``), ``
 ``refund`` deduplicate on the ``sagacity/idempotency_key`` of ``_meta``: a retried call with
 the same key returns the first answer and changes nothing.
 
-Tools: ``charge`` (compensatable: undone by ``refund``), ``refund``, ``balance`` (read-only),
+Tools: ``charge`` (compensatable: undone by ``refund``; checked by ``find_charge`` when a call is
+left in doubt), ``refund``, ``balance`` and ``find_charge`` (read-only, the latter a lookup by
+idempotency key),
 ``wire`` (irreversible), ``ship`` (fails with ``isError`` when ``PAYMENTS_SHIP_FAILS`` is set or
 the address is empty). ``PAYMENTS_VARIANT=changed`` lists ``wire`` with another description and
 input schema (a server that changes what a tool means: the "rug pull" of issue 21);
@@ -120,6 +122,17 @@ def balance(customer: str, ctx: Context) -> dict[str, Any]:
         row = db.execute("SELECT COALESCE(SUM(amount), 0) FROM charges WHERE customer = ? AND refunded = 0",
                          (customer,)).fetchone()
     return {"customer": customer, "charged": row[0]}
+
+
+@server.tool()
+def find_charge(idempotency_key: str, ctx: Context) -> dict[str, Any]:
+    """Look a charge up by the idempotency key its call carried: ``found`` and, if so, its id."""
+    with _db() as db:
+        _log(db, "find_charge", {"idempotency_key": idempotency_key}, _meta(ctx))
+        row = db.execute("SELECT id, amount FROM charges WHERE key = ?", (idempotency_key,)).fetchone()
+    if row is None:
+        return {"found": False}
+    return {"found": True, "charge_id": row[0], "amount": row[1]}
 
 
 if os.environ.get("PAYMENTS_VARIANT") == "changed":

@@ -22,7 +22,11 @@ from typing import Any
 import click
 from rich.text import Text
 
-from ..errors import SagacityError, describe_error
+from ..core.canonical import parse_json
+from ..core.compensation import UndoState, undo_order
+from ..core.entries import Phase
+from ..core.ledger import SagaLedger
+from ..errors import EncodingError, SagacityError, describe_error
 from ..render import data_text, make_console, printable, saga_status, status_text, trace_lines
 from ..stores import redacted_uri
 from .base import (
@@ -265,6 +269,21 @@ def _servers_of(agent: Any) -> Any:
     return connected_mcp_servers(agent) if isinstance(agent, Agent) else contextlib.nullcontext()
 
 
+def _print_given_undo_data(console: Any, entries: list[Any]) -> None:
+    """Before the undos run: each call a human answered "ran" with undo data, not undone yet,
+    and the data its undo is about to get (read, not verified: the recovery verifies)."""
+    ledger = SagaLedger(entries)
+    for call in undo_order(ledger):
+        payload = call.outcome.payload if isinstance(call.outcome.payload, dict) else {}
+        if call.outcome.phase is not Phase.RESOLVED or payload.get("undo_data") is None \
+                or ledger.undo_state(call)[0] is UndoState.UNDONE:
+            continue
+        console.print(data_text(
+            f"  undo of seq {call.outcome.seq} {call.intent.tool} (call {call.intent.call_id}) gets "
+            f"the undo data {payload.get('resolver')} gave: "
+            f"{json.dumps(payload['undo_data'], sort_keys=True)}"))
+
+
 _UNDO_NOT_FOUND = "no undo registered"
 """How ``core.compensation`` words a failed undo whose declaration this process does not have."""
 
@@ -298,6 +317,7 @@ def saga_recover(saga_id: str | None, recover_all: bool, app: str, db: str) -> N
     if saga_id is not None:
 
         async def work(sagacity: Any) -> Any:
+            _print_given_undo_data(console, await sagacity.journal.entries(saga_id))
             async with _servers_of(agent):  # undos through the servers of those names
                 done = await sagacity.recover(saga_id, agent)
             return done, await _answerable(sagacity, done)
@@ -345,22 +365,38 @@ async def _answerable(sagacity: Any, result: Any) -> dict[int, str]:
               help="Whether the call's effect (or the undo) happened at the far side.")
 @click.option("--as", "resolver", required=True, help="Who answers (journaled).")
 @click.option("--reason", required=True, help="What was checked (journaled).")
+@click.option("--undo-data", "undo_data", metavar="JSON", default=None,
+              help="With --ran: what the call's undo needs (e.g. '{\"booking_id\": \"B-1\"}'), "
+                   "as its own outcome would have carried it.")
+@click.option("--force", is_flag=True,
+              help="Answer although the call's holder may still act (no recovery took its lease "
+                   "over, or its deadline has not passed): only once you made sure that process "
+                   "has stopped; journaled with --reason.")
 @click.option("--app", "app", default=None, metavar="MODULE:ATTR",
               help="The agent `saga recover` takes: only named in the command printed next.")
 @db_option()
-def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason: str, app: str | None,
-                 db: str) -> None:
+def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason: str,
+                 undo_data: str | None, force: bool, app: str | None, db: str) -> None:
     """Answer an in-doubt call or undo (SEQ as `saga recover` lists it): journals RESOLVED.
 
-    Then run `sagacity saga recover`: a call that ran is undone (when it has an undo), one that
-    did not is dropped, and the saga closes once nothing is in doubt. Refused (exit 1) on a saga
-    that does not verify, is closed or running, or when SEQ is not in doubt.
+    Then run `sagacity saga recover`: a call that ran is undone (when it has an undo) with the
+    --undo-data given, one that did not is dropped, and the saga closes once nothing is in
+    doubt. Refused (exit 1) on a saga that does not verify, is closed or running, when SEQ is
+    not in doubt, and (without --force) until a recovery has taken the call's run over and
+    reported it in doubt and the call's deadline has passed (the message says when).
     """
     if ran is None:
         raise click.UsageError("say what you found: --ran or --not-run")
+    data = None
+    if undo_data is not None:
+        try:
+            data = parse_json(undo_data)
+        except EncodingError as exc:
+            raise click.UsageError(f"--undo-data is not canonical JSON: {exc}") from exc
 
     async def work(sagacity: Any) -> Any:
-        return await sagacity.resolve(saga_id, seq, ran=ran, resolver=resolver, reason=reason)
+        return await sagacity.resolve(saga_id, seq, ran=ran, resolver=resolver, reason=reason,
+                                      undo_data=data, force=force)
 
     try:
         entry = with_sagacity(db, work)
@@ -371,6 +407,10 @@ def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason
         f"resolved seq {entry.payload['target_seq']} ({entry.payload['target']}) of saga ",
         data_text(saga_id), f" as {entry.payload['answer']} by ", data_text(resolver),
         f" (RESOLVED seq {entry.seq})"), soft_wrap=True)
+    if "undo_data" in entry.payload:
+        console.print(data_text(f"  undo data: {json.dumps(entry.payload['undo_data'], sort_keys=True)}"))
+    if "forced" in entry.payload:
+        console.print(data_text(f"  forced: {entry.payload['forced']['reason']}"))
     if app is None:
         console.print("recover the saga to act on it: `sagacity saga recover` with your "
                       "application's agent (--app MODULE:ATTR; give --app here to get the command)",

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ClaimTakenError, JournalWriteError, LeaseLostError, describe_error
+from .canonical import canonical_bytes
 from .declarations import (
     Reversibility, ToolDeclaration, interchangeable, is_ambiguous, unresolved_declaration,
 )
@@ -55,6 +56,7 @@ from .undo import (
     late_end_writer,
     lost_undo_data,
     mark_in_doubt,
+    missing_undo_needs,
     run_undo,
 )
 
@@ -352,7 +354,8 @@ async def compensate(
     walk = _Walk(journal, saga_id, claimant or new_claimant(), stop)
     walk.derivation = derivation_of(ledger.entries, await journal_id_of(journal))
     walk.in_doubt.extend(
-        CompensationItem(e.seq, e.tool, e.call_id, intent_in_doubt_note(e, ledger.entries))
+        CompensationItem(e.seq, e.tool, e.call_id,
+                         intent_in_doubt_note(e, ledger.entries) + _check_note(e, ledger.entries))
         for e in ledger.in_doubt()
     )
     for call in undo_order(ledger):
@@ -363,6 +366,8 @@ async def compensate(
                                         intent_payload.get("declaration"),
                                         intent_payload.get("agent"), agent_declarations,
                                         intent_payload.get("scope"))
+        if walk.lacks_undo_data(call, decl):
+            continue
         await walk.undo(call, decl, unsure)
     return walk.report(ledger)
 
@@ -423,6 +428,28 @@ class _Walk:
             self.failed.append(_item(call, _STOPPED))
         else:
             return False
+        return True
+
+    def lacks_undo_data(self, call: Any, decl: ToolDeclaration | None) -> bool:
+        """Report ``call`` failed (still dirty), its undo not run (not even claimed), when its undo data
+        lacks a key its declaration's ``undo_needs`` names; ``True`` when it was. A call a
+        human answered "ran" has only the undo data given with the answer."""
+        if decl is None or not decl.undo_needs:
+            return False
+        payload = call.outcome.payload if isinstance(call.outcome.payload, dict) else {}
+        if call.outcome.phase not in (Phase.RESOLVED, Phase.CHECKED) and "undo_data" not in payload:
+            return False  # the call's own outcome: its undo reads what it journaled (a result)
+        missing = missing_undo_needs(decl.undo_needs, payload.get("undo_data"))
+        if not missing:
+            return False
+        how = (f"`sagacity saga resolve {self.saga_id} {call.intent.seq} --ran --undo-data JSON` "
+               "was answered without it" if call.outcome.phase is Phase.RESOLVED
+               else "its outcome journaled none")
+        # Failed, not "no undo": the saga stays open (COMPENSATION_FAILED) until the data is
+        # given and a recovery runs the undo.
+        self.failed.append(_item(call, (
+            f"undo not run: it needs undo data {', '.join(missing)} ({how}); give it with "
+            "--undo-data, or undo the effect by hand")))
         return True
 
     async def undo(self, call: Any, decl: ToolDeclaration | None, unsure: str | None) -> None:
@@ -500,7 +527,7 @@ class _Walk:
         """Run the declaration's undo under its timeout; a late end is journaled under
         ``end_key``. This walk's own cancellation marks the attempt in doubt, then propagates."""
         assert decl.undo is not None
-        ctx = _context(self.saga_id, call, key)
+        ctx = _context(self.saga_id, call, key, self.derivation)
         late = late_end_writer(self.journal, self.saga_id, end_key, call.intent, outcome_payload)
         try:
             return await run_undo(decl.undo, ctx, timeout=decl.undo_timeout, stop=self.stop,
@@ -531,10 +558,11 @@ class _Walk:
             note = f"undo {'ran' if error is None else 'failed'} but its outcome could not be journaled ({describe_error(exc)})"
             self.in_doubt.append(_item(call, note))
             return
+        given = _given_undo_data(call)
         if error is None:
-            self.undone.append(_item(call))
+            self.undone.append(_item(call, given))
         else:
-            self.failed.append(_item(call, error))
+            self.failed.append(_item(call, f"{error}; {given}" if given else error))
 
     def report(self, ledger: SagaLedger) -> CompensationReport:
         by_seq = lambda items: tuple(sorted(items, key=lambda i: i.seq))  # noqa: E731
@@ -558,7 +586,33 @@ def _item(call: Any, detail: str = "") -> CompensationItem:
     return CompensationItem(call.outcome.seq, call.intent.tool, call.intent.call_id, detail)
 
 
-def _context(saga_id: str, call: Any, key: str) -> CompensationContext:
+def _check_note(intent: JournalEntry, entries: list[JournalEntry]) -> str:
+    """What the latest far-side check of a call still in doubt said (it could not tell), for
+    the human who answers next; ``""`` when none ran."""
+    checks = [e for e in entries if e.phase is Phase.CHECKED and isinstance(e.payload, dict)
+              and e.payload.get("target_seq") == intent.seq]
+    if not checks:
+        return ""
+    payload = checks[-1].payload
+    error = payload.get("error")
+    return (f"; its far-side check ({payload.get('checker')}, CHECKED seq {checks[-1].seq}) "
+            f"could not tell" + (f": {error}" if error else ""))
+
+
+def _given_undo_data(call: Any) -> str:
+    """The report's note on undo data a human (RESOLVED) or a far-side check (CHECKED) gave
+    for a call whose own outcome is missing: shown with the undo's line, so whoever reads the
+    report sees what the undo acted on; ``""`` for a call's own outcome."""
+    outcome = call.outcome
+    payload = outcome.payload if isinstance(outcome.payload, dict) else {}
+    if outcome.phase not in (Phase.RESOLVED, Phase.CHECKED) or payload.get("undo_data") is None:
+        return ""
+    who = payload.get("resolver") or payload.get("checker")
+    return (f"with undo data from {outcome.phase.value} seq {outcome.seq} ({who}): "
+            f"{canonical_bytes(payload['undo_data']).decode()}")
+
+
+def _context(saga_id: str, call: Any, key: str, derivation: Derivation) -> CompensationContext:
     """What the undo is given: the call's journaled arguments, result and undo data."""
     intent_payload = call.intent.payload or {}
     outcome_payload = call.outcome.payload or {}
@@ -572,6 +626,8 @@ def _context(saga_id: str, call: Any, key: str) -> CompensationContext:
         undo_data=outcome_payload.get("undo_data"),
         idempotency_key=key,
         raw_args=intent_payload.get("raw_args"),
+        call_idempotency_key=derivation.call_key(saga_id, call.intent.seq),
+        intent_seq=call.intent.seq,
     )
 
 

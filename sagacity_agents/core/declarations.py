@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .undo import CompensationContext
 
 __all__ = [
+    "DEFAULT_CALL_DEADLINE",
     "DEFAULT_UNDO_TIMEOUT",
     "Classifier",
     "Reversibility",
@@ -73,11 +74,36 @@ included, while a hung undo holds the saga (its run lease, the undos after it) f
 minute instead of for as long as the process lives. An undo that outlasts it is journaled in
 doubt and retried by ``recover`` with the same idempotency key (``core.compensation``)."""
 
+DEFAULT_CALL_DEADLINE = 300.0
+"""Seconds a protected call may take when neither the SDK tool (``function_tool(timeout=...)``)
+nor its declaration (``deadline=``) sets one (``Sagacity(call_deadline=...)`` changes it).
+
+Journaled in each INTENT as ``deadline_seconds``: a human may answer that a call in doubt did not
+run only once its deadline (plus one lease period, a clock-skew margin) has passed
+(``core.resolution``), because until then its holder may still be running it. Five minutes
+covers a remote call with its client's retries; a tool that may run longer declares more."""
+
 Undo = Callable[["CompensationContext"], "Awaitable[None] | None"]
 """An undo: takes a :class:`CompensationContext`, may be sync or async; raising means it failed."""
 
 Classifier = Callable[[Any], "Verdict | str | None"]
 """Reads a returned value; returns a :class:`Verdict` (or its value); ``None`` means OK."""
+
+Check = Callable[[Any], Any]
+"""A far-side check of a call in doubt: ``(CheckContext) -> CheckResult`` (or an awaitable of
+one); see ``core.checks``."""
+
+
+def positive_seconds(value: Any, what: str, name: str) -> float:
+    """``value`` as a finite number of seconds > 0, or a clear error.
+
+    Raises:
+        DeclarationError: a bool, not a number, not finite, or not above 0.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise DeclarationError(f"{name}: {what} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 def check_undo(undo: Any, tool_name: str) -> None:
@@ -123,8 +149,10 @@ class ToolDeclaration:
 
     Raises:
         DeclarationError: from the constructor, when a compensatable tool has no usable undo,
-            another kind declares one, the classifier is not callable, or ``undo_timeout`` is
-            not a finite number of seconds above 0.
+            another kind declares one, the classifier or the check is not callable,
+            ``undo_timeout``, ``deadline`` or ``check_timeout`` is not a finite number of
+            seconds above 0, or ``undo_needs`` is not a tuple of keys (or is given to a tool
+            that is not compensatable).
     """
 
     name: str
@@ -154,14 +182,24 @@ class ToolDeclaration:
     """Whose declaration this is when one id serves several (a tenant id for tools a factory
     builds around a per-tenant client): journaled with each INTENT as ``"scope"``; compensation
     and recovery run only an undo declared under the INTENT's id *and* scope (``None``: none)."""
+    deadline: float | None = None
+    """Seconds one call may take (> 0, finite), journaled in its INTENT as ``deadline_seconds``;
+    ``None``: the SDK tool's ``timeout``, else the saga's default
+    (:data:`DEFAULT_CALL_DEADLINE`). A human's answer to a call in doubt waits for it
+    (``core.resolution``)."""
+    undo_needs: tuple[str, ...] = ()
+    """Keys the undo reads from ``ctx.undo_data`` (e.g. ``("booking_id",)``): an undo whose undo
+    data lacks one is not run; the call is reported still dirty, naming ``--undo-data``."""
+    check: Check | None = None
+    """A far-side check recovery runs on a call of this tool left in doubt, before a human is
+    asked: ``(CheckContext) -> CheckResult`` (sync or async; ``core.checks``)."""
+    check_timeout: float | None = None
+    """Seconds recovery waits for :attr:`check` (default: :attr:`undo_timeout`); past it the
+    verdict is "unknown"."""
 
     def __post_init__(self) -> None:
-        timeout = self.undo_timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-                or not math.isfinite(timeout) or timeout <= 0:
-            raise DeclarationError(
-                f"{self.name}: undo_timeout must be a finite number of seconds > 0, got {timeout!r}"
-            )
+        positive_seconds(self.undo_timeout, "undo_timeout", self.name)
+        self._check_answers()
         if self.reversibility is Reversibility.COMPENSATABLE:
             if self.undo is None:
                 raise DeclarationError(f"{self.name}: a compensatable tool needs undo=...")
@@ -177,6 +215,22 @@ class ToolDeclaration:
             raise DeclarationError(f"{self.name}: scope must be a non-empty string, got {self.scope!r}")
         if self.declaration_id is not None:
             _register(self)
+
+    def _check_answers(self) -> None:
+        """Validate ``deadline``, ``undo_needs``, ``check`` and ``check_timeout``."""
+        if self.deadline is not None:
+            object.__setattr__(self, "deadline", positive_seconds(self.deadline, "deadline", self.name))
+        if self.check_timeout is not None:
+            positive_seconds(self.check_timeout, "check_timeout", self.name)
+        needs = self.undo_needs
+        if isinstance(needs, str) or not all(isinstance(n, str) and n for n in needs):
+            raise DeclarationError(
+                f"{self.name}: undo_needs must be a tuple of undo-data keys, got {needs!r}")
+        object.__setattr__(self, "undo_needs", tuple(needs))
+        if needs and self.reversibility is not Reversibility.COMPENSATABLE:
+            raise DeclarationError(f"{self.name}: only a compensatable tool's undo has undo_needs")
+        if self.check is not None and not callable(self.check):
+            raise DeclarationError(f"{self.name}: check must be callable, got {self.check!r}")
 
     def verdict(self, result: Any) -> Verdict:
         """Classify a returned value (OK without a classifier).

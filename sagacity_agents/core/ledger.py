@@ -121,6 +121,8 @@ def _outranks(call: _Call, entry: JournalEntry) -> bool:
         return False
     if answer_of(current) == "not_run" and has_effect(entry):
         return True
+    if _completes(current, entry.payload if isinstance(entry.payload, dict) else {}):
+        return not call.attempts  # a later "ran" with the undo data an earlier "ran" lacked
     return entry.phase in _REAL_OUTCOMES and not call.attempts
 
 
@@ -249,9 +251,25 @@ class SagaLedger:
         return any(e.phase is phase for e in self.entries)
 
 
+def _completes(outcome: JournalEntry | None, payload: dict) -> bool:
+    """Whether a RESOLVED "ran" with undo data completes ``outcome``, an earlier RESOLVED "ran"
+    given without any (``core.resolution``): the call's undo then gets the later answer's data."""
+    if outcome is None:
+        return False
+    earlier = outcome.payload if isinstance(outcome.payload, dict) else {}
+    return (outcome.phase is Phase.RESOLVED and earlier.get("answer") == "ran"
+            and earlier.get("undo_data") is None and payload.get("answer") == "ran"
+            and payload.get("undo_data") is not None)
+
+
 def resolved_ran(entry: JournalEntry) -> bool:
-    """Whether a RESOLVED entry answers "it ran" (the call's effect, or the undo, happened)."""
-    return isinstance(entry.payload, dict) and entry.payload.get("answer") == "ran"
+    """Whether a RESOLVED entry answers "it ran" (the call's effect, or the undo, happened), or
+    a CHECKED entry's verdict is "ran"."""
+    if not isinstance(entry.payload, dict):
+        return False
+    if entry.phase is Phase.CHECKED:
+        return entry.payload.get("verdict") == "ran"
+    return entry.payload.get("answer") == "ran"
 
 
 def closed_at(entries: Sequence[EntryLike]) -> int | None:

@@ -31,16 +31,17 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import JournalError, SagacityError, SagaStateError, describe_error
+from ..errors import JournalError, LeaseLostError, SagacityError, SagaStateError, describe_error
 from .approval import ApprovalStore
 from .authenticity import ADOPTION_SAGA, signing_view
 from .identity import RESERVED_PREFIX
 from .chain import VerifyResult
+from .checks import check_in_doubt
 from .compensation import CompensationItem, CompensationReport
 from .entries import JournalEntry, Phase
 from .evidence import CHAIN_ONLY, Evidence, refusal
 from .grants import requests_void
-from .journal import Journal, View
+from .journal import Clock, Journal, View, utc_now
 from .lease import DEFAULT_LEASE_SECONDS, completed_unclosed, lease_of
 from .ledger import is_closed, reopened_by
 from .observe import begin, linked_attrs
@@ -153,13 +154,16 @@ class Recovery:
         policy: the failure policy of the sagas it opens.
         lease_seconds: the run lease each of its operations takes.
         scope: the context each recovery runs in, by saga id (an adapter's trace, for instance).
+        clock: the resolver's clock (aware UTC; default: the system clock): whether a call's
+            deadline has passed (:meth:`resolve`).
     """
 
     def __init__(
         self, journal: Journal, approvals: ApprovalStore, *, evidence: Evidence | None = None,
         policy: FailurePolicy = FailurePolicy.STOP, lease_seconds: float = DEFAULT_LEASE_SECONDS,
-        scope: Scope | None = None,
+        scope: Scope | None = None, clock: Clock = utc_now,
     ) -> None:
+        self.clock = clock
         self.evidence = evidence or CHAIN_ONLY
         # A bare backend is written through the keyring's signing view (a view: as it signs).
         keyring = self.evidence.keyring
@@ -243,6 +247,11 @@ class Recovery:
             status = await saga.finish(error=None, close=True)
             return Recovered(saga_id, status, saga.report, saga.in_doubt)
         await self._void_requests(saga)
+        try:
+            if await check_in_doubt(saga, entries):
+                saga.core.verified = None  # the verdicts just journaled: compensation reads them
+        except LeaseLostError:
+            pass  # the saga noted it: finish() ends the recovery LEASE_LOST, undoing nothing
         status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
         # LEASE_LOST: another recovery took the saga over meanwhile
         return Recovered(saga_id, status, saga.report, saga.in_doubt, saga.lease_lost_error())
@@ -336,10 +345,15 @@ class Recovery:
                                                              f"{describe_error(exc)}")))
         return done
 
-    async def resolve(self, saga_id: str, seq: int, *, ran: bool, resolver: str, reason: str) -> JournalEntry:
+    async def resolve(
+        self, saga_id: str, seq: int, *, ran: bool, resolver: str, reason: str,
+        undo_data: Any = None, force: bool = False,
+    ) -> JournalEntry:
         """Journal a human's answer to an in-doubt entry (RESOLVED): see
-        ``core.resolution.resolve_in_doubt`` for the arguments, the answer's effect and the
-        errors. Then :meth:`recover` acts on it."""
+        ``core.resolution.resolve_in_doubt`` for the arguments (``undo_data``: what the call's
+        undo gets; ``force``: answer before the holder is known to be gone), the answer's
+        effect and the errors; judged at this service's ``clock``. Then :meth:`recover` acts
+        on it."""
         verdict, entries = await self._checked(saga_id)
         step = begin("resolve", **{"sagacity.saga.id": saga_id, "sagacity.call.seq": seq,
                                    "sagacity.resolution.ran": ran, **linked_attrs(entries)})
@@ -347,7 +361,8 @@ class Recovery:
             # A saga that does not verify is read and refused there, after the argument checks.
             entry = await resolve_in_doubt(self.journal, saga_id, seq, ran=ran, resolver=resolver,
                                            reason=reason, evidence=self.evidence,
-                                           verified=entries if verdict.ok else None)
+                                           verified=entries if verdict.ok else None,
+                                           undo_data=undo_data, force=force, now=self.clock())
         except BaseException as exc:
             if step is not None:
                 step.end(describe_error(exc))

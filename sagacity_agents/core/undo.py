@@ -32,7 +32,7 @@ from .journal import Journal
 
 __all__ = [
     "CompensationContext", "StopSignal", "UndoRun", "call_idempotency_key", "idempotency_key", "late_end_writer",
-    "late_undo_ends", "lost_undo_data", "mark_in_doubt", "run_undo",
+    "late_undo_ends", "lost_undo_data", "mark_in_doubt", "missing_undo_needs", "run_undo",
 ]
 
 _log = logging.getLogger("sagacity_agents.compensation")
@@ -113,6 +113,27 @@ class CompensationContext:
     """Stable key for this undo; the same on every retry of it."""
     raw_args: str | None = None
     """The raw argument text, journaled only for fallback-protected tools (``args`` is then empty)."""
+    call_idempotency_key: str | None = None
+    """The forward call's idempotency key (:func:`call_idempotency_key` of its INTENT): what the
+    call sent to the far side, by which the undo can find the effect."""
+    intent_seq: int | None = None
+    """The seq of the call's INTENT (``seq`` is its outcome's: EXECUTED, or the RESOLVED or
+    CHECKED that answered it)."""
+
+
+def missing_undo_needs(needs: tuple[str, ...], undo_data: Any) -> list[str]:
+    """The keys of ``needs`` (a declaration's ``undo_needs``) that ``undo_data`` lacks: all of
+    them when it is not an object. An undo with any missing is not run: it would act blind.
+
+    Args:
+        needs: undo-data keys the undo reads.
+        undo_data: the call's journaled undo data (or a human's / a check's answer's).
+    """
+    if not needs:
+        return []
+    if not isinstance(undo_data, dict):
+        return list(needs)
+    return [key for key in needs if undo_data.get(key) is None]
 
 
 def lost_undo_data(payload: Any) -> str | None:

@@ -19,6 +19,7 @@ from agents import Agent, RunHooks, Runner
 
 from ..core.approval import ApprovalStore, wait_for_decision
 from ..core.chain import ChainHead, VerifyResult
+from ..core.declarations import DEFAULT_CALL_DEADLINE, positive_seconds
 from ..core.evidence import verify_sagas
 from ..core.entries import JournalEntry
 from ..core.journal import Journal
@@ -29,7 +30,7 @@ from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
 from ..core.declarations import journaled_scopes
 from ..core.signing import Keyring
-from ..errors import ApprovalError, ConfigurationError, SagacityError, SagaStateError
+from ..errors import ApprovalError, ConfigurationError, DeclarationError, SagacityError, SagaStateError
 from ..settings import DEFAULT_JOURNAL_PATH, evidence_from, journal_path
 from ..stores import approval_store_for, open_journal
 from .approvals import ApprovalDesk
@@ -101,6 +102,12 @@ class Sagacity:
             anything is journaled; one met only at run time is refused at its call. Default
             ``False``: such calls run and are journaled and reported as undeclared (README,
             "Undeclared tools", says why).
+        call_deadline: seconds a protected call may take when neither its SDK tool
+            (``function_tool(timeout=...)``) nor its declaration (``deadline=``) says; journaled
+            in each INTENT as ``deadline_seconds`` (default 300,
+            ``core.declarations.DEFAULT_CALL_DEADLINE``). A human may answer that a call in doubt
+            did not run only after it (:meth:`resolve`). A finite number > 0 (``ValueError``
+            here otherwise).
 
     Raises:
         ConfigurationError: checkpoints without a keyring, or a keyring that cannot be loaded.
@@ -120,8 +127,13 @@ class Sagacity:
         decision_keys: Iterable[str] | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         strict: bool = False,
+        call_deadline: float = DEFAULT_CALL_DEADLINE,
     ) -> None:
         self.strict = strict
+        try:
+            self.call_deadline = positive_seconds(call_deadline, "call_deadline", "Sagacity")
+        except DeclarationError as exc:
+            raise ValueError(str(exc)) from None
         self.evidence = evidence_from(checkpoints, keyring, decision_keys=decision_keys)
         # This instance's writer: its entries signed with its keyring's key (none without one).
         self.journal = signing_view(_journal_from(journal), self.evidence.keyring)
@@ -144,6 +156,7 @@ class Sagacity:
             )
         saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=self.in_flight_timeout,
                     evidence=self.evidence, lease_seconds=self.lease_seconds)
+        saga.calls.call_deadline = self.call_deadline
         return SagaRunHooks(saga, agent=agent, hooks=hooks, close=close, approvals=self.approvals,
                             approval_ttl=self.desk.ttl, fail_on_rejection=self.fail_on_rejection,
                             strict=self.strict)
@@ -324,9 +337,17 @@ class Sagacity:
         done = await self._service().recover_all(_binder(agent))
         return [(sid, why, _result(r) if isinstance(r, Recovered) else r) for sid, why, r in done]
 
-    async def resolve(self, saga_id: str, seq: int, *, ran: bool, resolver: str, reason: str) -> JournalEntry:
-        """Answer in-doubt entry ``seq`` (RESOLVED); see ``core.recovery.Recovery.resolve``."""
-        return await self._service().resolve(saga_id, seq, ran=ran, resolver=resolver, reason=reason)
+    async def resolve(
+        self, saga_id: str, seq: int, *, ran: bool, resolver: str, reason: str,
+        undo_data: Any = None, force: bool = False,
+    ) -> JournalEntry:
+        """Answer in-doubt entry ``seq`` (RESOLVED), with the undo data its undo needs when it
+        ran (``undo_data``, plain JSON), and only once its holder cannot still act unless
+        ``force`` (``reason`` then journaled as ``forced``); see
+        ``core.recovery.Recovery.resolve`` and ``core.resolution`` for the rule and the
+        errors."""
+        return await self._service().resolve(saga_id, seq, ran=ran, resolver=resolver, reason=reason,
+                                             undo_data=undo_data, force=force)
 
     async def approve(self, request_id: str, *, approver: str, reason: str | None = None) -> Any:
         """Approve a request: journals APPROVED (approver, reason, the hash decided on).

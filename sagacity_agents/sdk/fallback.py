@@ -54,7 +54,9 @@ from agents.tool_guardrails import (
 )
 
 from ..core.canonical import parse_json
-from ..core.declarations import DEFAULT_UNDO_TIMEOUT, Classifier, Reversibility, ToolDeclaration, Undo
+from ..core.declarations import (
+    DEFAULT_UNDO_TIMEOUT, Check, Classifier, Reversibility, ToolDeclaration, Undo,
+)
 from ..core.entries import Phase
 from ..core.saga import CallFrame, Saga, current_call, current_saga
 from ..errors import DeclarationError
@@ -127,6 +129,10 @@ def protect_tool(
     undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
     declaration_id: str | None = None,
     scope: str | None = None,
+    deadline: float | None = None,
+    undo_needs: tuple[str, ...] = (),
+    check: Check | None = None,
+    check_timeout: float | None = None,
 ) -> FunctionTool:
     """Return a journaled copy of a ``FunctionTool`` we cannot decorate.
 
@@ -146,6 +152,9 @@ def protect_tool(
             same name on two agents needs none).
         scope: whose tool this is when one id serves several tenants (as for ``compensable``):
             journaled with each INTENT; recovery runs only an undo of the same id and scope.
+        deadline, undo_needs, check, check_timeout: as for ``compensable`` (the tool's own
+            ``timeout_seconds``, when set, is its deadline; a check gets the raw argument text
+            as ``CheckContext.raw_args``).
 
     Returns:
         A copy whose calls are journaled inside a saga (raw arguments) and unchanged outside one.
@@ -163,7 +172,8 @@ def protect_tool(
             name=tool.name, reversibility=Reversibility(reversibility), undo=undo,
             classify=classify,
             declaration_id=declaration_id or f"protect_tool:{tool.qualified_name}",
-            undo_timeout=undo_timeout, scope=scope,
+            undo_timeout=undo_timeout, scope=scope, deadline=tool.timeout_seconds or deadline,
+            undo_needs=undo_needs, check=check, check_timeout=check_timeout,
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None

@@ -37,6 +37,7 @@ from agents.tool_context import ToolContext
 from ..core.canonical import canonical_bytes, parse_json, sha256_hex
 from ..core.declarations import (
     DEFAULT_UNDO_TIMEOUT,
+    Check,
     Classifier,
     Reversibility,
     ToolDeclaration,
@@ -293,6 +294,7 @@ def _declare(
     undo: Undo | None = None, classify: Classifier | None = None,
     declaration_id: str | None = None, undo_timeout: float = DEFAULT_UNDO_TIMEOUT,
     scope: str | None = None,
+    **answers: Any,
 ) -> Callable[..., Any]:
     if isinstance(func, FunctionTool):
         raise SdkDeclarationError(
@@ -318,6 +320,7 @@ def _declare(
             declaration_id=_declaration_id(func, undo, declaration_id),
             undo_timeout=undo_timeout,
             scope=scope,
+            **answers,  # deadline, undo_needs, check, check_timeout (ToolDeclaration)
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None
@@ -326,7 +329,9 @@ def _declare(
 
 def compensable(
     undo: Undo, *, classify: Classifier | None = None, declaration_id: str | None = None,
-    undo_timeout: float = DEFAULT_UNDO_TIMEOUT, scope: str | None = None,
+    undo_timeout: float = DEFAULT_UNDO_TIMEOUT, scope: str | None = None, deadline: float | None = None,
+    undo_needs: tuple[str, ...] = (), check: Check | None = None,
+    check_timeout: float | None = None,
 ) -> Callable[[F], F]:
     """Declare a tool whose effect has an undo, run in reverse order if the saga fails.
 
@@ -356,12 +361,23 @@ def compensable(
             objects (an API client per tenant): the id's digest covers only plain values. The
             same id and scope declared again (tools built per request) is accepted, the newest
             serving new calls.
+        deadline: seconds one call may take, journaled in its INTENT (``deadline_seconds``)
+            when the SDK tool has no ``timeout``; default ``Sagacity(call_deadline=...)``, 300.
+            A human may answer that a call in doubt did not run only after it.
+        undo_needs: keys the undo reads from ``ctx.undo_data`` (e.g. ``("booking_id",)``): an
+            undo whose undo data lacks one is not run, reported still dirty naming
+            ``--undo-data`` (``sagacity saga resolve ... --ran --undo-data JSON``).
+        check: a far-side check recovery runs on a call left in doubt before asking a human:
+            ``(CheckContext) -> CheckResult`` (sync or async; ``sagacity_agents.saga``);
+            raising counts as "unknown".
+        check_timeout: seconds recovery waits for ``check`` (default ``undo_timeout``).
 
     Raises:
         DeclarationError: at decoration time, when ``undo`` is missing, not callable, cannot take
-            one positional argument, ``undo_timeout`` is not a finite number of seconds above
-            0, ``scope`` is not a non-empty string, or the decorator sits on top of
-            ``@function_tool``.
+            one positional argument, ``undo_timeout``, ``deadline`` or ``check_timeout`` is not
+            a finite number of seconds above 0, ``undo_needs`` is not a tuple of keys,
+            ``check`` is not callable, ``scope`` is not a non-empty string, or the decorator
+            sits on top of ``@function_tool``.
     """
     if isinstance(undo, FunctionTool):
         raise SdkDeclarationError(
@@ -384,6 +400,7 @@ def compensable(
             func, Reversibility.COMPENSATABLE, "compensable", "(undo=...)", undo=undo,
             classify=classify, declaration_id=declaration_id, undo_timeout=undo_timeout,
             scope=scope,
+            deadline=deadline, undo_needs=undo_needs, check=check, check_timeout=check_timeout,
         )
 
     return decorate
@@ -395,18 +412,21 @@ def _simple(reversibility: Reversibility, deco: str) -> Any:
     @overload
     def decorator(
         *, classify: Classifier | None = None, declaration_id: str | None = None,
-        scope: str | None = None,
+        scope: str | None = None, deadline: float | None = None, check: Check | None = None,
+        check_timeout: float | None = None,
     ) -> Callable[[F], F]: ...
 
     def decorator(
         func: Any = None, /, *, classify: Classifier | None = None,
-        declaration_id: str | None = None, scope: str | None = None,
+        declaration_id: str | None = None, scope: str | None = None, deadline: float | None = None,
+        check: Check | None = None, check_timeout: float | None = None,
     ) -> Any:
+        answers: dict[str, Any] = {"deadline": deadline, "check": check, "check_timeout": check_timeout}
         if func is None:
             return lambda f: _declare(f, reversibility, deco, "", classify=classify,
-                                      declaration_id=declaration_id, scope=scope)
+                                      declaration_id=declaration_id, scope=scope, **answers)
         return _declare(func, reversibility, deco, "", classify=classify,
-                        declaration_id=declaration_id, scope=scope)
+                        declaration_id=declaration_id, scope=scope, **answers)
 
     return decorator
 
@@ -414,8 +434,9 @@ def _simple(reversibility: Reversibility, deco: str) -> Any:
 read_only = _simple(Reversibility.READ_ONLY, "read_only")
 read_only.__doc__ = """Declare a tool with no effect on the world: journaled, never compensated.
 
-Usable bare (``@read_only``) or with ``classify=...``, ``declaration_id=...`` and ``scope=...``
-(as for ``compensable``). Raises ``DeclarationError`` when placed on top of ``@function_tool``."""
+Usable bare (``@read_only``) or with ``classify=...``, ``declaration_id=...``, ``scope=...``,
+``deadline=...``, ``check=...`` and ``check_timeout=...`` (as for ``compensable``). Raises
+``DeclarationError`` when placed on top of ``@function_tool``."""
 
 irreversible = _simple(Reversibility.IRREVERSIBLE, "irreversible")
 irreversible.__doc__ = """Declare a tool whose effect cannot be undone (a wire, a cancellation).

@@ -255,7 +255,7 @@ def test_in_doubt_answered_by_a_human_then_recovered(
         try:
             for seq in first["in_doubt_seqs"]:
                 await sagacity.resolve(app.SAGA_ID, seq, ran=ran, resolver="ops",
-                                       reason="checked the rental company")
+                                       reason="checked the rental company", force=True)
         finally:
             await sagacity.aclose()
 

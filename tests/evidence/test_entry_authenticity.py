@@ -136,7 +136,7 @@ async def refused(db: str, keys, sid: str, seq: int, fault: ChainFault) -> None:
     human = host(db, keys, "alice-1")  # the resolver holds a decision key
     try:
         with pytest.raises(EvidenceError, match=f"first bad seq {seq}"):
-            await human.resolve(sid, 3, ran=True, resolver="ops", reason="checked")
+            await human.resolve(sid, 3, ran=True, resolver="ops", reason="checked", force=True)
     finally:
         await human.aclose()
     assert CANCELLED == []
@@ -196,7 +196,8 @@ async def test_the_libraries_own_entries_verify_and_a_genuine_answer_is_acted_on
         assert first.status is SagaStatus.IN_DOUBT and CANCELLED == []
         approver = host(db, keys, "alice-1")
         try:
-            answer = await approver.resolve(saga["sid"], saga["intent"], ran=True, resolver="ops", reason="booked")
+            answer = await approver.resolve(saga["sid"], saga["intent"], ran=True, resolver="ops", reason="booked",
+                                            force=True)
         finally:
             await approver.aclose()
         assert answer.payload["signature"]["key_id"] == "alice-1" and answer.tag_key == "alice-1"

@@ -146,7 +146,7 @@ async def test_a_close_after_a_humans_answer_verifies(db):
     s = host(db, None)
     try:
         assert (await s.recover("s-1", agent(scripted(), book_hotel))).status is SagaStatus.IN_DOUBT
-        await s.resolve("s-1", saga["intent"], ran=False, resolver="ops", reason="checked")
+        await s.resolve("s-1", saga["intent"], ran=False, resolver="ops", reason="checked", force=True)
         assert (await s.recover("s-1", agent(scripted(), book_hotel))).status is SagaStatus.COMPENSATED
         (verdict,) = await s.verify("s-1")
         assert verdict.ok, verdict

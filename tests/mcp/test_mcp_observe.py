@@ -43,7 +43,7 @@ async def test_observe_writes_a_skeleton_that_enforce_accepts(payments: Payments
     intent = next(e for e in entries if e.phase is Phase.INTENT)
     assert intent.payload["reversibility"] == "undeclared"
     written = json.loads(skeleton.read_text())
-    assert set(written["tools"]) == {"balance", "charge", "refund", "ship", "wire"}
+    assert set(written["tools"]) == {"balance", "charge", "find_charge", "refund", "ship", "wire"}
     assert written["tools"]["balance"]["calls_seen"] == 1
     assert all(t["reversibility"] == "irreversible" for t in written["tools"].values())  # fail safe
     written["tools"]["balance"]["reversibility"] = "read_only"  # the human's review

@@ -183,7 +183,8 @@ async def test_otel_resolve_span_joins_the_last_known_trace(sdk_spans, otel):
     first = await sagacity.recover(saga_id, step_agent())
     assert first.status is SagaStatus.IN_DOUBT
     recovery_trace = sdk_spans.traces[-1].trace_id
-    resolved = await sagacity.resolve(saga_id, 6, ran=False, resolver="ops", reason="checked")
+    resolved = await sagacity.resolve(saga_id, 6, ran=False, resolver="ops", reason="checked",
+                                      force=True)
     (span,) = [s for s in exporter.get_finished_spans() if s.name == "sagacity.resolve"]
     assert f"trace_{span.context.trace_id:032x}" == recovery_trace
     assert span.attributes["sagacity.call.seq"] == 6 and span.attributes["sagacity.resolution.ran"] is False

@@ -92,7 +92,7 @@ def test_recover_all_recovers_crashed_sagas_only_and_reports_what_needs_a_human(
     assert sum(far_side_applied(FAR["path"]).values()) == 6  # crashed + crashed-in-doubt: 3 undos each
 
     # The human answers; the next --all closes it and re-applies nothing.
-    answer = runner.invoke(cli, ["saga", "resolve", "crashed-in-doubt", "9", "--not-run", "--as", "ops",
+    answer = runner.invoke(cli, ["saga", "resolve", "crashed-in-doubt", "9", "--not-run", "--force", "--as", "ops",
                                  "--reason", "no such booking", "--db", db])
     assert answer.exit_code == 0, answer.output
     again = runner.invoke(cli, ["saga", "recover", "--all", "--app", "tests.sdk.test_recover_all:app", "--db", db])

@@ -371,7 +371,8 @@ async def test_a_human_may_answer_a_timed_out_undo():
     sagacity = Sagacity(journal, lease_seconds=LEASE)
     first = await sagacity.run(agent(model(), *tools(far, undo_for, timeouts={"hotel": 0.3})), "trip")
     (doubt,) = first.report.in_doubt
-    await sagacity.resolve(first.saga_id, doubt.seq, ran=True, resolver="ops", reason="checked the PMS")
+    await sagacity.resolve(first.saga_id, doubt.seq, ran=True, resolver="ops", reason="checked the PMS",
+                           force=True)
     recovered = await sagacity.recover(first.saga_id, agent(scripted(), *tools(far, undo_for)))
     assert recovered.status is SagaStatus.COMPENSATED and len(runs) == 1
 

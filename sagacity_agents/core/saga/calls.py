@@ -23,7 +23,7 @@ from ...errors import (
 )
 from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
-from ..declarations import Reversibility, ToolDeclaration
+from ..declarations import DEFAULT_CALL_DEADLINE, Reversibility, ToolDeclaration
 from ..entries import JournalEntry, Phase
 from .declared import ToolRegistry
 from .lifecycle import RunLifecycle
@@ -217,17 +217,25 @@ class CallRecorder:
     resume_parents: dict[str | None, CallFrame] = field(default_factory=dict)
     """Parent call of a paused nested call, by call id, reloaded from the journal on resume
     (the SDK resumes a nested run without the guardrail that sets :data:`current_call`)."""
+    call_deadline: float = DEFAULT_CALL_DEADLINE
+    """Seconds a call may take when neither its framework tool nor its declaration says
+    (journaled in its INTENT as ``deadline_seconds``; ``core.resolution``)."""
 
     def intent_payload(
         self, decl: ToolDeclaration | None, args: dict[str, Any], raw_args: str | None,
         request_id: str | None = None, call_id: str | None = None, agent: str | None = None,
+        tool: str | None = None,
     ) -> dict[str, Any]:
         """The payload of a call's INTENT (its parent call is the one running in this context,
-        or the one reloaded for a resumed nested call)."""
+        or the one reloaded for a resumed nested call). ``deadline_seconds``: the framework
+        tool's timeout (``tool_settings``), else the declaration's ``deadline``, else
+        :attr:`call_deadline`."""
         frame = current_call.get() or self.resume_parents.pop(call_id, None)
+        timeout = self.tools.tool_settings.get(tool or "", {}).get("timeout") if tool else None
         payload: dict[str, Any] = {
             "args": args,  # converted by the journal; unencodable -> INTENT fails, body not run
             "reversibility": REVERSIBILITY_TEXT[decl.reversibility] if decl else UNDECLARED,
+            "deadline_seconds": float(timeout or (decl.deadline if decl else None) or self.call_deadline),
         }
         if request_id is not None:
             payload["request_id"] = request_id  # the approval this call uses up
@@ -266,7 +274,7 @@ class CallRecorder:
             JournalWriteError: the INTENT is not written; the body must not run.
             LeaseLostError: this run lost the saga's lease; the body must not run.
         """
-        payload = self.intent_payload(decl, args, raw_args, request_id, call_id, agent)
+        payload = self.intent_payload(decl, args, raw_args, request_id, call_id, agent, tool)
         return await drive(self.intent_steps(tool, call_id, payload, invocation),
                            self.core.journal, self.core.saga_id)
 
@@ -339,7 +347,7 @@ class CallRecorder:
             request_id = None
             if decl.reversibility is Reversibility.IRREVERSIBLE:
                 request_id = yield self.refusals.check_grant(tool, call_id, args, invocation)
-            payload = self.intent_payload(decl, args, raw_args, request_id, call_id, agent)
+            payload = self.intent_payload(decl, args, raw_args, request_id, call_id, agent, tool)
             intent = yield from self.intent_steps(tool, call_id, payload, invocation)
         except BaseException as exc:
             end_call(step, None, None, None, exc)

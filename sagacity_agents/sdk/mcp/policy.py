@@ -32,6 +32,18 @@ not list is an error, naming it, when the server first lists its tools. In Pytho
 ``(CompensationContext) -> dict`` (the journaled call's arguments and result are in
 ``ctx.args["arguments"]`` and ``ctx.result``).
 
+``deadline_seconds`` (optional) is the call's deadline (journaled in its INTENT; a human may
+answer that a call in doubt did not run only after it). ``check`` (optional) is a far-side check
+recovery runs on a call left in doubt before a human is asked: ``{"tool": "find_charge"}`` calls
+that tool of the server with ``{"idempotency_key": KEY}`` (the forward call's key, which the
+server saw in ``_meta``); its answer's document (as ``$.result`` reads one) with ``"found":
+true`` means the call ran, and that document is its undo data (the undo's ``$.result`` paths
+read it: a call answered "ran" has no result of its own); ``"found": false`` means it did not
+run; anything else is unknown. In Python, ``check`` may instead be a callable
+``(CheckContext) -> CheckResult`` (``core.checks``). Undo data given with a human's answer
+(``saga resolve --ran --undo-data``) stands in for the result the same way, and must hold every
+key the undo's ``$.result`` paths start with.
+
 ``definition_sha256`` (optional, written by ``observe``) pins the tool's definition as the server
 listed it (name, description, input schema; :func:`definition_digest`): a tool whose listed
 definition no longer hashes to it is *undeclared* until the policy is reviewed, like a tool the
@@ -57,6 +69,7 @@ from ...core.declarations import Reversibility
 from ...errors import DeclarationError, EncodingError
 
 __all__ = [
+    "McpCheck",
     "McpPolicy",
     "McpToolPolicy",
     "McpUndo",
@@ -200,9 +213,32 @@ class McpUndo:
                 raise UndoArgumentsError(f"the undo arguments callable returned {built!r}, not a dict")
             return dict(built)
         forward = (ctx.args or {}).get("arguments", {})
-        return {name: resolve_path(value, forward, ctx.result)
+        result = ctx.result
+        if result is None and isinstance(getattr(ctx, "undo_data", None), Mapping):
+            # A call answered "ran" (a human, a far-side check): its undo data stands in for
+            # the result it never journaled.
+            result = {"structured_content": ctx.undo_data}
+        return {name: resolve_path(value, forward, result)
                 if isinstance(value, str) and value.startswith("$.") else value
                 for name, value in self.arguments.items()}
+
+
+    def result_keys(self) -> tuple[str, ...]:
+        """The keys the undo's ``$.result`` paths start with: what undo data given in place of
+        the result (a human's answer, a check's) must hold."""
+        if callable(self.arguments):
+            return ()
+        keys = [value.split(".")[2] for value in self.arguments.values()
+                if isinstance(value, str) and value.startswith("$.result.")]
+        return tuple(dict.fromkeys(keys))
+
+
+@dataclass(frozen=True)
+class McpCheck:
+    """A far-side check through the server (module doc): ``tool`` is called with
+    ``{"idempotency_key": KEY}`` and answers ``{"found": true, ...}`` or ``{"found": false}``."""
+
+    tool: str
 
 
 @dataclass(frozen=True)
@@ -217,6 +253,10 @@ class McpToolPolicy:
     reversibility: Reversibility
     undo: McpUndo | None = None
     definition_sha256: str | None = None
+    deadline: float | None = None
+    """The call's deadline, seconds (``deadline_seconds``; ``None``: the saga's default)."""
+    check: McpCheck | Callable[[Any], Any] | None = None
+    """The far-side check of a call in doubt (module doc)."""
 
     def __post_init__(self) -> None:
         kind = Reversibility(self.reversibility)
@@ -241,8 +281,14 @@ def _tool_from_json(name: str, data: Any) -> McpToolPolicy:
             undo = McpUndo(undo["tool"], dict(arguments))
         except DeclarationError as exc:
             raise DeclarationError(f"policy tool {name!r}: {exc}") from exc
+    check = data.get("check")
+    if check is not None:
+        if not isinstance(check, Mapping) or not isinstance(check.get("tool"), str):
+            raise DeclarationError(f"policy tool {name!r}: check needs a tool name ({{'tool': ...}})")
+        check = McpCheck(check["tool"])
     try:
-        return McpToolPolicy(data["reversibility"], undo, data.get("definition_sha256"))
+        return McpToolPolicy(data["reversibility"], undo, data.get("definition_sha256"),
+                             data.get("deadline_seconds"), check)
     except ValueError as exc:
         raise DeclarationError(f"policy tool {name!r}: {exc}") from exc
     except DeclarationError as exc:

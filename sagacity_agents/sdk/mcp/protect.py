@@ -34,7 +34,7 @@ import contextlib
 import json
 import weakref
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from agents.tool_guardrails import (
 )
 
 from ...core.canonical import canonical_bytes, sha256_hex
+from ...core.checks import CheckContext, CheckResult
 from ...core.declarations import Reversibility, ToolDeclaration
 from ...core.saga import Saga, current_saga
 from ...core.saga.payloads import raw_args_value
@@ -58,7 +59,10 @@ from ..nested import strict_scope
 from ..user_errors import as_user_error
 from . import registry
 from .approval import describe_change
-from .policy import McpPolicy, McpToolPolicy, McpUndo, definition_digest, skeleton, tool_definition
+from .policy import (
+    McpCheck, McpPolicy, McpToolPolicy, McpUndo, definition_digest, result_document, skeleton,
+    tool_definition,
+)
 
 __all__ = ["IDEMPOTENCY_META_KEY", "McpCallFailed", "McpProtection", "protect_mcp_server"]
 
@@ -127,7 +131,9 @@ class McpProtection:
                 self.declarations[name] = ToolDeclaration(
                     name=f"{self.server_name}.{name}", reversibility=entry.reversibility,
                     undo=self._undo(entry.undo) if entry.undo is not None else None,
-                    declaration_id=_declaration_id(self.server_name, name, entry))
+                    declaration_id=_declaration_id(self.server_name, name, entry),
+                    deadline=entry.deadline, check=self._check(name, entry.check),
+                    undo_needs=entry.undo.result_keys() if entry.undo is not None else ())
             except DeclarationError as exc:
                 raise as_user_error(exc) from None
 
@@ -289,6 +295,33 @@ class McpProtection:
         undo_through_server.__qualname__ = f"mcp_undo[{server_name}.{undo.tool}]"
         return undo_through_server
 
+    def _check(self, name: str, check: McpCheck | Callable[[Any], Any] | None) -> Any:
+        """The declaration's far-side check: a callable as given, or an :class:`McpCheck`
+        calling its tool on the server registered under this server's name."""
+        if check is None or callable(check):
+            return check
+        server_name, tool = self.server_name, check.tool
+
+        async def check_through_server(ctx: CheckContext) -> CheckResult:
+            protection = registry.protection_named(server_name, needed_for=f"check of {name}")
+            result = await protection.server.call_tool(
+                tool, {"idempotency_key": ctx.call_idempotency_key})
+            if getattr(result, "isError", False) or getattr(result, "is_error", False):
+                return CheckResult.unknown(saw={"is_error": True})
+            document = result_document({
+                "structured_content": getattr(result, "structuredContent", None),
+                "output": [{"text": getattr(item, "text", None)} for item in getattr(result, "content", [])],
+            })
+            found = document.get("found") if isinstance(document, Mapping) else None
+            if found is True:
+                return CheckResult.ran(document, saw=document)
+            if found is False:
+                return CheckResult.not_run(saw=document)
+            return CheckResult.unknown(saw=document)
+
+        check_through_server.__qualname__ = f"mcp_check[{server_name}.{tool}]"
+        return check_through_server
+
     # --- the seams ------------------------------------------------------------------------
     def _pre_approval_pass(self, ctx: Any, entry: McpToolPolicy | None) -> bool:
         """Whether this guardrail pass is the one before an approval (the SDK's
@@ -438,7 +471,10 @@ def _declaration_id(server: str, name: str, entry: McpToolPolicy) -> str:
     args: Any = None
     if undo is not None:
         args = getattr(undo.arguments, "__qualname__", None) if callable(undo.arguments) else dict(undo.arguments)
-    shape = {"reversibility": entry.reversibility.value, "undo": undo.tool if undo else None, "arguments": args}
+    shape: dict[str, Any] = {"reversibility": entry.reversibility.value,
+                             "undo": undo.tool if undo else None, "arguments": args}
+    if isinstance(entry.check, McpCheck):  # only when set: ids of policies without one unchanged
+        shape["check"] = entry.check.tool
     return f"mcp:{server}:{name}#{sha256_hex(canonical_bytes(shape))[:12]}"
 
 
