@@ -91,21 +91,29 @@ def test_keys_the_export_carries_are_replaced_by_the_pinned_ones(populated, tmp_
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
     from sagacity_agents.core.authenticity import tag_statement, unlinked_bytes
+    from sagacity_agents.core.identity import bound_tag_statement
 
     db, cps, keys, (done, paused) = populated
     out = tmp_path / "audit.jsonl"
     export(db, cps, out, done, "--keyring", keys)
     reseal(out, done, 4, tags="stale")
     mallory = ed25519.Ed25519PrivateKey.generate()
-    records = []
+    records, header, first = [], {}, {}
     for rec in (json.loads(line) for line in out.read_text().splitlines()):
-        if rec["type"] == "key":
+        if rec["type"] == "sagacity.audit.v1":
+            header = rec
+        elif rec["type"] == "key":
             raw = mallory.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
             rec["public_key"] = base64.b64encode(raw).decode()
         elif rec["type"] == "entry":
             data = base64.b64decode(rec["canonical"])
             unlinked = unlinked_bytes(data, rec["seq"], rec["prev_hash"])
-            rec["tag"] = base64.b64encode(mallory.sign(tag_statement(unlinked, rec["tag_key"]))).decode()
+            first.setdefault(rec["saga_id"], rec)
+            opened = json.loads(base64.b64decode(first[rec["saga_id"]]["canonical"]))
+            statement = (bound_tag_statement(unlinked, rec["tag_key"], header["journal_id"],
+                                             "" if rec["seq"] == 1 else first[rec["saga_id"]]["hash"])
+                         if opened["payload"].get("derivation") == 2 else tag_statement(unlinked, rec["tag_key"]))
+            rec["tag"] = base64.b64encode(mallory.sign(statement)).decode()
         records.append(rec)
     out.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     assert run_doc_verifier(out) == (0, {done: None})
