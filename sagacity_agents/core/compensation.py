@@ -305,12 +305,10 @@ async def compensate(
     Args:
         journal: where the saga's entries are read from and the undo entries written to.
         saga_id: the saga to compensate.
-        declarations: tool name (as journaled) -> declaration holding the undo. An INTENT that
-            journals a declaration id is undone by the declaration with that id and the
-            INTENT's scope from ``declarations`` or ``agent_declarations`` (never one made
-            elsewhere in this process), never by another tool of the same name; an INTENT without one (journals written
-            before ids existed) by the declaration of its tool name. A compensatable entry with
-            no such declaration is reported as failed ("no undo registered").
+        declarations: tool name (as journaled) -> declaration holding the undo. An INTENT's
+            declaration id and scope pick its undo here or in ``agent_declarations`` (never
+            elsewhere in this process, never by tool name; an INTENT without an id: by name).
+            None found: reported failed ("no undo registered").
         evidence: how the saga's entries are verified first (default: the hash chain alone).
         claimant: this writer's claim nonce, journaled in every COMPENSATING it writes (default:
             a fresh one per call, :func:`~sagacity_agents.core.journal.new_claimant`). Two

@@ -26,6 +26,7 @@ from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.journal import utc_now
 from sagacity_agents.core.ledger import is_closed, reopened_by
 from sagacity_agents.errors import SagaStateError
+from sagacity_agents.saga import Recovery
 
 from tests import forked
 from tests.sdk import fence_worker
@@ -94,8 +95,8 @@ async def test_a_stopped_body_that_books_after_a_not_run_answer_is_undone(db, tm
         stopped = True
         first = await _take_over(s, tools)
         assert first.status is SagaStatus.IN_DOUBT and [i.tool for i in first.in_doubt] == ["book_hotel"]
-        answer = await resolver.resolve(SAGA, first.in_doubt[0].seq, ran=False, resolver="ops",
-                                        reason="no booking on the far side")
+        answer = await Recovery(resolver.journal, resolver.approvals, clock=_ahead).resolve(
+            SAGA, first.in_doubt[0].seq, ran=False, resolver="ops", reason="no booking on the far side")
         if close_first:
             closing = await s.recover(SAGA, tools)
             assert closing.status is SagaStatus.COMPENSATED
