@@ -27,7 +27,7 @@ from .canonical import to_canonical_value
 from .compensation import _declaration_for  # the walk's own rule: which declaration is the call's
 from .entries import JournalEntry, Phase
 from .ledger import SagaLedger
-from .undo import call_idempotency_key
+from .identity import derivation_of, journal_id_of
 
 __all__ = ["CHECK_VERDICTS", "CheckContext", "CheckResult", "check_in_doubt", "run_check"]
 
@@ -161,16 +161,17 @@ async def check_in_doubt(saga: Any, entries: list[JournalEntry]) -> int:
         A CHECKED that cannot be written is skipped: its call stays in doubt, for a human.
     """
     written = 0
+    derivation = derivation_of(entries, await journal_id_of(saga.journal))
     for intent in SagaLedger(entries).in_doubt():
         payload = intent.payload if isinstance(intent.payload, dict) else {}
         decl, _unsure = _declaration_for(saga.declarations, intent.tool or "",
                                          payload.get("declaration"), payload.get("agent"),
-                                         saga.agent_declarations)
+                                         saga.agent_declarations, payload.get("scope"))
         if decl is None or decl.check is None:
             continue
         ctx = CheckContext(saga_id=saga.saga_id, tool=intent.tool or "",
                            args=payload.get("args") or {}, intent_seq=intent.seq,
-                           call_idempotency_key=call_idempotency_key(saga.saga_id, intent.seq),
+                           call_idempotency_key=derivation.call_key(saga.saga_id, intent.seq),
                            call_id=intent.call_id, raw_args=payload.get("raw_args"))
         result, error = await run_check(decl.check, ctx, timeout=decl.check_timeout or decl.undo_timeout)
         body: dict[str, Any] = {"target_seq": intent.seq, "verdict": result.verdict,

@@ -104,6 +104,8 @@ class DirtyItems(tuple[CompensationItem, ...]):
         return made
 
     def __str__(self) -> str:
+        if not self:
+            return "()"  # nothing dirty prints as the empty tuple it equals
         return "\n".join(f"{label}: {item}" for label, item in zip(self.labels, self))
 
 
