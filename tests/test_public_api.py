@@ -43,7 +43,7 @@ SECOND_DOORS = {
         "ApprovalError", "ClaimTakenError", "ConfigurationError", "DeclarationError",
         "EncodingError", "EvidenceError", "HooksNotEnteredError", "JournalClosedError",
         "JournalConflictError", "JournalError", "JournalWriteError", "LeaseLostError",
-        "McpServerMissingError", "RunLeaseLostError", "SagaFailedError", "SagaRecovered",
+        "McpServerMissingError", "RunLeaseLostError", "RunStalledError", "SagaFailedError", "SagaRecovered",
         "SagaStateError", "SagaStopped", "SagacityError", "SignatureError", "StreamAbandoned",
         "describe_error",
     ],

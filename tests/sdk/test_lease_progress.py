@@ -1,0 +1,156 @@
+"""A run cannot hang holding its lease: the keeper renews only while the run makes progress
+(an append, a model-turn boundary, a tool body inside its deadline); a run stuck on an await that
+never ends is stopped with an error naming the step it waits on, its lease expires and a recovery
+takes the saga. Short leases, outcomes asserted (never durations)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from agents import Runner, function_tool
+from agents.testing import ScriptedModel
+
+from sagacity_agents import Sagacity, compensable
+from sagacity_agents.backends import InMemoryJournal, Phase, SqliteJournal
+from sagacity_agents.core import lease as lease_module
+from sagacity_agents.core.lease import LeaseKeeper, RunProgress, lease_of
+from sagacity_agents.errors import LeaseLostError, RunStalledError
+from sagacity_agents import SagaRunHooks
+
+from .helpers import agent, scripted
+
+LEASE = 0.3
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def journal(request, tmp_path):
+    if request.param == "postgres":
+        from sagacity_agents.backends import PostgresJournal
+
+        j = PostgresJournal(request.getfixturevalue("pg_uri"))
+    else:
+        j = InMemoryJournal() if request.param == "memory" else SqliteJournal(tmp_path / "j.db")
+    yield j
+    await j.close()
+
+
+def stuck_booking(log: list, never: asyncio.Event):
+    @function_tool
+    @compensable(undo=lambda ctx: log.append("undo"))
+    async def book_hotel(n: int) -> str:
+        log.append("book-start")
+        await never.wait()  # an await that never ends
+        return "booked"
+
+    return book_hotel
+
+
+async def test_a_tool_body_past_its_deadline_stops_the_run_naming_it(journal, monkeypatch):
+    """A body awaiting an Event never set, past its deadline: after three lease periods without
+    progress the keeper stops renewing; the run fails with RunStalledError naming the call; the
+    lease then expires and a recovery takes the saga and finishes it."""
+    monkeypatch.setattr(lease_module, "DEFAULT_CALL_DEADLINE", 0.2)  # the INTENT names none
+    log: list = []
+    never = asyncio.Event()
+    a = agent(scripted([("book_hotel", {"n": 1}, "c2")], "done"), stuck_booking(log, never))
+    hooks = SagaRunHooks(journal, agent=a, saga_id="trip-1", lease_seconds=LEASE)
+    with pytest.raises(RunStalledError) as raised:
+        async with hooks:
+            await Runner.run(a, "go", hooks=hooks)
+    stalled = raised.value
+    assert "tool book_hotel (call c2) past its deadline" in str(stalled)
+    assert stalled.waiting_on.startswith("tool book_hotel (call c2)")
+    assert isinstance(stalled, LeaseLostError) and stalled.saga_id == "trip-1"
+    assert hooks.saga.lifecycle.keeper.stopped_by is RunStalledError
+    entries = await journal.entries("trip-1")
+    assert not any(e.phase in (Phase.RUN_ENDED, Phase.SAGA_CLOSED) for e in entries)
+    lease = lease_of(entries)
+    assert lease is not None and not lease.ended
+    # Nothing renews it now: once it expires, a recovery takes the saga over and ends it.
+    while lease.held():
+        await asyncio.sleep(LEASE / 3)
+    report = await Sagacity(journal, lease_seconds=LEASE).recover("trip-1", a)
+    assert report is not None
+    entries = await journal.entries("trip-1")
+    assert entries[-1].phase is Phase.SAGA_CLOSED
+    assert any(e.phase is Phase.RUN_STARTED and (e.payload or {}).get("took_over") for e in entries)
+
+
+class StuckModel(ScriptedModel):
+    """A model whose first turn awaits an Event never set."""
+
+    def __init__(self, never: asyncio.Event) -> None:
+        super().__init__()
+        self.never = never
+
+    async def get_response(self, *args, **kwargs):
+        await self.never.wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_model_turn_that_never_returns_stops_the_run_naming_the_turn(journal):
+    never = asyncio.Event()
+    a = agent(StuckModel(never))
+    hooks = SagaRunHooks(journal, agent=a, saga_id="trip-2", lease_seconds=LEASE)
+    hooks.saga.lifecycle.idle_periods = 3  # configurable: the model's own timeout is long
+    with pytest.raises(RunStalledError, match="waiting on model turn 1"):
+        async with hooks:
+            await Runner.run(a, "go", hooks=hooks)
+    entries = await journal.entries("trip-2")
+    assert entries[-1].phase is not Phase.RUN_ENDED
+
+
+async def test_a_body_inside_its_deadline_keeps_the_lease(journal):
+    """Progress: a slow body inside its deadline (the default) is renewed for and completes."""
+    release = asyncio.Event()
+    log: list = []
+
+    @function_tool
+    @compensable(undo=lambda ctx: log.append("undo"))
+    async def slow(n: int) -> str:
+        log.append("start")
+        await release.wait()
+        return "ok"
+
+    a = agent(scripted([("slow", {"n": 1}, "c1")], "done"), slow)
+    hooks = SagaRunHooks(journal, agent=a, saga_id="trip-3", lease_seconds=LEASE)
+    hooks.saga.lifecycle.idle_periods = 3
+    async with hooks:
+        run = asyncio.ensure_future(Runner.run(a, "go", hooks=hooks))
+        keeper = None
+        while keeper is None or keeper.renewals < 12:  # four times the idle limit of 3 periods
+            await asyncio.sleep(LEASE / 3)
+            keeper = hooks.saga.lifecycle.keeper
+        release.set()
+        await run
+    assert hooks.saga.lifecycle.keeper.stopped_by is None
+    phases = [e.phase for e in await journal.entries("trip-3")]
+    assert phases[-1] is Phase.SAGA_CLOSED and Phase.LEASE_RENEWED in phases
+
+
+def test_progress_judges_with_an_injected_clock():
+    """The keeper's rule, on a clock the test moves: bodies inside their deadline are progress,
+    past it they are not; the limit is max(3, ceil(longest wait / lease)) periods."""
+    now = [100.0]
+    progress = RunProgress(lambda: now[0], model_timeout=50.0)
+    keeper = LeaseKeeper(InMemoryJournal(), "s", "h", 10.0, lambda: 0.0, fence=1,
+                         progress=progress)
+    token = object()
+    progress.body_started(token, "book", "c1", {"deadline_seconds": 45.0})
+    now[0] += 44.0
+    assert keeper.check_progress() is None  # inside its deadline
+    now[0] += 1.0 + 50.0  # 50 s past the deadline: ceil(45 / 10) = 5 periods = 50 s allowed
+    assert keeper.check_progress() is None
+    now[0] += 1.0
+    stalled = keeper.check_progress()
+    assert stalled is not None and stalled.waiting_on == "tool book (call c1) past its deadline of 45 s"
+    progress.body_ended(token)  # an end is progress
+    assert keeper.check_progress() is None
+    progress.turn_started()
+    now[0] += 50.0  # the model's timeout: 5 periods
+    assert keeper.check_progress() is None
+    now[0] += 1.0
+    assert "model turn 1" in str(keeper.check_progress())
+    with pytest.raises(ValueError):
+        LeaseKeeper(InMemoryJournal(), "s", "h", 10.0, lambda: 0.0, idle_periods=0)
