@@ -494,6 +494,7 @@ class LeaseKeeper:
         self._clock = progress.clock if progress is not None else time.monotonic
         self._last_renewal = self._clock()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     @property
     def stopped_by(self) -> type[LeaseLostError] | None:
@@ -510,11 +511,24 @@ class LeaseKeeper:
             self._task = asyncio.get_running_loop().create_task(self._beat())
 
     async def stop(self) -> None:
-        """Stop renewing (idempotent)."""
+        """Stop renewing (idempotent); returns once the keeper's task has ended, so no renewal
+        lands after it.
+
+        A cancellation alone does not stop the task for sure: Python 3.11's ``asyncio.wait_for``
+        (inside psycopg_pool's wait for a connection) returns the result instead of raising
+        when the cancellation and the result arrive together, and the beat goes on with the
+        connection it got. So the keeper is also told to stop (checked after each of its
+        awaits) and cancelled again until it has ended: a run never waits for ever on its
+        keeper, renewing the lease it should release."""
+        self._stopping = True
         task, self._task = self._task, None
-        if task is not None and task is not asyncio.current_task():
+        if task is None or task is asyncio.current_task():
+            return
+        while not task.done():
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.wait((task,), timeout=max(self.interval, 0.05))
+        if not task.cancelled():
+            task.exception()  # retrieved: a beat that ended by an error has nothing to report
 
     def _lose(self, lost: LeaseLostError) -> None:
         self.lost = True
@@ -547,9 +561,11 @@ class LeaseKeeper:
             saga_id=self.saga_id, fence=self.fence, waiting_on=waiting, idle_seconds=idle)
 
     async def _beat(self) -> None:
-        while True:
+        while not self._stopping:
             latest = max(self._touched(), self._last_renewal)
             await self._sleep(max(0.0, latest + self.interval - self._clock()))
+            if self._stopping:
+                return  # asked to stop while asleep, the cancellation lost on the way
             stalled = self.check_progress()
             if stalled is not None:
                 self.stalled = stalled
@@ -587,6 +603,8 @@ class LeaseKeeper:
                 tail.phase is Phase.RUN_ENDED and isinstance(tail.payload, dict)
                 and tail.payload.get("holder") == self.holder) or (
                 tail.phase is Phase.RUN_STARTED and tail.seq != self.fence)
+        if self._stopping:
+            return False  # stopped while reading: write nothing more
         if gone or tail is None:
             if lease is not None:
                 released, other = lease.ended and lease.holder == self.holder, lease.started_seq

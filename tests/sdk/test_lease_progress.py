@@ -154,3 +154,50 @@ def test_progress_judges_with_an_injected_clock():
     assert "model turn 1" in str(keeper.check_progress())
     with pytest.raises(ValueError):
         LeaseKeeper(InMemoryJournal(), "s", "h", 10.0, lambda: 0.0, idle_periods=0)
+
+
+class SwallowingJournal:
+    """A journal whose LEASE_RENEWED append, when cancelled while it waits, returns as if it had
+    got through: what Python 3.11's ``asyncio.wait_for`` inside psycopg_pool's wait for a
+    connection does when the cancellation and the connection arrive together (the pool of 10
+    exhausted, under load)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.waiting = asyncio.Event()
+        self.renewals_after_stop = 0
+        self.stopped = False
+
+    async def append(self, saga_id, phase, **fields):
+        if phase is Phase.LEASE_RENEWED:
+            if self.stopped:
+                self.renewals_after_stop += 1
+            self.waiting.set()
+            try:
+                await asyncio.sleep(3600)  # queued for a pooled connection
+            except asyncio.CancelledError:
+                pass  # the cancellation is lost; the append goes on
+        return await self.inner.append(saga_id, phase, **fields)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+async def test_stopping_a_keeper_whose_beat_swallows_its_cancellation_ends_it():
+    """The hang of a loaded PostgreSQL: the run ends, stops its keeper while the keeper's beat
+    waits for a pooled connection; the cancellation is swallowed. Stop still returns (the run
+    returns) and the keeper journals nothing after it."""
+    inner = InMemoryJournal()
+    await inner.append("s", Phase.SAGA_OPENED, write_key="open", payload={})
+    run = await inner.append("s", Phase.RUN_STARTED, write_key="run",
+                             payload={"holder": "h", "lease_seconds": 0.3})
+    journal = SwallowingJournal(inner)
+    keeper = LeaseKeeper(journal, "s", "h", 0.3, lambda: 0.0, fence=run.seq)
+    keeper.start()
+    await journal.waiting.wait()  # the beat is queued inside its append
+    await asyncio.wait_for(keeper.stop(), timeout=30)  # a guard, not a measure: it used to hang
+    journal.stopped = True
+    count = [e.phase for e in await inner.entries("s")].count(Phase.LEASE_RENEWED)
+    await asyncio.sleep(1.0)  # three beats' worth: none may come
+    assert [e.phase for e in await inner.entries("s")].count(Phase.LEASE_RENEWED) == count
+    assert journal.renewals_after_stop == 0

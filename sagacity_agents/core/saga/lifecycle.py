@@ -165,6 +165,8 @@ class RunLifecycle:
         self.core.fence = started.seq
         self.core.lease_lost = None
         self.compensation_stop = StopSignal()  # a stop asked of an earlier run is not this run's
+        if self._keeper is not None:  # a run started again without its end: one keeper at a time
+            await self._keeper.stop()
         self.core.last_journaled = time.monotonic()
         self.core.progress.note()
         self._run_task = asyncio.current_task()
