@@ -125,12 +125,12 @@ def dump_tasks(out: io.TextIOBase | Any = sys.stderr) -> dict[str, int]:
 
 
 async def run_sagas(uri: str, *, sagas: int, calls: int, stall_seconds: float,
-                    pool_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``sagas`` concurrent runs of ``calls`` calls each in this process."""
-    journal = PostgresJournal(uri, **(pool_options or {}))
+                    lease_seconds: float = 30.0) -> dict[str, Any]:
+    """``sagas`` concurrent runs of ``calls`` calls each in this process (the default pool)."""
+    journal = PostgresJournal(uri)
     timings = Timings()
     instrument(journal, timings)
-    s = Sagacity(journal)
+    s = Sagacity(journal, lease_seconds=lease_seconds)
     finished = [time.monotonic()]
 
     async def one(i: int) -> str:
@@ -138,7 +138,7 @@ async def run_sagas(uri: str, *, sagas: int, calls: int, stall_seconds: float,
             result = await s.run(_agent(_wrapped_tool(), calls), "go")
             return result.status.value
         except Exception as exc:  # noqa: BLE001 - counted by kind
-            return f"{type(exc).__name__}: {str(exc)[:120]}"
+            return f"{type(exc).__name__}: {str(exc)[:400]}"
         finally:
             finished[0] = time.monotonic()
 
@@ -181,22 +181,24 @@ def _ms(values: list[float]) -> dict[str, float]:
             "mean_ms": sum(values) / len(values) * 1e3}
 
 
-def _child(uri: str, sagas: int, calls: int, stall: float, out: Any) -> None:
-    out.put(asyncio.run(run_sagas(uri, sagas=sagas, calls=calls, stall_seconds=stall)))
+def _child(uri: str, sagas: int, calls: int, stall: float, lease: float, out: Any) -> None:
+    out.put(asyncio.run(run_sagas(uri, sagas=sagas, calls=calls, stall_seconds=stall,
+                                  lease_seconds=lease)))
 
 
 async def run_benchmark(uri: str, *, sagas: int, calls: int, processes: int,
-                        stall_seconds: float = 60.0) -> dict[str, Any]:
+                        stall_seconds: float = 60.0, lease_seconds: float = 30.0) -> dict[str, Any]:
     """The load in a fresh migrated schema of the server at ``uri``."""
     from postgres_append import scratch_schema
 
     async with scratch_schema(uri) as scoped:
         if processes <= 1:
             return {"processes": 1, "runs": [await run_sagas(
-                scoped, sagas=sagas, calls=calls, stall_seconds=stall_seconds)]}
+                scoped, sagas=sagas, calls=calls, stall_seconds=stall_seconds,
+                lease_seconds=lease_seconds)]}
         ctx = multiprocessing.get_context("spawn")
         out = ctx.Queue()
-        procs = [ctx.Process(target=_child, args=(scoped, sagas, calls, stall_seconds, out))
+        procs = [ctx.Process(target=_child, args=(scoped, sagas, calls, stall_seconds, lease_seconds, out))
                  for _ in range(processes)]
         for proc in procs:
             proc.start()
@@ -229,10 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--stall-seconds", type=float, default=60.0,
                         help="dump every task and stop when no saga ends for this long")
+    parser.add_argument("--lease-seconds", type=float, default=30.0,
+                        help="the run lease (short: keepers beat while appends queue)")
     parser.add_argument("--json", dest="json_out", default=None)
     args = parser.parse_args(argv)
     result = asyncio.run(run_benchmark(args.db, sagas=args.sagas, calls=args.calls,
-                                       processes=args.processes, stall_seconds=args.stall_seconds))
+                                       processes=args.processes, stall_seconds=args.stall_seconds,
+                                       lease_seconds=args.lease_seconds))
     print_report(result)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2, default=str))
