@@ -201,3 +201,14 @@ async def test_stopping_a_keeper_whose_beat_swallows_its_cancellation_ends_it():
     await asyncio.sleep(1.0)  # three beats' worth: none may come
     assert [e.phase for e in await inner.entries("s")].count(Phase.LEASE_RENEWED) == count
     assert journal.renewals_after_stop == 0
+
+
+async def test_sagacity_run_returns_the_stall_as_its_exception(monkeypatch):
+    monkeypatch.setattr(lease_module, "DEFAULT_CALL_DEADLINE", 0.2)
+    log: list = []
+    never = asyncio.Event()
+    a = agent(scripted([("book_hotel", {"n": 1}, "c2")], "done"), stuck_booking(log, never))
+    result = await Sagacity(InMemoryJournal(), lease_seconds=LEASE).run(a, "go")
+    assert isinstance(result.exception, RunStalledError)
+    assert "book_hotel (call c2)" in str(result.exception)
+    assert log == ["book-start"]  # nothing undone by the stalled run: recovery's job
