@@ -45,10 +45,23 @@ class Timings:
         self.append: list[float] = []
 
 
-def instrument(journal: PostgresJournal, timings: Timings) -> None:
+def _timed(method: Any, sink: list[float]) -> Any:
+    """``method`` (a coroutine function), its durations appended to ``sink``."""
+
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await method(*args, **kwargs)
+        finally:
+            sink.append(time.perf_counter() - start)
+
+    return timed
+
+
+def instrument(journal: PostgresJournal, timings: Timings) -> Any:
     """Time the pool's ``getconn`` (queue wait), each append statement, each flush and each
     whole append, by wrapping this journal's database and methods (nothing in the library
-    changes)."""
+    changes). Returns a function that takes psycopg's ``execute`` back."""
     from sagacity_agents.backends.postgres import journal as pg_journal
 
     database = journal.database
@@ -57,16 +70,7 @@ def instrument(journal: PostgresJournal, timings: Timings) -> None:
     async def pool() -> Any:
         found = await real_pool()
         if not getattr(found, "_bench_wrapped", False):
-            getconn = found.getconn
-
-            async def timed_getconn(*args: Any, **kwargs: Any) -> Any:
-                start = time.perf_counter()
-                try:
-                    return await getconn(*args, **kwargs)
-                finally:
-                    timings.pool_wait.append(time.perf_counter() - start)
-
-            found.getconn = timed_getconn
+            found.getconn = _timed(found.getconn, timings.pool_wait)
             found._bench_wrapped = True
             database._pools[asyncio.get_running_loop()] = found
         return found
@@ -74,16 +78,7 @@ def instrument(journal: PostgresJournal, timings: Timings) -> None:
     database.pool = pool  # type: ignore[method-assign]
     database._pools.clear()  # the first run() goes through pool() and wraps
 
-    real_append = journal.append
-
-    async def append(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return await real_append(*args, **kwargs)
-        finally:
-            timings.append.append(time.perf_counter() - start)
-
-    journal.append = append  # type: ignore[method-assign]
+    journal.append = _timed(journal.append, timings.append)  # type: ignore[method-assign]
 
     async def traced_execute(conn: Any, query: Any, *args: Any, real: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
@@ -107,6 +102,11 @@ def instrument(journal: PostgresJournal, timings: Timings) -> None:
 
     psycopg.AsyncConnection.execute = execute  # type: ignore[method-assign]
 
+    def undo() -> None:
+        psycopg.AsyncConnection.execute = real_execute  # type: ignore[method-assign]
+
+    return undo
+
 
 def dump_tasks(out: io.TextIOBase | Any = sys.stderr) -> dict[str, int]:
     """Print every task's stack (a coroutine-level dump); returns how many tasks wait where
@@ -129,7 +129,15 @@ async def run_sagas(uri: str, *, sagas: int, calls: int, stall_seconds: float,
     """``sagas`` concurrent runs of ``calls`` calls each in this process (the default pool)."""
     journal = PostgresJournal(uri)
     timings = Timings()
-    instrument(journal, timings)
+    undo = instrument(journal, timings)
+    try:
+        return await _run_sagas(journal, timings, sagas, calls, stall_seconds, lease_seconds)
+    finally:
+        undo()
+
+
+async def _run_sagas(journal: PostgresJournal, timings: Timings, sagas: int, calls: int,
+                     stall_seconds: float, lease_seconds: float) -> dict[str, Any]:
     s = Sagacity(journal, lease_seconds=lease_seconds)
     finished = [time.monotonic()]
 
