@@ -392,7 +392,12 @@ class RunProgress:
             seconds = check_lease_seconds(deadline)
         except ValueError:
             seconds = DEFAULT_CALL_DEADLINE
-        label = f"tool {tool}" + (f" (call {call_id})" if call_id else "")
+        self.waiting(token, f"tool {tool}" + (f" (call {call_id})" if call_id else ""), seconds)
+
+    def waiting(self, token: object, label: str, seconds: float) -> None:
+        """The run waits on something bounded by ``seconds`` (a tool body, a human's decision):
+        progress until then. ``label`` names it in a stall's message; ``token``: what
+        :meth:`body_ended` is called with."""
         self._bodies[id(token)] = (label, self.clock(), seconds)
 
     def body_ended(self, token: object) -> None:

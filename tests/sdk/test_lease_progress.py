@@ -212,3 +212,30 @@ async def test_sagacity_run_returns_the_stall_as_its_exception(monkeypatch):
     assert isinstance(result.exception, RunStalledError)
     assert "book_hotel (call c2)" in str(result.exception)
     assert log == ["book-start"]  # nothing undone by the stalled run: recovery's job
+
+
+async def test_an_inline_approver_slower_than_the_idle_limit_keeps_the_run(tmp_path, monkeypatch):
+    """Waiting for a human's decision (within the requests' lifetime) is progress: an approver
+    that answers after more than three lease periods still gets its call run."""
+    from sagacity_agents import Decision, SagaStatus
+
+    from . import wire_app
+
+    monkeypatch.setattr(wire_app, "LEDGER", tmp_path / "ledger.txt")
+    s = Sagacity(str(tmp_path / "j.db"), lease_seconds=LEASE)
+    renewed_before_answer: list[int] = []
+
+    async def slow_human(request):
+        start = len(await s.journal.entries(request.saga_id))
+        while len(await s.journal.entries(request.saga_id)) < start + 15:  # 15 beats: 5 periods
+            await asyncio.sleep(LEASE / 3)
+        renewed_before_answer.append(15)
+        return Decision(approved=True, approver="alice")
+
+    try:
+        result = await s.run(wire_app.paused_agent(("transfer", '{"amount": 5, "to": "acct-9"}', "w1")),
+                             "go", approver=slow_human)
+    finally:
+        await s.aclose()
+    assert result.status is SagaStatus.COMPLETED, result.exception
+    assert renewed_before_answer and wire_app.executions() == ["5 USD -> acct-9"]
