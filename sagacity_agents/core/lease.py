@@ -611,6 +611,7 @@ class LeaseKeeper:
         if self._stopping:
             return False  # stopped while reading: write nothing more
         if gone or tail is None:
+            other: int | None
             if lease is not None:
                 released, other = lease.ended and lease.holder == self.holder, lease.started_seq
             else:
