@@ -573,8 +573,8 @@ class LeaseKeeper:
                 return  # asked to stop while asleep, the cancellation lost on the way
             stalled = self.check_progress()
             if stalled is not None:
-                self.stalled = stalled
-                self._lose(stalled)
+                self.stalled = await self._with_last_entry(stalled)
+                self._lose(self.stalled)
                 return
             if max(self._touched(), self._last_renewal) + self.interval > self._clock():
                 continue  # the saga journaled meanwhile: that renewed the lease
@@ -589,6 +589,29 @@ class LeaseKeeper:
             except (JournalError, OSError):
                 pass  # the journal is down: try again at the next beat
             self._last_renewal = self._clock()
+
+    async def _with_last_entry(self, stalled: RunStalledError) -> RunStalledError:
+        """``stalled``, naming the saga's newest entry too when the run's own step is not known
+        (an undo of a recovery: ``waiting on the run's next step after COMPENSATING of
+        book_hotel (call c2), seq 7``)."""
+        if not stalled.waiting_on.startswith("the run's next step"):
+            return stalled
+        try:
+            tail = await read_tail(self.journal, self.saga_id)
+            if tail is not None and tail.phase is Phase.LEASE_RENEWED:
+                # Once, at the stall: the run's own last step is under its renewals.
+                tail = next((e for e in reversed(await self.journal.entries(self.saga_id))
+                             if e.phase is not Phase.LEASE_RENEWED), None)
+        except (JournalError, OSError):
+            return stalled
+        if tail is None:
+            return stalled
+        what = f"{tail.phase.value}" + (f" of {tail.tool}" if tail.tool else "") + (
+            f" (call {tail.call_id})" if tail.call_id else "")
+        waiting = f"{stalled.waiting_on} after {what}, seq {tail.seq}"
+        message = str(stalled).replace(f"waiting on {stalled.waiting_on}", f"waiting on {waiting}")
+        return RunStalledError(message, saga_id=self.saga_id, fence=self.fence,
+                               waiting_on=waiting, idle_seconds=stalled.idle_seconds)
 
     async def _renew(self) -> bool:
         """One beat's read and LEASE_RENEWED; ``False`` when the lease is seen gone (lost).

@@ -22,6 +22,7 @@ waiting for a human decision (RUN_ENDED AWAITING_APPROVAL), or a saga with no ru
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -204,7 +205,12 @@ class Recovery:
         pending = [r.request_id for r in await self.approvals.list(saga_id) if r.consumed_at is None]
         if pending:
             await self.approvals.consume(pending, dt.datetime.now(dt.timezone.utc))
-        status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
+        try:
+            status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
+        except asyncio.CancelledError as exc:
+            if saga.lifecycle.stalled_error(exc) is None:
+                raise
+            status = SagaStatus.LEASE_LOST  # its keeper stopped it for want of progress
         # LEASE_LOST: another recovery took the saga over meanwhile
         return Recovered(saga_id, status, saga.report, saga.in_doubt, saga.lease_lost_error())
 

@@ -239,3 +239,29 @@ async def test_an_inline_approver_slower_than_the_idle_limit_keeps_the_run(tmp_p
         await s.aclose()
     assert result.status is SagaStatus.COMPLETED, result.exception
     assert renewed_before_answer and wire_app.executions() == ["5 USD -> acct-9"]
+
+
+async def test_a_recovery_stuck_in_an_undo_ends_naming_it(journal):
+    """A recovery whose undo awaits for ever (its undo_timeout far longer than the idle limit)
+    is stopped by its keeper: LEASE_LOST, the exception a RunStalledError naming the undo's
+    COMPENSATING entry; its lease then expires for the next recovery."""
+    never = asyncio.Event()
+    undo_started: list = []
+
+    async def hanging_undo(ctx):
+        undo_started.append(ctx.args["n"])
+        await never.wait()
+
+    @function_tool
+    @compensable(undo=hanging_undo, undo_timeout=3600)
+    async def book_hotel(n: int) -> str:
+        return "booked"
+
+    a = agent(scripted([("book_hotel", {"n": 1}, "c2")], "done"), book_hotel)
+    s = Sagacity(journal, lease_seconds=LEASE)
+    first = await s.run(a, "go", saga_id="trip-9", close=False)
+    recovered = await s.recover("trip-9", a)
+    assert undo_started == [1]
+    assert isinstance(recovered.exception, RunStalledError), recovered
+    assert "COMPENSATING of book_hotel (call c2)" in str(recovered.exception)
+    assert first.saga_id == "trip-9"
