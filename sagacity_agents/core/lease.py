@@ -606,7 +606,7 @@ class LeaseKeeper:
             return stalled
         if tail is None:
             return stalled
-        what = f"{tail.phase.value}" + (f" of {tail.tool}" if tail.tool else "") + (
+        what = f"{Phase(tail.phase).value}" + (f" of {tail.tool}" if tail.tool else "") + (
             f" (call {tail.call_id})" if tail.call_id else "")
         waiting = f"{stalled.waiting_on} after {what}, seq {tail.seq}"
         message = str(stalled).replace(f"waiting on {stalled.waiting_on}", f"waiting on {waiting}")
