@@ -109,19 +109,25 @@ def instrument(journal: PostgresJournal, timings: Timings) -> Any:
 
 
 def dump_tasks(out: io.TextIOBase | Any = sys.stderr) -> dict[str, int]:
-    """Print every task's stack (a coroutine-level dump); returns how many tasks wait where
-    (the innermost frame's function name)."""
-    where: dict[str, int] = {}
+    """Print a coroutine-level dump: every distinct await chain (each task's stack, outermost
+    first, walked through the coroutines it awaits) once, with how many tasks share it; returns
+    ``{chain: count}``."""
+    chains: dict[str, int] = {}
     for task in asyncio.all_tasks():
-        stack = task.get_stack()
-        key = f"{stack[-1].f_code.co_filename.rsplit('/', 1)[-1]}:{stack[-1].f_code.co_name}" \
-            if stack else "(no frame)"
-        where[key] = where.get(key, 0) + 1
-    for task in list(asyncio.all_tasks())[:20]:
-        print(f"--- {task.get_name()}", file=out)
-        task.print_stack(limit=12, file=out)
-    print("tasks by innermost frame:", json.dumps(where, indent=1), file=out)
-    return where
+        frames, coro = [], task.get_coro()
+        while coro is not None and hasattr(coro, "cr_frame") or hasattr(coro, "ag_frame"):
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+            if frame is None:
+                break
+            frames.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_code.co_name}"
+                          f":{frame.f_lineno}")
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+        awaiting = type(coro).__name__ if coro is not None else "-"
+        key = " > ".join(frames) + f" [awaits {awaiting}]"
+        chains[key] = chains.get(key, 0) + 1
+    for key, count in sorted(chains.items(), key=lambda kv: -kv[1]):
+        print(f"{count:5} x {key}", file=out)
+    return chains
 
 
 async def run_sagas(uri: str, *, sagas: int, calls: int, stall_seconds: float,
@@ -228,7 +234,7 @@ def print_report(result: dict[str, Any]) -> None:
                 print(f"  {name:10} n={cell['n']:6} p50 {cell['p50_ms']:8.1f} ms  "
                       f"p99 {cell['p99_ms']:8.1f} ms  mean {cell['mean_ms']:8.1f} ms")
         if run["stall_dump"]:
-            print("  STALLED; tasks by innermost frame:", run["stall_dump"])
+            print(f"  STALLED: {len(run['stall_dump'])} distinct await chains (printed on stderr)")
 
 
 def main(argv: list[str] | None = None) -> int:

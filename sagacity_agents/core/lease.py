@@ -592,8 +592,8 @@ class LeaseKeeper:
 
     async def _with_last_entry(self, stalled: RunStalledError) -> RunStalledError:
         """``stalled``, naming the saga's newest entry too when the run's own step is not known
-        (an undo of a recovery: ``waiting on the run's next step after COMPENSATING of
-        book_hotel (call c2), seq 7``)."""
+        (an undo of a recovery: ``waiting on the run's next step (its last entry: COMPENSATING of
+        book_hotel (call c2), seq 7)``)."""
         if not stalled.waiting_on.startswith("the run's next step"):
             return stalled
         try:
@@ -608,7 +608,7 @@ class LeaseKeeper:
             return stalled
         what = f"{Phase(tail.phase).value}" + (f" of {tail.tool}" if tail.tool else "") + (
             f" (call {tail.call_id})" if tail.call_id else "")
-        waiting = f"{stalled.waiting_on} after {what}, seq {tail.seq}"
+        waiting = f"{stalled.waiting_on} (its last entry: {what}, seq {tail.seq})"
         message = str(stalled).replace(f"waiting on {stalled.waiting_on}", f"waiting on {waiting}")
         return RunStalledError(message, saga_id=self.saga_id, fence=self.fence,
                                waiting_on=waiting, idle_seconds=stalled.idle_seconds)

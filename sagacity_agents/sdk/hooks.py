@@ -40,6 +40,7 @@ Approvals, with an approval store given (``approvals=``), as the SDK's users wri
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -284,7 +285,15 @@ class SagaRunHooks(RunHooks[Any]):
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         self.error = exc
-        await self.scope.leave(exc)
+        try:
+            await self.scope.leave(exc)
+        except asyncio.CancelledError as cancelled:
+            # Stopped while finishing (its journal writes queued past the idle limit).
+            stalled = self.saga.lifecycle.stalled_error(cancelled)
+            if stalled is None:
+                raise
+            self.error = stalled
+            raise stalled from cancelled
         stalled = self.saga.lifecycle.stalled_error(exc)
         if stalled is not None:
             # The lease keeper stopped a run that made no progress (core.lease): the caller

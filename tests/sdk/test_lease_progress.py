@@ -265,3 +265,29 @@ async def test_a_recovery_stuck_in_an_undo_ends_naming_it(journal):
     assert isinstance(recovered.exception, RunStalledError), recovered
     assert "COMPENSATING of book_hotel (call c2)" in str(recovered.exception)
     assert first.saga_id == "trip-9"
+
+
+async def test_a_run_stopped_while_it_compensates_raises_the_stall(journal):
+    """The stall arrives while the block is being left (its compensation's undo awaits for
+    ever): the block raises the RunStalledError, not a bare cancellation."""
+    never = asyncio.Event()
+
+    async def hanging_undo(ctx):
+        await never.wait()
+
+    @function_tool
+    @compensable(undo=hanging_undo, undo_timeout=3600)
+    async def book_hotel(n: int) -> str:
+        return "booked"
+
+    @function_tool
+    @compensable(undo=lambda ctx: None)
+    async def charge(n: int) -> str:
+        raise RuntimeError("card declined")
+
+    a = agent(scripted([("book_hotel", {"n": 1}, "c1")], [("charge", {"n": 1}, "c2")], "done"),
+              book_hotel, charge)
+    hooks = SagaRunHooks(journal, agent=a, saga_id="trip-7", lease_seconds=LEASE)
+    with pytest.raises(RunStalledError, match="COMPENSATING of book_hotel"):
+        async with hooks:
+            await Runner.run(a, "go", hooks=hooks)
