@@ -6,7 +6,7 @@ and where an append's time goes: waiting for a pooled connection (queue), the st
 append itself: the server's lock wait, tail read and insert), and the flush an append under
 contention waits for (its commit, shared with the others queued: ``_FLUSH``).
 
-If no saga finishes for ``--stall-seconds`` while some are still running, the process prints a
+If no saga finishes and no append completes for ``--stall-seconds`` while some are still running, the process prints a
 coroutine-level dump of every task (``asyncio.all_tasks()``, each task's stack) and the pool's
 stats, then cancels the rest: what a hang looks like from inside.
 
@@ -146,6 +146,7 @@ async def _run_sagas(journal: PostgresJournal, timings: Timings, sagas: int, cal
                      stall_seconds: float, lease_seconds: float) -> dict[str, Any]:
     s = Sagacity(journal, lease_seconds=lease_seconds)
     finished = [time.monotonic()]
+    appended = [0]
 
     async def one(i: int) -> str:
         try:
@@ -162,8 +163,11 @@ async def _run_sagas(journal: PostgresJournal, timings: Timings, sagas: int, cal
     pending = set(tasks)
     while pending:
         _, pending = await asyncio.wait(pending, timeout=1.0)
+        if len(timings.append) != appended[0]:  # an append completed: the load moves
+            appended[0], finished[0] = len(timings.append), time.monotonic()
         if pending and time.monotonic() - finished[0] > stall_seconds:
-            print(f"STALLED: {len(pending)} runs did not end for {stall_seconds} s", file=sys.stderr)
+            print(f"STALLED: {len(pending)} runs pending, no run ended and no append completed "
+                  f"for {stall_seconds} s", file=sys.stderr)
             pool = journal.database._pools.get(asyncio.get_running_loop())
             if pool is not None:
                 print("pool stats:", pool.get_stats(), file=sys.stderr)
