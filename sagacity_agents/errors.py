@@ -24,6 +24,7 @@ __all__ = [
     "LeaseLostError",
     "McpServerMissingError",
     "RunLeaseLostError",
+    "RunStalledError",
     "SagaFailedError",
     "SagaRecovered",
     "SagaStateError",
@@ -153,6 +154,27 @@ class LeaseLostError(JournalConflictError, SagaStateError):
         self.saga_id = saga_id
         self.fence = fence
         self.current = current
+
+
+class RunStalledError(LeaseLostError):
+    """A run (or a recovery) made no progress for too long, so its lease keeper stopped renewing
+    the lease and the run was stopped: no append by the run, no model-turn boundary and no tool
+    body inside its deadline for ``max(3, ceil(longest deadline or model timeout in flight /
+    lease_seconds))`` lease periods (``core.lease.LeaseKeeper``). The lease then expires and
+    another process can recover the saga. Like any lost lease, the run starts no new tool body,
+    compensates nothing and does not close the saga.
+
+    Attributes:
+        waiting_on: the step the run was waiting on (``"model turn 3"``, ``"tool book_hotel
+            (call c2) past its deadline of 300 s"``).
+        idle_seconds: seconds without progress when the keeper stopped.
+    """
+
+    def __init__(self, message: str, *, saga_id: str, fence: int | None, waiting_on: str,
+                 idle_seconds: float) -> None:
+        super().__init__(message, saga_id=saga_id, fence=fence, current=fence)
+        self.waiting_on = waiting_on
+        self.idle_seconds = idle_seconds
 
 
 class SagaFailedError(SagacityError):

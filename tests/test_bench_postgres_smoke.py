@@ -49,3 +49,23 @@ async def test_postgres_benchmark_runs(bench, pg_session_uri, capsys):
     json.dumps(result)
     bench.print_report(result)
     assert "| ours |" in capsys.readouterr().out
+
+
+async def test_postgres_load_benchmark_runs(pg_session_uri, capsys):
+    """bench/postgres_load.py end to end (a few sagas): all complete, the pool wait and the
+    statement timed (no timing asserted)."""
+    from tests.pg import SERVER
+
+    spec = importlib.util.spec_from_file_location("bench_postgres_load", BENCH.parent / "postgres_load.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        result = await module.run_benchmark(SERVER, sagas=4, calls=2, processes=1)
+        run = result["runs"][0]
+        assert run["outcomes"] == {"COMPLETED": 4} and run["stall_dump"] is None
+        assert run["timings"]["pool_wait"]["n"] > 0 and run["timings"]["statement"]["n"] > 0
+        json.dumps(result, default=str)
+        module.print_report(result)
+    finally:
+        sys.modules.pop(spec.name, None)

@@ -94,3 +94,16 @@ def test_postgres_runs_summary_pools_the_committed_runs(capsys):
         assert module.main([*map(str, runs), "--bootstrap", "20"]) == 0
     out = capsys.readouterr().out
     assert f"pooled over {len(runs)} runs" in out and "postgres-fast-outcomes: " in out
+
+
+async def test_lease_beats_bench_runs(tmp_path):
+    """bench/lease_beats.py end to end on SQLite (tiny sizes): every size beaten, the ratio
+    computed (no timing asserted)."""
+    with _bench_script("lease_beats") as bench:
+        result = await bench.run_benchmark(sizes=[10, 50], beats=4, old_beats=1, db=None)
+        assert set(result["sqlite"]) == {"10", "50", "ratio_large_to_small"}
+        for size in ("10", "50"):
+            assert result["sqlite"][size]["beat_ms_median"] > 0
+            assert result["sqlite"][size]["whole_saga_beat_ms_median"] > 0
+        json.dumps(result)
+        bench.print_report(result)

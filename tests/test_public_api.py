@@ -43,7 +43,7 @@ SECOND_DOORS = {
         "ApprovalError", "CallContextLostError", "ClaimTakenError", "ConfigurationError", "DeclarationError",
         "EncodingError", "EvidenceError", "HooksNotEnteredError", "JournalClosedError",
         "JournalConflictError", "JournalError", "JournalWriteError", "LeaseLostError",
-        "McpServerMissingError", "RunLeaseLostError", "SagaFailedError", "SagaRecovered",
+        "McpServerMissingError", "RunLeaseLostError", "RunStalledError", "SagaFailedError", "SagaRecovered",
         "SagaStateError", "SagaStopped", "SagacityError", "SignatureError", "StreamAbandoned",
         "describe_error",
     ],
@@ -72,7 +72,8 @@ DEMO = ["sagacity_agents.demo", "sagacity_agents.demo.trip", "sagacity_agents.de
 TOP_LEVEL_BEFORE = sorted({*FRONT_DOOR, *(n for names in SECOND_DOORS.values() for n in names)}
                           - {"McpServerMissingError", "describe_error", "Recovered", "Recovery",
                              "KeyRoles", "Role", "grant_roles", "journal_key_roles", "revoke_key",
-                             "CallContextLostError", "carry_context", "CheckContext", "CheckResult"})
+                             "CallContextLostError", "carry_context", "CheckContext", "CheckResult",
+                             "RunStalledError"})
 """The 80 names ``sagacity_agents.__all__`` had before the front door: each still imports."""
 
 

@@ -37,6 +37,9 @@ Optional capabilities are small protocols, read once per journal object by
   written behind the call (``core.saga.outcomes``). The outcome still goes through ``append``:
   the contract leaves room for a backend that batches or defers it.
 * :class:`CommitRule` ``durable_outcomes``: the commit rule a run journals in its RUN_STARTED.
+* :class:`TailRead` ``tail(saga_id)``: the saga's newest entry alone, at a cost that does not
+  grow with the saga (one index probe): what a lease keeper's beat reads (``core.lease``).
+  Reached through :func:`read_tail`.
 
 **Every journal has an id** (:class:`Identified`, ``await journal.journal_id()``): a random
 128-bit id made with it (a SQLite file, a PostgreSQL schema, an in-memory journal at
@@ -64,10 +67,10 @@ __all__ = [
     "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "LAZY_PHASES",
     "AppendDialect", "AppendRequest", "BatchAppend", "Capabilities", "Clock", "CommitRule",
     "EntriesMany", "EntryTagger", "Identified", "Journal", "JournalBackend", "JournalReads", "Located",
-    "OnDatabase", "OutcomesBehind", "RowsRead", "SagaSummary", "SyncAppend", "Tail", "View",
+    "OnDatabase", "OutcomesBehind", "RowsRead", "SagaSummary", "SyncAppend", "Tail", "TailRead", "View",
     "append_each", "append_locked", "append_requests", "as_request", "as_requests",
     "capabilities_of", "claimant_of", "late_start", "lazy_phases", "new_claimant", "next_entry",
-    "reopens", "replay_of", "seal", "stamp_from", "utc_now", "utc_stamp",
+    "read_tail", "reopens", "replay_of", "seal", "stamp_from", "utc_now", "utc_stamp",
 ]
 
 
@@ -252,6 +255,19 @@ class RowsRead(Protocol):
 
 
 @runtime_checkable
+class TailRead(Protocol):
+    """The saga's newest entry alone (see the module notes)."""
+
+    async def tail(self, saga_id: str) -> JournalEntry | None:
+        """The stored entry with the saga's highest ``seq`` (``None``: no entry).
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        ...
+
+
+@runtime_checkable
 class OutcomesBehind(Protocol):
     """A journal whose successful calls' outcomes may be written behind the calls."""
 
@@ -296,6 +312,8 @@ class Capabilities:
     """:class:`OutcomesBehind`, and it says true."""
     durable_outcomes: bool | None = None
     """:class:`CommitRule`'s answer (``None``: the journal does not say)."""
+    tail_read: bool = False
+    """:class:`TailRead`."""
 
 
 @runtime_checkable
@@ -349,7 +367,26 @@ def _probe(journal: Any) -> Capabilities:
         entries_many=isinstance(journal, EntriesMany),
         outcomes_behind=isinstance(journal, OutcomesBehind) and bool(journal.writes_outcomes_behind),
         durable_outcomes=bool(journal.durable_outcomes) if isinstance(journal, CommitRule) else None,
+        tail_read=isinstance(journal, TailRead),
     )
+
+
+async def read_tail(journal: Any, saga_id: str) -> JournalEntry | None:
+    """The saga's newest entry (``None``: none): one index probe where the backend has
+    :class:`TailRead` (a view: its backend's), else the last of :meth:`JournalReads.entries`.
+
+    Args:
+        journal: a backend, a wrapper of one, or a :class:`View`.
+        saga_id: the saga.
+
+    Raises:
+        JournalError: storage could not be read.
+    """
+    if capabilities_of(journal).tail_read:
+        backend = journal.backend if isinstance(journal, View) else journal
+        return await backend.tail(saga_id)  # type: ignore[no-any-return]
+    entries = await journal.entries(saga_id)
+    return entries[-1] if entries else None
 
 
 def check_page(offset: int, limit: int | None) -> None:

@@ -13,6 +13,14 @@ Rules (design.md, "Runs, leases and the end of a saga"):
   entry of an earlier holder) does not. While the saga writes nothing (a long tool body, a slow
   model) a :class:`LeaseKeeper` task of the saga's own journals LEASE_RENEWED every third of the
   duration; no scheduler outside the process.
+* The keeper renews only while the run makes progress (:class:`RunProgress`): an append by the
+  run, a model-turn boundary, or a tool body still inside its deadline (its INTENT's
+  ``deadline_seconds``, :data:`DEFAULT_CALL_DEADLINE` when absent). After ``max(3,
+  ceil(longest deadline or model timeout in flight / lease_seconds))`` lease periods without
+  progress it stops renewing and stops the run with
+  :class:`~sagacity_agents.errors.RunStalledError` naming the step it waits on: a run stuck on an
+  await that never ends cannot hold the saga for ever; the lease expires and a recovery takes
+  it. A beat reads the saga's tail only (``core.journal.read_tail``), never the whole saga.
 * A held, unexpired lease of another holder refuses the new run with
   :class:`~sagacity_agents.errors.SagaStateError` before anything is written. An expired one (its
   holder died, or stalled longer than the duration) may be taken over; the new RUN_STARTED names
@@ -44,19 +52,33 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import (
-    JournalClosedError, JournalConflictError, JournalError, LeaseLostError, SagaStateError,
+    JournalClosedError, JournalConflictError, JournalError, LeaseLostError, RunStalledError,
+    SagaStateError,
 )
 from .entries import JournalEntry, Phase
-from .journal import FENCE_KEY, LATE_KEY, Journal, append_each, capabilities_of, utc_now
+from .journal import (
+    FENCE_KEY, LATE_KEY, Journal, append_each, capabilities_of, read_tail, utc_now,
+)
 from .ledger import is_closed
 
 __all__ = [
-    "DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "acquire_lease", "check_lease_seconds",
+    "DEFAULT_CALL_DEADLINE", "DEFAULT_LEASE_SECONDS", "DEFAULT_MODEL_TIMEOUT", "Lease",
+    "LeaseKeeper", "RunProgress", "acquire_lease", "check_lease_seconds",
     "completed_unclosed", "intent_in_doubt_note", "lease_of", "lease_seconds", "new_holder_id",
 ]
 
 DEFAULT_LEASE_SECONDS = 30.0
 """How long a run's lease lasts after the saga's last entry, in seconds."""
+
+DEFAULT_CALL_DEADLINE = 300.0
+"""A tool call's deadline in seconds when its INTENT carries no ``deadline_seconds``."""
+
+DEFAULT_MODEL_TIMEOUT = 600.0
+"""How long a model turn may take, in seconds, before a run waiting on it counts as stalled
+(the OpenAI client's own default request timeout)."""
+
+MIN_IDLE_PERIODS = 3
+"""Lease periods without progress a keeper always allows before it stops renewing."""
 
 _ACQUIRE_ATTEMPTS = 50
 """Conditional RUN_STARTED appends tried before giving up (each loses only to a real write)."""
@@ -325,14 +347,112 @@ async def acquire_lease(
                          code="LEASE_BUSY")
 
 
+class RunProgress:
+    """What a run is doing, as its :class:`LeaseKeeper` judges progress. Thread-safe enough for
+    sync tools' worker threads (each update is one assignment or one dict operation).
+
+    Progress is: an append by the run (:meth:`note`, or the keeper's ``touched``), a model-turn
+    boundary (:meth:`turn_started`, :meth:`turn_ended`), or a tool body inside its deadline
+    (:meth:`body_started` to :meth:`body_ended`; past ``deadline_seconds`` it is not).
+
+    Args:
+        clock: monotonic seconds (default ``time.monotonic``; tests inject one).
+        model_timeout: seconds a model turn may take (default :data:`DEFAULT_MODEL_TIMEOUT`).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *,
+                 model_timeout: float = DEFAULT_MODEL_TIMEOUT) -> None:
+        self.clock = clock
+        self.model_timeout = model_timeout
+        self.last = clock()
+        """``clock()`` of the latest append or model-turn boundary."""
+        self.turns = 0
+        """Model turns started."""
+        self._model_since: float | None = None
+        self._bodies: dict[int, tuple[str, float, float]] = {}
+
+    def note(self) -> None:
+        """The run appended an entry (or otherwise moved on): progress now."""
+        self.last = self.clock()
+
+    def turn_started(self) -> None:
+        """A model turn starts (``on_llm_start``): progress, and the model is in flight."""
+        self.turns += 1
+        self.last = self._model_since = self.clock()
+
+    def turn_ended(self) -> None:
+        """A model turn ended (``on_llm_end``, or an agent's start or end): progress."""
+        self._model_since = None
+        self.last = self.clock()
+
+    def body_started(self, token: object, tool: str, call_id: str | None, payload: Any) -> None:
+        """A tool body starts after its INTENT (``payload``: the INTENT's payload, whose
+        ``deadline_seconds`` bounds it; :data:`DEFAULT_CALL_DEADLINE` when absent or not a
+        number > 0). ``token``: what :meth:`body_ended` is called with."""
+        deadline = payload.get("deadline_seconds") if isinstance(payload, Mapping) else None
+        try:
+            seconds = check_lease_seconds(deadline)
+        except ValueError:
+            seconds = DEFAULT_CALL_DEADLINE
+        self.waiting(token, f"tool {tool}" + (f" (call {call_id})" if call_id else ""), seconds)
+
+    def waiting(self, token: object, label: str, seconds: float) -> None:
+        """The run waits on something bounded by ``seconds`` (a tool body, a human's decision):
+        progress until then. ``label`` names it in a stall's message; ``token``: what
+        :meth:`body_ended` is called with."""
+        self._bodies[id(token)] = (label, self.clock(), seconds)
+
+    def body_ended(self, token: object) -> None:
+        """The body of :meth:`body_started`'s ``token`` ended (once or more: harmless)."""
+        if self._bodies.pop(id(token), None) is not None:
+            self.last = self.clock()
+
+    def progress_at(self, now: float) -> float:
+        """The latest moment the run made progress, as seen at ``now``: a body inside its
+        deadline is progress until that deadline."""
+        latest = self.last
+        for _, started, seconds in list(self._bodies.values()):
+            latest = max(latest, min(now, started + seconds))
+        return latest
+
+    def longest_wait(self) -> float:
+        """The longest deadline (or model timeout) of what is in flight, in seconds (0: none)."""
+        waits = [seconds for _, _, seconds in list(self._bodies.values())]
+        if self._model_since is not None:
+            waits.append(self.model_timeout)
+        return max(waits, default=0.0)
+
+    def waiting_on(self, now: float) -> str:
+        """The step the run waits on, for an error message."""
+        for label, started, seconds in list(self._bodies.values()):
+            if now > started + seconds:
+                return f"{label} past its deadline of {seconds:g} s"
+        if self._model_since is not None:
+            return f"model turn {self.turns}"
+        bodies = [label for label, _, _ in list(self._bodies.values())]
+        if bodies:
+            return ", ".join(bodies)
+        return f"the run's next step after model turn {self.turns}" if self.turns \
+            else "the run's next step"
+
+
 class LeaseKeeper:
-    """Renews a held lease from the saga's own event loop while the saga writes nothing.
+    """Renews a held lease from the saga's own event loop while the saga writes nothing, as long
+    as the run makes progress.
 
     Wakes every third of the duration; when nothing was journaled by the saga since the last
-    wake-up (``touched()`` is older than that), it checks the lease is still this holder's and
-    journals LEASE_RENEWED under the lease's fence. If the lease was lost (taken over after a
-    stall: the journal refuses the fenced renewal, or the saga shows another holder), it stops
-    renewing, sets :attr:`lost` and calls ``on_lost``: the run stops at its next step.
+    wake-up (``touched()`` is older than that), it checks the lease is still this holder's (the
+    saga's tail alone: ``core.journal.read_tail``) and journals LEASE_RENEWED under the lease's
+    fence (the journal refuses it if another run took the lease). If the lease was lost (taken
+    over after a stall: the journal refuses the fenced renewal, or the tail shows another run
+    or the saga closed), it stops renewing, sets :attr:`lost` and calls ``on_lost``: the run
+    stops at its next step.
+
+    If the run made no progress (``progress``, :class:`RunProgress`; ``touched()`` counts as an
+    append) for ``idle_periods`` lease periods (default ``max(3, ceil(longest deadline or model
+    timeout in flight / seconds))``), it stops renewing, sets :attr:`stalled` (a
+    :class:`~sagacity_agents.errors.RunStalledError` naming the step the run waits on, also the
+    observable reason it stopped: :attr:`stopped_by`) and calls ``on_lost`` with it.
 
     Args:
         journal: the saga's journal.
@@ -341,25 +461,56 @@ class LeaseKeeper:
         seconds: the lease duration.
         touched: returns the ``time.monotonic()`` of the saga's latest journal write.
         fence: the seq of the lease's RUN_STARTED (``None``: renewals unfenced).
-        on_lost: called once with a :class:`LeaseLostError` when the loss is seen.
+        on_lost: called once with a :class:`LeaseLostError` when the loss (or the stall) is seen.
+        progress: the run's progress (``None``: every beat counts as progress, as before).
+        idle_periods: lease periods without progress before it stops (an int >= 1; ``None``:
+            the default above).
+        sleep: awaits a number of seconds (default ``asyncio.sleep``; tests inject one).
+
+    Raises:
+        ValueError: ``idle_periods`` is not an int >= 1.
     """
 
     def __init__(
         self, journal: Journal, saga_id: str, holder: str, seconds: float,
         touched: Callable[[], float], *, fence: int | None = None,
         on_lost: Callable[[LeaseLostError], None] | None = None,
+        progress: RunProgress | None = None, idle_periods: int | None = None,
+        sleep: Callable[[float], Any] = asyncio.sleep,
     ) -> None:
+        if idle_periods is not None and (isinstance(idle_periods, bool)
+                                         or not isinstance(idle_periods, int) or idle_periods < 1):
+            raise ValueError(f"idle_periods must be an int >= 1, got {idle_periods!r}")
         self.journal = journal
         self.saga_id = saga_id
         self.holder = holder
+        self.seconds = seconds
         self.interval = seconds / 3
         self.touched = touched
         self.fence = fence
         self.on_lost = on_lost
+        self.progress = progress
+        self.idle_periods = idle_periods
         self.lost = False
+        self.stalled: RunStalledError | None = None
+        """Set when the keeper stopped because the run made no progress."""
+        self.renewals = 0
+        """LEASE_RENEWED entries this keeper journaled."""
+        self._sleep = sleep
         self._renewals = itertools.count(1)
-        self._last_renewal = time.monotonic()
+        self._clock = progress.clock if progress is not None else time.monotonic
+        self._last_renewal = self._clock()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def stopped_by(self) -> type[LeaseLostError] | None:
+        """Why the keeper stopped renewing: :class:`RunStalledError` (no progress),
+        :class:`LeaseLostError` (another run holds the lease, or it was released), ``None``
+        (it renews, or was stopped by its run)."""
+        if self.stalled is not None:
+            return RunStalledError
+        return LeaseLostError if self.lost else None
 
     def start(self) -> None:
         """Start renewing (on the running loop)."""
@@ -367,39 +518,71 @@ class LeaseKeeper:
             self._task = asyncio.get_running_loop().create_task(self._beat())
 
     async def stop(self) -> None:
-        """Stop renewing (idempotent)."""
+        """Stop renewing (idempotent); returns once the keeper's task has ended, so no renewal
+        lands after it.
+
+        A cancellation alone does not stop the task for sure: Python 3.11's ``asyncio.wait_for``
+        (inside psycopg_pool's wait for a connection) returns the result instead of raising
+        when the cancellation and the result arrive together, and the beat goes on with the
+        connection it got. So the keeper is also told to stop (checked after each of its
+        awaits) and cancelled again until it has ended: a run never waits for ever on its
+        keeper, renewing the lease it should release."""
+        self._stopping = True
         task, self._task = self._task, None
-        if task is not None:
+        if task is None or task is asyncio.current_task():
+            return
+        while not task.done():
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.wait((task,), timeout=max(self.interval, 0.05))
+        if not task.cancelled():
+            task.exception()  # retrieved: a beat that ended by an error has nothing to report
 
     def _lose(self, lost: LeaseLostError) -> None:
         self.lost = True
         if self.on_lost is not None:
             self.on_lost(lost)
 
+    def _touched(self) -> float:
+        touched = self.touched()
+        if self.progress is not None and touched > self.progress.last:
+            self.progress.last = touched  # an append by the run is progress
+        return touched
+
+    def check_progress(self) -> RunStalledError | None:
+        """The stall error when the run made no progress for too long, else ``None``."""
+        progress = self.progress
+        if progress is None:
+            return None
+        self._touched()
+        now = progress.clock()
+        idle = now - progress.progress_at(now)
+        periods = self.idle_periods or max(
+            MIN_IDLE_PERIODS, math.ceil(progress.longest_wait() / self.seconds))
+        if idle <= periods * self.seconds:
+            return None
+        waiting = progress.waiting_on(now)
+        return RunStalledError(
+            f"saga {self.saga_id}: no progress for {idle:.0f} s (over {periods} lease periods "
+            f"of {self.seconds:g} s): waiting on {waiting}; the lease is no longer renewed and "
+            "the run stops here (recover the saga once the lease has expired)",
+            saga_id=self.saga_id, fence=self.fence, waiting_on=waiting, idle_seconds=idle)
+
     async def _beat(self) -> None:
-        while True:
-            latest = max(self.touched(), self._last_renewal)
-            await asyncio.sleep(max(0.0, latest + self.interval - time.monotonic()))
-            if max(self.touched(), self._last_renewal) + self.interval > time.monotonic():
+        while not self._stopping:
+            latest = max(self._touched(), self._last_renewal)
+            await self._sleep(max(0.0, latest + self.interval - self._clock()))
+            if self._stopping:
+                return  # asked to stop while asleep, the cancellation lost on the way
+            stalled = self.check_progress()
+            if stalled is not None:
+                self.stalled = await self._with_last_entry(stalled)
+                self._lose(self.stalled)
+                return
+            if max(self._touched(), self._last_renewal) + self.interval > self._clock():
                 continue  # the saga journaled meanwhile: that renewed the lease
             try:
-                entries = await self.journal.entries(self.saga_id)
-                lease = lease_of(entries)
-                if lease is None or lease.holder != self.holder or lease.ended:
-                    self._lose(LeaseLostError(
-                        f"saga {self.saga_id}: the run lease of {self.holder} is gone ("
-                        + ("released" if lease is not None and lease.ended and lease.holder == self.holder
-                           else f"held by {lease.holder if lease else 'nobody'}") + ")",
-                        saga_id=self.saga_id, fence=self.fence,
-                        current=lease.started_seq if lease is not None else None))
+                if not await self._renew():
                     return
-                await self.journal.append(
-                    self.saga_id, Phase.LEASE_RENEWED,
-                    write_key=f"lease:{self.holder}:{next(self._renewals)}",
-                    payload={"holder": self.holder}, expected_seq=entries[-1].seq, fence=self.fence,
-                )
             except LeaseLostError as lost:
                 self._lose(lost)
                 return
@@ -407,4 +590,67 @@ class LeaseKeeper:
                 pass  # another entry landed: it renewed the lease (or the next beat sees a loss)
             except (JournalError, OSError):
                 pass  # the journal is down: try again at the next beat
-            self._last_renewal = time.monotonic()
+            self._last_renewal = self._clock()
+
+    async def _with_last_entry(self, stalled: RunStalledError) -> RunStalledError:
+        """``stalled``, naming the saga's newest entry too when the run's own step is not known
+        (an undo of a recovery: ``waiting on the run's next step (its last entry: COMPENSATING of
+        book_hotel (call c2), seq 7)``)."""
+        if not stalled.waiting_on.startswith("the run's next step"):
+            return stalled
+        try:
+            tail = await read_tail(self.journal, self.saga_id)
+            if tail is not None and tail.phase is Phase.LEASE_RENEWED:
+                # Once, at the stall: the run's own last step is under its renewals.
+                tail = next((e for e in reversed(await self.journal.entries(self.saga_id))
+                             if e.phase is not Phase.LEASE_RENEWED), None)
+        except (JournalError, OSError):
+            return stalled
+        if tail is None:
+            return stalled
+        what = f"{Phase(tail.phase).value}" + (f" of {tail.tool}" if tail.tool else "") + (
+            f" (call {tail.call_id})" if tail.call_id else "")
+        waiting = f"{stalled.waiting_on} (its last entry: {what}, seq {tail.seq})"
+        message = str(stalled).replace(f"waiting on {stalled.waiting_on}", f"waiting on {waiting}")
+        return RunStalledError(message, saga_id=self.saga_id, fence=self.fence,
+                               waiting_on=waiting, idle_seconds=stalled.idle_seconds)
+
+    async def _renew(self) -> bool:
+        """One beat's read and LEASE_RENEWED; ``False`` when the lease is seen gone (lost).
+
+        Raises:
+            LeaseLostError: the journal refused the fenced renewal.
+            JournalError: the journal could not be read or written.
+        """
+        if self.fence is None:  # unfenced: only the whole saga tells whose the lease is
+            entries = await self.journal.entries(self.saga_id)
+            lease, tail = lease_of(entries), (entries[-1] if entries else None)
+            gone = lease is None or lease.holder != self.holder or lease.ended
+        else:  # the fenced append checks the lease; the tail shows a release or a close
+            tail = await read_tail(self.journal, self.saga_id)
+            lease = None
+            gone = tail is None or tail.phase is Phase.SAGA_CLOSED or (
+                tail.phase is Phase.RUN_ENDED and isinstance(tail.payload, dict)
+                and tail.payload.get("holder") == self.holder) or (
+                tail.phase is Phase.RUN_STARTED and tail.seq != self.fence)
+        if self._stopping:
+            return False  # stopped while reading: write nothing more
+        if gone or tail is None:
+            other: int | None
+            if lease is not None:
+                released, other = lease.ended and lease.holder == self.holder, lease.started_seq
+            else:
+                released = tail is not None and tail.phase in (Phase.RUN_ENDED, Phase.SAGA_CLOSED)
+                other = tail.seq if tail is not None and tail.phase is Phase.RUN_STARTED else None
+            self._lose(LeaseLostError(
+                f"saga {self.saga_id}: the run lease of {self.holder} is gone ("
+                + ("released" if released else "held by another run") + ")",
+                saga_id=self.saga_id, fence=self.fence, current=other))
+            return False
+        await self.journal.append(
+            self.saga_id, Phase.LEASE_RENEWED,
+            write_key=f"lease:{self.holder}:{next(self._renewals)}",
+            payload={"holder": self.holder}, expected_seq=tail.seq, fence=self.fence,
+        )
+        self.renewals += 1
+        return True

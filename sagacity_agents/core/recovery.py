@@ -25,6 +25,7 @@ waiting for a human decision (RUN_ENDED AWAITING_APPROVAL), or a saga with no ru
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -252,7 +253,12 @@ class Recovery:
                 saga.core.verified = None  # the verdicts just journaled: compensation reads them
         except LeaseLostError:
             pass  # the saga noted it: finish() ends the recovery LEASE_LOST, undoing nothing
-        status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
+        try:
+            status = await saga.finish(error=SagaRecovered(f"saga {saga_id} recovered"), close=True)
+        except asyncio.CancelledError as exc:
+            if saga.lifecycle.stalled_error(exc) is None:
+                raise
+            status = SagaStatus.LEASE_LOST  # its keeper stopped it for want of progress
         # LEASE_LOST: another recovery took the saga over meanwhile
         return Recovered(saga_id, status, saga.report, saga.in_doubt, saga.lease_lost_error())
 

@@ -40,6 +40,7 @@ Approvals, with an approval store given (``approvals=``), as the SDK's users wri
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -284,7 +285,21 @@ class SagaRunHooks(RunHooks[Any]):
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         self.error = exc
-        await self.scope.leave(exc)
+        try:
+            await self.scope.leave(exc)
+        except asyncio.CancelledError as cancelled:
+            # Stopped while finishing (its journal writes queued past the idle limit).
+            stalled = self.saga.lifecycle.stalled_error(cancelled)
+            if stalled is None:
+                raise
+            self.error = stalled
+            raise stalled from cancelled
+        stalled = self.saga.lifecycle.stalled_error(exc)
+        if stalled is not None:
+            # The lease keeper stopped a run that made no progress (core.lease): the caller
+            # gets why, naming the step it waited on, not a bare cancellation.
+            self.error = stalled
+            raise stalled from exc
         if self.scope.status is SagaStatus.LEASE_LOST and exc is None:
             # The run returned (its output may say "all booked") but another run had taken the
             # saga over meanwhile and may have undone it all: never leave the block as if fine.
@@ -349,6 +364,7 @@ class SagaRunHooks(RunHooks[Any]):
         """Stop the run if the saga failed (STOP policy); journal calls an input guardrail
         rejected, seen as their outputs in this input; then the user's hook."""
         self._check()
+        self.saga.core.progress.turn_started()  # a model-turn boundary: progress (core.lease)
         if self._unstarted:
             await self._journal_guardrail_refusals(input_items)
         if self.user_hooks is not None:
@@ -357,6 +373,7 @@ class SagaRunHooks(RunHooks[Any]):
     async def on_llm_end(self, context: Any, agent: Agent[Any], response: Any) -> None:
         """Stop the run if the saga failed; note the declared calls the model asked for (so a
         guardrail's rejection of one is journaled); then the user's hook."""
+        self.saga.core.progress.turn_ended()
         self._check()
         for item in getattr(response, "output", None) or ():
             if getattr(item, "type", None) == "function_call":
@@ -375,6 +392,7 @@ class SagaRunHooks(RunHooks[Any]):
     async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
         """Stop the run if the saga failed; bind the agent's tools to the saga (start-up checks,
         ``sdk/binding.py``); then the user's hook."""
+        self.saga.core.progress.turn_ended()
         self._check()
         bind_agent(self.saga, agent, strict=self.strict)
         if self.user_hooks is not None:
@@ -382,6 +400,7 @@ class SagaRunHooks(RunHooks[Any]):
 
     async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
         """Stop the run if the saga failed; then the user's hook."""
+        self.saga.core.progress.turn_ended()
         self._check()
         if self.user_hooks is not None:
             await self.user_hooks.on_agent_end(context, agent, output)

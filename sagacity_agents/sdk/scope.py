@@ -35,6 +35,10 @@ _FINALIZING: set[asyncio.Future[Any]] = set()
 """Finalizations still running after their caller was cancelled (kept referenced)."""
 
 
+_NO_TTL = 365 * 24 * 3600.0
+"""How long a run may wait for a human's decision on requests that never expire (seconds)."""
+
+
 class ApprovalDriver:
     """The approvals of one run of a saga (see :class:`~.hooks.SagaRunHooks`'s ``approval_driver``).
 
@@ -86,11 +90,17 @@ class ApprovalDriver:
         outcome = await desk.pause(self.saga, self.agent, result.to_state())  # type: ignore[arg-type]
         self.pending = bool(outcome.requests)
         self.snapshot_used = self.snapshot_used or bool(outcome.requests)
+        if outcome.requests:
+            # A human decides within the requests' lifetime: the lease keeper counts the wait as
+            # progress until then (core.lease), so an inline approver may take its time.
+            self.saga.core.progress.waiting(
+                self, f"approval of {len(outcome.requests)} call(s)", desk.ttl or _NO_TTL)
         return outcome
 
     async def resume(self, context: Any, entered: bool) -> Any:
         """See :meth:`~.hooks.SagaRunHooks.resume_state`."""
         desk = self.desk_for("resume_state", entered)
+        self.saga.core.progress.body_ended(self)  # the decisions are in: no longer waiting
         try:
             state, decisions = await desk.restore(self.saga, self.agent, context)  # type: ignore[arg-type]
         except ApprovalError:

@@ -113,6 +113,12 @@ class InMemoryJournal:
         with self._lock:
             return list(self._chains.get(saga_id, ()))
 
+    async def tail(self, saga_id: str) -> JournalEntry | None:
+        """The saga's newest entry (``core.journal.TailRead``; ``None``: no entry)."""
+        with self._lock:
+            chain = self._chains.get(saga_id)
+            return chain[-1] if chain else None
+
     async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
         """The entries of each of ``saga_ids`` (``core.journal.read_sagas``), sagas without
         entries left out."""

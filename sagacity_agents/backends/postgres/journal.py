@@ -133,6 +133,7 @@ def _tail(seq: int, hash_: str, phase: str | None) -> Tail | None:
     return None if seq == 0 or phase is None else (seq, hash_, phase)
 
 
+_TAIL = f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = %s ORDER BY seq DESC LIMIT 1"
 _BY_KEY = f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = %s AND write_key = %s"
 # The sole writer's append: the entry sealed on the remembered tail, inserted as it is, only
 # (1) while nobody holds the saga's lock, taken without waiting (pg_try_advisory_xact_lock, held
@@ -562,6 +563,21 @@ class PostgresJournal:
                 (saga_id,),
             )
             return [_row_to_entry(r) for r in await cur.fetchall()]
+
+        return await self.database.run(f"read of saga {saga_id!r}", work, retry_broken=True)
+
+    async def tail(self, saga_id: str) -> JournalEntry | None:
+        """The saga's newest entry (``core.journal.TailRead``): one probe of the index on
+        ``(saga_id, seq)``, read backwards, whatever the saga's length. ``None``: no entry.
+
+        Raises:
+            JournalError: the read failed (pool exhausted, timeout, broken connections).
+        """
+
+        async def work(conn: Any) -> JournalEntry | None:
+            cur = await conn.execute(_TAIL, (saga_id,), prepare=True)
+            row = await cur.fetchone()
+            return None if row is None else _row_to_entry(row)
 
         return await self.database.run(f"read of saga {saga_id!r}", work, retry_broken=True)
 

@@ -437,6 +437,13 @@ class SqliteJournal(SqliteWorker):
         ).fetchall()
         return [_row_to_entry(r) for r in rows]
 
+    def _tail_sync(self, saga_id: str) -> JournalEntry | None:
+        row = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM sagacity_journal WHERE saga_id = ? ORDER BY seq DESC LIMIT 1",
+            (saga_id,),
+        ).fetchone()
+        return None if row is None else _row_to_entry(row)
+
     def _close_sync(self) -> None:
         # The lazy commits since the last durable one are synced now, whether or not closing
         # runs a checkpoint (it does not while another connection is open; when it does,
@@ -555,6 +562,15 @@ class SqliteJournal(SqliteWorker):
     async def entries(self, saga_id: str) -> list[JournalEntry]:
         """See :meth:`Journal.entries`."""
         return await self._run(self._entries_sync, saga_id)
+
+    async def tail(self, saga_id: str) -> JournalEntry | None:
+        """The saga's newest entry (``core.journal.TailRead``): one probe of the primary key
+        ``(saga_id, seq)``, whatever the saga's length. ``None``: no entry.
+
+        Raises:
+            JournalError: storage could not be read.
+        """
+        return await self._run(self._tail_sync, saga_id)
 
     async def entries_many(self, saga_ids: list[str]) -> dict[str, list[JournalEntry]]:
         """The entries of each of ``saga_ids`` in one read (``core.journal.read_sagas``):

@@ -354,6 +354,7 @@ class CallRecorder:
             outcomes.end(done)
             raise
         note_intent(step, intent)
+        core.progress.body_started(done, tool, call_id, intent.payload)
         if self.refusals.refuses_effects(decl):
             # The saga failed while the INTENT was being written (a call of the same turn): the
             # body must not run after the failure; the REFUSED entry is the call's outcome.

@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any
 
-from ...errors import JournalError, JournalWriteError, LeaseLostError, SagaStateError
+from ...errors import JournalError, JournalWriteError, LeaseLostError, RunStalledError, SagaStateError
 from ...errors import describe_error as _describe
 from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
@@ -50,6 +50,13 @@ class RunLifecycle:
         self._recovering = False
         self._keeper: LeaseKeeper | None = None
         self._journal_id: str | None = None
+        self._run_task: asyncio.Task[Any] | None = None
+        self.idle_periods: int | None = None
+        """Lease periods without progress before the keeper stops the run (``None``: ``max(3,
+        ceil(longest deadline or model timeout in flight / lease_seconds))``, ``core.lease``)."""
+        self.keeper: LeaseKeeper | None = None
+        """The latest run's lease keeper (kept after the run ends: why it stopped,
+        :attr:`LeaseKeeper.stopped_by`)."""
 
     async def open(self, *, recovering: bool = False, verified: list[JournalEntry] | None = None) -> None:
         """Journal SAGA_OPENED (once per saga id; a retry or a later process is harmless) and
@@ -192,12 +199,39 @@ class RunLifecycle:
         self.core.fence = started.seq
         self.core.lease_lost = None
         self.compensation_stop = StopSignal()  # a stop asked of an earlier run is not this run's
+        if self._keeper is not None:  # a run started again without its end: one keeper at a time
+            await self._keeper.stop()
         self.core.last_journaled = time.monotonic()
-        self._keeper = LeaseKeeper(
+        self.core.progress.note()
+        self._run_task = asyncio.current_task()
+        self._keeper = self.keeper = LeaseKeeper(
             self.core.journal, self.core.saga_id, self.holder, self.lease_seconds, lambda: self.core.last_journaled,
-            fence=started.seq, on_lost=self.core.lose_lease,
+            fence=started.seq, on_lost=self._lost, progress=self.core.progress,
+            idle_periods=self.idle_periods,
         )
         self._keeper.start()
+
+    def _lost(self, lost: LeaseLostError) -> None:
+        """The keeper saw the lease lost, or stopped renewing it for want of progress: a stalled
+        run is stopped (its task cancelled; :meth:`stalled_error` turns that cancellation into
+        the :class:`RunStalledError` its caller gets), for the lease to expire and a recovery
+        to take the saga."""
+        self.core.lose_lease(lost)
+        task = self._run_task
+        if isinstance(lost, RunStalledError) and task is not None and not task.done():
+            task.cancel(str(lost))
+
+    def stalled_error(self, exc: BaseException | None) -> RunStalledError | None:
+        """The stall that ended the run, when ``exc`` (what the run raised) is the cancellation
+        the keeper caused (the cancellation is then withdrawn from the task: the caller gets
+        the error instead); else ``None``."""
+        stalled = self.keeper.stalled if self.keeper is not None else None
+        if stalled is None or not isinstance(exc, asyncio.CancelledError):
+            return None
+        task = asyncio.current_task()
+        if task is not None and task is self._run_task and task.cancelling():
+            task.uncancel()
+        return stalled
 
     @property
     def running(self) -> bool:

@@ -61,6 +61,7 @@ class OutcomeLog:
         """End a call counted by :meth:`begin` (once; later ends do nothing)."""
         core = self.core
         core.last_journaled = time.monotonic()
+        core.progress.body_ended(token)
         with core.lock:
             if not token.ended:
                 token.ended = True

@@ -13,12 +13,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import LeaseLostError
+from ...errors import LeaseLostError, RunStalledError
 from ..entries import JournalEntry
 from ..evidence import Evidence
 from ..fence import FencedJournal
 from ..identity import Derivation, check_saga_id
 from ..journal import Journal
+from ..lease import RunProgress
 from .status import FailurePolicy, FailureRecord, SagaStatus
 
 __all__ = ["CallFrame", "InFlight", "SagaCore"]
@@ -106,6 +107,8 @@ class SagaCore:
         self.close_key = "saga:closed"
         """The write key of the saga's SAGA_CLOSED: another one when a recovery closes a
         reopened saga again (its first close holds this one)."""
+        self.progress = RunProgress()
+        """What the run is doing: the lease keeper renews only while it makes progress."""
 
     def invocation_id(self) -> str:
         """A new write-key prefix for one call."""
@@ -125,8 +128,8 @@ class SagaCore:
         """The error that tells this object's run it lost its lease (``None``: it did not):
         which lease, to which run, and any outcome the journal refused even late."""
         lost = self.lease_lost
-        if lost is None:
-            return None
+        if lost is None or isinstance(lost, RunStalledError):
+            return lost  # a stall names the step the run waited on: said as it is
         error = LeaseLostError(
             f"saga {self.saga_id}: this run lost its lease (RUN_STARTED seq {lost.fence}) to "
             f"another run (RUN_STARTED seq {lost.current}); it stalled past the lease's "
