@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sagacity_agents import SagaStatus
-from sagacity_agents.backends import InMemoryApprovalStore, Phase
+from sagacity_agents.backends import InMemoryApprovalStore, InMemoryJournal, Phase
 from sagacity_agents.core.chain import verify_entries
 from sagacity_agents.core.declarations import Reversibility, ToolDeclaration
 from sagacity_agents.core.ledger import is_closed, reopened_by
@@ -37,6 +37,27 @@ def journal_at(request):
     backend = request.param
     location = backend.location(request)
     return lambda clock: backend.journal(location, clock=clock)
+
+
+@pytest.fixture(params=["apart", "shared"])
+def journals(request, journal_at):
+    """Opens ``(the recovery's journal, the stalled run's journal, their clock)``: two journal
+    objects on one place (two processes: PostgreSQL's sole writer remembers a tail the other
+    one moved), or one shared (memory always shares: one process's memory)."""
+
+    def open_both() -> tuple[Any, Any, CrashClock]:
+        clock = CrashClock()
+        journal = journal_at(clock)
+        apart = request.param == "apart" and not isinstance(journal, InMemoryJournal)
+        return journal, journal_at(clock) if apart else journal, clock
+
+    return open_both
+
+
+async def close_both(journal: Any, stalled: Any) -> None:
+    await journal.close()
+    if stalled is not journal:
+        await stalled.close()
 
 
 class Stalled:
@@ -102,10 +123,11 @@ def trip_tools(log: list[Any], on_undo: Callable[[str], Awaitable[None]]) -> Cal
     return bind
 
 
-async def stalled_and_answered(journal: Any, clock: CrashClock, hotels: int) -> tuple[Stalled, Recovery]:
+async def stalled_and_answered(journal: Any, stalled_journal: Any, clock: CrashClock,
+                               hotels: int) -> tuple[Stalled, Recovery]:
     """The stalled run's entries (written an hour ago: its lease long expired), and a human's
     "not run" for each hotel INTENT."""
-    stalled = Stalled(journal)
+    stalled = Stalled(stalled_journal)
     await stalled.write(hotels)
     clock.catch_up()
     service = Recovery(journal, InMemoryApprovalStore())
@@ -115,11 +137,10 @@ async def stalled_and_answered(journal: Any, clock: CrashClock, hotels: int) -> 
     return stalled, service
 
 
-async def test_a_late_outcome_landing_during_the_undo_is_undone_before_the_close(journal_at):
-    clock = CrashClock()
-    journal = journal_at(clock)
+async def test_a_late_outcome_landing_during_the_undo_is_undone_before_the_close(journals):
+    journal, stalled_journal, clock = journals()
     try:
-        stalled, service = await stalled_and_answered(journal, clock, hotels=1)
+        stalled, service = await stalled_and_answered(journal, stalled_journal, clock, hotels=1)
         log: list[Any] = []
         landed: list[Any] = []
 
@@ -144,17 +165,16 @@ async def test_a_late_outcome_landing_during_the_undo_is_undone_before_the_close
         assert is_closed(entries) and reopened_by(entries) is None
         assert verify_entries(SAGA, entries).ok and recovery_reason(entries) is None
     finally:
-        await journal.close()
+        await close_both(journal, stalled_journal)
 
 
-async def test_an_entry_landing_after_the_last_undo_fails_the_conditional_close(journal_at, monkeypatch):
+async def test_an_entry_landing_after_the_last_undo_fails_the_conditional_close(journals, monkeypatch):
     """The late outcome lands after the recovery's last own entry, just before its RUN_ENDED:
     the journal refuses the conditional batch (``expected_seq``), nothing is written, and the
     recovery compensates again on its still-held lease."""
-    clock = CrashClock()
-    journal = journal_at(clock)
+    journal, stalled_journal, clock = journals()
     try:
-        stalled, service = await stalled_and_answered(journal, clock, hotels=1)
+        stalled, service = await stalled_and_answered(journal, stalled_journal, clock, hotels=1)
         landed: list[Any] = []
         append = journal.append
 
@@ -182,7 +202,7 @@ async def test_an_entry_landing_after_the_last_undo_fails_the_conditional_close(
         assert len(ends) == 1 and late.seq < ends[0].seq == close.seq - 1
         assert verify_entries(SAGA, entries).ok and is_closed(entries)
     finally:
-        await journal.close()
+        await close_both(journal, stalled_journal)
 
 
 async def test_late_outcomes_that_keep_landing_leave_the_saga_open_for_recovery(journal_at):
@@ -191,7 +211,7 @@ async def test_late_outcomes_that_keep_landing_leave_the_saga_open_for_recovery(
     clock = CrashClock()
     journal = journal_at(clock)
     try:
-        stalled, service = await stalled_and_answered(journal, clock, hotels=3)
+        stalled, service = await stalled_and_answered(journal, journal, clock, hotels=3)
         log: list[Any] = []
         wakes = {"f1": "h1", "h1": "h2", "h2": "h3"}  # each undo: the next hotel returns
 
