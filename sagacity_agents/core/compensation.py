@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ClaimTakenError, JournalWriteError, LeaseLostError, describe_error
@@ -134,6 +134,10 @@ class CompensationReport:
     outcome stands and the call is undone (or reported) like any effect. ``seq`` is the
     outcome's; ``detail`` says ``the answer "not run" (seq A) was contradicted by the call's
     own outcome (seq N)``."""
+    read_seq: int = field(default=0, compare=False)
+    """The last seq of the entries the walk acted on (its verified snapshot; 0: none): an
+    entry after it was not seen, so whoever closes the saga on this report checks that only
+    its own entries followed (``core.saga.closing``). Not in :meth:`to_dict`."""
 
     @property
     def still_dirty(self) -> DirtyItems:
@@ -575,6 +579,7 @@ class _Walk:
             no_undo=by_seq(self.no_undo),
             in_doubt=by_seq(self.in_doubt),
             approved_not_run=approved_never_run(entries),
+            read_seq=entries[-1].seq if entries else 0,
         )
 
 

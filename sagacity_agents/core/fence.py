@@ -236,6 +236,10 @@ class FencedJournal(JournalView):
         self._fence = fence
         self._on_lost = on_lost
         self._on_unjournaled = on_unjournaled
+        self.appended: list[int] = []
+        """The seqs of the entries this view appended to its saga (a replay returns and counts
+        the stored one), in the order the appends returned: what the saga wrote itself, so
+        that :meth:`own_tail` can tell another writer's entry from its own without a read."""
 
     def __repr__(self) -> str:
         return f"FencedJournal({self.inner!r}, saga {self.saga_id!r})"
@@ -251,6 +255,29 @@ class FencedJournal(JournalView):
         return AppendRequest.build(saga_id, phase, tagger=self.tagger_for(saga_id, phase, fields), **fields)
 
     request = _fenced
+
+    def own_tail(self, after: int) -> int | None:
+        """The saga's tail as far as this view knows, when every entry after seq ``after`` is
+        one it appended: the seq of its last append after ``after`` (``after`` itself when it
+        appended none since); ``None`` when another writer appended in between (a seq after
+        ``after`` is not one of :attr:`appended`, e.g. a stalled run's late outcome).
+
+        A write conditional on the returned seq (``expected_seq``) then lands only if nothing
+        but this view's own entries came after ``after`` (closing a saga on what compensation
+        read: ``core.saga.closing``). An append of this view that raised yet was stored counts
+        as another writer's: the caller reads again, never less safe.
+
+        Args:
+            after: the last seq the caller read (int >= 0).
+        """
+        mine = sorted({seq for seq in list(self.appended) if seq > after})
+        tail = mine[-1] if mine else after
+        return tail if len(mine) == tail - after else None
+
+    def _own(self, saga_id: str, entry: JournalEntry) -> JournalEntry:
+        if saga_id == self.saga_id:
+            self.appended.append(entry.seq)
+        return entry
 
     def _late(
         self, request: AppendRequest, fields: Mapping[str, Any], lost: LeaseLostError
@@ -280,11 +307,11 @@ class FencedJournal(JournalView):
         await self.bind(saga_id)
         request = self.request(saga_id, phase, fields)
         try:
-            return self.noted(saga_id, [await self.backend.append(request)])[0]
+            return self._own(saga_id, self.noted(saga_id, [await self.backend.append(request)])[0])
         except LeaseLostError as lost:
             late = self._late(request, fields, lost)
         try:  # the effect (or the undo) happened under our lease: journal it, marked late
-            return await self.backend.append(late)
+            return self._own(saga_id, await self.backend.append(late))
         except JournalError as refused:  # closed meanwhile: say so wherever we can
             self._unjournaled(late, refused)
             raise
@@ -302,11 +329,11 @@ class FencedJournal(JournalView):
             raise TypeError(f"{self.backend!r} has no blocking append")
         request = self.request(saga_id, phase, fields)
         try:
-            return self.backend.append_sync(request)
+            return self._own(saga_id, self.backend.append_sync(request))
         except LeaseLostError as lost:
             late = self._late(request, fields, lost)
         try:
-            return self.backend.append_sync(late)
+            return self._own(saga_id, self.backend.append_sync(late))
         except JournalError as refused:
             self._unjournaled(late, refused)
             raise
@@ -327,7 +354,10 @@ class FencedJournal(JournalView):
             LeaseLostError: as :meth:`append` (the appends before the refused one are written).
         """
         try:
-            return await super().append_many(saga_id, appends)
+            stored = await super().append_many(saga_id, appends)
         except LeaseLostError as lost:
             self._on_lost(lost)
             raise
+        for entry in stored:
+            self._own(saga_id, entry)
+        return stored

@@ -11,7 +11,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import JournalError, JournalWriteError, LeaseLostError, SagaFailedError
+from ...errors import (
+    JournalConflictError, JournalError, JournalWriteError, LeaseLostError, SagaFailedError,
+)
 from ...errors import describe_error as _describe
 from ..compensation import CompensationItem, CompensationReport, SagaLedger, compensate
 from ..entries import Phase
@@ -23,6 +25,10 @@ from .state import SagaCore
 from .status import FailureRecord, SagaStatus
 
 __all__ = ["SagaEnding"]
+
+_CLOSE_ATTEMPTS = 3
+"""Compensations (each followed by a conditional close) one run makes before it leaves the saga
+open for ``recover``: each retry follows an entry another writer appended meanwhile."""
 
 
 @dataclass(eq=False)
@@ -114,6 +120,21 @@ class SagaEnding:
         Raises:
             ValueError: ``status`` is not a closing status.
         """
+        await self._close(status, extra)
+
+    async def _close(self, status: SagaStatus, extra: dict[str, Any], after: int | None = None) -> bool:
+        """:meth:`close`; with ``after`` (the last seq the compensation read), only while
+        nothing but this saga's own entries followed it (``RunLifecycle.release_lease``).
+
+        Returns:
+            ``False`` when ``after`` is set and another writer's entry followed it before the
+            run ended: nothing was written, the lease is still held (compensate again).
+            ``True`` otherwise. When another writer's entry lands between RUN_ENDED and a
+            SAGA_CLOSED written alone (after a failed batch), the saga is left open, IN_DOUBT.
+
+        Raises:
+            ValueError: ``status`` is not a closing status.
+        """
         if status not in (SagaStatus.COMPLETED, SagaStatus.COMPENSATED):
             raise ValueError(f"a saga is closed COMPLETED or COMPENSATED, not {status.value}")
         payload: dict[str, Any] = {"status": status.value, **extra}
@@ -121,26 +142,40 @@ class SagaEnding:
             payload["report"] = self.report.to_dict()
         closing: dict[str, Any] = {"phase": Phase.SAGA_CLOSED, "write_key": self.core.close_key,
                                    "payload": payload}
-        stored = await self.lifecycle.release_lease(status, closing)
+        try:
+            stored = await self.lifecycle.release_lease(status, closing, after=after)
+        except JournalConflictError:
+            return False
         if self.core.lease_lost is not None:
             self.core.status = SagaStatus.LEASE_LOST  # another run holds the saga: it is theirs to close
-            return
+            return True
         self.core.status = status
         self.closed = True
         # SAGA_CLOSED alone (retried once, same write key) when it did not go with RUN_ENDED.
         for attempt in () if stored else (1, 2):
             try:
-                await self.core.journal.append(self.core.saga_id, **closing)
+                tail = None if after is None else self.core.journal.own_tail(after)
+                if after is not None and tail is None:
+                    raise JournalConflictError(f"another writer appended after seq {after}")
+                await self.core.journal.append(self.core.saga_id, **closing, expected_seq=tail)
                 break
             except JournalError as exc:
+                if after is not None and isinstance(exc, JournalConflictError):
+                    # The run has ended: what landed is for a recovery to undo, never closed over.
+                    self.core.status, self.closed = SagaStatus.IN_DOUBT, False
+                    self.core.journal_errors.append(
+                        f"SAGA_CLOSED not journaled: an entry landed after seq {after}, which "
+                        f"compensation read ({_describe(exc)}); left open: recover it")
+                    return True
                 if attempt == 2:
                     self.core.journal_errors.append(f"SAGA_CLOSED not journaled: {_describe(exc)}")
-                    return
+                    return True
         if self.core.evidence is not None and self.core.evidence.signs_checkpoints:
             try:
                 await self.core.evidence.checkpoint(self.core.journal, self.core.saga_id)
             except Exception as exc:  # noqa: BLE001 - the saga's status stands; reported
                 self.core.journal_errors.append(f"checkpoint not written: {_describe(exc)}")
+        return True
 
     async def _end_open(self, status: SagaStatus) -> SagaStatus:
         """End the run and leave the saga open with ``status`` (more runs, approvals, or
@@ -188,39 +223,7 @@ class SagaEnding:
         if self.core.lease_lost is not None:
             return await self._end_lost()
         if error is not None or bool(self.core.failures):
-            await self.outcomes.settle()
-            if self.core.failures:
-                first = self.core.failures[0]
-                reason = f"{first.tool} (call {first.call_id}) failed: {first.error}"
-                if error is not None and not isinstance(error, SagaFailedError):
-                    reason += f"; run raised {_describe(error)}"
-            else:
-                reason = f"run raised {_describe(error)}" if error is not None else "failed"
-            try:
-                await self.fail(reason)
-            except LeaseLostError:
-                return await self._end_lost()
-            except JournalError as exc:  # compensation must not wait for the journal's health
-                self.core.journal_errors.append(f"SAGA_FAILED not journaled: {_describe(exc)}")
-            if self.core.lease_lost is not None:
-                return await self._end_lost()
-            try:
-                report = await self.compensate()
-            except LeaseLostError:
-                return await self._end_lost()
-            if self.core.lease_lost is not None:  # lost while an undo ran (its outcome went late)
-                return await self._end_lost()
-            self.in_doubt = report.in_doubt
-            if report.failed:
-                status = SagaStatus.COMPENSATION_FAILED
-            elif report.in_doubt or self.outcomes.unwritten or self.core.journal_errors:
-                status = SagaStatus.IN_DOUBT
-            else:
-                status = SagaStatus.COMPENSATED
-            if status is SagaStatus.COMPENSATED:
-                await self.close(status)
-                return self.core.status  # LEASE_LOST when another run took the saga meanwhile
-            return await self._end_open(status)
+            return await self._fail_and_undo(error)
         await self.outcomes.settle()
         if self.core.lease_lost is not None:
             return await self._end_lost()
@@ -238,6 +241,51 @@ class SagaEnding:
             await self.close(SagaStatus.COMPLETED)
             return self.core.status  # LEASE_LOST when another run took the saga meanwhile
         return await self._end_open(SagaStatus.OPEN)
+
+    async def _fail_and_undo(self, error: BaseException | None) -> SagaStatus:
+        """The end of a run that ended badly (:meth:`_finish`): SAGA_FAILED, compensation, and
+        the close when that leaves the saga COMPENSATED.
+
+        The close is conditional on the entries the compensation read (``report.read_seq``):
+        an entry another writer appended since (a stalled run's late outcome, landing while
+        the undos ran) was not undone, so the saga is compensated again (the walk reads anew;
+        undos already done are not rerun) and the close tried again, :data:`_CLOSE_ATTEMPTS`
+        times at most; then the run ends IN_DOUBT, open, for ``recover``.
+        """
+        await self.outcomes.settle()
+        if self.core.failures:
+            first = self.core.failures[0]
+            reason = f"{first.tool} (call {first.call_id}) failed: {first.error}"
+            if error is not None and not isinstance(error, SagaFailedError):
+                reason += f"; run raised {_describe(error)}"
+        else:
+            reason = f"run raised {_describe(error)}" if error is not None else "failed"
+        try:
+            await self.fail(reason)
+        except LeaseLostError:
+            return await self._end_lost()
+        except JournalError as exc:  # compensation must not wait for the journal's health
+            self.core.journal_errors.append(f"SAGA_FAILED not journaled: {_describe(exc)}")
+        for _ in range(_CLOSE_ATTEMPTS):
+            if self.core.lease_lost is not None:
+                return await self._end_lost()
+            try:
+                report = await self.compensate()
+            except LeaseLostError:
+                return await self._end_lost()
+            if self.core.lease_lost is not None:  # lost while an undo ran (its outcome went late)
+                return await self._end_lost()
+            self.in_doubt = report.in_doubt
+            if report.failed:
+                return await self._end_open(SagaStatus.COMPENSATION_FAILED)
+            if report.in_doubt or self.outcomes.unwritten or self.core.journal_errors:
+                return await self._end_open(SagaStatus.IN_DOUBT)
+            if await self._close(SagaStatus.COMPENSATED, {}, after=report.read_seq):
+                return self.core.status  # LEASE_LOST when another run took the saga meanwhile
+        self.core.journal_errors.append(
+            f"SAGA_CLOSED not journaled: other writers kept appending while the saga was "
+            f"compensated ({_CLOSE_ATTEMPTS} attempts); left open: recover it")
+        return await self._end_open(SagaStatus.IN_DOUBT)
 
     async def _end_lost(self) -> SagaStatus:
         """End a run that lost its lease: wait for its calls still running (their outcomes are
@@ -276,4 +324,5 @@ def _merge(first: CompensationReport, second: CompensationReport) -> Compensatio
         in_doubt=second.in_doubt,
         approved_not_run=second.approved_not_run,
         contradicted=second.contradicted,
+        read_seq=second.read_seq,
     )

@@ -11,7 +11,9 @@ import time
 import uuid
 from typing import Any
 
-from ...errors import JournalError, JournalWriteError, LeaseLostError, RunStalledError, SagaStateError
+from ...errors import (
+    JournalConflictError, JournalError, JournalWriteError, LeaseLostError, RunStalledError, SagaStateError,
+)
 from ...errors import describe_error as _describe
 from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
@@ -243,15 +245,27 @@ class RunLifecycle:
         write is recorded in :attr:`journal_errors` (the lease then simply expires)."""
         await self.release_lease(status)
 
-    async def release_lease(self, status: SagaStatus, closing: dict[str, Any] | None = None) -> bool:
+    async def release_lease(self, status: SagaStatus, closing: dict[str, Any] | None = None, *,
+                            after: int | None = None) -> bool:
         """Stop renewing the lease and journal RUN_ENDED; with ``closing`` (the SAGA_CLOSED
         append), both in one batch where the journal batches (``core.journal.append_each``).
+
+        With ``after`` (the last seq compensation read: ``CompensationReport.read_seq``) the
+        write is conditional: RUN_ENDED is appended only while nothing but this saga's own
+        entries followed ``after`` (``FencedJournal.own_tail``, then ``expected_seq``), so a
+        saga is never closed over an entry its compensation did not see (a stalled run's late
+        outcome that landed meanwhile).
 
         Returns:
             Whether ``closing`` was stored here. ``False`` too when this object held no lease
             (nothing written) or the batch raised (RUN_ENDED is then written alone, under the
-            same write key, and the caller writes ``closing``). A failed RUN_ENDED is recorded
-            in :attr:`journal_errors` (the lease then simply expires).
+            same write key and condition, and the caller writes ``closing``). A failed
+            RUN_ENDED is recorded in :attr:`journal_errors` (the lease then simply expires).
+
+        Raises:
+            JournalConflictError: ``after`` is set and another writer appended after it;
+                nothing was written and the lease is still held (renewed again): compensate
+                again, then release.
         """
         keeper, self._keeper = self._keeper, None
         if keeper is None:
@@ -263,18 +277,40 @@ class RunLifecycle:
             "phase": Phase.RUN_ENDED, "write_key": f"run-end:{self.holder}:{uuid.uuid4().hex[:8]}",
             "payload": {"holder": self.holder, "status": status.value},
         }
-        if closing is not None:
-            try:
-                await append_each(self.core.journal, self.core.saga_id, [ended, closing])
-                return True
-            except LeaseLostError:
-                return False  # taken over meanwhile: lease_lost is set, the caller closes nothing
-            except JournalError:
-                pass  # one by one: RUN_ENDED here, SAGA_CLOSED by the caller
+        conditional = after is not None
         try:
+            if after is not None:
+                ended["expected_seq"] = self._own_tail(after)
+            if closing is not None:
+                try:
+                    await append_each(self.core.journal, self.core.saga_id, [ended, closing])
+                    return True
+                except LeaseLostError:
+                    return False  # taken over meanwhile: lease_lost is set, the caller closes nothing
+                except JournalError as exc:
+                    if conditional and isinstance(exc, JournalConflictError):
+                        raise
+                    # one by one: RUN_ENDED here, SAGA_CLOSED by the caller
             await self.core.journal.append(self.core.saga_id, **ended)
         except LeaseLostError:
             pass  # taken over meanwhile: lease_lost is set, the caller writes nothing more
         except JournalError as exc:
+            if conditional and isinstance(exc, JournalConflictError):
+                self._keeper = keeper  # still ours: renewed while the caller compensates again
+                keeper.start()
+                raise
             self.core.journal_errors.append(f"RUN_ENDED not journaled: {_describe(exc)}")
         return False
+
+    def _own_tail(self, after: int) -> int:
+        """The tail a conditional release expects (``FencedJournal.own_tail``).
+
+        Raises:
+            JournalConflictError: another writer appended after ``after``.
+        """
+        tail = self.core.journal.own_tail(after)
+        if tail is None:
+            raise JournalConflictError(
+                f"saga {self.core.saga_id}: another writer appended after seq {after}, which "
+                "compensation read (a stalled run's late outcome?): not closed on that read")
+        return tail
