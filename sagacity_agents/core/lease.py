@@ -55,6 +55,7 @@ from ..errors import (
     JournalClosedError, JournalConflictError, JournalError, LeaseLostError, RunStalledError,
     SagaStateError,
 )
+from .declarations import DEFAULT_CALL_DEADLINE
 from .entries import JournalEntry, Phase
 from .journal import (
     FENCE_KEY, LATE_KEY, Journal, append_each, capabilities_of, read_tail, utc_now,
@@ -70,8 +71,6 @@ __all__ = [
 DEFAULT_LEASE_SECONDS = 30.0
 """How long a run's lease lasts after the saga's last entry, in seconds."""
 
-DEFAULT_CALL_DEADLINE = 300.0
-"""A tool call's deadline in seconds when its INTENT carries no ``deadline_seconds``."""
 
 DEFAULT_MODEL_TIMEOUT = 600.0
 """How long a model turn may take, in seconds, before a run waiting on it counts as stalled

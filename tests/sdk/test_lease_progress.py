@@ -35,9 +35,9 @@ async def journal(request, tmp_path):
     await j.close()
 
 
-def stuck_booking(log: list, never: asyncio.Event):
+def stuck_booking(log: list, never: asyncio.Event, deadline: float = 0.2):
     @function_tool
-    @compensable(undo=lambda ctx: log.append("undo"))
+    @compensable(undo=lambda ctx: log.append("undo"), deadline=deadline)
     async def book_hotel(n: int) -> str:
         log.append("book-start")
         await never.wait()  # an await that never ends
@@ -50,7 +50,6 @@ async def test_a_tool_body_past_its_deadline_stops_the_run_naming_it(journal, mo
     """A body awaiting an Event never set, past its deadline: after three lease periods without
     progress the keeper stops renewing; the run fails with RunStalledError naming the call; the
     lease then expires and a recovery takes the saga and finishes it."""
-    monkeypatch.setattr(lease_module, "DEFAULT_CALL_DEADLINE", 0.2)  # the INTENT names none
     log: list = []
     never = asyncio.Event()
     a = agent(scripted([("book_hotel", {"n": 1}, "c2")], "done"), stuck_booking(log, never))
@@ -204,7 +203,6 @@ async def test_stopping_a_keeper_whose_beat_swallows_its_cancellation_ends_it():
 
 
 async def test_sagacity_run_returns_the_stall_as_its_exception(monkeypatch):
-    monkeypatch.setattr(lease_module, "DEFAULT_CALL_DEADLINE", 0.2)
     log: list = []
     never = asyncio.Event()
     a = agent(scripted([("book_hotel", {"n": 1}, "c2")], "done"), stuck_booking(log, never))
