@@ -318,6 +318,8 @@ def _declare(
             declaration_id=_declaration_id(func, undo, declaration_id),
             undo_timeout=undo_timeout,
             scope=scope,
+            # a derived id covers only plain captured values: objects are checked instead
+            captured_by=(func, undo) if declaration_id is None else None,
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None
@@ -353,15 +355,20 @@ def compensable(
             a tenant's calls are undone only by that tenant's undo: journaled with each INTENT;
             recovery refuses (still dirty) a call whose declaration id and scope the agent graph
             it is given does not declare. Needed when tools under one id close over different
-            objects (an API client per tenant): the id's digest covers only plain values. The
-            same id and scope declared again (tools built per request) is accepted, the newest
-            serving new calls.
+            objects (an API client per tenant): the id's digest covers only plain values, and
+            without a scope (or ``declaration_id``) a second declaration under the id whose
+            function or undo captures other objects than the first one's raises. The same id
+            and scope declared again (tools built per request) is accepted, the newest serving
+            new calls.
 
     Raises:
         DeclarationError: at decoration time, when ``undo`` is missing, not callable, cannot take
             one positional argument, ``undo_timeout`` is not a finite number of seconds above
             0, ``scope`` is not a non-empty string, or the decorator sits on top of
-            ``@function_tool``.
+            ``@function_tool``; or, with neither ``scope`` nor ``declaration_id``, when the
+            function or undo captures other objects (compared with ``is``) than the first
+            declaration made under the same derived id in this process
+            (``core.declarations.captured_objects``: a factory called for two tenants).
     """
     if isinstance(undo, FunctionTool):
         raise SdkDeclarationError(
