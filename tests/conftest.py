@@ -24,6 +24,20 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.pop(_name, None)
 
 
+@pytest.fixture(autouse=True)
+def _each_test_is_its_own_application():
+    """Each test stands for an application in its own process: the objects the first
+    declaration under a derived id captured (``core.declarations._FIRST_OBJECTS``) are those of
+    this test's tools, not of a test that ran before in this worker. A test that builds one
+    tool twice around other objects still meets the refusal (give such tools a scope)."""
+    from sagacity_agents.core import declarations
+
+    before = dict(declarations._FIRST_OBJECTS)  # noqa: SLF001
+    yield
+    declarations._FIRST_OBJECTS.clear()  # noqa: SLF001
+    declarations._FIRST_OBJECTS.update(before)  # noqa: SLF001
+
+
 @pytest.fixture(params=EMBEDDED, ids=str)
 def any_journal(request):
     """A journal of each embedded backend (``tests/backends.py``) in turn."""

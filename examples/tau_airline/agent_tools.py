@@ -117,6 +117,12 @@ def _as_recorded(tool: FunctionTool, definitions: dict[str, dict[str, Any]]) -> 
     return tool
 
 
+SCOPE = "airline"
+"""The scope of the compensatable tools: :func:`make_tools` builds them again around each task's
+own store, and undos closing over other objects under one declaration id need a scope (the same
+for every rebuild, as for tools built per request; ``compensable(scope=...)``)."""
+
+
 def make_tools(store: AirlineStore, injector: Injector | None = None) -> list[FunctionTool]:
     """Build the 14 airline tools over ``store``, declared for the saga layer.
 
@@ -137,7 +143,7 @@ def make_tools(store: AirlineStore, injector: Injector | None = None) -> list[Fu
     refused = refused_classifier
 
     @function_tool(strict_mode=False)
-    @compensable(undo=_undo_for(store, "book_reservation"), classify=refused)
+    @compensable(undo=_undo_for(store, "book_reservation"), classify=refused, scope=SCOPE)
     async def book_reservation(
         ctx: ToolContext[Any], user_id: str, origin: str, destination: str, flight_type: str,
         cabin: str, flights: Records, passengers: Records, payment_methods: Records,
@@ -215,7 +221,7 @@ def make_tools(store: AirlineStore, injector: Injector | None = None) -> list[Fu
         return run("transfer_to_human_agents", {"summary": summary})
 
     @function_tool(strict_mode=False)
-    @compensable(undo=_undo_for(store, "update_reservation_baggages"), classify=refused)
+    @compensable(undo=_undo_for(store, "update_reservation_baggages"), classify=refused, scope=SCOPE)
     async def update_reservation_baggages(
         ctx: ToolContext[Any], reservation_id: str, total_baggages: int, nonfree_baggages: int,
         payment_id: str,
@@ -227,7 +233,7 @@ def make_tools(store: AirlineStore, injector: Injector | None = None) -> list[Fu
         }, ctx)
 
     @function_tool(strict_mode=False)
-    @compensable(undo=_undo_for(store, "update_reservation_flights"), classify=refused)
+    @compensable(undo=_undo_for(store, "update_reservation_flights"), classify=refused, scope=SCOPE)
     async def update_reservation_flights(
         ctx: ToolContext[Any], reservation_id: str, cabin: str, flights: Records, payment_id: str,
     ) -> str:
@@ -238,7 +244,7 @@ def make_tools(store: AirlineStore, injector: Injector | None = None) -> list[Fu
         }, ctx)
 
     @function_tool(strict_mode=False)
-    @compensable(undo=_undo_for(store, "update_reservation_passengers"), classify=refused)
+    @compensable(undo=_undo_for(store, "update_reservation_passengers"), classify=refused, scope=SCOPE)
     async def update_reservation_passengers(
         ctx: ToolContext[Any], reservation_id: str, passengers: Records,
     ) -> str:

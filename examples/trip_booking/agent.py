@@ -2,12 +2,12 @@
 
 Source: ``sagacity_agents/demo/trip.py``. The pattern, in short::
 
-    def trip_tools(booking):
+    def trip_tools(booking, scope="demo"):  # built again around each run's booking system
         def cancel_flight(ctx: CompensationContext) -> None:
             booking.cancel_flight(ctx.undo_data["flight_id"], key=ctx.idempotency_key)
 
-        @function_tool                      # the SDK's decorator stays on top
-        @compensable(undo=cancel_flight)    # ours goes under it, on the plain function
+        @function_tool                                  # the SDK's decorator stays on top
+        @compensable(undo=cancel_flight, scope=scope)   # ours goes under it, on the plain function
         def book_flight(destination: str, date: str) -> str:
             flight_id = booking.book_flight(destination, date)
             record_undo_data({"flight_id": flight_id})  # journaled, handed to the undo

@@ -10,9 +10,11 @@ import enum
 import inspect
 import math
 import sys
+import threading
+import types
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,8 +153,10 @@ class ToolDeclaration:
         DeclarationError: from the constructor, when a compensatable tool has no usable undo,
             another kind declares one, the classifier or the check is not callable,
             ``undo_timeout``, ``deadline`` or ``check_timeout`` is not a finite number of
-            seconds above 0, or ``undo_needs`` is not a tuple of keys (or is given to a tool
-            that is not compensatable).
+            seconds above 0, ``undo_needs`` is not a tuple of keys (or is given to a tool
+            that is not compensatable), or (``captured_by`` given) its function or undo
+            captures other objects than the first declaration under its id, with no
+            ``scope`` (:func:`_claim_objects`).
     """
 
     name: str
@@ -197,7 +201,12 @@ class ToolDeclaration:
     """Seconds recovery waits for :attr:`check` (default: :attr:`undo_timeout`); past it the
     verdict is "unknown"."""
 
-    def __post_init__(self) -> None:
+    captured_by: InitVar[tuple[Any, ...] | None] = None
+    """The tool's function and undo, given by an adapter whose ``declaration_id`` was derived
+    (not given explicitly): a compensatable declaration without a scope is checked against the
+    objects the first one under its id captured (:func:`_claim_objects`). Not stored."""
+
+    def __post_init__(self, captured_by: tuple[Any, ...] | None) -> None:
         positive_seconds(self.undo_timeout, "undo_timeout", self.name)
         self._check_answers()
         if self.reversibility is Reversibility.COMPENSATABLE:
@@ -214,6 +223,8 @@ class ToolDeclaration:
         if self.scope is not None and (not isinstance(self.scope, str) or not self.scope):
             raise DeclarationError(f"{self.name}: scope must be a non-empty string, got {self.scope!r}")
         if self.declaration_id is not None:
+            if captured_by is not None:
+                _claim_objects(self, captured_by)
             _register(self)
 
     def _check_answers(self) -> None:
@@ -333,6 +344,102 @@ def _register(decl: ToolDeclaration) -> None:
     if _SIGNATURES.setdefault(decl.declaration_id, signature) != signature:
         _AMBIGUOUS.add(decl.declaration_id)
     _BY_ID[decl.declaration_id] = weakref.ref(decl)
+
+
+_FIRST_OBJECTS: dict[str, tuple[Any, ...]] = {}
+"""Derived id -> the objects the first compensatable declaration under it without a scope
+captured (held strongly: one record per id, i.e. per code site and the plain values it
+captures, at most :data:`_MAX_REMEMBERED`). Never cleared: the check does not depend on what
+is still alive or what the garbage collector has freed."""
+
+_MAX_REMEMBERED = 4096
+"""Ids remembered at most (a factory closing over a per-request plain value, a request id, makes
+one id per value): past it, new ids are not remembered, so memory stays bounded."""
+
+_FIRST_LOCK = threading.Lock()
+
+_PLAIN_VALUES = (str, int, float, bool, type(None))
+
+
+def captured_objects(*owners: Any) -> list[Any]:
+    """The objects the functions (or callable objects) ``owners`` hold that a derived
+    declaration id does not fold into its digest: what a closure captures other than plain
+    values (str, int, float, bool, None), classes and modules, looked through nested functions
+    and bound methods (``client.cancel`` counts as ``client``); a callable object's non-plain
+    attributes. In the order met.
+
+    Args:
+        owners: a tool's function and its undo (``None`` skipped).
+    """
+    found: list[Any] = []
+    seen: set[int] = set()
+    for owner in owners:
+        if owner is not None and not inspect.isclass(owner):
+            if inspect.isroutine(owner):
+                _collect(owner, found, seen)
+            else:
+                for value in getattr(owner, "__dict__", {}).values():
+                    _collect(value, found, seen)
+    return found
+
+
+def _collect(value: Any, found: list[Any], seen: set[int]) -> None:
+    if isinstance(value, _PLAIN_VALUES) or inspect.isclass(value) or inspect.ismodule(value):
+        return
+    if isinstance(value, types.MethodType):
+        _collect(value.__self__, found, seen)
+        value = value.__func__
+    if inspect.isbuiltin(value):  # ``len`` (its __self__ a module) or ``items.append``
+        _collect(value.__self__, found, seen)
+        return
+    if not isinstance(value, types.FunctionType):
+        found.append(value)
+        return
+    if id(value) in seen:  # a closure that refers to itself
+        return
+    seen.add(id(value))
+    for cell in getattr(inspect.unwrap(value), "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        _collect(inner, found, seen)
+
+
+def _claim_objects(decl: ToolDeclaration, owners: tuple[Any, ...]) -> None:
+    """Refuse a compensatable declaration, without a scope, under a derived id whose function or
+    undo captures other objects (``is``) than the first such declaration under that id did: one
+    factory called for two tenants, each with its own API client. Their journaled calls could
+    not be told apart, and a recovery given one's agent could run its undo on the other's calls
+    (the id's digest covers only plain values). With a scope or an explicit id nothing is
+    remembered: the same id and scope declared again (tools built per request) is accepted.
+
+    Only compensatable declarations: the others have no undo, so nothing of theirs runs on
+    journaled calls (compensation reports them by kind), whatever they capture.
+
+    Raises:
+        DeclarationError: naming the id, ``scope=`` and ``declaration_id=``.
+    """
+    if decl.reversibility is not Reversibility.COMPENSATABLE or decl.scope is not None:
+        return
+    assert decl.declaration_id is not None
+    objects = tuple(captured_objects(*owners))
+    with _FIRST_LOCK:
+        first = _FIRST_OBJECTS.get(decl.declaration_id)
+        if first is None:
+            if objects and len(_FIRST_OBJECTS) < _MAX_REMEMBERED:
+                _FIRST_OBJECTS[decl.declaration_id] = objects
+            return
+    if len(first) == len(objects) and all(a is b for a, b in zip(first, objects, strict=True)):
+        return
+    kinds = ", ".join(type(o).__qualname__ for o in first) or "none"
+    raise DeclarationError(
+        f"{decl.name}: declaration id {decl.declaration_id!r} was first declared around other "
+        f"objects ({kinds}) than this declaration captures, e.g. one factory called for two "
+        "tenants with their own clients: their journaled calls could not be told apart, and "
+        "a recovery could run one's undo on the other's calls. Pass scope= (e.g. the tenant "
+        "id; the same scope for tools rebuilt per request) or declaration_id= to "
+        "compensable(...)")
 
 
 def _signature(decl: ToolDeclaration) -> tuple[Any, ...]:

@@ -50,8 +50,20 @@ FINAL_MESSAGE = "Your trip is booked! Flight and hotel in Lisbon are confirmed. 
 """What the scripted model says after the card charge, whatever the charge's output was."""
 
 
-def trip_tools(booking: BookingSystem) -> list[FunctionTool]:
-    """The agent's tools, bound to ``booking``. Saga decorators go *under* ``@function_tool``."""
+DEMO_SCOPE = "demo"
+"""The scope of the demo's tools: every run builds them again around its own
+:class:`BookingSystem`, and a declaration whose undo captures other objects than the first one
+under its id needs a scope (the same one for every rebuild, as for tools built per request)."""
+
+
+def trip_tools(booking: BookingSystem, *, scope: str = DEMO_SCOPE) -> list[FunctionTool]:
+    """The agent's tools, bound to ``booking``. Saga decorators go *under* ``@function_tool``.
+
+    Args:
+        booking: the booking system the tools (and their undos) act on.
+        scope: the declarations' scope, journaled with each call (default ``"demo"``); a
+            recovery runs only undos of the same scope.
+    """
 
     def cancel_flight(ctx: CompensationContext) -> None:
         booking.cancel_flight(ctx.undo_data["flight_id"], key=ctx.idempotency_key)
@@ -63,7 +75,7 @@ def trip_tools(booking: BookingSystem) -> list[FunctionTool]:
         booking.refund(ctx.undo_data["charge_id"], key=ctx.idempotency_key)
 
     @function_tool
-    @compensable(undo=cancel_flight)
+    @compensable(undo=cancel_flight, scope=scope)
     def book_flight(destination: str, date: str) -> str:
         """Book a flight to a destination on a date (YYYY-MM-DD)."""
         flight_id = booking.book_flight(destination, date)
@@ -71,7 +83,7 @@ def trip_tools(booking: BookingSystem) -> list[FunctionTool]:
         return f"Flight {flight_id} to {destination} on {date} is booked."
 
     @function_tool
-    @compensable(undo=cancel_hotel)
+    @compensable(undo=cancel_hotel, scope=scope)
     def book_hotel(city: str, nights: int) -> str:
         """Book a hotel room in a city for a number of nights."""
         hotel_id = booking.book_hotel(city, nights)
@@ -79,7 +91,7 @@ def trip_tools(booking: BookingSystem) -> list[FunctionTool]:
         return f"Hotel {hotel_id} in {city} for {nights} nights is booked."
 
     @function_tool
-    @compensable(undo=refund_charge)
+    @compensable(undo=refund_charge, scope=scope)
     def charge_card(card_number: str, amount_eur: int) -> str:
         """Charge the traveller's card with an amount in euros."""
         charge_id = booking.charge(card_number, amount_eur)  # raises CardDeclined

@@ -321,6 +321,8 @@ def _declare(
             undo_timeout=undo_timeout,
             scope=scope,
             **answers,  # deadline, undo_needs, check, check_timeout (ToolDeclaration)
+            # a derived id covers only plain captured values: objects are checked instead
+            captured_by=(func, undo) if declaration_id is None else None,
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None
@@ -358,9 +360,11 @@ def compensable(
             a tenant's calls are undone only by that tenant's undo: journaled with each INTENT;
             recovery refuses (still dirty) a call whose declaration id and scope the agent graph
             it is given does not declare. Needed when tools under one id close over different
-            objects (an API client per tenant): the id's digest covers only plain values. The
-            same id and scope declared again (tools built per request) is accepted, the newest
-            serving new calls.
+            objects (an API client per tenant): the id's digest covers only plain values, and
+            without a scope (or ``declaration_id``) a second declaration under the id whose
+            function or undo captures other objects than the first one's raises. The same id
+            and scope declared again (tools built per request) is accepted, the newest serving
+            new calls.
         deadline: seconds one call may take, journaled in its INTENT (``deadline_seconds``)
             when the SDK tool has no ``timeout``; default ``Sagacity(call_deadline=...)``, 300.
             A human may answer that a call in doubt did not run only after it.
@@ -377,7 +381,10 @@ def compensable(
             one positional argument, ``undo_timeout``, ``deadline`` or ``check_timeout`` is not
             a finite number of seconds above 0, ``undo_needs`` is not a tuple of keys,
             ``check`` is not callable, ``scope`` is not a non-empty string, or the decorator
-            sits on top of ``@function_tool``.
+            sits on top of ``@function_tool``; or, with neither ``scope`` nor
+            ``declaration_id``, when the function or undo captures other objects (compared with
+            ``is``) than the first declaration made under the same derived id in this process
+            (``core.declarations.captured_objects``: a factory called for two tenants).
     """
     if isinstance(undo, FunctionTool):
         raise SdkDeclarationError(

@@ -247,7 +247,8 @@ def lookalike(tag: str, log: list, *, protect: bool):
                             undo=lambda ctx: log.append(f"undo-{client.name} {ctx.raw_args}"))
 
     @function_tool(name_override="search")
-    @compensable(undo=lambda ctx: log.append(f"undo-{client.name} {ctx.args['q']}"))
+    # one id and one scope around two clients: each call must still get its own undo
+    @compensable(undo=lambda ctx: log.append(f"undo-{client.name} {ctx.args['q']}"), scope="search")
     def search(q: str) -> str:
         log.append(f"do-{client.name} {q}")
         return client.name

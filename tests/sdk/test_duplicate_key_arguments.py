@@ -24,13 +24,13 @@ DUPLICATE = '{"to":"alice","to":"mallory"}'
 
 def _tools(paid: list[str]) -> list:
     @function_tool
-    @compensable(undo=lambda ctx: None)
+    @compensable(undo=lambda ctx: None, scope="payments")
     async def pay(to: str) -> str:
         paid.append(to)
         return f"paid {to}"
 
     @function_tool
-    @compensable(undo=lambda ctx: None)
+    @compensable(undo=lambda ctx: None, scope="payments")
     def pay_sync(to: str) -> str:
         paid.append(to)
         return f"paid {to}"

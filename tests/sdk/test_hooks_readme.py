@@ -30,12 +30,12 @@ def trip_agent(*, declined: bool, undone: list[str]):
     """Book a hotel, then charge the card (declined or not)."""
 
     @function_tool
-    @compensable(undo=lambda ctx: undone.append(ctx.tool))
+    @compensable(undo=lambda ctx: undone.append(ctx.tool), scope="trip")
     def book_hotel(city: str) -> str:
         return f"booked {city}"
 
     @function_tool
-    @compensable(undo=lambda ctx: undone.append(ctx.tool))
+    @compensable(undo=lambda ctx: undone.append(ctx.tool), scope="trip")
     def charge_card(amount: int) -> str:
         if declined:
             raise CardDeclined("card declined")

@@ -38,8 +38,9 @@ async def journal(request, tmp_path):
 
 
 def booking(log: list, release: asyncio.Event, name: str, n: int):
+    # built again around another event by each attempt: one scope for all of them
     @function_tool
-    @compensable(undo=lambda ctx: log.append(("undo", ctx.args["n"])))
+    @compensable(undo=lambda ctx: log.append(("undo", ctx.args["n"])), scope="bookings")
     async def book(n: int) -> str:
         log.append(("book-start", n))
         await asyncio.wait_for(release.wait(), timeout=60)  # both running at once would hang

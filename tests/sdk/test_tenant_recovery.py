@@ -10,13 +10,15 @@ shared)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
-from agents import Agent, function_tool
+from agents import Agent, UserError, function_tool
 from click.testing import CliRunner
 
-from sagacity_agents import Sagacity, SagaStatus, compensable
+from sagacity_agents import Sagacity, SagaStatus, compensable, read_only
 from sagacity_agents.backends import Phase
+from sagacity_agents.errors import ConfigurationError
 from sagacity_agents.cli import cli
 from sagacity_agents.sdk.tools import declaration_of
 from tests.backends import BACKENDS
@@ -229,3 +231,105 @@ def test_resume_refuses_an_app_that_takes_a_scope(shared_location):
     out = CliRunner().invoke(cli, ["saga", "resume", "nope", "--app",
                                    "tests.sdk.test_tenant_recovery:app_for", "--db", shared_location])
     assert out.exit_code == 2 and "takes a scope" in out.output
+
+
+def unscoped_booker(client: Client, **identity):
+    """The same factory without a scope (or with ``identity``: ``scope=`` or
+    ``declaration_id=``)."""
+
+    @function_tool
+    @compensable(undo=lambda ctx: client.cancel(ctx.args["ref"]), **identity)
+    def book(ref: str) -> str:
+        return client.book(ref)
+
+    return book
+
+
+def test_a_factory_building_a_tool_for_a_second_tenant_without_a_scope_raises():
+    """Tenant A's tool is accepted; tenant B's, under the same derived id around another client
+    and with no scope, raises at declaration time (a configuration error, also the SDK's
+    ``UserError``) naming the id and the way out. The refusal depends on nothing the garbage
+    collector does: A's tool is gone by then."""
+    first = declaration_of(unscoped_booker(Client("A")))
+    assert first is not None and first.scope is None
+    derived = first.declaration_id
+    del first
+    gc.collect()
+    with pytest.raises(ConfigurationError) as raised:
+        unscoped_booker(Client("B"))
+    assert isinstance(raised.value, UserError)
+    message = str(raised.value)
+    assert repr(derived) in message and "scope=" in message and "declaration_id=" in message
+
+
+def test_the_same_objects_declared_again_without_a_scope_are_accepted():
+    """A factory called again around the very same client (a module reloaded, a tool list built
+    twice for one tenant) is the same tool: accepted."""
+    client = Client("A")
+    decls = [declaration_of(unscoped_booker(client)) for _ in range(3)]
+    assert len({d.declaration_id for d in decls}) == 1
+
+
+def test_read_only_tools_rebuilt_around_other_objects_are_accepted():
+    """Only compensatable declarations are checked: a read-only tool has no undo that could run
+    on another tenant's calls."""
+
+    def reader(client: Client):
+        @function_tool
+        @read_only
+        def live(ref: str) -> str:
+            return str(ref in client.live)
+
+        return live
+
+    assert reader(Client("A")) is not None and reader(Client("B")) is not None
+
+
+async def test_two_tenants_with_explicit_scopes_are_journaled_and_each_undone_on_its_own(location):
+    """The same factory given each tenant's scope: both accepted, each INTENT journals its
+    scope, and each saga recovered with its own tenant's agent undoes on its own client."""
+    clients = {t: Client(t) for t in ("A", "B")}
+    s = Sagacity(location)
+    try:
+        sagas = {}
+        for tenant, client in clients.items():
+            agent = Agent(name="booking", model=scripted([("book", {"ref": f"{tenant}1"}, "c1")], "ok"),
+                          tools=[unscoped_booker(client, scope=tenant)])
+            sagas[tenant] = (await s.run(agent, "go", close=False)).saga_id
+        for tenant, saga_id in sagas.items():
+            intent = next(e for e in await s.journal.entries(saga_id) if e.phase is Phase.INTENT)
+            assert intent.payload["scope"] == tenant
+            rebuilt = Agent(name="booking", model=scripted(),
+                            tools=[unscoped_booker(clients[tenant], scope=tenant)])
+            assert (await s.recover(saga_id, rebuilt)).status is SagaStatus.COMPENSATED
+    finally:
+        await s.aclose()
+    assert clients["A"].cancelled == ["A1"] and clients["B"].cancelled == ["B1"]
+
+
+async def test_one_scope_rebuilt_per_request_around_fresh_clients_is_accepted(location):
+    """Tools built per request around a fresh client under one scope: every build accepted; a
+    call made by one build is undone by the build the recovery is given."""
+    builds = [unscoped_booker(Client("A"), scope="A") for _ in range(3)]
+    assert len({declaration_of(b).declaration_id for b in builds}) == 1
+    store = Client("A")
+    s = Sagacity(location)
+    try:
+        agent = Agent(name="booking", model=scripted([("book", {"ref": "A7"}, "c1")], "ok"),
+                      tools=[unscoped_booker(store, scope="A")])
+        saga_id = (await s.run(agent, "go", close=False)).saga_id
+        rebuilt = Agent(name="booking", model=scripted(), tools=[unscoped_booker(store, scope="A")])
+        assert (await s.recover(saga_id, rebuilt)).status is SagaStatus.COMPENSATED
+    finally:
+        await s.aclose()
+    assert store.cancelled == ["A7"]
+
+
+def test_an_explicit_declaration_id_is_accepted_around_other_objects():
+    """``declaration_id=`` is an explicit identity: nothing is remembered, a tenant's own id or
+    one id rebuilt per request around fresh clients is accepted."""
+    ids = {declaration_of(unscoped_booker(Client(t), declaration_id=f"book-{t}")).declaration_id
+           for t in ("A", "B")}
+    assert ids == {"book-A", "book-B"}
+    for _ in range(2):
+        assert declaration_of(unscoped_booker(Client("C"), declaration_id="book-C")).scope is None

@@ -46,7 +46,7 @@ def make_agent(bank: Bank, memo: str = "invoice 42", iban: str = "DE893704004405
             bank.holds.remove(ctx.undo_data["hold"])
 
     @function_tool
-    @compensable(undo=release)
+    @compensable(undo=release, scope="payments")  # built again around each test's bank
     def hold_funds(amount_eur: int) -> str:
         """Reserve funds."""
         from sagacity_agents import record_undo_data
