@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core.entries import JournalEntry, Phase
+from .core.identity import journal_id_of
 from .core.journal import (
     FENCE_KEY, LATE_KEY, AppendRequest, JournalBackend, append_requests, as_request, as_requests,
 )
@@ -352,8 +353,7 @@ class FaultyJournal:
 
     async def journal_id(self) -> str | None:
         """The inner journal's id (``core.journal.Identified``; ``None``: it has none)."""
-        reader = getattr(self.inner, "journal_id", None)
-        return None if reader is None else await reader()
+        return await journal_id_of(self.inner)
 
     async def close(self) -> None:
         """Close the wrapped journal."""

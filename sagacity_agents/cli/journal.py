@@ -288,9 +288,10 @@ def journal_new_id(db: str, yes: bool) -> None:
                     and copied_saga_problem([summary.first], old) is None)
         if not yes:
             return old, None, bound
-        assign = getattr(backend, "assign_journal_id", None)
-        if assign is None:
-            raise UsageFailure(f"the journal at {redacted_uri(db)} cannot be given a new id")
+        try:
+            assign = backend.assign_journal_id
+        except AttributeError:
+            raise UsageFailure(f"the journal at {redacted_uri(db)} cannot be given a new id") from None
         return old, await assign(), bound
 
     old, new, bound = with_journal(db, work)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .entries import GENESIS_HASH, JournalEntry, Phase
+from .journal import capabilities_of
 from .undo import call_idempotency_key, idempotency_key
 
 __all__ = [
@@ -79,10 +80,9 @@ async def journal_id_of(journal: Any) -> str | None:
     Raises:
         JournalError: the id could not be read.
     """
-    reader = getattr(journal, "journal_id", None)
-    if reader is None:
+    if not capabilities_of(journal).identified:
         return None
-    found = await reader()
+    found = await journal.journal_id()
     return found if isinstance(found, str) and found else None
 
 

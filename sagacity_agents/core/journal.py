@@ -314,6 +314,8 @@ class Capabilities:
     """:class:`CommitRule`'s answer (``None``: the journal does not say)."""
     tail_read: bool = False
     """:class:`TailRead`."""
+    identified: bool = False
+    """:class:`Identified`: ``await journal.journal_id()``."""
 
 
 @runtime_checkable
@@ -368,6 +370,7 @@ def _probe(journal: Any) -> Capabilities:
         outcomes_behind=isinstance(journal, OutcomesBehind) and bool(journal.writes_outcomes_behind),
         durable_outcomes=bool(journal.durable_outcomes) if isinstance(journal, CommitRule) else None,
         tail_read=isinstance(journal, TailRead),
+        identified=owner("journal_id") is not None,
     )
 
 

@@ -310,20 +310,13 @@ class Sagacity:
 
     async def recover(self, saga_id: str, agent: Agent[Any] | Callable[[str | None], Agent[Any]], *,
                       run_config: Any = None) -> SagaResult:
-        """Finish saga ``saga_id``, left behind, with the undos ``agent`` declares, in a trace shaped
-        by ``run_config`` (``None``: no raw data); see ``core.recovery.Recovery.recover``.
-
-        Args:
-            agent: the agent whose graph declares the undos (only those run: a call whose
-                journaled declaration id and scope it does not declare is reported still dirty),
-                or ``app(scope) -> Agent``, called with each scope the saga's calls journal
-                (``None`` for calls without one), so each tenant's saga is recovered with that
-                tenant's agent.
-            run_config: as above.
+        """Finish saga ``saga_id``, left behind, with the undos ``agent``'s graph declares (only
+        those: a call whose journaled declaration id and scope it lacks stays dirty), or with
+        ``app(scope) -> Agent`` called per scope its calls journal (``None``: none); traced as
+        ``run_config`` says (``None``: no raw data). ``core.recovery.Recovery.recover``.
 
         Raises:
-            ConfigurationError: ``app`` returned something other than an ``Agent``. Otherwise
-                as ``core.recovery.Recovery.recover``.
+            ConfigurationError: ``app`` returned no ``Agent``; else as ``Recovery.recover``.
         """
         return _result(await self._service(run_config).recover(saga_id, _binder(agent)))
 
@@ -342,10 +335,8 @@ class Sagacity:
         undo_data: Any = None, force: bool = False,
     ) -> JournalEntry:
         """Answer in-doubt entry ``seq`` (RESOLVED), with the undo data its undo needs when it
-        ran (``undo_data``, plain JSON), and only once its holder cannot still act unless
-        ``force`` (``reason`` then journaled as ``forced``); see
-        ``core.recovery.Recovery.resolve`` and ``core.resolution`` for the rule and the
-        errors."""
+        ran (``undo_data``, plain JSON), only once its holder cannot still act unless ``force``
+        (``reason`` journaled as ``forced``): ``Recovery.resolve``, ``core.resolution``."""
         return await self._service().resolve(saga_id, seq, ran=ran, resolver=resolver, reason=reason,
                                              undo_data=undo_data, force=force)
 

@@ -356,15 +356,11 @@ def compensable(
             must honour the key. An async undo is cancelled; a sync one cannot be, and its end
             is journaled when it returns (``after_in_doubt``: that attempt's outcome, counted
             once).
-        scope: whose tool this is when one factory builds it for several (a tenant id), so that
-            a tenant's calls are undone only by that tenant's undo: journaled with each INTENT;
-            recovery refuses (still dirty) a call whose declaration id and scope the agent graph
-            it is given does not declare. Needed when tools under one id close over different
-            objects (an API client per tenant): the id's digest covers only plain values, and
-            without a scope (or ``declaration_id``) a second declaration under the id whose
-            function or undo captures other objects than the first one's raises. The same id
-            and scope declared again (tools built per request) is accepted, the newest serving
-            new calls.
+        scope: whose tool this is when one factory builds it for several (a tenant id):
+            journaled with each INTENT; recovery runs only an undo of the same id and scope from
+            the agent graph it is given (else: still dirty). Needed when tools under one id close
+            over different objects (see Raises); the same id and scope declared again (tools
+            built per request) is accepted, the newest serving new calls.
         deadline: seconds one call may take, journaled in its INTENT (``deadline_seconds``)
             when the SDK tool has no ``timeout``; default ``Sagacity(call_deadline=...)``, 300.
             A human may answer that a call in doubt did not run only after it.

@@ -133,7 +133,7 @@ async def connected_mcp_servers(agent: Any) -> AsyncIterator[list[Any]]:
                 await server.cleanup()
 
 
-def _unresolved_mcp_undo(declaration_id: str) -> ToolDeclaration | None:
+def _mcp_undo_not_known_here(declaration_id: str) -> ToolDeclaration | None:
     """For a journaled ``mcp:SERVER:TOOL#DIGEST`` id no protection of this process declares: a
     declaration whose undo fails saying why (the server is not protected here, or its policy
     gives the tool another entry than when the call ran), so the report names the server and
@@ -153,4 +153,4 @@ def _unresolved_mcp_undo(declaration_id: str) -> ToolDeclaration | None:
     return ToolDeclaration(name=f"{server}.{tool}", reversibility=Reversibility.COMPENSATABLE, undo=undo)
 
 
-add_declaration_finder(_unresolved_mcp_undo)
+add_declaration_finder(_mcp_undo_not_known_here)
