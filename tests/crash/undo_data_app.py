@@ -59,13 +59,13 @@ def cancel_car(ctx: Any) -> None:
 def _tools() -> list[Any]:
     from agents import function_tool
 
-    from sagacity_agents import compensable
+    from sagacity_agents import compensable, current_idempotency_key
 
     @function_tool
     @compensable(undo=cancel_car, undo_needs=("booking_id",))
     def book_car(city: str) -> str:
         """Book a car."""
-        record("book-car", {"booking_id": f"B-{city}"})
+        record("book-car", {"booking_id": f"B-{city}", "call_key": current_idempotency_key()})
         if os.environ.get(_FAR_ENV + "_KILL") == "1":
             os.kill(os.getpid(), signal.SIGKILL)  # booked at the far side, no EXECUTED
         return f"car B-{city}"
