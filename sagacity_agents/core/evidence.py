@@ -155,6 +155,22 @@ class Evidence:
         """
         return (await self._keyring_state(journal))[1]
 
+    async def role_problem(self, journal: Journal, needed: Role, what: str) -> str | None:
+        """Why an entry needing a ``needed`` key (``what`` names it) signed on this host would not
+        verify here (``core.key_roles``: the roles the journal records), or ``None``: it would,
+        or no keyring signs here.
+
+        Raises:
+            JournalError: the journal could not be read.
+        """
+        if self.keyring is None or self.keyring.signing_key is None:
+            return None
+        key_id = self.keyring.signing_key[0]
+        roles = await self.key_roles(journal)
+        if roles is None or needed in roles.roles_of(key_id):
+            return None
+        return f"its key {key_id!r} is not a {needed.value} ({roles.describe(key_id)}), as {what} needs"
+
     async def _keyring_state(self, journal: Journal) -> tuple[Adoption | None, KeyRoles | None]:
         """The adoption and the roles, from one read of the reserved saga."""
         if self.keyring is None:

@@ -56,6 +56,7 @@ from .declarations import DEFAULT_CALL_DEADLINE, DEFAULT_UNDO_TIMEOUT, declarati
 from .entries import JournalEntry, Phase
 from .evidence import Evidence, verified_entries
 from .journal import FENCE_KEY, Journal, utc_now
+from .key_roles import Role
 from .lease import lease_of, lease_seconds
 from .undo import missing_undo_needs
 
@@ -208,6 +209,16 @@ def _checked_undo_data(undo_data: Any, ran: bool, kind: str, target: JournalEntr
     return undo_data
 
 
+async def _signing_problem(journal: Journal, evidence: Evidence | None, undo_data: Any) -> str | None:
+    """Why an answer signed on this host would not verify (``None``: it would): a decision
+    key signs every answer; with undo data, which an undo acts on, the key must be a run
+    writer's too (``core.key_roles``)."""
+    problem = evidence.decision_key_problem if evidence is not None else None
+    if problem is None and undo_data is not None and evidence is not None:
+        problem = await evidence.role_problem(journal, Role.RUN_WRITER, "an answer carrying undo data")
+    return problem
+
+
 async def resolve_in_doubt(
     journal: Journal,
     saga_id: str,
@@ -263,7 +274,7 @@ async def resolve_in_doubt(
     """
     if not resolver or not reason:
         raise ValueError("a resolution needs the resolver's identity and a reason")
-    problem = evidence.decision_key_problem if evidence is not None else None
+    problem = await _signing_problem(journal, evidence, undo_data)
     if problem is not None:
         raise ConfigurationError(f"cannot sign the answer here: {problem}; nothing was journaled")
     for attempt in range(_ATTEMPTS):

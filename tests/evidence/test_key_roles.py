@@ -317,3 +317,26 @@ async def test_a_host_whose_key_may_not_sign_checkpoints_stores_none(db, keys, t
             await s.evidence.checkpoint(s.journal, done.saga_id)
     finally:
         await s.aclose()
+
+
+async def test_an_answer_carrying_undo_data_needs_a_run_writers_key_and_writes_nothing_without(db, keys):
+    """Under explicit roles, an approver's host (decision maker only) may answer "ran", but not
+    give the undo data a compensation acts on: refused before anything is written, so the saga
+    stays verifiable (such an answer needs a key with both roles)."""
+    await give_roles(db, keys)
+    saga = await in_doubt_saga(db, keys)
+    before = len(await entries(db, saga["sid"]))
+    alice = host(db, keys, "alice-1")
+    try:
+        with pytest.raises(ConfigurationError, match="not a run_writer.*undo data"):
+            await alice.resolve(saga["sid"], saga["intent"], ran=True, resolver="alice", reason="seen",
+                                undo_data={"booking_id": "b-1"}, force=True)
+    finally:
+        await alice.aclose()
+    assert len(await entries(db, saga["sid"])) == before
+    writer = host(db, keys)
+    try:
+        (verdict,) = await writer.verify(saga["sid"])
+        assert verdict.ok, verdict
+    finally:
+        await writer.aclose()
