@@ -236,27 +236,21 @@ def _print_next(console: Any, result: Any, app: str, db: str, answerable: dict[i
 
 async def answerable_from(journal: Any, saga_id: str, seqs: Any) -> dict[int, str]:
     """In-doubt INTENT seq -> when a human's answer will be accepted, for those whose INTENT
-    journals a deadline (``deadline_seconds``) not yet passed: its ``recorded_at`` + the deadline
-    + one lease period (the lease of the saga's latest run), as ``resolve`` judges it."""
-    from ..core.lease import lease_of
+    deadline has not passed yet, judged by the rule ``resolve`` applies
+    (``core.resolution.answerable_at``)."""
+    from ..core.entries import Phase
+    from ..core.resolution import answerable_at
 
     wanted = set(seqs)
     if not wanted:
         return {}
     entries = await journal.entries(saga_id)
-    lease = lease_of(entries)
-    margin = lease.seconds if lease is not None else 0.0
     now = dt.datetime.now(dt.timezone.utc)
     found = {}
     for entry in entries:
-        payload = entry.payload if isinstance(entry.payload, dict) else {}
-        deadline = payload.get("deadline_seconds")
-        if entry.seq not in wanted or not isinstance(deadline, (int, float)) or isinstance(deadline, bool):
+        if entry.seq not in wanted or entry.phase is not Phase.INTENT:
             continue
-        try:
-            at = dt.datetime.fromisoformat(entry.recorded_at) + dt.timedelta(seconds=deadline + margin)
-        except (TypeError, ValueError, OverflowError):
-            continue
+        at, _how = answerable_at(entries, entry, "call")
         if at > now:
             found[entry.seq] = at.isoformat().replace("+00:00", "Z")
     return found

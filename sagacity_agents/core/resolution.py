@@ -60,7 +60,7 @@ from .key_roles import Role
 from .lease import lease_of, lease_seconds
 from .undo import missing_undo_needs
 
-__all__ = ["answer_not_yet", "resolve_in_doubt"]
+__all__ = ["answer_not_yet", "answerable_at", "resolve_in_doubt"]
 
 _ATTEMPTS = 20
 """Conditional appends tried before giving up (each loses only to a real write)."""
@@ -147,8 +147,15 @@ def _holder_problem(entries: Sequence[JournalEntry], target: JournalEntry) -> st
     return None
 
 
-def _deadline(entries: Sequence[JournalEntry], target: JournalEntry, kind: str) -> tuple[dt.datetime, str]:
-    """When ``target``'s holder can no longer act on it, and how that was computed."""
+def answerable_at(entries: Sequence[JournalEntry], target: JournalEntry, kind: str) -> tuple[dt.datetime, str]:
+    """When ``target``'s holder can no longer act on it (aware UTC), and how that was computed:
+    its ``recorded_at`` + its deadline + the lease period of the run that wrote it.
+
+    Args:
+        entries: the saga's verified entries.
+        target: an in-doubt INTENT (``kind`` ``"call"``) or COMPENSATING (``"undo"``).
+        kind: ``"call"`` or ``"undo"``.
+    """
     payload = target.payload if isinstance(target.payload, dict) else {}
     if kind == "call":
         seconds = lease_seconds(payload.get("deadline_seconds", DEFAULT_CALL_DEADLINE))
@@ -176,7 +183,7 @@ def answer_not_yet(entries: Sequence[JournalEntry], target: JournalEntry, kind: 
         The refusal's text (what is missing, and when the deadline passes), or ``None``.
     """
     problem = _holder_problem(entries, target)
-    at, how = _deadline(entries, target, kind)
+    at, how = answerable_at(entries, target, kind)
     if problem is None and at < now:
         return None
     stamp = at.isoformat().replace("+00:00", "Z")
