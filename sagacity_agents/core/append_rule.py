@@ -57,10 +57,12 @@ from ..errors import (
 from .canonical import canonical_bytes, format_timestamp, to_canonical_value
 from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry
 from .observe import TRACE_KEY, trace_link, without_trace
+from .sensitive import DEFAULT_SENSITIVITY, Sensitivity
 
 __all__ = [
     "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "AppendDialect",
-    "AppendRequest", "Clock", "EntryTagger", "Tail", "append_locked", "as_request", "as_requests",
+    "AppendRequest", "Clock", "EntryTagger", "SensitiveProtector", "Tail", "append_locked",
+    "as_request", "as_requests",
     "claimant_of", "late_start", "new_claimant", "next_entry", "reopens", "replay_of", "seal",
     "stamp_from", "utc_now", "utc_stamp",
 ]
@@ -129,6 +131,14 @@ def stamp_from(clock: Clock) -> str:
     return utc_stamp() if clock is utc_now else format_timestamp(clock())
 
 
+class SensitiveProtector(Protocol):
+    """Commits and seals a saga's sensitive values (``core.data_keys.SagaSecrets``)."""
+
+    def protect(self, payload: Any, spec: Sensitivity, write_key: str) -> tuple[Any, bytes | None]:
+        """``(payload with sensitive values committed, sealed bytes or None)``."""
+        ...
+
+
 class EntryTagger(Protocol):
     """Signs entries for one writer (``core.authenticity.EntryTagger``): carried by each of the
     writer's requests, never held by a backend, so writers with different keyrings can share
@@ -176,6 +186,9 @@ class AppendRequest:
     """A late outcome under ``fence``: recorded, not checked (see the module notes)."""
     tagger: EntryTagger | None = None
     """Signs the entry when it is sealed (the writer's keyring); ``None``: untagged."""
+    sealed: bytes | None = None
+    """The entry's sensitive values, encrypted (``core.data_keys``), stored beside the entry
+    outside its hashed bytes; ``None``: it has none stored."""
 
     @property
     def checks_fence(self) -> bool:
@@ -197,10 +210,15 @@ class AppendRequest:
         fence: int | None = None,
         late: bool = False,
         tagger: EntryTagger | None = None,
+        protect: SensitiveProtector | None = None,
+        sensitive: Sensitivity | None = None,
     ) -> AppendRequest:
         """Validate and convert the arguments of a keyword append; with ``fence``, the
         token goes into the converted payload (:data:`FENCE_KEY`, and :data:`LATE_KEY` when
-        ``late``), and the trace current in this context (``core.observe.trace_link``: every
+        ``late``); with ``protect`` (the saga's ``core.data_keys.SagaSecrets``), every sensitive
+        value (``sensitive``: the tool's :class:`~.sensitive.Sensitivity`, else the defaults) is
+        committed in the payload and sealed into :attr:`sealed` before the entry is hashed or
+        tagged; and the trace current in this context (``core.observe.trace_link``: every
         backend stores the same bytes) under ``"trace"`` when the payload is a mapping.
 
         Raises:
@@ -233,13 +251,17 @@ class AppendRequest:
                 f"a {phase.value} entry is a claim: its payload must carry the writer's nonce "
                 f"under {CLAIMANT_KEY!r} (core.journal.new_claimant())"
             )
+        sealed = None
+        if protect is not None:
+            converted, sealed = protect.protect(converted, sensitive or DEFAULT_SENSITIVITY,
+                                                write_key)
         if fence is not None or late:
             converted = _fenced_payload(phase, converted, fence, late)
         link = trace_link()
         if link is not None and isinstance(converted, dict) and TRACE_KEY not in converted:
             converted = {**converted, TRACE_KEY: link}  # the entry's trace (core.observe: why here)
         return cls(saga_id, phase, write_key, tool, call_id, converted, not flags[0], expected_seq,
-                   fence, late, tagger)
+                   fence, late, tagger, sealed)
 
 
 def _fenced_payload(phase: Phase, converted: Any, fence: int | None, late: bool) -> dict[str, Any]:
