@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ..errors import ConfigurationError, DataErasedError, DataKeyError
 from .canonical import encode_canonical, to_canonical_value
+from .identity import journal_id_of
 from .sensitive import (
     KEY_GENERATION_KEY, MIN_KNOWN_LENGTH, SENSITIVE_KEY, Sensitivity, has_committed, is_committed,
     pointer, redact,
@@ -464,6 +465,17 @@ class DataKeys:
             secrets = await self._stored(journal, journal_id, saga_id, create)
         with self._lock:
             return self._cache.setdefault((journal_id, saga_id), secrets)
+
+    async def for_saga(self, journal: Any, saga_id: str, *, create: bool = True) -> SagaSecrets:
+        """:meth:`secrets_for` with the journal's own id (``core.identity.journal_id_of``; ``""``
+        for a journal without one). ``journal`` may be a view: its backend stores the keys.
+
+        Raises:
+            JournalError: the journal could not be read; DataKeyError: as :meth:`secrets_for`.
+        """
+        backend = getattr(journal, "backend", journal)
+        return await self.secrets_for(backend, saga_id, journal_id=await journal_id_of(backend) or "",
+                                      create=create)
 
     def _ephemeral(self, journal_id: str, saga_id: str) -> SagaSecrets:
         return SagaSecrets(journal_id, saga_id, 1, False, self.random_bytes,
