@@ -13,6 +13,8 @@ __all__ = [
     "CallContextLostError",
     "ClaimTakenError",
     "ConfigurationError",
+    "DataErasedError",
+    "DataKeyError",
     "DeclarationError",
     "EncodingError",
     "EvidenceError",
@@ -204,6 +206,21 @@ class EvidenceError(SagacityError):
         self.saga_id = saga_id
         self.bad_seq = bad_seq
         self.fault = fault
+
+
+class DataKeyError(SagacityError):
+    """A sensitive value cannot be read or sealed: no master key is configured
+    (``SAGACITY_DATA_KEY``), the configured one did not wrap the saga's data key, or the sealed
+    bytes do not open under it (edited, moved to another saga, entry or path: ``core.data_keys``).
+    ``code``: ``NO_MASTER_KEY``, ``WRONG_MASTER_KEY``, ``NOT_STORED``, ``SEALED_MISMATCH``,
+    ``BAD_MASTER_KEY``."""
+
+
+class DataErasedError(DataKeyError):
+    """The saga's data key was erased (``sagacity saga erase``): its sensitive values are gone for
+    good; the chain, tags and commitments still verify. ``code``: ``ERASED``."""
+
+    code = "ERASED"
 
 
 class SignatureError(SagacityError):

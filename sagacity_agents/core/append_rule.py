@@ -59,10 +59,12 @@ from .entries import (
     ACCESS_PHASES, ACCESS_SAGA, GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry,
 )
 from .observe import TRACE_KEY, trace_link, without_trace
+from .sensitive import DEFAULT_SENSITIVITY, Sensitivity
 
 __all__ = [
     "CLAIMANT_KEY", "CLAIM_PHASES", "FENCE_KEY", "LATE_KEY", "LATE_PHASES", "AppendDialect",
-    "AppendRequest", "Clock", "EntryTagger", "Tail", "append_locked", "as_request", "as_requests",
+    "AppendRequest", "Clock", "EntryTagger", "SensitiveProtector", "Tail", "append_locked",
+    "as_request", "as_requests",
     "claimant_of", "late_start", "new_claimant", "next_entry", "reopens", "replay_of", "seal",
     "stamp_from", "utc_now", "utc_stamp",
 ]
@@ -131,6 +133,14 @@ def stamp_from(clock: Clock) -> str:
     return utc_stamp() if clock is utc_now else format_timestamp(clock())
 
 
+class SensitiveProtector(Protocol):
+    """Commits and seals a saga's sensitive values (``core.data_keys.SagaSecrets``)."""
+
+    def protect(self, payload: Any, spec: Sensitivity, write_key: str) -> tuple[Any, bytes | None]:
+        """``(payload with sensitive values committed, sealed bytes or None)``."""
+        ...
+
+
 class EntryTagger(Protocol):
     """Signs entries for one writer (``core.authenticity.EntryTagger``): carried by each of the
     writer's requests, never held by a backend, so writers with different keyrings can share
@@ -179,8 +189,8 @@ class AppendRequest:
     tagger: EntryTagger | None = None
     """Signs the entry when it is sealed (the writer's keyring); ``None``: untagged."""
     sealed: bytes | None = None
-    """The entry's encrypted sensitive values, stored with it outside the hash and the tag
-    (``JournalEntry.sealed``); ``None``: none."""
+    """The entry's sensitive values, encrypted (``core.data_keys``), stored beside the entry
+    outside its hashed bytes; ``None``: it has none stored."""
 
     @property
     def checks_fence(self) -> bool:
@@ -202,14 +212,16 @@ class AppendRequest:
         fence: int | None = None,
         late: bool = False,
         tagger: EntryTagger | None = None,
-        sealed: bytes | None = None,
+        protect: SensitiveProtector | None = None,
+        sensitive: Sensitivity | None = None,
     ) -> AppendRequest:
         """Validate and convert the arguments of a keyword append; with ``fence``, the
         token goes into the converted payload (:data:`FENCE_KEY`, and :data:`LATE_KEY` when
-        ``late``), and the trace current in this context (``core.observe.trace_link``: every
+        ``late``); with ``protect`` (the saga's ``core.data_keys.SagaSecrets``), every sensitive
+        value (``sensitive``: the tool's :class:`~.sensitive.Sensitivity`, else the defaults) is
+        committed in the payload and sealed into :attr:`sealed` before the entry is hashed or
+        tagged; and the trace current in this context (``core.observe.trace_link``: every
         backend stores the same bytes) under ``"trace"`` when the payload is a mapping.
-        ``sealed`` (the entry's encrypted sensitive values, or ``None``) is stored with the
-        entry outside its hashed bytes; a retry of the write returns the stored entry's.
 
         Raises:
             EncodingError: the payload has no canonical encoding.
@@ -219,7 +231,7 @@ class AppendRequest:
                 alone on every backend (SQLite would fail its binding inside a shared commit).
             ValueError: an empty saga id or write key, a negative ``expected_seq``, a claim
                 (:data:`CLAIM_PHASES`) whose payload has no claimant nonce, a fenced payload
-                that is not a mapping (or already holds the fence's keys), a fence below 1, or
+                that is not a mapping (or already holds the fence's keys), a fence below 1,
                 ``late`` without a fence or on a phase not in :data:`LATE_PHASES`, or an
                 access-log phase (``entries.ACCESS_PHASES``) outside ``entries.ACCESS_SAGA``.
         """
@@ -240,13 +252,15 @@ class AppendRequest:
         if phase in ACCESS_PHASES and saga_id != ACCESS_SAGA:
             raise ValueError(f"a {phase.value} entry is written only in the access log, saga "
                              f"{ACCESS_SAGA!r} (core.access_log), not in {saga_id!r}")
-        if sealed is not None and type(sealed) is not bytes:
-            raise TypeError(f"sealed must be bytes or None, not {type(sealed).__name__}")
         if phase in CLAIM_PHASES and claimant_of(converted) is None:
             raise ValueError(
                 f"a {phase.value} entry is a claim: its payload must carry the writer's nonce "
                 f"under {CLAIMANT_KEY!r} (core.journal.new_claimant())"
             )
+        sealed = None
+        if protect is not None:
+            converted, sealed = protect.protect(converted, sensitive or DEFAULT_SENSITIVITY,
+                                                write_key)
         if fence is not None or late:
             converted = _fenced_payload(phase, converted, fence, late)
         link = trace_link()

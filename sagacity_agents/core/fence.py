@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import JournalError, LeaseLostError, describe_error
 from .entries import JournalEntry, Phase
 from .identity import SagaSeal, journal_id_of
+from .append_rule import SensitiveProtector
 from .journal import (
     LATE_PHASES, AppendRequest, EntryTagger, Journal, SagaSummary, append_requests, capabilities_of,
 )
@@ -84,6 +85,9 @@ class JournalView:
         self._opened: dict[str, JournalEntry] = {}
         self.seals: dict[str, SagaSeal] = {}
         """Per saga written to with a tagger: what its tags bind (``core.identity``)."""
+        self.secrets: dict[str, SensitiveProtector] = {}
+        """Per saga: its data keys (``core.data_keys.SagaSecrets``), which commit and seal the
+        sensitive values of every append to it through this view; none: stored as given."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.backend!r})"
@@ -91,7 +95,7 @@ class JournalView:
     def request(self, saga_id: str, phase: Phase, fields: dict[str, Any]) -> AppendRequest:
         """The request of ``append(saga_id, phase, **fields)`` (see :meth:`AppendRequest.build`)."""
         return AppendRequest.build(saga_id, phase, tagger=self.tagger_for(saga_id, phase, fields),
-                                   **fields)
+                                   protect=self.secrets.get(saga_id), **fields)
 
     def tagger_for(self, saga_id: str, phase: Phase, fields: Mapping[str, Any]) -> EntryTagger | None:
         """This view's tagger for one append: bound to the journal and the saga's SAGA_OPENED
@@ -251,8 +255,10 @@ class FencedJournal(JournalView):
             fence = self._fence()
             if fence is not None:
                 return AppendRequest.build(saga_id, phase, fence=fence,
-                                           tagger=self.tagger_for(saga_id, phase, fields), **fields)
-        return AppendRequest.build(saga_id, phase, tagger=self.tagger_for(saga_id, phase, fields), **fields)
+                                           tagger=self.tagger_for(saga_id, phase, fields),
+                                           protect=self.secrets.get(saga_id), **fields)
+        return AppendRequest.build(saga_id, phase, tagger=self.tagger_for(saga_id, phase, fields),
+                                   protect=self.secrets.get(saga_id), **fields)
 
     request = _fenced
 
@@ -293,6 +299,7 @@ class FencedJournal(JournalView):
         if request.late or request.fence is None or not own:
             raise lost
         return AppendRequest.build(request.saga_id, request.phase, tagger=request.tagger,
+                                   protect=self.secrets.get(request.saga_id),
                                    **{**fields, "fence": request.fence, "late": True})
 
     async def append(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:

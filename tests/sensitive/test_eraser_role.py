@@ -7,6 +7,7 @@ access log, and cannot change a journal row."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import psycopg
 import pytest
@@ -17,6 +18,7 @@ from sagacity_agents.backends.postgres.roles import grant_statements
 from sagacity_agents.cli import cli
 from sagacity_agents.core.access_log import erasures, record_access
 from sagacity_agents.core.entries import Phase
+from sagacity_agents.core.journal import AppendRequest
 from sagacity_agents.errors import JournalWriteError
 from tests.pg import admin_connect
 from tests.test_postgres_roles import as_role, new_role, schema_of, table_grants  # noqa: F401 - the fixture
@@ -41,7 +43,8 @@ async def erase_as(app_uri: str, eraser_uri: str) -> None:
     """The application adds a key; it cannot erase it; the eraser role can (and logs it)."""
     as_app, as_eraser = PostgresJournal(app_uri), PostgresJournal(eraser_uri)
     try:
-        await as_app.append("s", Phase.SAGA_OPENED, write_key="o", payload={}, sealed=b"sealed")
+        opened = AppendRequest.build("s", Phase.SAGA_OPENED, write_key="o", payload={})
+        await as_app.append(dataclasses.replace(opened, sealed=b"sealed"))
         stored = await as_app.add_data_key("s", 1, MASTER, b"wrapped-key-bytes")
         assert await as_app.add_data_key("s", 1, MASTER, b"other") == stored  # insert-if-absent, no UPDATE
         with pytest.raises(JournalWriteError, match=r"may not delete or update data keys.*sagacity db grant --eraser"):
