@@ -381,16 +381,14 @@ def compensable(
             ``(CheckContext) -> CheckResult`` (sync or async; ``sagacity_agents.saga``);
             raising counts as "unknown".
         check_timeout: seconds recovery waits for ``check`` (default ``undo_timeout``).
-        sensitive: sensitive fields besides the defaults: names (``{"iban"}``) or rooted paths
-            (``{"result.token"}``), or a ``Sensitivity``; see the module notes.
+        sensitive: fields besides the defaults (``{"iban", "result.token"}``; module notes).
 
     Raises:
         DeclarationError: at decoration time, when ``undo`` is missing, not callable, cannot take
             one positional argument, ``undo_timeout``, ``deadline`` or ``check_timeout`` is not
             a finite number of seconds above 0, ``undo_needs`` is not a tuple of keys,
-            ``check`` is not callable, ``scope`` is not a non-empty string, ``sensitive`` is not
-            names or rooted paths (or the undo data would hold one without a master key), or
-            the decorator sits on top of ``@function_tool``; or, with neither ``scope`` nor
+            ``check`` is not callable, ``scope`` is not a non-empty string, ``sensitive`` is
+            refused (module notes), or the decorator sits on top of ``@function_tool``; or, with neither ``scope`` nor
             ``declaration_id``, when the function or undo captures other objects (compared with
             ``is``) than the first declaration made under the same derived id in this process
             (``core.declarations.captured_objects``: a factory called for two tenants).
