@@ -382,3 +382,50 @@ async def test_parallel_sync_and_async_calls_commit_under_one_saga_key(journal):
     commitments = {e.payload["args"]["card_number"][SENSITIVE_KEY]
                    for e in entries if e.phase is Phase.INTENT}
     assert len(commitments) == 1
+
+
+# --- writers outside a run: a human's answer, a recovery in another process ------------------
+
+
+@pytest.mark.case("X-02")
+@pytest.mark.parametrize("undo_fails", [False, True], ids=["undo-ok", "undo-raises"])
+async def test_an_answer_s_undo_data_is_committed_and_a_later_recovery_gets_it_clear(undo_fails):
+    """A human answers "ran" with undo data holding a card: RESOLVED commits and seals it; a
+    recovery (another process: its own keys object, the same master key) gives the undo the
+    clear card and token, and an undo error quoting the token is journaled masked."""
+    from .test_recovery import crashed_saga
+
+    log: list = []
+
+    def undo(ctx: CompensationContext) -> None:
+        log.append((ctx.args.get("n"), ctx.undo_data))
+        if undo_fails and ctx.undo_data:
+            raise RuntimeError(f"refund with token {ctx.undo_data['refund_token']} bounced")
+
+    @function_tool
+    @compensable(undo=undo)
+    async def step(n: int) -> int:
+        return n
+
+    journal = InMemoryJournal()
+    first = Sagacity(journal, data_key=MASTER)
+    sid = await crashed_saga(first.journal)  # c1, c2 executed; c3 (INTENT seq 6) in doubt
+    await first.recover(sid, agent(scripted(), step))
+    answer = {"card_number": CARD, "refund_token": TOKEN, "charge_id": "ch_9"}
+    resolved = await first.resolve(sid, 6, ran=True, resolver="ops", reason="the bank charged it",
+                                   undo_data=answer, force=True)
+    assert is_committed(resolved.payload["undo_data"]["card_number"]) and resolved.sealed is not None
+    assert resolved.payload["reason"] == "the bank charged it"
+
+    later = Sagacity(journal, data_key=MASTER)  # another process: nothing known in memory
+    result = await later.recover(sid, agent(scripted(), step))
+    assert (3, answer) in log
+    entries = await journal.entries(sid)
+    absent(entries, CARD, TOKEN)
+    if undo_fails:  # not a card number: masked because the recovery opened it (known values)
+        failed = [e for e in entries if e.phase is Phase.COMPENSATION_FAILED]
+        assert failed and "refund with token **** bounced" in failed[-1].payload["error"]["mask"]
+        assert result.status is SagaStatus.COMPENSATION_FAILED
+    else:
+        assert result.status is SagaStatus.COMPENSATED
+    assert all(v.ok for v in await later.verify(sid))
