@@ -44,7 +44,7 @@ from .sensitive import (
 )
 
 __all__ = [
-    "data_keys_of", "default_data_keys", "erased_reason", "opened", "protected_view",
+    "data_keys_of", "default_data_keys", "erased_reason", "held_secrets", "opened", "protected_view",
     "remember_raw_args", "secure", "undo_payloads",
 ]
 
@@ -101,8 +101,8 @@ async def secure(view: Any, data_keys: DataKeys, saga_id: str, *,
     through it is protected.
 
     Args:
-        view: the writer's view (``core.fence.JournalView``; a backend without ``secrets`` only
-            gets nothing set: its appends are not protected).
+        view: the writer's view (``core.fence.JournalView``; a backend gets nothing set: its
+            appends are not protected).
         data_keys: the application's keys.
         saga_id: the saga.
         journal_id: the journal's id when the caller has read it (``""``: it has none);
@@ -219,3 +219,9 @@ def protected_view(journal: Any, saga_id: str, secrets: SagaSecrets) -> Any:
     view = JournalView(journal, tagger=journal.tagger if isinstance(journal, JournalView) else None)
     view.secrets[saga_id] = secrets
     return view
+
+
+def held_secrets(journal: Any, saga_id: str) -> SagaSecrets | None:
+    """The secrets a writer's view holds for ``saga_id`` (``None``: none, or not a view)."""
+    found = journal.secrets.get(saga_id) if isinstance(journal, JournalView) else None
+    return found if isinstance(found, SagaSecrets) else None
