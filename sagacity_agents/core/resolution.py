@@ -281,9 +281,7 @@ async def resolve_in_doubt(
             when it passes).
         JournalError: the journal could not be read or written.
     """
-    if not resolver or not reason:
-        raise ValueError("a resolution needs the resolver's identity and a reason")
-    reason = _masked_reason(journal, saga_id, reason)
+    reason = _masked_reason(journal, saga_id, resolver, reason)
     problem = await _signing_problem(journal, evidence, undo_data)
     if problem is not None:
         raise ConfigurationError(f"cannot sign the answer here: {problem}; nothing was journaled")
@@ -311,13 +309,19 @@ async def resolve_in_doubt(
     raise SagaStateError(f"saga {saga_id} is too busy to record the answer; try again")
 
 
-def _masked_reason(journal: Journal, saga_id: str, reason: str) -> str:
+def _masked_reason(journal: Journal, saga_id: str, resolver: str, reason: str) -> str:
     """``reason`` with the card numbers and the saga's known sensitive values in it masked
     (``core.sensitive.redact_text``), when ``journal`` protects the saga's appends. The reason
     is signed (``sign_resolution``) and journaled twice (``forced``): masked here, as plain text,
     it is the same in the signed statement and in both places of the stored entry, where the
     append's own scan finds nothing left to commit (a committed reason would no longer match
-    its signature, and ``forced.reason`` is not scanned)."""
+    its signature, and ``forced.reason`` is not scanned).
+
+    Raises:
+        ValueError: an empty ``resolver`` or ``reason``.
+    """
+    if not resolver or not reason:
+        raise ValueError("a resolution needs the resolver's identity and a reason")
     secrets = held_secrets(journal, saga_id)
     if secrets is None:
         return reason
