@@ -26,15 +26,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import DataKeyError
+from ..errors import DataKeyError, JournalError
 from .canonical import to_canonical_value
-from .data_keys import SagaSecrets, is_sealed_text
+from .data_keys import DataKeys, SagaSecrets, is_sealed_text
 from .sensitive import (
     DEFAULT_SENSITIVITY, MIN_KNOWN_LENGTH, Sensitivity, masked, redact, redact_text,
 )
 
 __all__ = [
-    "APPROVAL_ARGS_PURPOSE", "SNAPSHOT_PURPOSE", "committed_args", "committed_raw_args",
+    "APPROVAL_ARGS_PURPOSE", "SNAPSHOT_PURPOSE", "approver_view", "committed_args", "data_keys_of", "committed_raw_args",
     "holds_sensitive", "masked_snapshot", "opened_snapshot", "sealed_request_args",
     "sensitivity_of", "shown_args", "stored_snapshot",
 ]
@@ -183,8 +183,9 @@ def shown_args(args: Any, raw_args: str | None, sealed: str | None,
     """What an approver is shown of a request: ``(args, raw_args, clear)``.
 
     The clear arguments when ``sealed`` opens under ``secrets`` (``clear`` true); otherwise the
-    stored (committed) arguments with each committed value as its mask (``**** **** **** 4242``).
-    Never raises for a missing or wrong key: the mask is shown.
+    stored (committed) arguments with each committed value as its mask (``**** **** **** 4242``),
+    and the sensitive values of clear arguments (a version 1 request) masked too. Never raises
+    for a missing or wrong key: the mask is shown.
     """
     if sealed is not None and secrets is not None:
         try:
@@ -192,4 +193,34 @@ def shown_args(args: Any, raw_args: str | None, sealed: str | None,
             return opened["args"], opened.get("raw_args"), True
         except (DataKeyError, ValueError, KeyError, TypeError):
             pass
-    return masked(args), raw_args, False
+    hidden, _found = redact({"args": args}, DEFAULT_SENSITIVITY, lambda _value: "")
+    shown_raw = None if raw_args is None else (redact_text(raw_args, DEFAULT_SENSITIVITY) or raw_args)
+    return masked(hidden["args"]), shown_raw, False
+
+
+def data_keys_of(owner: Any) -> DataKeys:
+    """The data keys of ``owner`` (a ``Sagacity``: its ``data_keys``), else those the
+    environment names (``DataKeys.from_env()``: ``SAGACITY_DATA_KEY``).
+
+    Raises:
+        ConfigurationError: the environment's master key is not 32 bytes of base64 or hex.
+    """
+    keys = getattr(owner, "data_keys", None)
+    return keys if isinstance(keys, DataKeys) else DataKeys.from_env()
+
+
+async def approver_view(request: Any, journal: Any,
+                        data_keys: DataKeys | None) -> tuple[Any, str | None, bool]:
+    """:func:`shown_args` of the stored request ``request`` (``core.approval.ApprovalRequest``):
+    clear only when this process holds the saga's key (``data_keys`` with a master key that
+    wrapped it; read from ``journal``'s data-key store, never created).
+
+    Never raises: a key that cannot be read shows the mask.
+    """
+    secrets = None
+    if request.args_sealed is not None and data_keys is not None and data_keys.master is not None:
+        try:
+            secrets = await data_keys.for_saga(journal, request.saga_id, create=False)
+        except (DataKeyError, JournalError):
+            secrets = None
+    return shown_args(request.args, request.raw_args, request.args_sealed, secrets)
