@@ -77,7 +77,9 @@ it equals one of these or ends with ``_`` and one: ``access_token``, ``db_passwo
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SEPARATORS = re.compile(r"[\s\-.]+")
-_CARD_RUN = re.compile(r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)")
+# A card number inside free text stands apart from letters and digits: a digit run inside a hex
+# hash or an id ("...eccf065161663265249") is not one (masking it would corrupt a stored snapshot).
+_CARD_RUN = re.compile(r"(?<![0-9A-Za-z])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z])")
 _CARD_CHARS = frozenset("0123456789 -")
 
 
@@ -212,11 +214,16 @@ DEFAULT_SENSITIVITY = Sensitivity()
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """One sensitive value found in a payload: where, the value (canonical JSON form), its mask."""
+    """One sensitive value found in a payload: where, the value (canonical JSON form), its mask,
+    and whether it is sensitive as a whole (a named or declared field, a card number) rather
+    than a free text holding sensitive parts (only whole values are remembered as known: a
+    text remembered whole would later mask as ``****`` where it masked as ``pw ****`` before,
+    and an approval's committed arguments would no longer hash alike)."""
 
     path: tuple[str | int, ...]
     value: Any
     mask: str
+    whole: bool = True
 
 
 def redact_text(text: str, spec: Sensitivity, known: Iterable[str] = ()) -> str | None:
@@ -226,7 +233,9 @@ def redact_text(text: str, spec: Sensitivity, known: Iterable[str] = ()) -> str 
     if spec.card_numbers and len(text) >= 13:
         out = _CARD_RUN.sub(lambda m: card_mask(m.group()) if is_card_number(m.group())
                             else m.group(), out)
-    for value in known:
+    # Longest first, in a fixed order: a value inside another known one never splits it, and
+    # the same text always gets the same mask (masks are in the hashed bytes).
+    for value in sorted(known, key=lambda v: (-len(v), v)):
         if value in out:
             out = out.replace(value, MASK)
     return None if out == text else out
@@ -237,6 +246,8 @@ def _scan(value: Any, path: tuple[str | int, ...], keys: tuple[str, ...], spec: 
     """``value`` with its sensitive parts replaced by placeholders (recorded in ``found``),
     the same object when nothing changed."""
     if whole:
+        if type(value) is dict and SENSITIVE_KEY in value and MASK_KEY in value:
+            return value  # already committed (an approval's arguments, an INTENT's copied on)
         mask = card_mask(value) if isinstance(value, str) and is_card_number(value) else MASK
         found.append(Found(path, value, mask))
         return found[-1]
@@ -247,7 +258,7 @@ def _scan(value: Any, path: tuple[str | int, ...], keys: tuple[str, ...], spec: 
         if len(value) >= 13 or known:
             masked_text = redact_text(value, spec, known)
             if masked_text is not None:
-                found.append(Found(path, value, masked_text))
+                found.append(Found(path, value, masked_text, False))
                 return found[-1]
         return value
     if type(value) is dict:

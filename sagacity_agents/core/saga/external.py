@@ -71,7 +71,7 @@ class ExternalCalls:
                                                                spec=decl.sensitivity)
         elif decl is None and asks_approval:
             request_id = await self.calls.refusals.check_grant(tool, call_id, raw_args_value(raw_args),
-                                                 invocation, required=False)
+                                                               invocation, required=False)
         intent = await self.calls.write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id,
                                           agent)
         self.core.last_journaled = time.monotonic()

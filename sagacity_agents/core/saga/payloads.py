@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import EncodingError
+from ..approval_args import sensitivity_of
 from ..approval_rule import raw_args_value
 from ..canonical import (
     ENCODING_ERROR_KEY,
@@ -59,7 +60,3 @@ def with_result(base: dict[str, Any], result: Any) -> dict[str, Any]:
     return {**base, "result": result}
 
 
-def sensitivity_of(decl: ToolDeclaration | None) -> Sensitivity:
-    """What is sensitive in a call's values: its declaration's, the defaults for a tool nobody
-    declared (``core.sensitive``)."""
-    return decl.sensitivity if decl is not None else DEFAULT_SENSITIVITY
