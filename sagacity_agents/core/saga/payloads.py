@@ -14,8 +14,7 @@ from ..canonical import (
     encode_canonical,
     to_canonical_value,
 )
-from ..declarations import Reversibility, ToolDeclaration
-from ..sensitive import DEFAULT_SENSITIVITY, Sensitivity
+from ..declarations import Reversibility
 
 __all__ = [
     "ENCODING_ERROR_KEY", "RESULT_TYPE_KEY", "REVERSIBILITY_TEXT", "UNDECLARED", "encode_or_marker",
