@@ -25,6 +25,7 @@ from .core.entries import JournalEntry, Phase
 from .core.lease import lease_of
 from .core.ledger import reopened_by
 from .core.observe import TRACE_KEY
+from .core.shown import shown_entries
 from .visible import escape, segments
 
 __all__ = [
@@ -304,6 +305,7 @@ def journal_table(
     title: str | None = None,
     full: bool = False,
     width: int | None = None,
+    revealed: bool = False,
 ) -> Table:
     """One saga's entries as a table: seq, phase, tool, call id, time, payload summary, hash.
 
@@ -316,7 +318,12 @@ def journal_table(
         full: show the whole payload as JSON instead of a summary, and the whole hash.
         width: the console width; below :data:`COMPACT_BELOW` the phase, tool, call id and
             payload share one column (the payload on its own line) and times lose their date.
+        revealed: the payloads hold values revealed on purpose (``journal show --reveal``):
+            shown as they are. Otherwise every sensitive value is shown as its mask
+            (``core.shown.shown_entries``), whoever read the entries.
     """
+    if not revealed:
+        entries = shown_entries(entries)
     compact = width is not None and width < COMPACT_BELOW
     table = Table(title=title, title_justify="left", header_style="bold", expand=False)
     table.add_column("seq", justify="right", no_wrap=True)
