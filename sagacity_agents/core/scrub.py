@@ -63,8 +63,8 @@ class Scrubber:
     """Masks what may not be shown, remembering the clear values it met (one per saga or call).
 
     Args:
-        spec: what is sensitive besides committed values (the tool's declaration, else the
-            defaults).
+        spec: what is sensitive besides committed values (the tool's declaration as
+            ``Sensitivity.of`` reads it, else the defaults).
         erased: data-key generations erased for this saga (their committed values show
             :data:`ERASED`).
         known: clear sensitive values already met (masked inside free text).
@@ -74,9 +74,9 @@ class Scrubber:
 
     __slots__ = ("erased", "known", "spec")
 
-    def __init__(self, spec: Sensitivity | None = None, *, erased: Iterable[int] = (),
-                 known: Iterable[str] = ()) -> None:
-        self.spec = spec or DEFAULT_SENSITIVITY
+    def __init__(self, spec: Sensitivity | Iterable[str] | None = None, *,
+                 erased: Iterable[int] = (), known: Iterable[str] = ()) -> None:
+        self.spec = Sensitivity.of(spec) if spec is not None else DEFAULT_SENSITIVITY
         self.erased = frozenset(erased)
         self.known: set[str] = {k for k in known if len(k) >= MIN_KNOWN_LENGTH}
 
@@ -159,7 +159,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def scrub_value(value: Any, spec: Sensitivity | None = None, known: Iterable[str] = ()) -> Any:
+def scrub_value(value: Any, spec: Sensitivity | Iterable[str] | None = None, known: Iterable[str] = ()) -> Any:
     """``value`` as a span or log line may carry it (:meth:`Scrubber.value`, a fresh scrubber)."""
     return Scrubber(spec, known=known).value(value)
 
