@@ -19,7 +19,12 @@ honouring the run's ``RunConfig`` (``workflow_name``, ``trace_id``, ``group_id``
 
 Raw arguments and results go into spans only inside a :func:`saga_trace` whose run config has
 ``trace_include_sensitive_data`` true (the SDK's default, ``OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA``);
-a trace opened otherwise (``agents.trace`` alone) gets hashes and ids, never values.
+a trace opened otherwise (``agents.trace`` alone) gets hashes and ids, never values. Even then our
+``saga.*`` spans carry sensitive values only as their masks (``core.observe.Step.shown``). The
+SDK's *own* spans (a function span's input and output, a generation span's messages) and the
+model provider are outside that guarantee: ``Sagacity.run`` warns
+(``errors.SensitiveTraceWarning``, ``sdk/trace_warning.py``) when a tool of the run has sensitive
+fields and the run config lets the SDK trace tool inputs.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import itertools
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...errors import LeaseLostError, RunStalledError
@@ -22,6 +22,7 @@ from ..identity import Derivation, check_saga_id
 from ..journal import Journal
 from ..lease import RunProgress
 from ..protection import default_data_keys
+from ..scrub import scrub_text
 from .status import FailurePolicy, FailureRecord, SagaStatus
 
 __all__ = ["CallFrame", "InFlight", "SagaCore"]
@@ -123,7 +124,14 @@ class SagaCore:
         return f"{self._invocation_prefix}-{next(self._invocations)}"
 
     def note_failure(self, record: FailureRecord) -> None:
-        """Count a failed call (any thread): the saga has failed."""
+        """Count a failed call (any thread): the saga has failed. Its error text is kept with
+        the saga's known sensitive values and card numbers masked (``core.scrub``): it goes
+        into messages, the closing report and spans (an exception quoting the password)."""
+        secrets = self.journal.secrets.get(self.saga_id)  # the view's (core.protection sets it)
+        known = getattr(secrets, "known", None)
+        text = scrub_text(record.error, known.copy() if known else ())
+        if text != record.error:
+            record = replace(record, error=text)
         with self.lock:
             self.failures.append(record)
 
