@@ -55,7 +55,9 @@ from ..errors import (
     ClaimTakenError, JournalClosedError, JournalConflictError, JournalWriteError, LeaseLostError,
 )
 from .canonical import canonical_bytes, format_timestamp, to_canonical_value
-from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry
+from .entries import (
+    ACCESS_PHASES, ACCESS_SAGA, GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry,
+)
 from .observe import TRACE_KEY, trace_link, without_trace
 from .sensitive import DEFAULT_SENSITIVITY, Sensitivity
 
@@ -187,8 +189,13 @@ class AppendRequest:
     tagger: EntryTagger | None = None
     """Signs the entry when it is sealed (the writer's keyring); ``None``: untagged."""
     sealed: bytes | None = None
+<<<<<<< HEAD
     """The entry's sensitive values, encrypted (``core.data_keys``), stored beside the entry
     outside its hashed bytes; ``None``: it has none stored."""
+=======
+    """The entry's encrypted sensitive values, stored with it outside the hash and the tag
+    (``JournalEntry.sealed``); ``None``: none."""
+>>>>>>> w-store
 
     @property
     def checks_fence(self) -> bool:
@@ -210,8 +217,12 @@ class AppendRequest:
         fence: int | None = None,
         late: bool = False,
         tagger: EntryTagger | None = None,
+<<<<<<< HEAD
         protect: SensitiveProtector | None = None,
         sensitive: Sensitivity | None = None,
+=======
+        sealed: bytes | None = None,
+>>>>>>> w-store
     ) -> AppendRequest:
         """Validate and convert the arguments of a keyword append; with ``fence``, the
         token goes into the converted payload (:data:`FENCE_KEY`, and :data:`LATE_KEY` when
@@ -220,6 +231,8 @@ class AppendRequest:
         committed in the payload and sealed into :attr:`sealed` before the entry is hashed or
         tagged; and the trace current in this context (``core.observe.trace_link``: every
         backend stores the same bytes) under ``"trace"`` when the payload is a mapping.
+        ``sealed`` (the entry's encrypted sensitive values, or ``None``) is stored with the
+        entry outside its hashed bytes; a retry of the write returns the stored entry's.
 
         Raises:
             EncodingError: the payload has no canonical encoding.
@@ -230,7 +243,8 @@ class AppendRequest:
             ValueError: an empty saga id or write key, a negative ``expected_seq``, a claim
                 (:data:`CLAIM_PHASES`) whose payload has no claimant nonce, a fenced payload
                 that is not a mapping (or already holds the fence's keys), a fence below 1, or
-                ``late`` without a fence or on a phase not in :data:`LATE_PHASES`.
+                ``late`` without a fence or on a phase not in :data:`LATE_PHASES`, or an
+                access-log phase (``entries.ACCESS_PHASES``) outside ``entries.ACCESS_SAGA``.
         """
         if not isinstance(saga_id, str) or not isinstance(write_key, str):
             raise TypeError(f"saga_id and write_key must be str, not {type(saga_id).__name__} "
@@ -246,6 +260,11 @@ class AppendRequest:
         flags = [False]
         converted = to_canonical_value(payload, flags=flags)
         phase = phase if type(phase) is Phase else Phase(phase)
+        if phase in ACCESS_PHASES and saga_id != ACCESS_SAGA:
+            raise ValueError(f"a {phase.value} entry is written only in the access log, saga "
+                             f"{ACCESS_SAGA!r} (core.access_log), not in {saga_id!r}")
+        if sealed is not None and type(sealed) is not bytes:
+            raise TypeError(f"sealed must be bytes or None, not {type(sealed).__name__}")
         if phase in CLAIM_PHASES and claimant_of(converted) is None:
             raise ValueError(
                 f"a {phase.value} entry is a claim: its payload must carry the writer's nonce "
@@ -376,6 +395,7 @@ def next_entry(
         prev_hash=GENESIS_HASH if tail is None else tail[1],
         converted=True,
         stdlib_safe=request.stdlib_safe,
+        sealed=request.sealed,
     )
 
 
