@@ -189,13 +189,8 @@ class AppendRequest:
     tagger: EntryTagger | None = None
     """Signs the entry when it is sealed (the writer's keyring); ``None``: untagged."""
     sealed: bytes | None = None
-<<<<<<< HEAD
     """The entry's sensitive values, encrypted (``core.data_keys``), stored beside the entry
-    outside its hashed bytes; ``None``: it has none stored."""
-=======
-    """The entry's encrypted sensitive values, stored with it outside the hash and the tag
-    (``JournalEntry.sealed``); ``None``: none."""
->>>>>>> w-store
+    outside its hashed bytes and its tag (``JournalEntry.sealed``); ``None``: it has none stored."""
 
     @property
     def checks_fence(self) -> bool:
@@ -217,12 +212,8 @@ class AppendRequest:
         fence: int | None = None,
         late: bool = False,
         tagger: EntryTagger | None = None,
-<<<<<<< HEAD
         protect: SensitiveProtector | None = None,
         sensitive: Sensitivity | None = None,
-=======
-        sealed: bytes | None = None,
->>>>>>> w-store
     ) -> AppendRequest:
         """Validate and convert the arguments of a keyword append; with ``fence``, the
         token goes into the converted payload (:data:`FENCE_KEY`, and :data:`LATE_KEY` when
@@ -231,8 +222,8 @@ class AppendRequest:
         committed in the payload and sealed into :attr:`sealed` before the entry is hashed or
         tagged; and the trace current in this context (``core.observe.trace_link``: every
         backend stores the same bytes) under ``"trace"`` when the payload is a mapping.
-        ``sealed`` (the entry's encrypted sensitive values, or ``None``) is stored with the
-        entry outside its hashed bytes; a retry of the write returns the stored entry's.
+        The sealed bytes are stored with the entry outside its hashed bytes; a retry of the
+        write returns the stored entry's.
 
         Raises:
             EncodingError: the payload has no canonical encoding.
@@ -263,8 +254,6 @@ class AppendRequest:
         if phase in ACCESS_PHASES and saga_id != ACCESS_SAGA:
             raise ValueError(f"a {phase.value} entry is written only in the access log, saga "
                              f"{ACCESS_SAGA!r} (core.access_log), not in {saga_id!r}")
-        if sealed is not None and type(sealed) is not bytes:
-            raise TypeError(f"sealed must be bytes or None, not {type(sealed).__name__}")
         if phase in CLAIM_PHASES and claimant_of(converted) is None:
             raise ValueError(
                 f"a {phase.value} entry is a claim: its payload must carry the writer's nonce "
