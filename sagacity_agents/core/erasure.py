@@ -27,8 +27,8 @@ and a holder stalled rather than dead may still write a call's outcome, so an er
 ``force=True`` with a non-empty reason overrides every rule; the access log records
 ``forced: true``.
 
-**Order.** The DATA_ERASED entry goes to the access log first (the reserved saga
-``core.entries.ACCESS_SAGA``, tagged by the writer's keyring when the journal is a signing view):
+**Order.** The DATA_ERASED entry goes to the access log first (``core.access_log``: the reserved
+saga ``sagacity.access``, tagged by the writer's keyring when the journal is a signing view):
 when it cannot be written (a read-only journal) nothing is erased. Then the store erases, then
 this process forgets its copy (``DataKeys.forget``). An erasure that finds no wrapped key left
 says so (:attr:`Erasure.already`) and writes nothing.
@@ -42,14 +42,14 @@ generation (``DataKeys.secrets_for`` makes generation N+1 when the newest is era
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SagaStateError
+from .access_log import record_access
 from .data_keys import DataKeys, DataKeyStore, StoredDataKey
-from .entries import ACCESS_SAGA, JournalEntry, Phase
+from .entries import JournalEntry, Phase
 from .evidence import CHAIN_ONLY, Evidence
 from .fence import backend_of
 from .journal import Journal, utc_now
@@ -222,10 +222,9 @@ async def erase(
         if data_keys is not None:
             data_keys.forget(saga_id)
         return Erasure(saga_id, (), bool(rows), bool(rows), force)
-    entry = await journal.append(
-        ACCESS_SAGA, Phase.DATA_ERASED, write_key=f"erase:{uuid.uuid4().hex}",
-        payload={"saga_id": saga_id, "by": by, "reason": reason, "forced": bool(force),
-                 "generations": list(live)})
+    entry = await record_access(journal, Phase.DATA_ERASED, {
+        "saga_id": saga_id, "by": by, "reason": reason, "forced": bool(force),
+        "generations": list(live)})
     await store.erase_data_keys(saga_id, by=by, reason=reason)
     if data_keys is not None:
         data_keys.forget(saga_id)
