@@ -17,6 +17,7 @@ from ..core.authenticity import signing_view
 from ..core.data_keys import DATA_KEY_ENVVAR, PREVIOUS_DATA_KEYS_ENVVAR, DataKeys, DataKeyStore
 from ..core.erasure import Erasure, erase, erasure_refusal
 from ..core.evidence import Evidence
+from ..core.fence import backend_of
 from ..core.identity import RESERVED_PREFIX, journal_id_of
 from ..core.journal import Journal, utc_now
 from ..core.ledger import is_closed
@@ -62,7 +63,7 @@ async def _retention_candidates(journal: Journal, seconds: float,
                                 now: dt.datetime) -> list[tuple[str, list[Any]]]:
     """Every saga (reserved ones aside) closed more than ``seconds`` before ``now`` whose
     data key is still stored, oldest id order, with its entries."""
-    store = getattr(journal, "backend", journal)
+    store = backend_of(journal)
     cutoff = now - dt.timedelta(seconds=seconds)
     found = []
     for saga_id in await journal.saga_ids():

@@ -25,7 +25,6 @@ from sagacity_agents.core.sensitive import masked
 from sagacity_agents.core.signing import Keyring, generate_key
 from sagacity_agents.backends.memory.approvals import InMemoryApprovalStore
 from sagacity_agents.errors import DataErasedError
-from tests.backends import BACKENDS
 from tests.evidence.test_audit_export import run_doc_verifier
 
 from .sagas import CARD, FAR, TOKEN, keys, write_saga
@@ -33,13 +32,6 @@ from .sagas import CARD, FAR, TOKEN, keys, write_saga
 pytestmark = pytest.mark.case("X-04")
 
 
-@pytest.fixture(params=BACKENDS, ids=str)
-def place(request):
-    backend = request.param
-    location = backend.location(request)
-    opened = backend.journal(location)
-    yield backend, location, opened
-    asyncio.run(opened.close())
 
 
 @pytest.fixture

@@ -19,20 +19,12 @@ from sagacity_agents.core.evidence import verify_sagas
 from sagacity_agents.core.fence import FencedJournal
 from sagacity_agents.core.ledger import reopened_by
 from sagacity_agents.errors import DataErasedError
-from tests.backends import BACKENDS
 
 from .sagas import FAR, LATE_TOKEN, keys, write_saga
 
 pytestmark = pytest.mark.case("X-04")
 
 
-@pytest.fixture(params=BACKENDS, ids=str)
-def place(request):
-    backend = request.param
-    location = backend.location(request)
-    opened = backend.journal(location)
-    yield backend, location, opened
-    asyncio.run(opened.close())
 
 
 def _stalled_writer(journal, data_keys, seqs):
