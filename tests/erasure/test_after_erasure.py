@@ -54,8 +54,9 @@ async def test_erased_values_stay_unrecoverable_with_the_master_key_and_everythi
     assert clear[2]["args"]["card_number"] == CARD and clear[3]["result"]["token"] == TOKEN
 
     evidence = Evidence(keyring=keyring)
-    recovery = Recovery(journal, InMemoryApprovalStore(), evidence=evidence, clock=lambda: FAR)
-    done = await recovery.erase("s", by="dpo", reason="gdpr art. 17", data_keys=data_keys)
+    recovery = Recovery(journal, InMemoryApprovalStore(), evidence=evidence, clock=lambda: FAR,
+                        data_keys=data_keys)
+    done = await recovery.erase("s", by="dpo", reason="gdpr art. 17")
     assert done.generations == (1,) and done.entry is not None
     assert done.entry.tag_key == "host-1"  # the access log is signed by this host's key
 

@@ -14,7 +14,7 @@ from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry
 from .calls import CallRecorder
 from .outcomes import outcome_keys
-from .payloads import UNDECLARED, raw_args_value
+from .payloads import UNDECLARED, raw_args_value, sensitivity_of
 from .state import CallFrame
 
 __all__ = ["ExternalCalls"]
@@ -67,7 +67,8 @@ class ExternalCalls:
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
             bound = grant_args if grant_args is not None else raw_args_value(raw_args)
-            request_id = await self.calls.refusals.check_grant(tool, call_id, bound, invocation)
+            request_id = await self.calls.refusals.check_grant(tool, call_id, bound, invocation,
+                                                               spec=decl.sensitivity)
         elif decl is None and asks_approval:
             request_id = await self.calls.refusals.check_grant(tool, call_id, raw_args_value(raw_args),
                                                  invocation, required=False)
@@ -143,7 +144,8 @@ class ExternalCalls:
             # Mark the saga failed now (synchronously), not when the write lands.
             self.core.note_failure(failure)
         done = self.outcomes.begin()
-        task = asyncio.ensure_future(self.outcomes.write(phase, payload, outcome_keys(intent)))
+        keys = {**outcome_keys(intent), "sensitive": sensitivity_of(None if undeclared else decl)}
+        task = asyncio.ensure_future(self.outcomes.write(phase, payload, keys))
         task.add_done_callback(lambda _t: self.outcomes.end(done))
         return task
 
