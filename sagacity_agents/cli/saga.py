@@ -25,6 +25,7 @@ from rich.text import Text
 from ..core.canonical import parse_json
 from ..core.compensation import UndoState, undo_order
 from ..core.entries import Phase
+from ..core.erasure import erasure_state
 from ..core.ledger import SagaLedger
 from ..core.scrub import scrub_value
 from ..core.shown import read_shown
@@ -120,14 +121,17 @@ def saga_show(saga_id: str, db: str) -> None:
     The entries themselves: `sagacity journal show SAGA_ID`. Sensitive values show as their
     mask, `[erased]` once the saga's data key was erased."""
 
-    async def load(journal: Any) -> tuple[str, list[Any]]:
+    async def load(journal: Any) -> tuple[str, list[Any], Any]:
         sid = await resolve_saga(journal, saga_id)
-        return sid, await read_shown(journal, sid)
+        return sid, await read_shown(journal, sid), await erasure_state(journal, sid)
 
-    sid, entries = with_journal(db, load)
+    sid, entries, erasure = with_journal(db, load)
     console = make_console()
     console.print(Text.assemble(("saga ", "bold"), printable(sid), "  ",
                                 status_text(saga_status(entries)), f"  ({len(entries)} entries)"))
+    erased = erasure.describe() if erasure is not None else None
+    if erased is not None:  # an erasure, and values a late outcome wrote after it (for a human)
+        console.print(data_text(erased), soft_wrap=True)
     for line in trace_lines(entries):
         console.print(line, soft_wrap=True)
     console.print(timeline_table(entries, width=console.width))

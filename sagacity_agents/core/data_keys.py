@@ -474,6 +474,17 @@ class DataKeys:
         with self._lock:
             return self._cache.setdefault((journal_id, saga_id), secrets)
 
+    async def reload(self, journal: Any, saga_id: str) -> SagaSecrets:
+        """``saga_id``'s secrets read again from ``journal``'s store (this process's copy
+        dropped first): after an erasure elsewhere, a fresh generation is made and stored
+        (``create``), so a late outcome is never sealed under an erased key.
+
+        Raises:
+            JournalError, DataKeyError: as :meth:`for_saga`.
+        """
+        self.forget(saga_id)
+        return await self.for_saga(journal, saga_id, create=True)
+
     async def for_saga(self, journal: Any, saga_id: str, *, create: bool = True) -> SagaSecrets:
         """:meth:`secrets_for` with the journal's own id (``core.identity.journal_id_of``; ``""``
         for a journal without one). ``journal`` may be a view: its backend stores the keys.
