@@ -195,13 +195,32 @@ class DataKeyStore(Protocol):
         ...
 
 
-_Secrets = tuple[bytes, AESGCM, AESGCM, AESGCM]  # commit key, values, snapshot, approval args
+class _Secrets:
+    """One data key's per-purpose keys (commit, values, snapshot, approval args), each derived
+    on first use: an HKDF and an AES-GCM object cost tens of microseconds, and a saga without a
+    master key only ever commits. Indexed like a tuple; two threads deriving at once compute
+    the same key."""
+
+    __slots__ = ("_data_key", "_keys")
+    _INFOS = (b"sagacity.v1.commit", b"sagacity.v1.values", b"sagacity.v1.snapshot",
+              b"sagacity.v1.approval-args")
+
+    def __init__(self, data_key: bytes) -> None:
+        self._data_key = data_key
+        self._keys: list[Any] = [None] * len(self._INFOS)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self._INFOS))))
+        key = self._keys[index]
+        if key is None:
+            raw = _hkdf(self._data_key, self._INFOS[index])
+            key = self._keys[index] = raw if index == 0 else AESGCM(raw)
+        return key
 
 
 def _derive(data_key: bytes) -> _Secrets:
-    return (_hkdf(data_key, b"sagacity.v1.commit"), AESGCM(_hkdf(data_key, b"sagacity.v1.values")),
-            AESGCM(_hkdf(data_key, b"sagacity.v1.snapshot")),
-            AESGCM(_hkdf(data_key, b"sagacity.v1.approval-args")))
+    return _Secrets(data_key)
 
 
 @dataclass(eq=False)
