@@ -316,8 +316,9 @@ class ApprovalDesk:
         spec = _sensitivity(graph, item)
         committed = committed_args(secrets, args, spec)
         digest = args_hash(committed)
-        reused = (unused.get((name, call_id, digest, ARGS_VERSION))
-                  or unused.get((name, call_id, args_hash(args), 1)))
+        reused = unused.get((name, call_id, digest, ARGS_VERSION))
+        if reused is None and committed == args:  # a version 1 decision: only without sensitive values
+            reused = unused.get((name, call_id, digest, 1))
         if reused is not None:
             if reused.approved:
                 state.approve(item)

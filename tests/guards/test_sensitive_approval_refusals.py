@@ -219,11 +219,17 @@ def test_grants_compare_the_hash_of_the_request_version():
     assert grant_for_call(trail(2, "v1"), tool="charge", call_id="c1", args_hash="v1",
                           committed_hash="v2").code == "ARGS_HASH_MISMATCH_AT_CALL"
     assert grant_for_call(trail(None, "v1"), tool="charge", call_id="c1", args_hash="v1",
-                          committed_hash="v2").request_id == "r"
+                          committed_hash="v2").code == "REQUEST_VERSION_SENSITIVE"
     assert grant_for_call(trail(None, "v2"), tool="charge", call_id="c1", args_hash="v1",
-                          committed_hash="v2").code == "ARGS_HASH_MISMATCH_AT_CALL"
+                          committed_hash="v2").code == "REQUEST_VERSION_SENSITIVE"
+    assert grant_for_call(trail(None, "x"), tool="charge", call_id="c1", args_hash="v1",
+                          committed_hash="v1").code == "ARGS_HASH_MISMATCH_AT_CALL"
     assert grant_for_call(trail(2, "v1"), tool="charge", call_id="c1",
                           args_hash="v1").request_id == "r"  # no secrets: the INTENT is clear
+    assert grant_for_call(trail(None, "v1"), tool="charge", call_id="c1",
+                          args_hash="v1").request_id == "r"
+    assert grant_for_call(trail(None, "v1"), tool="charge", call_id="c1", args_hash="v1",
+                          committed_hash="v1").request_id == "r"  # nothing sensitive
 
 
 def test_an_older_sqlite_store_gains_the_version_columns(tmp_path):
