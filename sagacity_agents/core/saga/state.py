@@ -129,7 +129,9 @@ class SagaCore:
         into messages, the closing report and spans (an exception quoting the password)."""
         secrets = self.journal.secrets.get(self.saga_id)  # the view's (core.protection sets it)
         known = getattr(secrets, "known", None)
-        text = scrub_text(record.error, known.copy() if known else ())
+        # The secrets also remember whole free texts they masked inside (this very error, once
+        # journaled): masking those would hide the whole message, not the value in it.
+        text = scrub_text(record.error, [k for k in (known.copy() if known else ()) if k != record.error])
         if text != record.error:
             record = replace(record, error=text)
         with self.lock:
