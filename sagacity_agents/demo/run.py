@@ -27,6 +27,7 @@ from rich.text import Text
 from ..core.chain import VerifyResult
 from ..core.entries import JournalEntry
 from ..core.saga import FailurePolicy
+from ..core.sensitive import DEFAULT_SENSITIVITY, redact_text
 from ..backends.sqlite.journal import SqliteJournal
 from ..errors import ConfigurationError, describe_error
 from ..render import journal_table, make_console, status_text, verify_text
@@ -182,7 +183,10 @@ def _intro(outcome: TripOutcome, console: Console) -> None:
             border_style="cyan",
         )
     )
-    console.print(Text.assemble(("Request: ", "bold"), _quote(TRIP_REQUEST)))
+    # The request quotes the traveller's card number: printed with it masked, as the journal
+    # holds it (core.sensitive: card numbers are found inside free text too).
+    shown = redact_text(TRIP_REQUEST, DEFAULT_SENSITIVITY) or TRIP_REQUEST
+    console.print(Text.assemble(("Request: ", "bold"), _quote(shown)))
 
 
 def _story(outcome: TripOutcome, console: Console) -> None:
