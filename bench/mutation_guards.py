@@ -93,10 +93,12 @@ GUARDS: tuple[Guard, ...] = (
           (f"{_GUARDS}test_chain_faults.py", f"{_GUARDS}test_chain_check_from_rows.py",
            "tests/journal/test_chain_heads.py")),
     Guard("sagacity_agents.core.structure",
-          ("_same_writer", "_resumed_after_pause"),
+          ("_same_writer", "_resumed_after_pause", "_access_saga_problem"),
           "structure no run writes: an outcome answers its own INTENT under its lease, or after "
-          "an approval pause under the resuming run's",
-          (f"{_GUARDS}test_outcome_structure.py", "tests/evidence/test_entry_authenticity.py")),
+          "an approval pause under the resuming run's; the access log holds only unfenced "
+          "DATA_REVEALED / DATA_ERASED naming a saga",
+          (f"{_GUARDS}test_outcome_structure.py", "tests/evidence/test_entry_authenticity.py",
+           "tests/sensitive/test_access_log.py")),
     Guard("sagacity_agents.core.approval_rule",
           ("approval_problem", "bound_arguments", "_trail_problem", "_decision_problem",
            "_consumed_problem", "_intent_problem"),
@@ -151,9 +153,10 @@ GUARDS: tuple[Guard, ...] = (
     Guard("sagacity_agents.core.key_roles",
           ("tag_roles", "statement_key", "KeyRoles.roles_of", "KeyRoles.boundary",
            "KeyRoles.checkpoint_problem", "read_roles"),
-          "which role signs which phase; the default roles; a revoked key's boundary; which "
-          "keyring events count (an unrevoked admin's, well formed)",
-          (f"{_GUARDS}test_key_role_faults.py",)),
+          "which role signs which phase (the access log: a checkpoint signer); the default "
+          "roles; a revoked key's boundary; which keyring events count (an unrevoked admin's, "
+          "well formed)",
+          (f"{_GUARDS}test_key_role_faults.py", "tests/sensitive/test_access_log.py")),
     Guard("sagacity_agents.core.compensation",
           ("undo_order", "_declaration_for"),
           "compensation order: what may have acted, newest outcome first; which undo: the graph "

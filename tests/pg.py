@@ -61,7 +61,7 @@ def _drop_database(base: str, name: str) -> None:
 
 SERVER = _own_database(BASE)
 """The database the tests use: this test process's own on :data:`BASE`'s server."""
-TABLES = "sagacity_journal, sagacity_approval_requests, sagacity_snapshots"
+TABLES = "sagacity_journal, sagacity_approval_requests, sagacity_snapshots, sagacity_data_keys"
 
 
 def with_search_path(uri: str, schema: str) -> str:

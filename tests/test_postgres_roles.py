@@ -41,6 +41,7 @@ LEAST_PRIVILEGE = {
     ("sagacity_approval_requests", "UPDATE"),
     ("sagacity_snapshots", "SELECT"), ("sagacity_snapshots", "INSERT"),
     ("sagacity_snapshots", "UPDATE"), ("sagacity_snapshots", "DELETE"),
+    ("sagacity_data_keys", "SELECT"), ("sagacity_data_keys", "INSERT"),
 }
 """docs/postgres.md's promise: (table, privilege) the application's role holds, nothing more."""
 

@@ -40,7 +40,8 @@ SECOND_DOORS = {
         "SqliteJournal",
     ],
     "sagacity_agents.errors": [
-        "ApprovalError", "CallContextLostError", "ClaimTakenError", "ConfigurationError", "DeclarationError",
+        "ApprovalError", "CallContextLostError", "ClaimTakenError", "ConfigurationError", "DataErasedError",
+        "DataKeyError", "DeclarationError",
         "EncodingError", "EvidenceError", "HooksNotEnteredError", "JournalClosedError",
         "JournalConflictError", "JournalError", "JournalWriteError", "LeaseLostError",
         "McpServerMissingError", "RunLeaseLostError", "RunStalledError", "SagaFailedError", "SagaRecovered",
@@ -53,6 +54,7 @@ SECOND_DOORS = {
         "journal_key_roles", "revoke_key", "verify_entries", "verify_journal",
     ],
     "sagacity_agents.guardrails": ["SagaVerdict", "saga_output_guardrail", "saga_tool_guardrail"],
+    "sagacity_agents.sensitive": ["DEFAULT_NAMES", "DataKeys", "MasterKey", "Sensitivity", "masked"],
     "sagacity_agents.saga": [
         "CheckContext", "CheckResult", "CompensationItem", "CompensationReport", "FailureRecord", "McpPolicy", "Recovered",
         "Recovery", "Reversibility", "Saga", "SagaRecovered", "SagaStream", "ToolDeclaration", "call_idempotency_key",
@@ -73,7 +75,8 @@ TOP_LEVEL_BEFORE = sorted({*FRONT_DOOR, *(n for names in SECOND_DOORS.values() f
                           - {"McpServerMissingError", "describe_error", "Recovered", "Recovery",
                              "KeyRoles", "Role", "grant_roles", "journal_key_roles", "revoke_key",
                              "CallContextLostError", "carry_context", "CheckContext", "CheckResult",
-                             "RunStalledError"})
+                             "RunStalledError", "DEFAULT_NAMES", "DataErasedError", "DataKeyError",
+                             "DataKeys", "MasterKey", "Sensitivity", "masked"})
 """The 80 names ``sagacity_agents.__all__`` had before the front door: each still imports."""
 
 

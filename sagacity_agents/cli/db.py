@@ -73,14 +73,21 @@ def migrate(db: str, checkpoints: str | None, checkpoints_only: bool) -> None:
                    "public; with --checkpoints: sagacity_checkpoints).")
 @click.option("--checkpoints", "checkpoints", is_flag=True,
               help="The signed-checkpoint schema's GRANTs instead of the journal's.")
+@click.option("--eraser", "eraser", is_flag=True,
+              help="The eraser role's GRANTs instead of the application's: it may erase the "
+                   "sagas' data keys (`sagacity saga erase`) and rewrap them for a master-key "
+                   "rotation, which the application's role may not.")
 @click.option("--apply", "apply", is_flag=True,
               help="Run them on the --db database (as the owner of the tables) instead of "
                    "printing them.")
-def grant(role: str, db: str, schema: str | None, checkpoints: bool, apply: bool) -> None:
+def grant(role: str, db: str, schema: str | None, checkpoints: bool, eraser: bool, apply: bool) -> None:
     """Print the GRANTs that let ROLE run the application and nothing more (docs/postgres.md):
     SELECT and INSERT on the journal (no UPDATE, no DELETE: changing evidence then takes another
     role), the approval store's working state, and USAGE on the schema. With --apply, run them in
     one transaction on --db instead (connect as the tables' owner, after `sagacity db migrate`).
+
+    With --eraser, the GRANTs of the role that may erase data keys (DELETE and a tombstone) and
+    rewrap them (UPDATE), read the journal and append its access log's DATA_ERASED entry.
 
     ROLE and the schema are quoted identifiers: give the role's name as stored (lowercase unless
     it was created quoted). The same GRANTs ship as psql scripts:
@@ -93,7 +100,7 @@ def grant(role: str, db: str, schema: str | None, checkpoints: bool, apply: bool
         uri_schema = schema_of_uri(db) if is_postgres_uri(db) else None
         schema = DEFAULT_CHECKPOINT_SCHEMA if checkpoints else (uri_schema or "public")
     try:
-        statements = grant_statements(role, schema, checkpoints=checkpoints)
+        statements = grant_statements(role, schema, checkpoints=checkpoints, eraser=eraser)
     except ValueError as exc:
         raise UsageFailure(str(exc)) from exc
     if not apply:
@@ -105,8 +112,9 @@ def grant(role: str, db: str, schema: str | None, checkpoints: bool, apply: bool
         asyncio.run(_apply(db, statements))
     except (JournalError, ConfigurationError) as exc:
         raise click.ClickException(str(exc)) from exc
+    access = "checkpoint" if checkpoints else "eraser" if eraser else "journal"
     make_console(highlight=False).print(
-        f"granted {'checkpoint' if checkpoints else 'journal'} access on schema {schema} to {role} "
+        f"granted {access} access on schema {schema} to {role} "
         f"({len(statements)} statements)", markup=False)
 
 

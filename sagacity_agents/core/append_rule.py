@@ -55,7 +55,9 @@ from ..errors import (
     ClaimTakenError, JournalClosedError, JournalConflictError, JournalWriteError, LeaseLostError,
 )
 from .canonical import canonical_bytes, format_timestamp, to_canonical_value
-from .entries import GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry
+from .entries import (
+    ACCESS_PHASES, ACCESS_SAGA, GENESIS_HASH, OUTCOME_PHASES, JournalEntry, Phase, seal_entry,
+)
 from .observe import TRACE_KEY, trace_link, without_trace
 from .sensitive import DEFAULT_SENSITIVITY, Sensitivity
 
@@ -229,8 +231,9 @@ class AppendRequest:
                 alone on every backend (SQLite would fail its binding inside a shared commit).
             ValueError: an empty saga id or write key, a negative ``expected_seq``, a claim
                 (:data:`CLAIM_PHASES`) whose payload has no claimant nonce, a fenced payload
-                that is not a mapping (or already holds the fence's keys), a fence below 1, or
-                ``late`` without a fence or on a phase not in :data:`LATE_PHASES`.
+                that is not a mapping (or already holds the fence's keys), a fence below 1,
+                ``late`` without a fence or on a phase not in :data:`LATE_PHASES`, or an
+                access-log phase (``entries.ACCESS_PHASES``) outside ``entries.ACCESS_SAGA``.
         """
         if not isinstance(saga_id, str) or not isinstance(write_key, str):
             raise TypeError(f"saga_id and write_key must be str, not {type(saga_id).__name__} "
@@ -246,6 +249,9 @@ class AppendRequest:
         flags = [False]
         converted = to_canonical_value(payload, flags=flags)
         phase = phase if type(phase) is Phase else Phase(phase)
+        if phase in ACCESS_PHASES and saga_id != ACCESS_SAGA:
+            raise ValueError(f"a {phase.value} entry is written only in the access log, saga "
+                             f"{ACCESS_SAGA!r} (core.access_log), not in {saga_id!r}")
         if phase in CLAIM_PHASES and claimant_of(converted) is None:
             raise ValueError(
                 f"a {phase.value} entry is a claim: its payload must carry the writer's nonce "
@@ -376,6 +382,7 @@ def next_entry(
         prev_hash=GENESIS_HASH if tail is None else tail[1],
         converted=True,
         stdlib_safe=request.stdlib_safe,
+        sealed=request.sealed,
     )
 
 

@@ -20,7 +20,7 @@ stand-alone verifier) rather than only by holders of the secret. It costs ~40 µ
 **What a tag covers.** The entry's content without its chain links: the entry's canonical bytes
 as they would be at ``seq`` 0 after the genesis hash (:func:`unlinked_bytes`), i.e. saga id,
 phase, tool, call id, write key, payload and recorded-at. On PostgreSQL the locked append
-computes ``seq`` and ``prev_hash`` on the server (``sagacity_append_reopening``), so a tag over the
+computes ``seq`` and ``prev_hash`` on the server (``sagacity_append_sealed``), so a tag over the
 final hash cannot be made before the insert, and the application's role cannot UPDATE. The
 write key is unique per saga and the saga id is covered, so a tagged content cannot be replayed
 elsewhere; order and completeness stay the chain's and the signed checkpoints' business. The

@@ -79,7 +79,8 @@ class ChainFault(str, enum.Enum):
     STRUCTURE = "structure no run writes"
     """Entries the library never writes, whatever the keys: a fence that names no RUN_STARTED,
     an entry under a lease that was no longer the saga's (not late), an outcome of another call
-    or written under another lease than its INTENT (``core.structure``)."""
+    or written under another lease than its INTENT, an access-log entry outside the access log
+    or another entry in it (``core.structure``)."""
     APPROVAL = "approval trail broken"
     """Whatever the keys, an execution its approval does not cover: an irreversible INTENT that
     names no request, runs before its request's APPROVED + CONSUMED, under a REJECTED, voided or

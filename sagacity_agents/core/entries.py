@@ -18,7 +18,7 @@ import orjson
 
 from .canonical import encode_canonical, format_timestamp, parse_json, sha256_hex, to_canonical_value
 
-__all__ = ["CHAIN_COLUMNS", "GENESIS_HASH", "HASHED_FIELDS", "STORED_COLUMNS", "EntryFields", "EntryLike", "JournalEntry", "Phase", "seal_entry", "stored_payload"]
+__all__ = ["ACCESS_PHASES", "ACCESS_SAGA", "CHAIN_COLUMNS", "GENESIS_HASH", "HASHED_FIELDS", "STORED_COLUMNS", "EntryFields", "EntryLike", "JournalEntry", "Phase", "seal_entry", "stored_payload"]
 
 GENESIS_HASH = "0" * 64
 """``prev_hash`` of the first entry of every saga."""
@@ -119,6 +119,15 @@ class Phase(str, enum.Enum):
     saga, tagged by a keyring-admin key; payload: ``{"key_id", "revoked_at": UTC stamp,
     "reason"}``. The key's tags and signatures on a saga's entries after that saga's newest
     signed checkpoint dated before ``revoked_at`` are refused; what it signed before stays valid."""
+    DATA_REVEALED = "DATA_REVEALED"
+    """A sensitive value was shown in clear (``--reveal``, with the master key): written only in
+    the reserved saga :data:`ACCESS_SAGA` (``core.access_log``), before anything is shown,
+    tagged by the host's key (under key roles, a ``checkpoint_signer``'s); payload:
+    ``{"saga_id", "by", "reason", "paths": [RFC 6901 pointers], "tool"?}``."""
+    DATA_ERASED = "DATA_ERASED"
+    """A saga's data key was erased (its sensitive values are unrecoverable from then on):
+    written only in :data:`ACCESS_SAGA`, tagged as DATA_REVEALED is; payload: ``{"saga_id",
+    "by", "reason", "forced": bool, "generations": [int, ...]}``."""
     SAGA_CLOSED = "SAGA_CLOSED"
     """The saga ended (COMPLETED or COMPENSATED); payload holds the final status. Terminal but
     for one entry: the late outcome of a call, written under its INTENT's own fence by the
@@ -127,11 +136,19 @@ class Phase(str, enum.Enum):
     reports any other entry after a close."""
 
 
+ACCESS_SAGA = "sagacity.access"
+"""The reserved saga of the access log: DATA_REVEALED and DATA_ERASED entries, and nothing else
+(``core.access_log``; no run opens a saga whose id starts with ``sagacity.``)."""
+
+ACCESS_PHASES = frozenset({Phase.DATA_REVEALED, Phase.DATA_ERASED})
+"""The phases only :data:`ACCESS_SAGA` holds (``core.append_rule`` refuses them elsewhere,
+``core.structure`` reports them)."""
+
 _PHASES: dict[Any, Phase | str] = {p.value: p for p in Phase}
 """A stored phase name to its :class:`Phase` (an unknown name stays a string)."""
 
 STORED_COLUMNS = ("saga_id", "seq", "phase", "tool", "call_id", "write_key", "recorded_at",
-                  "prev_hash", "hash", "canonical", "tag_key", "tag")
+                  "prev_hash", "hash", "canonical", "tag_key", "tag", "sealed")
 """The columns every SQL backend stores an entry in, in the order :meth:`JournalEntry.from_row`
 reads them."""
 
@@ -218,6 +235,10 @@ class JournalEntry:
     tag: str | None = None
     """The entry's tag: an Ed25519 signature (base64) over the entry's content without its
     chain links (``core.authenticity.tag_statement``); ``None``: untagged."""
+    sealed: bytes | None = None
+    """The entry's sensitive values, encrypted (RFC 8785 JSON bytes of ``{"v", "key",
+    "values"}``; ``core.sensitive``), stored in a column of its own outside the hash and the
+    tag; ``None``: the entry holds no stored sensitive value."""
 
     def hashed_object(self) -> dict[str, Any]:
         """Return the object whose canonical encoding is hashed, built from the columns."""
@@ -244,23 +265,32 @@ class JournalEntry:
         canonical: bytes,
         tag_key: str | None = None,
         tag: str | None = None,
+        sealed: bytes | None = None,
     ) -> JournalEntry:
         """Rebuild an entry from stored columns; the payload is read from the stored bytes.
 
         Never raises on bad bytes: the payload is then ``None`` and verification reports it.
         """
         return cls.from_row((saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash,
-                             hash, canonical, tag_key, tag))
+                             hash, canonical, tag_key, tag, sealed))
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> JournalEntry:
         """:meth:`from_stored` from a row in :data:`STORED_COLUMNS` order (how the backends
         select it: no keyword mapping built per row, the hot path of a read and of ``verify``).
+        A row of twelve (a chain row and two tags, without ``sealed``) is read as unsealed.
 
         Never raises on bad bytes: the payload is then ``None`` and verification reports it.
         """
-        saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash_, canonical, \
-            tag_key, tag = row
+        if len(row) == 13:
+            saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash_, \
+                canonical, tag_key, tag, sealed = row
+            if sealed is not None and type(sealed) is not bytes:
+                sealed = bytes(sealed)  # a driver's memoryview or bytearray
+        else:
+            saga_id, seq, phase, tool, call_id, write_key, recorded_at, prev_hash, hash_, \
+                canonical, tag_key, tag = row
+            sealed = None
         # Storage may hand back text where bytes were stored (e.g. an SQL ``replace()`` on the
         # BLOB column returns TEXT): keep it as UTF-8 bytes so verification, not this, reports it.
         if isinstance(canonical, str):
@@ -268,7 +298,8 @@ class JournalEntry:
         elif type(canonical) is not bytes:
             canonical = bytes(canonical)
         return cls(saga_id, seq, _PHASES.get(phase, phase), tool, call_id, write_key,
-                   stored_payload(canonical), recorded_at, prev_hash, hash_, canonical, tag_key, tag)
+                   stored_payload(canonical), recorded_at, prev_hash, hash_, canonical, tag_key, tag,
+                   sealed)
 
 
 EntryLike = JournalEntry | EntryFields
@@ -327,6 +358,7 @@ def seal_entry(
     prev_hash: str,
     converted: bool = False,
     stdlib_safe: bool | None = None,
+    sealed: bytes | None = None,
 ) -> JournalEntry:
     """Build an entry: convert the payload, encode canonically, hash.
 
@@ -336,6 +368,7 @@ def seal_entry(
         converted: the payload already went through ``to_canonical_value`` (skip that pass).
         stdlib_safe: that conversion's finding (see ``canonical.encode_canonical``); ``None``
             checks again.
+        sealed: the entry's encrypted sensitive values (outside the hash), or ``None``.
 
     Raises:
         EncodingError: the payload (or a field) has no canonical encoding.
@@ -360,4 +393,5 @@ def seal_entry(
         prev_hash=prev_hash,
         hash=sha256_hex(data),
         canonical=data,
+        sealed=sealed,
     )

@@ -244,7 +244,7 @@ class Evidence:
         copied = copied_saga_problem(entries, journal_id)  # whatever the keys
         if copied is not None:  # named before a tag it makes fail (same seq)
             faults.insert(0, (copied[0], ChainFault.OTHER_JOURNAL, copied[1]))
-        shape = structure_problem(entries)  # whatever the keys
+        shape = structure_problem(entries, saga_id)  # whatever the keys
         if shape is not None:
             faults.append((shape[0], ChainFault.STRUCTURE, shape[1]))
         trail = approval_problem(entries)  # whatever the keys
@@ -447,7 +447,7 @@ def _verified_rows(sid: str, rows: Sequence[Sequence[Any]], anchor: ChainHead | 
         if check_anchor(sid, fields, anchor) is not None:
             return None
         chain = VerifyResult(sid, True, chain.entries, chain.head, anchor=anchor)
-    if structure_problem(fields) is not None or approval_problem(fields) is not None:
+    if structure_problem(fields, sid) is not None or approval_problem(fields) is not None:
         return None
     return chain
 

@@ -37,6 +37,8 @@ Optional capabilities are small protocols, read once per journal object by
   written behind the call (``core.saga.outcomes``). The outcome still goes through ``append``:
   the contract leaves room for a backend that batches or defers it.
 * :class:`CommitRule` ``durable_outcomes``: the commit rule a run journals in its RUN_STARTED.
+* ``core.data_keys.DataKeyStore`` (``Capabilities.data_keys``): the sagas' wrapped data keys,
+  stored beside the journal (every backend of the library).
 * :class:`TailRead` ``tail(saga_id)``: the saga's newest entry alone, at a cost that does not
   grow with the saga (one index probe): what a lease keeper's beat reads (``core.lease``).
   Reached through :func:`read_tail`.
@@ -316,6 +318,10 @@ class Capabilities:
     """:class:`TailRead`."""
     identified: bool = False
     """:class:`Identified`: ``await journal.journal_id()``."""
+    data_keys: bool = False
+    """``core.data_keys.DataKeyStore``: the journal keeps its sagas' wrapped data keys
+    (``data_keys``, ``add_data_key``, ``erase_data_keys``, ``rewrap_data_keys``; on a view,
+    call them on its ``backend``)."""
 
 
 @runtime_checkable
@@ -371,7 +377,13 @@ def _probe(journal: Any) -> Capabilities:
         durable_outcomes=bool(journal.durable_outcomes) if isinstance(journal, CommitRule) else None,
         tail_read=isinstance(journal, TailRead),
         identified=owner("journal_id") is not None,
+        data_keys=all(owner(name) is not None for name in _DATA_KEY_METHODS),
     )
+
+
+_DATA_KEY_METHODS = ("data_keys", "add_data_key", "erase_data_keys", "rewrap_data_keys")
+"""The members of ``core.data_keys.DataKeyStore``, looked for by name (a wrapper that forwards
+other members by ``__getattr__`` does not count: its ``append`` may not be the backend's)."""
 
 
 async def read_tail(journal: Any, saga_id: str) -> JournalEntry | None:

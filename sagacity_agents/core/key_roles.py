@@ -8,7 +8,9 @@ A keyring key has roles (docs/threat-model.md, "Key roles"):
   those entries (a REJECTED the run writes itself, for arguments that do not validate, may
   be tagged by a run writer; a RESOLVED carrying ``undo_data`` must be tagged by a run writer:
   the signed statement does not cover the undo data);
-* ``checkpoint_signer``: signs checkpoints (``core.checkpoints``);
+* ``checkpoint_signer``: signs checkpoints (``core.checkpoints``) and tags the access log's
+  entries (DATA_REVEALED, DATA_ERASED in the reserved saga ``entries.ACCESS_SAGA``,
+  ``core.access_log``): who saw or destroyed sensitive values is evidence of the same weight;
 * ``keyring_admin``: tags keyring events (KEY_ROLES, KEY_REVOKED in the reserved saga). Kept
   offline. The first admins are named out of band, in the keyring directory's ``ADMINS`` file
   (``core.signing.Keyring.admin_keys``): an entry in the journal cannot make its own signer an
@@ -53,7 +55,7 @@ class Role(str, enum.Enum):
     DECISION_MAKER = "decision_maker"
     """Signs APPROVED, REJECTED and RESOLVED statements and tags those entries."""
     CHECKPOINT_SIGNER = "checkpoint_signer"
-    """Signs checkpoints."""
+    """Signs checkpoints; tags the access log's entries (DATA_REVEALED, DATA_ERASED)."""
     KEYRING_ADMIN = "keyring_admin"
     """Tags keyring events (KEY_ROLES, KEY_REVOKED)."""
 
@@ -70,6 +72,8 @@ _TAGS: Mapping[Any, frozenset[Role]] = {
     Phase.KEY_REVOKED: frozenset({Role.KEYRING_ADMIN}),
     # Adoptions were written by whichever key adopted, before admins existed.
     Phase.KEYRING_ADOPTED: frozenset({Role.KEYRING_ADMIN, Role.RUN_WRITER}),
+    Phase.DATA_REVEALED: frozenset({Role.CHECKPOINT_SIGNER}),
+    Phase.DATA_ERASED: frozenset({Role.CHECKPOINT_SIGNER}),
 }
 _RUN = frozenset({Role.RUN_WRITER})
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")

@@ -26,6 +26,10 @@ writes, before recovery or anything else acts on them:
   IN_DOUBT, and recovery closes it only when nothing is. A saga reopened by a late outcome
   after its close (``core.append_rule.reopens``; the chain check accepts that one entry) is
   held to the same rule at its next SAGA_CLOSED.
+* **The access log stands apart.** DATA_REVEALED and DATA_ERASED (``entries.ACCESS_PHASES``)
+  are written only in the reserved saga ``entries.ACCESS_SAGA`` (``core.access_log``; the
+  journal refuses them elsewhere), and that saga holds nothing else, unfenced: no run writes
+  there.
 * **Undo outcomes belong to their claim's writer.** COMPENSATED and COMPENSATION_FAILED answer
   the COMPENSATING named by ``compensating_seq``: same tool, call id and fence; and a
   COMPENSATING names, in ``target_seq``, an outcome of the same call.
@@ -40,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from .entries import OUTCOME_PHASES, EntryLike, JournalEntry, Phase
+from .entries import ACCESS_PHASES, ACCESS_SAGA, OUTCOME_PHASES, EntryLike, JournalEntry, Phase
 from .journal import FENCE_KEY, LATE_KEY, LATE_PHASES
 from .ledger import SagaLedger, answer_of
 
@@ -91,17 +95,23 @@ def _same_writer(entry: EntryLike, start: EntryLike, what: str) -> str | None:
     return None
 
 
-def structure_problem(entries: Sequence[EntryLike]) -> tuple[int, str] | None:
+def structure_problem(entries: Sequence[EntryLike], saga_id: str | None = None) -> tuple[int, str] | None:
     """The first entry (lowest seq) whose shape no run of the library writes (module rules).
 
     Args:
         entries: one saga's entries in ``seq`` order, already chain-verified (``core.chain``):
             the entries, or the fields of their verified rows (``chain.verify_rows``).
+        saga_id: the saga's id; ``None``: the first entry's (fields of rows carry none: then
+            the saga is judged as one that is not the access log).
 
     Returns:
         ``(seq, why)`` of the first such entry, or ``None`` when every entry has a shape the
         library writes.
     """
+    if saga_id is None and entries:
+        saga_id = getattr(entries[0], "saga_id", None)
+    if saga_id == ACCESS_SAGA:
+        return _access_saga_problem(entries)
     # One pass, the per-entry work inlined: verify runs this on every entry it reads.
     by_seq = {e.seq: e for e in entries}
     intents_by_key = {e.write_key: e for e in entries if e.phase is _INTENT}
@@ -159,6 +169,25 @@ def structure_problem(entries: Sequence[EntryLike]) -> tuple[int, str] | None:
         elif (entry.phase is _RUN_ENDED and fence is not None
               and payload.get("status") == PAUSED_STATUS):
             paused.setdefault(fence, entry.seq)
+        elif phase in ACCESS_PHASES:
+            return entry.seq, (f"a {phase.value} entry outside the access log (saga "
+                               f"{ACCESS_SAGA!r}): the journal writes it only there")
+    return None
+
+
+def _access_saga_problem(entries: Sequence[EntryLike]) -> tuple[int, str] | None:
+    """The first entry of the access log (``entries.ACCESS_SAGA``) that is not an unfenced
+    DATA_REVEALED or DATA_ERASED naming a saga (module rules), or ``None``."""
+    for entry in entries:
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        if entry.phase not in ACCESS_PHASES:
+            phase = entry.phase.value if isinstance(entry.phase, Phase) else entry.phase
+            return entry.seq, (f"a {phase} entry in the access log (saga {ACCESS_SAGA!r}), which "
+                               "holds DATA_REVEALED and DATA_ERASED only")
+        if FENCE_KEY in payload or LATE_KEY in payload:
+            return entry.seq, "a fenced entry in the access log: no run writes there"
+        if not isinstance(payload.get("saga_id"), str):
+            return entry.seq, f"a {entry.phase.value} entry naming no saga"
     return None
 
 

@@ -15,10 +15,10 @@ async def test_each_backend_says_what_it_can(tmp_path):
     sqlite = SqliteJournal(tmp_path / "j.db")
     try:
         assert capabilities_of(InMemoryJournal()) == Capabilities(
-            sync_append=True, entries_many=True, tail_read=True, identified=True)
+            sync_append=True, entries_many=True, tail_read=True, identified=True, data_keys=True)
         assert capabilities_of(sqlite) == Capabilities(
             sync_append=True, batch_append=True, rows_read=True, entries_many=True,
-            durable_outcomes=False, tail_read=True, identified=True)
+            durable_outcomes=False, tail_read=True, identified=True, data_keys=True)
     finally:
         await sqlite.close()
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
+from ...core.data_keys import StoredDataKey
 from ...core.entries import JournalEntry, Phase
 from ...core.identity import new_journal_id
 from ...core.journal import (
     AppendRequest, Clock, SagaSummary, Tail, append_locked, as_request, check_page, utc_now,
+    utc_stamp,
 )
+from ..data_key_rows import check_erasure, check_new_key, tombstone
 
 __all__ = ["InMemoryJournal"]
 
@@ -44,6 +48,8 @@ class InMemoryJournal:
         """Per saga: (its tail entry, the seq of its newest RUN_STARTED) as of the last append,
         so a fenced append does not scan the run's entries (valid while that entry is still
         the tail; the tamper helpers drop it)."""
+        self._data_keys: dict[str, dict[int, StoredDataKey]] = {}
+        """Per saga, its data keys by generation (``core.data_keys.DataKeyStore``)."""
 
     async def journal_id(self) -> str:
         """This journal's id, made at construction (``core.journal.Identified``)."""
@@ -139,6 +145,67 @@ class InMemoryJournal:
         page = chains[offset:] if limit is None else chains[offset:offset + limit]
         return [SagaSummary(sid, len(chain), min(chain, key=lambda e: e.seq),
                             max(chain, key=lambda e: e.seq)) for sid, chain in page]
+
+    async def data_keys(self, saga_id: str) -> list[StoredDataKey]:
+        """The saga's data keys, every generation (tombstones included), ascending
+        (``core.data_keys.DataKeyStore``)."""
+        with self._lock:
+            return [k for _, k in sorted(self._data_keys.get(saga_id, {}).items())]
+
+    async def add_data_key(self, saga_id: str, generation: int, master_key_id: str,
+                           wrapped: bytes) -> StoredDataKey:
+        """Store a generation of the saga's wrapped data key unless one is stored; return the
+        stored row (``core.data_keys.DataKeyStore``: a racer's, or a tombstone, when first).
+
+        Raises:
+            TypeError, ValueError: see ``backends.data_key_rows.check_new_key``.
+        """
+        check_new_key(saga_id, generation, master_key_id, wrapped)
+        with self._lock:
+            keys = self._data_keys.setdefault(saga_id, {})
+            return keys.setdefault(generation, StoredDataKey(
+                saga_id, generation, master_key_id, wrapped, utc_stamp(), None, None, None))
+
+    async def erase_data_keys(self, saga_id: str, *, by: str, reason: str) -> int:
+        """Drop the wrapped bytes of every generation of the saga, leaving tombstones
+        (``core.data_keys.DataKeyStore``). In memory: the process holds no other reference the
+        library made (Python may keep freed bytes until the memory is reused).
+
+        Returns:
+            The generations that held bytes.
+
+        Raises:
+            TypeError, ValueError: see ``backends.data_key_rows.check_erasure``.
+        """
+        check_erasure(saga_id, by, reason)
+        now = utc_stamp()
+        with self._lock:
+            keys = self._data_keys.get(saga_id, {})
+            live = [g for g, k in keys.items() if k.wrapped is not None]
+            for generation in live:
+                keys[generation] = tombstone(keys[generation], erased_at=now, by=by, reason=reason)
+            return len(live)
+
+    async def rewrap_data_keys(self, rewrap: Callable[[StoredDataKey], tuple[str, bytes]]) -> int:
+        """Replace every stored wrapped key by ``rewrap(key)`` = ``(master_key_id, wrapped)``
+        (master-key rotation; ``core.data_keys.DataKeyStore``): all of them or, when ``rewrap``
+        raises, none.
+
+        Returns:
+            The keys rewritten (tombstones are left alone).
+        """
+        with self._lock:
+            new = {}
+            for saga_id, keys in self._data_keys.items():
+                for generation, key in keys.items():
+                    if key.wrapped is not None:
+                        master, wrapped = rewrap(key)
+                        check_new_key(saga_id, generation, master, wrapped)
+                        new[(saga_id, generation)] = StoredDataKey(
+                            saga_id, generation, master, wrapped, key.created_at, None, None, None)
+            for (saga_id, generation), key in new.items():
+                self._data_keys[saga_id][generation] = key
+            return len(new)
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -14,9 +14,9 @@ Nothing waits for the client while the lock is held, nor for the disk when other
 it (measured in bench/postgres_append.py: with a client round trip inside the lock one saga gets
 one append per round trip of its busiest client; with the WAL flush inside it, one append per
 flush); only a sole writer's insert, below, keeps the lock it tried through its own commit. A
-locked append is one statement, ``SELECT * FROM sagacity_append_reopening(...)`` (a function of the
-schema, migration 0005: 0002's ``sagacity_append_entry`` with 0003's fence, 0004's entry
-tag and 0005's late outcome after a close, in autocommit):
+locked append is one statement, ``SELECT * FROM sagacity_append_sealed(...)`` (a function of the
+schema, migration 0007: 0002's ``sagacity_append_entry`` with 0003's fence, 0004's entry
+tag, 0005's late outcome after a close and 0007's sealed values, in autocommit):
 
 * **The client encodes; the server only joins.** The entry's canonical bytes depend on the tail
   only through ``seq`` and ``prev_hash``. The client encodes the entry once, with the shared rule,
@@ -82,6 +82,7 @@ from ...core.journal import (
     AppendRequest, Clock, SagaSummary, Tail, as_request, as_requests, check_page, late_start,
     lazy_phases, next_entry, replay_of, seal, stamp_from, utc_now,
 )
+from .data_keys import PostgresDataKeys
 from .setup import PostgresDatabase
 from .sole_writer import SoleWriter
 
@@ -105,9 +106,9 @@ _JOURNAL_ID = "SELECT value FROM sagacity_journal_meta WHERE key = 'journal_id'"
 """The journal's id (migration 0006)."""
 
 _APPEND = (
-    "SELECT * FROM sagacity_append_reopening(%s, %s, %s, %s, %s, %s, "
+    "SELECT * FROM sagacity_append_sealed(%s, %s, %s, %s, %s, %s, "
     f"'{GENESIS_HASH}', %s, %s, %s, %s, %s, "
-    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s, %s, %s, %s, %s, %s)"
+    f"ARRAY[{', '.join(repr(p) for p in TERMINAL_PHASES)}]::text[], %s, %s, %s, %s, %s, %s, %s)"
 )
 # A transaction that writes WAL commits synchronously, waiting for the flush past everything
 # written before it (the appends that committed without waiting included).
@@ -247,8 +248,10 @@ def _checked(request: AppendRequest) -> AppendRequest:
 _row_to_entry = JournalEntry.from_row
 _saga_of = itemgetter(0)
 
-class PostgresJournal:
-    """A :class:`~sagacity_agents.core.journal.Journal` in a PostgreSQL database.
+class PostgresJournal(PostgresDataKeys):
+    """A :class:`~sagacity_agents.core.journal.Journal` in a PostgreSQL database. It keeps the
+    sagas' wrapped data keys too, in the same schema (``core.data_keys.DataKeyStore``,
+    ``backends.postgres.data_keys``).
 
     Args:
         database: a :class:`PostgresDatabase` (shared with a
@@ -319,7 +322,7 @@ class PostgresJournal:
         params = (request.saga_id, request.phase.value, request.tool, request.call_id,
                   request.write_key, now, head, middle, tail, durable, request.expected_seq,
                   after_key, request.fence if request.checks_fence else None, *tag,
-                  late_intent, request.fence if late_intent is not None else None)
+                  late_intent, request.fence if late_intent is not None else None, request.sealed)
         return params, _Sent(request, now, (head, middle, tail), durable, after_key, tag)
 
     async def _append_once(self, conn: Any, request: AppendRequest) -> JournalEntry:
@@ -365,7 +368,7 @@ class PostgresJournal:
             saga_id=request.saga_id, seq=seq, phase=request.phase, tool=request.tool,
             call_id=request.call_id, write_key=request.write_key, payload=request.payload,
             recorded_at=sent.now, prev_hash=prev_hash, hash=digest, canonical=canonical,
-            tag_key=sent.tag[0], tag=sent.tag[1],
+            tag_key=sent.tag[0], tag=sent.tag[1], sealed=request.sealed,
         )
 
     async def append(self, saga_id: AppendRequest | str, phase: Phase | None = None,
@@ -418,7 +421,7 @@ class PostgresJournal:
         statement = _INSERT_LAZY if lazy else _INSERT
         row = (entry.saga_id, entry.seq, request.phase.value, entry.tool, entry.call_id,
                entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical,
-               entry.tag_key, entry.tag, entry.saga_id, tail[0], tail[1])
+               entry.tag_key, entry.tag, entry.sealed, entry.saga_id, tail[0], tail[1])
         taken = self.database.psycopg.errors.UniqueViolation
 
         async def work(conn: Any) -> bool:

@@ -1,7 +1,8 @@
 """The least-privilege GRANTs for the application's role, filled in for a role and a schema.
 
 The GRANTs ship as psql scripts (``sql/app_role.sql`` for the journal's tables,
-``sql/checkpoint_role.sql`` for the signed-checkpoint schema) whose role and schema are the psql
+``sql/checkpoint_role.sql`` for the signed-checkpoint schema, ``sql/eraser_role.sql`` for the
+role that may erase data keys) whose role and schema are the psql
 variables ``:"app_role"`` and ``:"schema"``: ``psql -v app_role=ROLE -v schema=SCHEMA -f FILE``
 runs them as they are. :func:`grant_statements` fills the same variables in (quoted identifiers,
 as psql quotes them), for ``sagacity db grant ROLE`` to print or apply. A variable cannot collide
@@ -17,7 +18,8 @@ from importlib import resources
 
 __all__ = ["grant_statements", "quote_identifier", "schema_of_uri"]
 
-_FILES = {False: "sql/app_role.sql", True: "sql/checkpoint_role.sql"}
+_FILES = {"app": "sql/app_role.sql", "checkpoints": "sql/checkpoint_role.sql",
+          "eraser": "sql/eraser_role.sql"}
 _VARIABLE = re.compile(r':"(app_role|schema)"')
 
 
@@ -33,7 +35,8 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def grant_statements(role: str, schema: str, *, checkpoints: bool = False) -> list[str]:
+def grant_statements(role: str, schema: str, *, checkpoints: bool = False,
+                     eraser: bool = False) -> list[str]:
     """The GRANT statements of the shipped script, for ``role`` on the tables in ``schema``.
 
     Args:
@@ -41,15 +44,20 @@ def grant_statements(role: str, schema: str, *, checkpoints: bool = False) -> li
         schema: the schema holding the tables: the journal's (often ``public``), or, with
             ``checkpoints``, the checkpoint schema (default ``sagacity_checkpoints``).
         checkpoints: the signed-checkpoint schema's GRANTs instead of the journal's.
+        eraser: the eraser role's GRANTs (``sql/eraser_role.sql``: it may delete and rewrap
+            the sagas' data keys) instead of the application's.
 
     Returns:
         One statement per item, each ending with ``;``, in the script's order.
 
     Raises:
-        ValueError: an empty role or schema name.
+        ValueError: an empty role or schema name, or both ``checkpoints`` and ``eraser``.
     """
+    if checkpoints and eraser:
+        raise ValueError("--checkpoints and --eraser grant on different schemas: choose one")
     values = {"app_role": quote_identifier(role), "schema": quote_identifier(schema)}
-    script = resources.files("sagacity_agents.backends.postgres").joinpath(_FILES[checkpoints])
+    which = "checkpoints" if checkpoints else "eraser" if eraser else "app"
+    script = resources.files("sagacity_agents.backends.postgres").joinpath(_FILES[which])
     lines = [line for line in script.read_text("utf-8").splitlines()
              if line.strip() and not line.lstrip().startswith("--")]
     return [_VARIABLE.sub(lambda m: values[m.group(1)], line) for line in lines]

@@ -43,6 +43,7 @@ from ...core.journal import (
     AppendRequest, Clock, SagaSummary, Tail, append_locked, as_request, as_requests, check_page,
     lazy_phases, utc_now,
 )
+from .data_keys import SqliteDataKeys
 from .setup import SqliteWorker
 from .writer import Answer, Busy, GroupWriter, Pending
 
@@ -63,8 +64,9 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 _COLUMNS = ", ".join(STORED_COLUMNS)
 _CHAIN_COLUMNS = ", ".join(CHAIN_COLUMNS)
-_TAG_COLUMNS = ("tag_key", "tag")
-"""The entry tag's columns (``core.authenticity``): files of earlier versions get them on open."""
+_ADDED_COLUMNS = (("tag_key", "TEXT"), ("tag", "TEXT"), ("sealed", "BLOB"))
+"""Columns later versions added to ``sagacity_journal``: the entry tag's (``core.authenticity``)
+and the sealed values' (schema version 3); files of earlier versions get them on open."""
 
 
 _row_to_entry = JournalEntry.from_row
@@ -79,7 +81,7 @@ _At = tuple[sqlite3.Connection, dict[str, tuple[int, str, int | None]]]
 _UNKNOWN = -1
 """In ``SqliteJournal._tails``: the saga's newest RUN_STARTED is not known (read it)."""
 
-class SqliteJournal(SqliteWorker):
+class SqliteJournal(SqliteDataKeys, SqliteWorker):
     """A :class:`~sagacity_agents.core.journal.Journal` in one SQLite file.
 
     Args:
@@ -99,6 +101,9 @@ class SqliteJournal(SqliteWorker):
             per call"). SAGA_OPENED and RUN_STARTED never wait.
         allow_foreign_tables: create the journal's tables in a file that holds other tables
             (another application's database); refused by default.
+
+    It keeps the sagas' wrapped data keys too, in the same file (``core.data_keys.DataKeyStore``,
+    ``backends.sqlite.data_keys``).
 
     Raises:
         JournalError: the file cannot be opened or initialised, or a newer version of the
@@ -156,9 +161,9 @@ class SqliteJournal(SqliteWorker):
             self._lazy_possible = False
 
     def _upgrade_sync(self) -> None:
-        """Add the tag columns to a file written by an earlier version (in place, once; a
-        concurrent opener that added them first is fine; old rows stay untagged), and give the
-        file its journal id if it has none yet (``core.identity``)."""
+        """Add the tag and sealed columns to a file written by an earlier version (in place,
+        once; a concurrent opener that added them first is fine; old rows stay untagged and
+        unsealed), and give the file its journal id if it has none yet (``core.identity``)."""
         conn: sqlite3.Connection = self._conn
         read = "SELECT value FROM sagacity_meta WHERE key = 'journal_id'"
         found = conn.execute(read).fetchone()
@@ -168,10 +173,10 @@ class SqliteJournal(SqliteWorker):
             found = conn.execute(read).fetchone()
         self._journal_id = str(found[0])
         have = {row[1] for row in conn.execute("PRAGMA table_info(sagacity_journal)")}
-        for column in _TAG_COLUMNS:
+        for column, kind in _ADDED_COLUMNS:
             if column not in have:
                 try:
-                    conn.execute(f"ALTER TABLE sagacity_journal ADD COLUMN {column} TEXT")
+                    conn.execute(f"ALTER TABLE sagacity_journal ADD COLUMN {column} {kind}")
                 except sqlite3.OperationalError as exc:
                     if "duplicate column" not in str(exc):
                         raise
@@ -312,10 +317,10 @@ class SqliteJournal(SqliteWorker):
         """Insert ``entry``; the group's new tails get the saga's (see ``_tails``)."""
         conn, new_tails = at
         conn.execute(
-            f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO sagacity_journal ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (entry.saga_id, entry.seq, request.phase.value, entry.tool, entry.call_id,
              entry.write_key, entry.recorded_at, entry.prev_hash, entry.hash, entry.canonical,
-             entry.tag_key, entry.tag),
+             entry.tag_key, entry.tag, entry.sealed),
         )
         newest: int | None
         if request.phase is Phase.RUN_STARTED:

@@ -18,9 +18,10 @@ from ...errors import ConfigurationError, JournalError, JournalWriteError
 
 __all__ = ["SCHEMA_VERSION", "SqliteWorker", "open_sqlite"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The layout of the sagacity tables in a SQLite file, kept in ``PRAGMA user_version``: 2 adds
-the journal's id (``sagacity_meta``). A file at 0 holding sagacity tables was written before
+the journal's id (``sagacity_meta``), 3 the entries' ``sealed`` column (added to an older file by
+``ALTER TABLE ... ADD COLUMN`` when the journal opens it) and the ``sagacity_data_keys`` table. A file at 0 holding sagacity tables was written before
 versions (version 1) and is upgraded in place; a file with a higher version than this is refused
 (docs/postgres.md, "Schema versions": older code never uses a newer schema)."""
 
