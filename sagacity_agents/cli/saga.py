@@ -25,6 +25,7 @@ from rich.text import Text
 from ..core.canonical import parse_json
 from ..core.compensation import UndoState, undo_order
 from ..core.entries import Phase
+from ..core.erasure import erasure_state
 from ..core.ledger import SagaLedger
 from ..errors import EncodingError, SagacityError, describe_error
 from ..render import data_text, make_console, printable, saga_status, status_text, trace_lines
@@ -117,14 +118,17 @@ def saga_show(saga_id: str, db: str) -> None:
     first), approvals and their waits, on one time axis. SAGA_ID may be any unique prefix.
     The entries themselves: `sagacity journal show SAGA_ID`."""
 
-    async def load(journal: Any) -> tuple[str, list[Any]]:
+    async def load(journal: Any) -> tuple[str, list[Any], Any]:
         sid = await resolve_saga(journal, saga_id)
-        return sid, await journal.entries(sid)
+        return sid, await journal.entries(sid), await erasure_state(journal, sid)
 
-    sid, entries = with_journal(db, load)
+    sid, entries, erasure = with_journal(db, load)
     console = make_console()
     console.print(Text.assemble(("saga ", "bold"), printable(sid), "  ",
                                 status_text(saga_status(entries)), f"  ({len(entries)} entries)"))
+    erased = erasure.describe() if erasure is not None else None
+    if erased is not None:  # an erasure, and values a late outcome wrote after it (for a human)
+        console.print(data_text(erased), soft_wrap=True)
     for line in trace_lines(entries):
         console.print(line, soft_wrap=True)
     console.print(timeline_table(entries, width=console.width))

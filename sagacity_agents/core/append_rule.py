@@ -190,7 +190,7 @@ class AppendRequest:
     """Signs the entry when it is sealed (the writer's keyring); ``None``: untagged."""
     sealed: bytes | None = None
     """The entry's sensitive values, encrypted (``core.data_keys``), stored beside the entry
-    outside its hashed bytes; ``None``: it has none stored."""
+    outside its hashed bytes and its tag (``JournalEntry.sealed``); ``None``: it has none stored."""
 
     @property
     def checks_fence(self) -> bool:
@@ -214,6 +214,7 @@ class AppendRequest:
         tagger: EntryTagger | None = None,
         protect: SensitiveProtector | None = None,
         sensitive: Sensitivity | None = None,
+        sealed: bytes | None = None,
     ) -> AppendRequest:
         """Validate and convert the arguments of a keyword append; with ``fence``, the
         token goes into the converted payload (:data:`FENCE_KEY`, and :data:`LATE_KEY` when
@@ -222,6 +223,9 @@ class AppendRequest:
         committed in the payload and sealed into :attr:`sealed` before the entry is hashed or
         tagged; and the trace current in this context (``core.observe.trace_link``: every
         backend stores the same bytes) under ``"trace"`` when the payload is a mapping.
+        The sealed bytes (``protect``'s, else ``sealed`` as given: already sealed values) are
+        stored with the entry outside its hashed bytes; a retry of the write returns the
+        stored entry's.
 
         Raises:
             EncodingError: the payload has no canonical encoding.
@@ -257,7 +261,8 @@ class AppendRequest:
                 f"a {phase.value} entry is a claim: its payload must carry the writer's nonce "
                 f"under {CLAIMANT_KEY!r} (core.journal.new_claimant())"
             )
-        sealed = None
+        if sealed is not None and type(sealed) is not bytes:
+            raise TypeError(f"sealed must be bytes or None, not {type(sealed).__name__}")
         if protect is not None:
             converted, sealed = protect.protect(converted, sensitive or DEFAULT_SENSITIVITY,
                                                 write_key)

@@ -191,7 +191,21 @@ class DataKeyStore(Protocol):
         ...
 
     async def erase_data_keys(self, saga_id: str, *, by: str, reason: str) -> int:
-        """Destroy every wrapped key of ``saga_id`` (tombstones stay); the number erased."""
+        """Delete the wrapped bytes of every generation of ``saga_id`` for good, leaving a
+        tombstone per generation. Returns the number of generations erased (0: none held bytes).
+
+        Raises:
+            JournalError: storage failed, or the role may not delete (PostgreSQL).
+        """
+        ...
+
+    async def rewrap_data_keys(self, rewrap: Callable[[StoredDataKey], tuple[str, bytes]]) -> int:
+        """Replace every stored (non-erased) wrapped key by ``rewrap(row)`` = ``(master_key_id,
+        wrapped)`` (master-key rotation). Returns the number of rows rewritten.
+
+        Raises:
+            JournalError: storage failed. What ``rewrap`` raises (nothing is changed).
+        """
         ...
 
 
@@ -465,6 +479,17 @@ class DataKeys:
             secrets = await self._stored(journal, journal_id, saga_id, create)
         with self._lock:
             return self._cache.setdefault((journal_id, saga_id), secrets)
+
+    async def reload(self, journal: Any, saga_id: str) -> SagaSecrets:
+        """``saga_id``'s secrets read again from ``journal``'s store (this process's copy
+        dropped first): after an erasure elsewhere, a fresh generation is made and stored
+        (``create``), so a late outcome is never sealed under an erased key.
+
+        Raises:
+            JournalError, DataKeyError: as :meth:`for_saga`.
+        """
+        self.forget(saga_id)
+        return await self.for_saga(journal, saga_id, create=True)
 
     async def for_saga(self, journal: Any, saga_id: str, *, create: bool = True) -> SagaSecrets:
         """:meth:`secrets_for` with the journal's own id (``core.identity.journal_id_of``; ``""``

@@ -28,10 +28,11 @@ close) can forget the token.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import JournalError, LeaseLostError, describe_error
+from ..errors import JournalError, JournalWriteError, LeaseLostError, describe_error
 from .entries import JournalEntry, Phase
 from .identity import SagaSeal, journal_id_of
 from .append_rule import SensitiveProtector
@@ -39,7 +40,11 @@ from .journal import (
     LATE_PHASES, AppendRequest, EntryTagger, Journal, SagaSummary, append_requests, capabilities_of,
 )
 
-__all__ = ["FencedJournal", "JournalView", "backend_of"]
+__all__ = ["REKEY_SECONDS", "FencedJournal", "JournalView", "backend_of"]
+
+REKEY_SECONDS = 30.0
+"""How long a worker thread's late append waits for the event loop to reload the saga's data
+keys (:meth:`FencedJournal.rekey`)."""
 
 
 def _answers_own_start(phase: Phase, payload: Any) -> bool:
@@ -88,6 +93,11 @@ class JournalView:
         self.secrets: dict[str, SensitiveProtector] = {}
         """Per saga: its data keys (``core.data_keys.SagaSecrets``), which commit and seal the
         sensitive values of every append to it through this view; none: stored as given."""
+        self.data_keys: Any = None
+        """The ``core.data_keys.DataKeys`` the :attr:`secrets` came from (``None``: none). A late
+        append reloads its saga's secrets from the store first (:meth:`FencedJournal.rekey`):
+        the saga's key may have been erased since (``core.erasure``), and a late outcome is
+        then committed and sealed under a fresh generation, never under the erased one."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.backend!r})"
@@ -240,6 +250,11 @@ class FencedJournal(JournalView):
         self._fence = fence
         self._on_lost = on_lost
         self._on_unjournaled = on_unjournaled
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        """The event loop the saga runs on (a worker thread's late append reloads keys there)."""
         self.appended: list[int] = []
         """The seqs of the entries this view appended to its saga (a replay returns and counts
         the stored one), in the order the appends returned: what the saga wrote itself, so
@@ -287,9 +302,10 @@ class FencedJournal(JournalView):
 
     def _late(
         self, request: AppendRequest, fields: Mapping[str, Any], lost: LeaseLostError
-    ) -> AppendRequest:
-        """After ``lost``: the request again, marked late, when it is the outcome of the
-        writer's own call or undo (written under the lost lease: the effect happened).
+    ) -> Callable[[], AppendRequest]:
+        """After ``lost``: what builds the request again, marked late, when it is the outcome of
+        the writer's own call or undo (written under the lost lease: the effect happened); built
+        once the saga's secrets are reloaded (:meth:`rekey`).
 
         Raises:
             LeaseLostError: ``lost``, for any other append (or one already late).
@@ -298,9 +314,48 @@ class FencedJournal(JournalView):
         own = _answers_own_start(request.phase, fields.get("payload"))
         if request.late or request.fence is None or not own:
             raise lost
-        return AppendRequest.build(request.saga_id, request.phase, tagger=request.tagger,
-                                   protect=self.secrets.get(request.saga_id),
-                                   **{**fields, "fence": request.fence, "late": True})
+        return lambda: AppendRequest.build(request.saga_id, request.phase, tagger=request.tagger,
+                                           protect=self.secrets.get(request.saga_id),
+                                           **{**fields, "fence": request.fence, "late": True})
+
+    async def rekey(self, saga_id: str) -> None:
+        """Reload ``saga_id``'s secrets from the store (:attr:`data_keys`), keeping the clear
+        values they learned (still masked inside later free text): before a late append, since
+        the key this view holds may have been erased meanwhile (``core.erasure``). A no-op
+        without :attr:`data_keys` or secrets for the saga.
+
+        Raises:
+            JournalError: the store could not be read; DataKeyError: no key opens it.
+        """
+        old = self.secrets.get(saga_id)
+        if self.data_keys is None or old is None:
+            return
+        fresh = await self.data_keys.reload(self.backend, saga_id)
+        fresh.known.update(getattr(old, "known", ()))
+        self.secrets[saga_id] = fresh
+
+    def _rekey_sync(self, saga_id: str) -> None:
+        """:meth:`rekey` from a worker thread: run on the event loop this view was made on (the
+        store's reads are async), waited for up to :data:`REKEY_SECONDS`.
+
+        Raises:
+            JournalWriteError: the loop did not run it in time (nothing was written).
+            The errors of :meth:`rekey`.
+        """
+        loop = self._loop
+        if self.data_keys is None or saga_id not in self.secrets or loop is None or loop.is_closed():
+            return
+        try:
+            if asyncio.get_running_loop() is loop:
+                return  # on the loop itself (not a worker thread): it cannot wait for itself
+        except RuntimeError:
+            pass
+        try:
+            asyncio.run_coroutine_threadsafe(self.rekey(saga_id), loop).result(REKEY_SECONDS)
+        except TimeoutError as exc:
+            raise JournalWriteError(
+                f"saga {saga_id!r}: its data keys could not be reloaded before a late outcome "
+                f"within {REKEY_SECONDS} s (the event loop is busy); nothing written") from exc
 
     async def append(self, saga_id: str, phase: Phase, **fields: Any) -> JournalEntry:
         """:meth:`JournalView.append`, fenced (see the class notes); a refused outcome of the
@@ -316,7 +371,9 @@ class FencedJournal(JournalView):
         try:
             return self._own(saga_id, self.noted(saga_id, [await self.backend.append(request)])[0])
         except LeaseLostError as lost:
-            late = self._late(request, fields, lost)
+            build = self._late(request, fields, lost)
+        await self.rekey(saga_id)  # the saga's key may have been erased since (core.erasure)
+        late = build()
         try:  # the effect (or the undo) happened under our lease: journal it, marked late
             return self._own(saga_id, await self.backend.append(late))
         except JournalError as refused:  # closed meanwhile: say so wherever we can
@@ -338,7 +395,9 @@ class FencedJournal(JournalView):
         try:
             return self._own(saga_id, self.backend.append_sync(request))
         except LeaseLostError as lost:
-            late = self._late(request, fields, lost)
+            build = self._late(request, fields, lost)
+        self._rekey_sync(saga_id)
+        late = build()
         try:
             return self._own(saga_id, self.backend.append_sync(late))
         except JournalError as refused:

@@ -39,7 +39,9 @@ from .identity import RESERVED_PREFIX
 from .chain import VerifyResult
 from .checks import check_in_doubt
 from .compensation import CompensationItem, CompensationReport
+from .data_keys import DataKeys
 from .entries import JournalEntry, Phase
+from .erasure import Erasure, erase
 from .evidence import CHAIN_ONLY, Evidence, refusal
 from .grants import requests_void
 from .journal import Clock, Journal, View, utc_now
@@ -393,6 +395,15 @@ class Recovery:
         saga = self._saga(saga_id)
         await saga.begin_run("close", verified=entries)  # refused while another run holds it
         return await saga.finish(error=None, close=True)
+
+    async def erase(self, saga_id: str, *, by: str, reason: str, force: bool = False,
+                    data_keys: DataKeys | None = None) -> Erasure:
+        """Destroy ``saga_id``'s data key (its sensitive values become unrecoverable; the chain
+        and tags still verify), judged at this service's clock and verified with its evidence;
+        the DATA_ERASED access-log entry is written through its journal (tagged by its keyring):
+        ``core.erasure.erase`` for the arguments, the refusal rules and the errors."""
+        return await erase(self.journal, data_keys, saga_id, by=by, reason=reason, force=force,
+                           now=self.clock(), evidence=self.evidence)
 
     async def refuse_if_waiting(
         self, saga_id: str, what: str, entries: Sequence[JournalEntry] | None = None,

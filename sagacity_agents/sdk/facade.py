@@ -340,6 +340,14 @@ class Sagacity:
         return await self._service().resolve(saga_id, seq, ran=ran, resolver=resolver, reason=reason,
                                              undo_data=undo_data, force=force)
 
+    async def erase(self, saga_id: str, *, by: str, reason: str, force: bool = False) -> Any:
+        """Destroy saga ``saga_id``'s data key: its sensitive values become unrecoverable, the
+        chain and tags still verify; refused while the saga may still need them unless ``force``
+        (with ``reason``). Returns a ``core.erasure.Erasure``; ``Recovery.erase``,
+        ``core.erasure.erase`` (rules and errors)."""
+        return await self._service().erase(saga_id, by=by, reason=reason, force=force,
+                                           data_keys=getattr(self, "data_keys", None))
+
     async def approve(self, request_id: str, *, approver: str, reason: str | None = None) -> Any:
         """Approve a request: journals APPROVED (approver, reason, the hash decided on).
 

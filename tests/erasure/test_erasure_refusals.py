@@ -1,0 +1,110 @@
+"""When a saga's data key may be erased (``core.erasure.erasure_refusal``, the guard): refused
+while the saga may still need its values (open, awaiting approval, in doubt, reopened, closed
+dirty, a call before its deadline), each rule alone; ``force`` with a reason overrides, journaled
+``forced: true``. A refused erasure writes nothing and erases nothing. On every backend."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sagacity_agents.core.entries import ACCESS_SAGA, Phase
+from sagacity_agents.core.erasure import erase, erasure_refusal
+from sagacity_agents.core.fence import JournalView
+from sagacity_agents.core.journal import utc_now
+from sagacity_agents.errors import JournalWriteError, SagaStateError
+from tests.backends import BACKENDS
+
+from .sagas import FAR, keys, write_saga
+
+pytestmark = pytest.mark.case("X-04")
+
+
+@pytest.fixture(params=BACKENDS, ids=str)
+def journal(request):
+    backend = request.param
+    opened = backend.journal(backend.location(request))
+    yield opened
+    asyncio.run(opened.close())
+
+
+async def _live(journal, saga_id):
+    return [row.generation for row in await journal.data_keys(saga_id) if row.wrapped is not None]
+
+
+@pytest.mark.parametrize("shape, code", [
+    ("open", "OPEN"), ("awaiting", "AWAITING_APPROVAL"), ("in_doubt", "IN_DOUBT"),
+    ("dirty", "DIRTY"), ("reopened", "REOPENED"),
+])
+async def test_each_state_that_may_still_need_the_data_refuses_alone(journal, shape, code):
+    data_keys = keys()
+    await write_saga(journal, data_keys, "s", shape)
+    with pytest.raises(SagaStateError) as refused:
+        await erase(journal, data_keys, "s", by="dpo", reason="gdpr art. 17", now=FAR)
+    assert refused.value.code == code
+    assert await _live(journal, "s") == [1]  # nothing erased
+    assert await journal.entries(ACCESS_SAGA) == []  # nothing written
+
+    done = await erase(journal, data_keys, "s", by="dpo", reason="customer asked; ops checked",
+                       force=True, now=FAR)
+    assert done.forced and done.generations == (1,)
+    (logged,) = await journal.entries(ACCESS_SAGA)
+    assert logged.phase is Phase.DATA_ERASED
+    assert logged.payload == {"saga_id": "s", "by": "dpo", "reason": "customer asked; ops checked",
+                              "forced": True, "generations": [1]}
+    assert await _live(journal, "s") == []
+
+
+async def test_a_call_before_its_deadline_refuses_until_it_has_passed(journal):
+    data_keys = keys()
+    seqs = await write_saga(journal, data_keys, "s", "closed")
+    entries = await journal.entries("s")
+    refusal = erasure_refusal("s", entries, utc_now())
+    assert refusal is not None and refusal.code == "BEFORE_DEADLINE"
+    assert f"call at seq {seqs['intent']}" in str(refusal) and "deadline 60 s" in str(refusal)
+    with pytest.raises(SagaStateError, match="before its deadline"):
+        await erase(journal, data_keys, "s", by="dpo", reason="r")
+    assert erasure_refusal("s", entries, FAR) is None
+    done = await erase(journal, data_keys, "s", by="dpo", reason="r", now=FAR)
+    assert done.generations == (1,) and not done.forced
+    (logged,) = await journal.entries(ACCESS_SAGA)
+    assert logged.payload["forced"] is False
+
+
+async def test_erasing_again_says_it_was_erased_and_writes_nothing(journal):
+    data_keys = keys()
+    await write_saga(journal, data_keys, "s", "closed")
+    await erase(journal, data_keys, "s", by="dpo", reason="r", now=FAR)
+    again = await erase(journal, data_keys, "s", by="dpo", reason="r", now=FAR)
+    assert again.already and again.stored and again.generations == () and again.entry is None
+    assert len(await journal.entries(ACCESS_SAGA)) == 1
+
+
+async def test_an_unknown_saga_and_a_missing_reason_are_refused(journal):
+    with pytest.raises(SagaStateError) as refused:
+        await erase(journal, keys(), "nope", by="dpo", reason="r", now=FAR)
+    assert refused.value.code == "UNKNOWN_SAGA"
+    for by, reason in (("", "r"), ("dpo", " ")):
+        with pytest.raises(ValueError, match="who erases"):
+            await erase(journal, keys(), "nope", by=by, reason=reason, now=FAR)
+
+
+class _ReadOnly(JournalView):
+    """A journal this host may read but not write (a read-only file or role)."""
+
+    async def append(self, saga_id, phase, **fields):
+        raise JournalWriteError("attempt to write a readonly database")
+
+
+async def test_no_access_log_entry_no_erasure(journal):
+    """The DATA_ERASED entry is written first: on a read-only journal nothing is erased."""
+    data_keys = keys()
+    await write_saga(journal, data_keys, "s", "closed")
+    with pytest.raises(JournalWriteError):
+        await erase(_ReadOnly(journal), data_keys, "s", by="dpo", reason="r", now=FAR)
+    assert await _live(journal, "s") == [1]
+
+
+def test_the_guard_refuses_an_empty_saga_and_allows_a_clean_closed_one():
+    assert erasure_refusal("s", [], FAR).code == "UNKNOWN_SAGA"
