@@ -1,6 +1,7 @@
 """An :class:`~sagacity_agents.core.approval.ApprovalRequest` as a row of the
 ``sagacity_approval_requests`` table, the same in the SQLite and the PostgreSQL backends
-(``args`` stored as the RFC 8785 text its hash covers)."""
+(``args`` stored as the RFC 8785 text its hash covers: the committed arguments of a request of
+version 2, ``args_version``; the clear ones sealed in ``args_sealed``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ REQUEST_COLUMNS = (
     "reason",
     "decided_at",
     "consumed_at",
+    "args_version",
+    "args_sealed",
 )
 """Columns of ``sagacity_approval_requests`` holding an :class:`ApprovalRequest`, in row order."""
 

@@ -20,6 +20,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.approval import ApprovalRequest, ApprovalStore, args_hash
+from ..core.approval_args import approver_view
+from ..core.data_keys import DataKeys
+from ..core.sensitive import has_committed
 from ..core.entries import Phase
 from ..core.grants import requests_void
 from ..errors import EncodingError, SagacityError
@@ -135,23 +138,24 @@ def approvals_show(request_id: str, db: str) -> None:
     """Show one request: the arguments the tool would receive, their hash, the saga, its age,
     and the agent that asked (as journaled at the pause)."""
 
-    async def load(store: ApprovalStore) -> tuple[ApprovalRequest | None, dict[str, Any], str | None]:
+    async def load(store: ApprovalStore) -> tuple[ApprovalRequest | None, dict[str, Any], str | None, Any]:
         request = await store.get(request_id)
         if request is None:
-            return None, {}, None
+            return None, {}, None, None
         # The tool's reversibility as journaled when the run paused, and whether the saga is
-        # over (the journal, not the store).
+        # over (the journal, not the store); the clear arguments only where the key is.
         journal = open_journal(db)
         try:
             entries = await journal.entries(request.saga_id)
+            shown = await approver_view(request, journal, DataKeys.from_env())
         finally:
             await journal.close()
         paused = [e for e in entries
                   if e.phase is Phase.AWAITING_APPROVAL and isinstance(e.payload, dict)
                   and e.payload.get("request_id") == request_id]
-        return request, (paused[-1].payload if paused else {}), requests_void(entries)
+        return request, (paused[-1].payload if paused else {}), requests_void(entries), shown
 
-    request, paused, void = _with_store(db, load)
+    request, paused, void, shown = _with_store(db, load)
     reversibility = paused.get("reversibility")
     agent = paused.get("agent")  # None for a pause journaled without its agent
     if request is None:
@@ -186,8 +190,9 @@ def approvals_show(request_id: str, db: str) -> None:
         facts.add_row("decided by", data_text(f"{request.approver} ({request.reason or 'no reason given'})"))
     facts.add_row("args sha256", data_text(request.args_hash))
     console.print(facts)
+    args, raw_args, clear = shown
     found = hidden_in((request.request_id, request.saga_id, request.tool, request.call_id,
-                       request.args, request.raw_args, request.reason, request.approver))
+                       args, raw_args, request.reason, request.approver))
     if found:
         console.print(Text.assemble(
             ("WARNING: ", "bold red"), "this request holds invisible, control or reordering "
@@ -196,14 +201,16 @@ def approvals_show(request_id: str, db: str) -> None:
         ))
     # json.dumps escapes C0 characters but not DEL and C1; its own line breaks are kept.
     args_json = "\n".join(
-        printable(line) for line in json.dumps(request.args, indent=2, ensure_ascii=False).split("\n")
+        printable(line) for line in json.dumps(args, indent=2, ensure_ascii=False).split("\n")
     )
-    mcp = isinstance(request.args, dict) and set(request.args) == {"arguments", "mcp_tool"}
+    mcp = isinstance(args, dict) and set(args) == {"arguments", "mcp_tool"}
     title = ("arguments, and the MCP tool's definition as its server listed it at the pause "
              "(an approval covers both)" if mcp else "arguments the tool will receive")
+    if not clear and has_committed(request.args):
+        title += " (sensitive values masked: no SAGACITY_DATA_KEY for this saga here)"
     console.print(Panel(Syntax(args_json, "json"), title=title, title_align="left"))
-    if request.raw_args is not None:
-        console.print(Panel(data_text(request.raw_args), title="raw arguments from the model",
+    if raw_args is not None:
+        console.print(Panel(data_text(raw_args), title="raw arguments from the model",
                             title_align="left"))
 
 

@@ -40,6 +40,7 @@ from .canonical import canonical_bytes, format_timestamp, sha256_hex, to_canonic
 
 __all__ = [
     "APPROVED",
+    "ARGS_VERSION",
     "DEFAULT_APPROVAL_TTL",
     "REJECTED",
     "ApprovalRequest",
@@ -65,6 +66,10 @@ DEFAULT_APPROVAL_TTL = dt.timedelta(hours=24)
 """Default lifetime of a request (design.md: 24 h; configurable, ``None`` disables expiry)."""
 
 _TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+ARGS_VERSION = 2
+"""The argument-hash version of new requests: SHA-256 of the RFC 8785 bytes of the committed
+arguments (:class:`ApprovalRequest`'s ``args_version``)."""
 
 
 def args_hash(args: Any) -> str:
@@ -129,6 +134,16 @@ class ApprovalRequest:
     consumed_at: str | None = None
     """When a resume consumed the request; a consumed request can be neither decided nor consumed
     again."""
+    args_version: int = 1
+    """How ``args_hash`` covers the arguments. 1 (requests made before sensitive values were
+    committed, and :meth:`build`): the clear arguments. 2 (:data:`ARGS_VERSION`, every request
+    the approval desk makes now): the *committed* arguments (``core.approval_args``), so that
+    ``args`` holds commitments and masks, never a card number, and the binding still holds."""
+    args_sealed: str | None = None
+    """Version 2 with a master key: the clear arguments (``{"args": .., "raw_args": ..}`` as
+    JSON) sealed under the saga's data key (``SagaSecrets.seal_text("approval-args", ..)``), so
+    that an approver whose process holds the key sees them; ``None``: not stored (no master key,
+    or nothing sensitive to show)."""
 
     def __post_init__(self) -> None:
         if self.decision is not None and self.decision not in _DECISIONS:

@@ -21,7 +21,11 @@ journal in which an execution is not covered by its decision:
 * **Its arguments are the approved ones.** The SHA-256 of the INTENT's canonical arguments (of
   its canonical raw arguments for a call journaled from outside its body, with the pinned MCP
   definition the request covered; :func:`bound_arguments`) equals the APPROVED entry's
-  ``args_hash``; so does the CONSUMED entry's.
+  ``args_hash``; so does the CONSUMED entry's. The arguments are taken as stored: for a request
+  of version 2 (``args_version``) they hold commitments in place of sensitive values, and so did
+  the hash the human approved (``core.approval_args``), so no key is needed. A call journaled
+  from outside its body whose raw text held a sensitive value stores that text committed as a
+  whole: it must then carry the very commitment its pause journaled (``raw_args``).
 * **A request is decided once, consumed once and used once.** A second decision, a decision
   after the request was voided, a second CONSUMED, a CONSUMED whose decision or hash
   is not the journaled decision's, and a second INTENT naming one request are refused.
@@ -41,6 +45,7 @@ from typing import Any
 from ..errors import EncodingError
 from .canonical import canonical_bytes, parse_json, sha256_hex, to_canonical_value
 from .entries import EntryLike, Phase
+from .sensitive import is_committed
 
 __all__ = ["approval_problem", "bound_arguments", "raw_args_value"]
 
@@ -91,6 +96,17 @@ def bound_arguments(intent: Mapping[str, Any], paused: Any) -> Any:
     if isinstance(paused, dict) and set(paused) == {"arguments", "mcp_tool"}:
         return {"arguments": value, "mcp_tool": paused["mcp_tool"]}
     return value
+
+
+def _same_raw_call(intent: Mapping[str, Any], paused: Mapping[str, Any], approved_hash: Any) -> bool:
+    """Whether ``intent`` (a call journaled from outside its body) ran with the very raw text
+    its version 2 request paused on, when that text held a sensitive value: both entries then
+    store it committed as a whole (``core.sensitive``), so its parsed arguments cannot be hashed
+    from the journal; equal commitments (HMAC of the whole text under the saga's key) say the
+    text is the same, hence its arguments, and the pause journaled the approved hash."""
+    raw = intent.get("raw_args")
+    return (paused.get("args_version") == 2 and not intent.get("args") and is_committed(raw)
+            and raw == paused.get("raw_args") and paused.get("args_hash") == approved_hash)
 
 
 def _hash_of(value: Any) -> str | None:
@@ -248,7 +264,7 @@ def _intent_problem(entry: EntryLike, payload: Mapping[str, Any], requests: dict
         return f"INTENT runs under request {rid}, consumed at {at}, after it expired at {expires}"
     approved_hash = _payload(decision).get("args_hash")
     digest = _hash_of(bound_arguments(payload, paused.get("args")))
-    if digest != approved_hash:
+    if digest != approved_hash and not _same_raw_call(payload, paused, approved_hash):
         return (f"INTENT's arguments hash to {digest}, but request {rid} was approved at seq "
                 f"{decision.seq} for arguments hash {approved_hash}")
     return None

@@ -389,8 +389,16 @@ class SagaSecrets:
 
 
 def is_sealed_text(text: str) -> bool:
-    """Whether ``text`` is a :meth:`SagaSecrets.seal_text` envelope."""
-    return text.startswith("{") and SNAPSHOT_ENVELOPE_KEY in text[:200]
+    """Whether ``text`` is a :meth:`SagaSecrets.seal_text` envelope (a JSON object whose top
+    level carries the envelope's marker, nonce and ciphertext; the marker is not at the start of
+    the sorted text, and a prompt may quote it)."""
+    if not text.startswith("{") or SNAPSHOT_ENVELOPE_KEY not in text:
+        return False
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and doc.get(SNAPSHOT_ENVELOPE_KEY) == 1 and {"nonce", "ct"} <= doc.keys()
 
 
 def _steps(path: str) -> list[str | int]:

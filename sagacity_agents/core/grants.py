@@ -44,6 +44,9 @@ class ConsumedDecision:
     """True when a matching APPROVED entry (same request, same hash) is in the journal."""
     used_by: int | None
     """Sequence number of the INTENT that ran under it (``None``: not used yet)."""
+    version: int = 1
+    """The request's argument-hash version, as its AWAITING_APPROVAL journaled it
+    (``core.approval.ApprovalRequest.args_version``): 2 covers the committed arguments."""
 
 
 def consumed_decisions(entries: Sequence[JournalEntry]) -> list[ConsumedDecision]:
@@ -54,13 +57,16 @@ def consumed_decisions(entries: Sequence[JournalEntry]) -> list[ConsumedDecision
     """
     approved: set[tuple[str, str]] = set()
     used: dict[str, int] = {}
+    versions: dict[str, int] = {}
     consumed: list[JournalEntry] = []
     for e in entries:
         payload = e.payload if isinstance(e.payload, dict) else {}
         rid = payload.get("request_id")
         if not isinstance(rid, str) or not rid:
             continue
-        if e.phase is Phase.APPROVED:
+        if e.phase is Phase.AWAITING_APPROVAL:
+            versions.setdefault(rid, _version(payload))
+        elif e.phase is Phase.APPROVED:
             approved.add((rid, str(payload.get("args_hash") or "")))
         elif e.phase is Phase.CONSUMED:
             consumed.append(e)
@@ -73,8 +79,15 @@ def consumed_decisions(entries: Sequence[JournalEntry]) -> list[ConsumedDecision
         decisions.append(ConsumedDecision(
             rid, e.tool, e.call_id, digest,
             (rid, digest) in approved and payload.get("decision") == "approved", used.get(rid),
+            versions.get(rid, 1),
         ))
     return decisions
+
+
+def _version(payload: dict[str, object]) -> int:
+    """The argument-hash version an AWAITING_APPROVAL journaled (1 when it says none)."""
+    version = payload.get("args_version")
+    return version if type(version) is int else 1
 
 
 NO_DECISION = "no consumed approval"
@@ -95,7 +108,7 @@ class GrantCheck(NamedTuple):
 
 def grant_for_call(
     entries: Sequence[JournalEntry], *, tool: str, call_id: str | None, args_hash: str,
-    claimed: frozenset[str] | set[str] = frozenset(),
+    claimed: frozenset[str] | set[str] = frozenset(), committed_hash: str | None = None,
 ) -> GrantCheck:
     """Find the decision that lets this irreversible call run.
 
@@ -103,9 +116,14 @@ def grant_for_call(
         entries: the saga's entries in ``seq`` order.
         tool: the call's tool name.
         call_id: the model's call id.
-        args_hash: SHA-256 of the canonical arguments the body is about to receive.
+        args_hash: SHA-256 of the canonical arguments the body is about to receive: what a
+            version 1 request (``core.approval``) is bound to.
         claimed: request ids already taken by calls of this process whose INTENT may not be
             journaled yet.
+        committed_hash: SHA-256 of those arguments committed as the call's INTENT will store
+            them (``core.approval_args.committed_args``): what a version 2 request is bound to;
+            ``None``: the saga commits nothing here (its entries hold the clear arguments), so
+            ``args_hash`` is what its INTENT will hash to.
 
     Returns:
         ``(request_id, "", None)`` when the call may run; ``(None, why, code)`` when it may not
@@ -118,8 +136,9 @@ def grant_for_call(
                           "NO_CONSUMED_APPROVAL")
     problems: list[GrantCheck] = []
     for d in reversed(mine):
-        if d.args_hash != args_hash:
-            problems.append(GrantCheck(None, f"arguments hash {args_hash} does not match the approved "
+        expected = committed_hash if d.version >= 2 and committed_hash is not None else args_hash
+        if d.args_hash != expected:
+            problems.append(GrantCheck(None, f"arguments hash {expected} does not match the approved "
                                        f"hash {d.args_hash} (request {d.request_id})",
                                        "ARGS_HASH_MISMATCH_AT_CALL"))
         elif not d.approved:

@@ -18,7 +18,6 @@ fingerprint, or a hand-written approvals block make it run what nobody approved
 from __future__ import annotations
 
 import datetime as dt
-import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,19 +25,27 @@ from typing import Any
 from agents import Agent, RunContextWrapper
 from agents.run_state import RunState
 
-from ..core.approval import ApprovalRequest, ApprovalStore, args_hash
+from ..core.approval import ARGS_VERSION, ApprovalRequest, ApprovalStore, args_hash
+from ..core.approval_args import (
+    committed_args, committed_raw_args, holds_sensitive, opened_snapshot, sealed_request_args,
+    sensitivity_of, stored_snapshot,
+)
 from ..core.canonical import (
     format_timestamp,
     parse_json,
     sha256_hex,
 )
+from ..core.data_keys import DataKeys, SagaSecrets
 from ..core.entries import Phase
 from ..core.evidence import Evidence, sign_decision, verified_entries
 from ..core.grants import consumed_decisions
 from ..core.journal import CLAIMANT_KEY, Clock, Journal, new_claimant, utc_now
 from ..core.observe import begin, linked_attrs, seconds_since
 from ..core.saga import Grant, Saga
-from ..errors import ApprovalError, ClaimTakenError, EncodingError, describe_error
+from ..core.sensitive import Sensitivity, has_committed, masked, redact_text
+from ..errors import (
+    ApprovalError, ClaimTakenError, DataErasedError, DataKeyError, EncodingError, describe_error,
+)
 from .fallback import rebuild_pending_calls
 from .graph import agent_graph
 from .mcp.approval import definition_change, mcp_reversibility
@@ -49,6 +56,7 @@ from .pending_calls import (
     reversibility_of,
     tool_of,
 )
+from .tools import declaration_of
 from .undeclared import pending_raw_arguments
 
 __all__ = ["ApprovalDesk", "PauseOutcome", "pending_call_arguments"]
@@ -90,15 +98,35 @@ class _Pending:
     tool: str
     call_id: str | None
     args: dict[str, Any]
-    """The validated arguments, as the request shows and hashes them."""
+    """The validated arguments, in clear (sealed in the store when values are stored)."""
     raw_args: str | None
+    committed: dict[str, Any]
+    """``args`` with each sensitive value committed: what the request stores and hashes."""
+    journaled_raw: Any
+    """What AWAITING_APPROVAL journals under ``raw_args``: the raw text kept (committed when
+    it holds a sensitive value), or the committed raw text of a call journaled from outside its
+    body (``core.approval_rule``: its INTENT stores the same)."""
     digest: str
-    """SHA-256 of ``args``."""
+    """SHA-256 of ``committed`` (request version 2)."""
     kind: str | None
     """The tool's reversibility when the run paused."""
     agent: str | None
     """Which agent asked (one tool name may be on two agents)."""
+    spec: Sensitivity
+    """What is sensitive in the tool's values (its declaration's, else the defaults)."""
 
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    """The stored snapshot of a resume, opened: with what, and whether it was sealed."""
+
+    secrets: SagaSecrets
+    """The saga's secrets in this process (commit the pending calls' arguments)."""
+    text: str
+    """The snapshot's JSON text (clear when it was sealed; masked when it was stored masked)."""
+    sealed: bool
+    """It was stored sealed (``False``: masked, or plain from before values were sealed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +139,8 @@ class _Journaled:
     """AWAITING_APPROVAL: the SHA-256 of the snapshot stored with the request."""
     kinds: dict[str, str | None] = field(default_factory=dict)
     """AWAITING_APPROVAL: the tool's reversibility when the run paused."""
+    versions: dict[str, int] = field(default_factory=dict)
+    """AWAITING_APPROVAL: the request's argument-hash version (1 when it says none)."""
     consumed: set[str] = field(default_factory=set)
     """Requests a resume consumed (CONSUMED)."""
 
@@ -141,6 +171,8 @@ def _check_against_journal(request: ApprovalRequest, entries: list[Any]) -> None
         code = "ARGS_HASH_MISMATCH_AT_DECISION"
     elif shown != request.args_hash:
         code = "REQUEST_ARGS_CHANGED"
+    elif _journaled_version(journaled) != request.args_version:
+        code = "REQUEST_VERSION_CHANGED"
     else:
         return
     raise ApprovalError(
@@ -150,6 +182,12 @@ def _check_against_journal(request: ApprovalRequest, entries: list[Any]) -> None
         f"hash {journaled.get('args_hash')}): the store was changed; refusing to decide it",
         code=code,
     )
+
+
+def _journaled_version(payload: dict[str, Any]) -> int:
+    """The argument-hash version an AWAITING_APPROVAL journaled (1: written before versions)."""
+    version = payload.get("args_version")
+    return version if type(version) is int else 1
 
 
 class ApprovalDesk:
@@ -162,6 +200,9 @@ class ApprovalDesk:
         clock: time source.
         evidence: how a saga's journal is verified before deciding or resuming, whether pauses
             are checkpointed and decisions signed (``core.evidence``); default: the chain alone.
+        data_keys: the application's data keys (``core.data_keys``), used for a saga whose
+            journal view holds no secrets of its own; default: ``DataKeys.from_env()``
+            (``SAGACITY_DATA_KEY``), read once.
     """
 
     def __init__(
@@ -172,12 +213,36 @@ class ApprovalDesk:
         ttl: float | None = 24 * 3600,
         clock: Clock = utc_now,
         evidence: Evidence | None = None,
+        data_keys: DataKeys | None = None,
     ) -> None:
+        self.data_keys = data_keys
         self.evidence = evidence
         self.journal = journal
         self.store = store
         self.ttl = ttl
         self.clock = clock
+
+    async def secrets_for(self, saga_id: str, journal: Any = None) -> SagaSecrets:
+        """The saga's secrets (``core.data_keys``): those its journal view holds (``journal``,
+        the saga's own view, else this desk's; ``JournalView.secrets``), else made from
+        :attr:`data_keys` and given to the view, so that what the saga journals next through it
+        (the resumed call's INTENT) is committed under the same key as the request's arguments.
+
+        Raises:
+            DataKeyError: ``WRONG_MASTER_KEY``: the saga's stored key was wrapped by a master
+                key this process does not hold.
+            JournalError: the journal's data-key store could not be read or written.
+        """
+        view = self.journal if journal is None else journal
+        held = getattr(view, "secrets", None)
+        secrets = held.get(saga_id) if isinstance(held, dict) else None
+        if secrets is None:
+            if self.data_keys is None:
+                self.data_keys = DataKeys.from_env()
+            secrets = await self.data_keys.for_saga(view, saga_id)
+            if isinstance(held, dict):
+                secrets = held.setdefault(saga_id, secrets)
+        return secrets
 
     # --- pausing --------------------------------------------------------------------------
     async def pause(self, saga: Saga, agent: Agent[Any], state: Any) -> PauseOutcome:
@@ -186,25 +251,32 @@ class ApprovalDesk:
         Invalid arguments are rejected at once (journaled REJECTED by "sagacity"); a pending call
         whose consumed decision is still unused in this saga (same call id and hash) reuses it;
         every other call gets a request and an AWAITING_APPROVAL entry. When requests were made,
-        the snapshot (without application context and approvals) is stored for resume.
+        the snapshot (without application context and approvals) is stored for resume: sealed
+        under the saga's data key when values are stored, masked otherwise
+        (``core.approval_args``). A request (version 2) stores and hashes the committed
+        arguments, and the clear ones sealed.
 
         Raises:
+            DataKeyError: the saga's data key cannot be read (``WRONG_MASTER_KEY``).
             EvidenceError: the saga does not verify (the decisions to reuse are read from
                 verified entries only, as resume reads them); nothing was reused or asked.
             JournalError: the journal could not be read or written.
         """
         graph = agent_graph(agent)
         now = self.clock()
+        secrets = await self.secrets_for(saga.saga_id, saga.journal)
         unused = await self._unused_decisions(saga.saga_id)
         waiting = [call for item in state.get_interruptions()
-                   if (call := await self._sort_pending(saga, graph, state, item, unused)) is not None]
+                   if (call := await self._sort_pending(saga, graph, state, item, unused, secrets))
+                   is not None]
         if not waiting:
             return PauseOutcome((), state)
         # The snapshot's hash is journaled with every request, inside the chain: resume refuses a
-        # stored snapshot that differs in any byte (an injected call, edited arguments...).
-        snapshot = json.dumps(_strip_snapshot(state.to_json()), sort_keys=True)
+        # stored snapshot that differs in any byte (an injected call, edited arguments...). The
+        # hash covers the stored text (sealed or masked): checked before anything is opened.
+        snapshot = stored_snapshot(secrets, _strip_snapshot(state.to_json()))
         snapshot_hash = sha256_hex(snapshot.encode("utf-8"))
-        requests = [await self._ask(saga, call, snapshot_hash, now) for call in waiting]
+        requests = [await self._ask(saga, call, snapshot_hash, now, secrets) for call in waiting]
         await self.store.save_snapshot(saga.saga_id, snapshot)
         if self.evidence is not None:
             try:
@@ -219,14 +291,15 @@ class ApprovalDesk:
         Read through the evidence check as resume reads them: under a keyring a forged, untagged
         APPROVED + CONSUMED is refused, never reused."""
         entries = await verified_entries(self.journal, saga_id, self.evidence)
-        return {(d.tool, d.call_id, d.args_hash): d
+        return {(d.tool, d.call_id, d.args_hash, d.version): d
                 for d in consumed_decisions(entries) if d.used_by is None}
 
     async def _sort_pending(self, saga: Saga, graph: Any, state: Any, item: Any,
-                            unused: dict[tuple[Any, Any, str], Any]) -> _Pending | None:
+                            unused: dict[tuple[Any, Any, str, int], Any],
+                            secrets: SagaSecrets) -> _Pending | None:
         """The call ``item`` waits for if it needs a human; ``None`` when it was decided at
         once: invalid arguments rejected (journaled REJECTED by "sagacity"), or an unused
-        consumed decision for the same call and hash applied again."""
+        consumed decision for the same call and hash (of its version) applied again."""
         name = item.tool_name or ""
         call_id = getattr(item, "call_id", None)
         try:
@@ -240,33 +313,52 @@ class ApprovalDesk:
             )
             state.reject(item, rejection_message=AUTO_REJECTION)
             return None
-        digest = args_hash(args)
-        reused = unused.get((name, call_id, digest))
+        spec = _sensitivity(graph, item)
+        committed = committed_args(secrets, args, spec)
+        digest = args_hash(committed)
+        reused = (unused.get((name, call_id, digest, ARGS_VERSION))
+                  or unused.get((name, call_id, args_hash(args), 1)))
         if reused is not None:
             if reused.approved:
                 state.approve(item)
             else:
                 state.reject(item)
             return None
-        return _Pending(name, call_id, args, raw_kept, digest,
-                        reversibility_of(tool_of(graph, item)) or mcp_reversibility(item),
-                        getattr(getattr(item, "agent", None), "name", None))
+        declared = reversibility_of(tool_of(graph, item))
+        journaled_raw = committed_raw_args(secrets, raw_kept, spec)
+        if raw_kept is None and declared is None:
+            # Journaled from outside its body: its INTENT stores the raw text, committed as a
+            # whole when it holds a sensitive value; the pause journals that same commitment
+            # (core.approval_rule compares them), and nothing when the text stays clear.
+            raw_text = pending_raw_arguments(item)
+            whole = committed_raw_args(secrets, raw_text, spec)
+            journaled_raw = whole if whole != raw_text else None
+        return _Pending(name, call_id, args, raw_kept, committed, journaled_raw, digest,
+                        declared or mcp_reversibility(item),
+                        getattr(getattr(item, "agent", None), "name", None), spec)
 
     async def _ask(self, saga: Saga, call: _Pending, snapshot_hash: str,
-                   now: dt.datetime) -> ApprovalRequest:
+                   now: dt.datetime, secrets: SagaSecrets) -> ApprovalRequest:
         """Make the approval request for ``call``: AWAITING_APPROVAL journaled (with the
-        snapshot's hash), then the request stored."""
+        snapshot's hash and the committed arguments), then the request stored (committed
+        arguments, raw text masked, clear ones sealed when values are stored)."""
+        raw_shown = call.raw_args
+        if raw_shown is not None:
+            raw_shown = redact_text(raw_shown, call.spec, tuple(secrets.known)) or raw_shown
         request = ApprovalRequest(
             request_id=f"apr-{uuid.uuid4().hex}",
             saga_id=saga.saga_id,
             call_id=call.call_id,
             tool=call.tool,
-            args=call.args,
-            raw_args=call.raw_args,
+            args=call.committed,
+            raw_args=raw_shown,
             args_hash=call.digest,
             created_at=format_timestamp(now),
             expires_at=(format_timestamp(now + dt.timedelta(seconds=self.ttl))
                         if self.ttl is not None else None),
+            args_version=ARGS_VERSION,
+            args_sealed=sealed_request_args(secrets, call.args, call.raw_args,
+                                            call.committed != call.args or raw_shown != call.raw_args),
         )
         step = begin("approval.pause", **{
             "gen_ai.tool.name": call.tool, "gen_ai.tool.call.id": call.call_id,
@@ -277,8 +369,9 @@ class ApprovalDesk:
             paused = await self.journal.append(
                 saga.saga_id, Phase.AWAITING_APPROVAL, write_key=f"await:{request.request_id}",
                 tool=call.tool, call_id=call.call_id,
-                payload={"request_id": request.request_id, "args": call.args,
-                         "raw_args": call.raw_args, "args_hash": call.digest,
+                payload={"request_id": request.request_id, "args": call.committed,
+                         "raw_args": call.journaled_raw, "args_hash": call.digest,
+                         "args_version": ARGS_VERSION,
                          "expires_at": request.expires_at, "snapshot_sha256": snapshot_hash,
                          "reversibility": call.kind, "agent": call.agent},
             )
@@ -287,7 +380,7 @@ class ApprovalDesk:
                 step.end(describe_error(exc))
             raise
         if step is not None:
-            step.sensitive["sagacity.call.args"] = call.args
+            step.sensitive["sagacity.call.args"] = masked(call.committed)
             step.end(**{"sagacity.call.seq": paused.seq})
         await self.store.create(request)
         return request
@@ -405,6 +498,7 @@ class ApprovalDesk:
             elif e.phase is Phase.AWAITING_APPROVAL:
                 record.snapshots[rid] = e.payload.get("snapshot_sha256") or ""
                 record.kinds[rid] = e.payload.get("reversibility")
+                record.versions[rid] = _journaled_version(e.payload)
             elif e.phase is Phase.CONSUMED:
                 record.consumed.add(rid)
             elif e.phase is Phase.SAGA_CLOSED:
@@ -462,19 +556,24 @@ class ApprovalDesk:
             also journaled as CONSUMED, which is what lets an approved call run).
 
         Raises:
-            ApprovalError: no snapshot; a pending call with no request (or a request of another
-                saga or call); a consumed or expired request; no journaled decision for the
-                request and its hash; a pending call whose arguments do not hash to the decided
-                hash; undecided calls (listed). Nothing is consumed or run then.
+            ApprovalError: no snapshot; a sealed snapshot this process cannot open
+                (``NO_DATA_KEY``, ``DATA_ERASED``); a pending call with no request (or a request
+                of another saga or call); a consumed or expired request; no journaled decision
+                for the request and its hash; a pending call whose arguments do not hash to the
+                decided hash (``SENSITIVE_NOT_STORED`` when the masked snapshot lost the value it
+                needs; ``REQUEST_VERSION_SENSITIVE`` for a request made before sensitive values
+                were committed that holds one); undecided calls (listed). Nothing is consumed or
+                run then.
         """
         text = await self.store.load_snapshot(saga.saga_id)
         if text is None:
             raise ApprovalError(f"saga {saga.saga_id} has no stored snapshot to resume", code="NO_SNAPSHOT")
         journaled = await self._journaled(saga.saga_id)
         snapshot_hash = sha256_hex(text.encode("utf-8"))
+        keys = await self._opened(saga, text)
         try:
             state = await RunState.from_json(
-                agent, _strip_snapshot(parse_json(text)),
+                agent, _strip_snapshot(parse_json(keys.text)),
                 context_override=RunContextWrapper(context=context),
             )
         except Exception as exc:  # noqa: BLE001 - a snapshot the SDK refuses is refused here too
@@ -484,7 +583,8 @@ class ApprovalDesk:
             ) from exc
         requests = await self._open_requests(saga.saga_id, journaled, snapshot_hash)
         now = self.clock()
-        plan = await self._plan(saga.saga_id, agent_graph(agent), state, requests, journaled, now)
+        plan = await self._plan(saga.saga_id, agent_graph(agent), state, requests, journaled, now,
+                                keys)
         await self.store.consume([r.request_id for _, r, _ in plan], now)
         grants: list[Grant] = []
         for item, request, approved in plan:
@@ -500,6 +600,26 @@ class ApprovalDesk:
                 state.reject(item, rejection_message=message)
         await rebuild_pending_calls(saga, agent, state)  # nested fallback calls left open
         return state, grants
+
+    async def _opened(self, saga: Saga, stored: str) -> _Opened:
+        """The stored snapshot opened with the saga's secrets (a masked or plain one as is).
+
+        Raises:
+            ApprovalError: ``DATA_ERASED`` (the saga's key was erased) or ``NO_DATA_KEY`` (sealed
+                under a key this process does not hold: no or another master key).
+        """
+        try:
+            secrets = await self.secrets_for(saga.saga_id, saga.journal)
+            text, sealed = opened_snapshot(secrets, stored)
+        except DataErasedError as exc:
+            raise ApprovalError(f"saga {saga.saga_id}: its data key was erased, so its stored "
+                                f"snapshot cannot be opened ({exc})", code="DATA_ERASED") from exc
+        except DataKeyError as exc:
+            raise ApprovalError(
+                f"saga {saga.saga_id}: the stored snapshot is encrypted under the saga's data key, "
+                f"which this process cannot open ({exc}); resume where SAGACITY_DATA_KEY holds the "
+                "master key it was paused with", code="NO_DATA_KEY") from exc
+        return _Opened(secrets, text, sealed)
 
     async def _open_requests(self, saga_id: str, journaled: _Journaled,
                              snapshot_hash: str) -> dict[str | None, ApprovalRequest]:
@@ -536,7 +656,7 @@ class ApprovalDesk:
 
     async def _plan(self, saga_id: str, graph: Any, state: Any,
                     requests: dict[str | None, ApprovalRequest], journaled: _Journaled,
-                    now: dt.datetime) -> list[tuple[Any, ApprovalRequest, bool]]:
+                    now: dt.datetime, keys: _Opened) -> list[tuple[Any, ApprovalRequest, bool]]:
         """Each pending call of the snapshot with its checked request and journaled decision
         (pending calls with invalid arguments are rejected here at once).
 
@@ -552,7 +672,7 @@ class ApprovalDesk:
             except (ApprovalError, EncodingError):
                 state.reject(item, rejection_message=AUTO_REJECTION)
                 continue
-            request = _request_for(saga_id, graph, item, args, requests, journaled, now)
+            request = _request_for(saga_id, graph, item, args, requests, journaled, now, keys)
             decision = journaled.decisions.get(request.request_id)
             if decision is None:
                 undecided.append(request.request_id)
@@ -581,10 +701,11 @@ class ApprovalDesk:
 
 def _request_for(saga_id: str, graph: Any, item: Any, args: dict[str, Any],
                  requests: dict[str | None, ApprovalRequest], journaled: _Journaled,
-                 now: dt.datetime) -> ApprovalRequest:
+                 now: dt.datetime, keys: _Opened) -> ApprovalRequest:
     """The unconsumed request of the pending call ``item`` (validated ``args``), checked to
     cover it exactly: same saga and tool, a recorded hash, unexpired, the tool declared as when
-    the run paused, its definition unchanged, its arguments hashing to the request's.
+    the run paused, the request's version the journaled one, its definition unchanged, its
+    arguments hashing to the request's (:func:`_bound_args`, :func:`_check_hash`).
 
     Raises:
         ApprovalError: any of these fails (each with its own code).
@@ -610,15 +731,70 @@ def _request_for(saga_id: str, graph: Any, item: Any, args: dict[str, Any],
             f"agent given to resume, but was {paused_kind} "
             "when the run paused; resume with the same tools", code="DECLARATION_CHANGED"
         )
-    change = definition_change(request.args, args)
+    if journaled.versions.get(request.request_id, 1) != request.args_version:
+        raise ApprovalError(
+            f"request {request.request_id} says argument-hash version {request.args_version}, "
+            f"its pause journaled {journaled.versions.get(request.request_id, 1)}: the store was "
+            "changed", code="REQUEST_VERSION_CHANGED")
+    bound = _bound_args(request, _sensitivity(graph, item), args, keys)
+    change = definition_change(request.args, bound)
     if change is not None:  # a "rug pull": refused, naming what changed
         raise ApprovalError(f"pending call {call_id} ({name}) of request {request.request_id}: "
                             f"{change}; the approval does not cover it, resume refused",
                             code="DEFINITION_CHANGED")
-    if args_hash(args) != request.args_hash:
-        raise ApprovalError(
-            f"pending call {call_id} ({name}) in the snapshot does not match request "
-            f"{request.request_id}: its arguments hash to {args_hash(args)}, the request "
-            f"to {request.args_hash}", code="ARGS_HASH_MISMATCH_AT_RESUME"
-        )
+    _check_hash(request, f"pending call {call_id} ({name})", bound, keys)
     return request
+
+
+def _bound_args(request: ApprovalRequest, spec: Sensitivity, args: dict[str, Any],
+                keys: _Opened) -> Any:
+    """What ``request`` binds of the pending call's clear ``args``: the committed arguments
+    (version 2), or the clear ones (version 1, refused when they hold a sensitive value: their
+    binding would need the clear value the journal must not keep; the human is asked again).
+
+    Raises:
+        ApprovalError: ``REQUEST_VERSION_SENSITIVE``; ``NO_DATA_KEY`` (a sensitive value and no
+            key to commit it here).
+    """
+    if request.args_version < ARGS_VERSION:
+        if holds_sensitive(request.args, spec) or holds_sensitive(args, spec):
+            raise ApprovalError(
+                f"request {request.request_id} was made before sensitive values were committed "
+                "(argument-hash version 1) and its arguments hold one: its binding needs the "
+                "clear value, which is no longer kept; void it and ask again",
+                code="REQUEST_VERSION_SENSITIVE")
+        return args
+    try:
+        return committed_args(keys.secrets, args, spec)
+    except DataKeyError as exc:
+        raise ApprovalError(f"request {request.request_id}: the pending call's sensitive values "
+                            f"cannot be committed here ({exc})", code="NO_DATA_KEY") from exc
+
+
+def _check_hash(request: ApprovalRequest, what: str, bound: Any, keys: _Opened) -> None:
+    """Refuse unless ``bound`` (:func:`_bound_args`) hashes to the request's hash.
+
+    Raises:
+        ApprovalError: ``SENSITIVE_NOT_STORED`` (a masked snapshot lost a value the request
+            committed: resuming would run the tool with its mask), else
+            ``ARGS_HASH_MISMATCH_AT_RESUME``.
+    """
+    digest = args_hash(bound)
+    if digest == request.args_hash:
+        return
+    if not keys.sealed and has_committed(request.args):
+        raise ApprovalError(
+            f"{what} of request {request.request_id}: its arguments held a sensitive value, and "
+            "the stored snapshot keeps only its mask (no master data key when the run paused, "
+            "SAGACITY_DATA_KEY); resuming would run the tool with the mask. Refused: void the "
+            "request and run the call again", code="SENSITIVE_NOT_STORED")
+    raise ApprovalError(
+        f"{what} in the snapshot does not match request {request.request_id}: its arguments hash "
+        f"to {digest}, the request to {request.args_hash}", code="ARGS_HASH_MISMATCH_AT_RESUME")
+
+
+def _sensitivity(graph: Any, item: Any) -> Sensitivity:
+    """What is sensitive in the paused call ``item``'s values: its tool's declaration's, else
+    the defaults (an MCP tool, a tool nobody declared)."""
+    tool = tool_of(graph, item)
+    return sensitivity_of(declaration_of(tool) if tool is not None else None)

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
+from ..core.approval_args import approver_view, data_keys_of
 from ..core.entries import Phase
 from .decisions import Refused, decide
 from .models import (
@@ -88,7 +89,9 @@ async def shown_request(inbox: Any, request_id: str) -> dict[str, Any]:
     if stored is None:
         raise Refused(404, "not_found", f"no approval request {request_id!r}")
     kind = await reversibility_of(inbox.sagacity, stored.saga_id, request_id)
-    return request_view(stored, _now(), reversibility=kind, full=True)
+    return request_view(stored, _now(), reversibility=kind, full=True,
+                        shown=await approver_view(stored, inbox.sagacity.journal,
+                                                  data_keys_of(inbox.sagacity)))
 
 
 @router.get("/me", response_model=MeOut, summary="The caller and its CSRF token")
@@ -154,7 +157,9 @@ async def _decide(request: Request, request_id: str, body: DecisionIn, approve: 
     )
     await inbox.watcher.saga_decided(decided.saga_id)
     kind = await reversibility_of(inbox.sagacity, decided.saga_id, request_id)
-    return {"request": request_view(decided, _now(), reversibility=kind, full=True), "changed": changed}
+    shown = await approver_view(decided, inbox.sagacity.journal, data_keys_of(inbox.sagacity))
+    return {"request": request_view(decided, _now(), reversibility=kind, full=True, shown=shown),
+            "changed": changed}
 
 
 @router.post("/approvals/{request_id}/approve", response_model=DecisionOut, summary="Approve",

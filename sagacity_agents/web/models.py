@@ -42,6 +42,10 @@ class ApprovalOut(BaseModel):
     reversibility: str | None = None
     args: dict[str, Any]
     raw_args: str | None
+    args_clear: bool = Field(False, description="``args`` hold the clear sensitive values (this "
+                             "server holds the saga's data key); false: each is its mask")
+    args_version: int = Field(1, description="2: ``args_hash`` covers the committed arguments "
+                              "(sensitive values as keyed commitments); 1: the clear ones")
     args_hash: str
     canonical_json: str | None = None
     hash_ok: bool | None = None

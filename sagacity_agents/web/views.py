@@ -16,6 +16,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from ..core.approval import ApprovalRequest, args_hash
+from ..core.approval_args import shown_args
 from ..core.canonical import canonical_bytes
 from ..core.chain import VerifyResult
 from ..core.entries import JournalEntry, Phase
@@ -80,14 +81,19 @@ def request_state(request: ApprovalRequest, now: dt.datetime) -> str:
 
 
 def request_view(request: ApprovalRequest, now: dt.datetime, *, reversibility: str | None = None,
-                 full: bool = False) -> dict[str, Any]:
+                 full: bool = False,
+                 shown: tuple[Any, str | None, bool] | None = None) -> dict[str, Any]:
     """One request as data; ``full`` adds the canonical JSON text and whether the arguments
-    still hash to the recorded hash (``hash_ok``)."""
+    still hash to the recorded hash (``hash_ok``: computed from the stored, committed arguments,
+    so with no key). ``shown``: what the approver may see of the arguments
+    (``core.approval_args.approver_view``: clear only where the key is); default: masked."""
     created, expires = _parse(request.created_at), _parse(request.expires_at)
+    args, raw_args, clear = shown or shown_args(request.args, request.raw_args, None, None)
     view: dict[str, Any] = {
         "request_id": request.request_id, "saga_id": request.saga_id, "call_id": request.call_id,
-        "tool": request.tool, "reversibility": reversibility, "args": request.args,
-        "raw_args": request.raw_args, "args_hash": request.args_hash,
+        "tool": request.tool, "reversibility": reversibility, "args": args,
+        "raw_args": raw_args, "args_clear": clear, "args_version": request.args_version,
+        "args_hash": request.args_hash,
         "created_at": request.created_at, "expires_at": request.expires_at,
         "age_seconds": (now - created).total_seconds() if created else None,
         "expires_in_seconds": (expires - now).total_seconds() if expires else None,
@@ -95,7 +101,7 @@ def request_view(request: ApprovalRequest, now: dt.datetime, *, reversibility: s
         "approver": request.approver, "reason": request.reason,
         "decided_at": request.decided_at, "consumed_at": request.consumed_at,
         "hidden_characters": hidden_in((request.request_id, request.saga_id, request.tool,
-                                        request.call_id, request.args, request.raw_args,
+                                        request.call_id, args, raw_args,
                                         request.reason, request.approver)),
     }
     if full:

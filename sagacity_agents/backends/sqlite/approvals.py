@@ -29,6 +29,9 @@ T = TypeVar("T")
 
 _SELECT = f"SELECT {', '.join(REQUEST_COLUMNS)} FROM sagacity_approval_requests"
 
+_ADDED_COLUMNS = (("args_version", "INTEGER NOT NULL DEFAULT 1"), ("args_sealed", "TEXT"))
+"""Columns added after the first release (``sql/approvals.sql``), with their types."""
+
 
 class SqliteApprovalStore(SqliteWorker):
     """An :class:`ApprovalStore` in one SQLite file, safe for several processes.
@@ -66,6 +69,19 @@ class SqliteApprovalStore(SqliteWorker):
             busy_timeout=busy_timeout, synchronous=synchronous,
             allow_foreign_tables=allow_foreign_tables,
         )
+        self._executor.submit(self._upgrade_sync).result()
+
+    def _upgrade_sync(self) -> None:
+        """Add the argument-version columns to a file written by an earlier version (in place,
+        once; a concurrent opener that added them first is fine): its requests stay version 1."""
+        have = {row[1] for row in self._conn.execute("PRAGMA table_info(sagacity_approval_requests)")}
+        for column, kind in _ADDED_COLUMNS:
+            if column not in have:
+                try:
+                    self._conn.execute(f"ALTER TABLE sagacity_approval_requests ADD COLUMN {column} {kind}")
+                except sqlite3.OperationalError as exc:
+                    if "duplicate column" not in str(exc):
+                        raise
 
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` inside ``BEGIN IMMEDIATE``; commit if it returns, roll back if it raises."""

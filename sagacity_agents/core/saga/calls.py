@@ -23,6 +23,7 @@ from ...errors import (
 )
 from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
+from ..approval_args import sensitivity_of
 from ..declarations import DEFAULT_CALL_DEADLINE, Reversibility, ToolDeclaration
 from ..entries import JournalEntry, Phase
 from .declared import ToolRegistry
@@ -354,7 +355,8 @@ class CallRecorder:
             self.tools.note_declaration(tool, decl, agent)
             request_id = None
             if decl.reversibility is Reversibility.IRREVERSIBLE:
-                request_id = yield self.refusals.check_grant(tool, call_id, args, invocation)
+                request_id = yield self.refusals.check_grant(tool, call_id, args, invocation,
+                                                             spec=sensitivity_of(decl))
             payload = self.intent_payload(decl, args, raw_args, request_id, call_id, agent, tool)
             intent = yield from self.intent_steps(tool, call_id, payload, invocation)
         except BaseException as exc:

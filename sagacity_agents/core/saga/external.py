@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from ...errors import ConfigurationError
+from ..approval_args import sensitivity_of
 from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry
 from .calls import CallRecorder
@@ -67,10 +68,11 @@ class ExternalCalls:
         if decl is not None and decl.reversibility is Reversibility.IRREVERSIBLE:
             # The approval hash of a tool we cannot decorate covers its canonical raw arguments.
             bound = grant_args if grant_args is not None else raw_args_value(raw_args)
-            request_id = await self.calls.refusals.check_grant(tool, call_id, bound, invocation)
+            request_id = await self.calls.refusals.check_grant(tool, call_id, bound, invocation,
+                                                               spec=sensitivity_of(decl))
         elif decl is None and asks_approval:
             request_id = await self.calls.refusals.check_grant(tool, call_id, raw_args_value(raw_args),
-                                                 invocation, required=False)
+                                                               invocation, required=False)
         intent = await self.calls.write_intent(decl, tool, call_id, {}, raw_args, invocation, request_id,
                                           agent)
         self.core.last_journaled = time.monotonic()

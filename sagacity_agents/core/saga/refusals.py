@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from ...errors import ApprovalError
+from ...errors import ApprovalError, DataKeyError
 from ...errors import describe_error as _describe
+from ..approval_args import committed_args
 from ..canonical import canonical_bytes, sha256_hex
 from ..declarations import ToolDeclaration
 from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
 from ..grants import grant_for_call
+from ..sensitive import Sensitivity
 from .outcomes import OutcomeLog
 from .payloads import REVERSIBILITY_TEXT, encode_or_marker
 from .state import SagaCore
@@ -61,9 +63,22 @@ class Refusals:
             self.core.note_failure(FailureRecord(seq, tool, call_id, str(error), error))
         raise error
 
+    def committed_digest(self, args: Any, spec: Sensitivity | None) -> str | None:
+        """SHA-256 of ``args`` committed as this saga's view will store them in the call's
+        INTENT (what a version 2 approval is bound to, ``core.approval_args``); ``None`` when the
+        view commits nothing for this saga (no secrets: the INTENT stores the clear arguments).
+        A sensitive value with no key here gives a hash no approval has (fail closed)."""
+        secrets = getattr(self.core.journal, "secrets", {}).get(self.core.saga_id)
+        if secrets is None:
+            return None
+        try:
+            return sha256_hex(canonical_bytes(committed_args(secrets, args, spec or Sensitivity())))
+        except DataKeyError:
+            return "0" * 64  # no commitment can be made: nothing approved matches
+
     async def check_grant(
         self, tool: str, call_id: str | None, args: dict[str, Any], invocation: str, *,
-        required: bool = True,
+        required: bool = True, spec: Sensitivity | None = None,
     ) -> str | None:
         """Execution-time approval check of an irreversible call (fail closed).
 
@@ -78,11 +93,15 @@ class Refusals:
         the journal holds no decision at all runs without one (``None``); one that has a
         decision is held to it exactly as an irreversible call is.
 
+        ``spec``: the tool's :class:`~..sensitive.Sensitivity` (default: the defaults): a
+        version 2 request is bound to the arguments committed under it (:meth:`committed_digest`).
+
         Returns:
             The request id the call uses up (journaled in its INTENT), or ``None`` (only with
             ``required=False``).
         """
         digest = sha256_hex(canonical_bytes(args))
+        committed = self.committed_digest(args, spec)
         code: str | None  # which check refused (ApprovalError.code)
         try:
             # Acted on only once it verifies (and, with a keyring, its decisions' signatures).
@@ -93,7 +112,7 @@ class Refusals:
             with self.core.lock:
                 request_id, problem, code = grant_for_call(
                     entries, tool=tool, call_id=call_id, args_hash=digest,
-                    claimed=self._claimed,
+                    claimed=self._claimed, committed_hash=committed,
                 )
                 if request_id is not None:
                     self._claimed.add(request_id)
@@ -103,7 +122,10 @@ class Refusals:
         error = ApprovalError(f"{tool} (call {call_id}) refused: {problem}; the tool was not run",
                               code=code)
         await self.refused_before_intent(
-            error, tool, call_id, invocation, {"args": encode_or_marker(args), "args_hash": digest})
+            # The committed hash when there is one: a plain SHA-256 of a card number's arguments
+            # could be brute-forced from the journal.
+            error, tool, call_id, invocation,
+            {"args": encode_or_marker(args), "args_hash": committed or digest})
 
     def refuses_effects(self, decl: ToolDeclaration | None) -> bool:
         """Whether the REFUSE_EFFECTS policy refuses a call of a tool declared ``decl`` now: the

@@ -41,7 +41,9 @@ CREATE TABLE sagacity_approval_requests (
     approver    text,
     reason      text,
     decided_at  text,
-    consumed_at text
+    consumed_at text,
+    args_version integer NOT NULL DEFAULT 1,
+    args_sealed text
 );
 CREATE INDEX sagacity_approval_requests_saga ON sagacity_approval_requests (saga_id, created_at);
 

@@ -15,7 +15,9 @@ CREATE TABLE IF NOT EXISTS sagacity_approval_requests (
     approver    TEXT,
     reason      TEXT,
     decided_at  TEXT,
-    consumed_at TEXT
+    consumed_at TEXT,
+    args_version INTEGER NOT NULL DEFAULT 1, -- 2: "args" hold commitments (core/approval_args.py)
+    args_sealed TEXT                      -- the clear arguments sealed under the saga's data key
 );
 CREATE INDEX IF NOT EXISTS sagacity_approval_requests_saga
     ON sagacity_approval_requests (saga_id, created_at);
