@@ -62,6 +62,7 @@ ARGS = {"item": "seat 12A", "qty": 1}
 
 class _Intent:
     seq = 3
+    payload = {"args": ARGS, "reversibility": "compensatable"}
 
 
 PASSES = 40

@@ -25,6 +25,7 @@ from .core.entries import JournalEntry, Phase
 from .core.lease import lease_of
 from .core.ledger import reopened_by
 from .core.observe import TRACE_KEY
+from .core.shown import shown_entries
 from .visible import escape, segments
 
 __all__ = [
@@ -298,12 +299,34 @@ def call_depths(entries: Sequence[JournalEntry]) -> dict[int, int]:
     return depths
 
 
+def _journal_columns(table: Table, compact: bool, full: bool, width: int | None) -> bool:
+    """Add :func:`journal_table`'s columns but the span's; whether the hash goes in the entry
+    cell (compact and full: a whole hash gets its own line there)."""
+    table.add_column("seq", justify="right", no_wrap=True)
+    if compact:
+        table.add_column("entry", overflow="fold", min_width=20)
+        table.add_column("time (UTC)", no_wrap=True)
+    else:
+        table.add_column("phase", no_wrap=True)
+        table.add_column("tool", no_wrap=True)
+        table.add_column("call id", no_wrap=True)
+        table.add_column("recorded at (UTC)", no_wrap=True)
+        table.add_column("payload", overflow="fold", min_width=24)
+    hash_in_entry = compact and full
+    if not hash_in_entry:
+        whole_hash = full and (width is None or width >= 180)
+        table.add_column("hash", no_wrap=not full or whole_hash, overflow="fold",
+                         min_width=64 if whole_hash else None)
+    return hash_in_entry
+
+
 def journal_table(
     entries: Sequence[JournalEntry],
     *,
     title: str | None = None,
     full: bool = False,
     width: int | None = None,
+    revealed: bool = False,
 ) -> Table:
     """One saga's entries as a table: seq, phase, tool, call id, time, payload summary, hash.
 
@@ -316,24 +339,15 @@ def journal_table(
         full: show the whole payload as JSON instead of a summary, and the whole hash.
         width: the console width; below :data:`COMPACT_BELOW` the phase, tool, call id and
             payload share one column (the payload on its own line) and times lose their date.
+        revealed: the payloads hold values revealed on purpose (``journal show --reveal``):
+            shown as they are. Otherwise every sensitive value is shown as its mask
+            (``core.shown.shown_entries``), whoever read the entries.
     """
+    if not revealed:
+        entries = shown_entries(entries)
     compact = width is not None and width < COMPACT_BELOW
     table = Table(title=title, title_justify="left", header_style="bold", expand=False)
-    table.add_column("seq", justify="right", no_wrap=True)
-    if compact:
-        table.add_column("entry", overflow="fold", min_width=20)
-        table.add_column("time (UTC)", no_wrap=True)
-    else:
-        table.add_column("phase", no_wrap=True)
-        table.add_column("tool", no_wrap=True)
-        table.add_column("call id", no_wrap=True)
-        table.add_column("recorded at (UTC)", no_wrap=True)
-        table.add_column("payload", overflow="fold", min_width=24)
-    hash_in_entry = compact and full  # a whole hash gets its own line in the entry cell
-    if not hash_in_entry:
-        whole_hash = full and (width is None or width >= 180)
-        table.add_column("hash", no_wrap=not full or whole_hash, overflow="fold",
-                         min_width=64 if whole_hash else None)
+    hash_in_entry = _journal_columns(table, compact, full, width)
     spans = {e.seq: span_of(e) for e in entries}
     with_span = not compact and any(spans.values())
     if with_span:

@@ -23,7 +23,8 @@ from ..core.evidence import verify_sagas
 from ..core.fence import backend_of
 from ..core.identity import copied_saga_problem, derivation_of, journal_id_of
 from ..core.journal import Journal
-from ..errors import ConfigurationError
+from ..core.shown import read_shown, reveal_saga
+from ..errors import ConfigurationError, DataKeyError
 from ..render import (
     adoption_lines,
     data_text,
@@ -113,7 +114,13 @@ def journal_list(db: str) -> None:
 @click.argument("saga_id")
 @db_option()
 @click.option("--full", is_flag=True, help="Show whole payloads (as JSON) and whole hashes.")
-def journal_show(saga_id: str, db: str, full: bool) -> None:
+@click.option("--reveal", is_flag=True,
+              help="Show sensitive values in clear: needs SAGACITY_DATA_KEY, --as and --reason, "
+              "and is recorded in the access log first (refused when it cannot be).")
+@click.option("--as", "by", metavar="NAME", default=None, help="Who reveals (with --reveal; recorded).")
+@click.option("--reason", default=None, metavar="TEXT", help="Why (with --reveal; recorded).")
+def journal_show(saga_id: str, db: str, full: bool, reveal: bool, by: str | None,
+                 reason: str | None) -> None:
     """Show one saga's journal entries as a table.
 
     Columns: sequence number, phase (INTENT yellow, EXECUTED green, FAILED red, REFUSED magenta,
@@ -121,13 +128,32 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
     dim), tool, the model's call id, when it was recorded (UTC), a summary of its payload, and
     the start of its hash; for entries written in a traced run, the span that wrote each (the
     traces' ids are listed above the table). SAGA_ID may be any unique prefix of the id.
+
+    Sensitive values (card numbers, passwords, tokens, declared fields) show as their mask
+    (`**** **** **** 0002`, `****`), or `[erased]` once the saga's data key was erased. With
+    --reveal (the master key in SAGACITY_DATA_KEY, --as NAME, --reason TEXT), a DATA_REVEALED
+    entry naming who, why and which values is appended to the journal's access log first; if
+    that append fails (a read-only journal, a role without the right) nothing is shown and the
+    status is 1.
     """
+    if reveal and (not by or not reason):
+        raise click.UsageError("--reveal needs --as NAME and --reason TEXT (both recorded)")
+    if not reveal and (by or reason):
+        raise click.UsageError("--as and --reason go with --reveal")
 
     async def load(j: Journal) -> tuple[str, list[JournalEntry], str | None]:
         sid = await resolve_saga(j, saga_id)
-        return sid, await j.entries(sid), await journal_id_of(j)
+        if reveal:
+            assert by is not None and reason is not None
+            shown = (await reveal_saga(j, sid, by=by, reason=reason)).entries
+        else:
+            shown = await read_shown(j, sid)
+        return sid, shown, await journal_id_of(j)
 
-    sid, entries, journal_id = with_journal(db, load)
+    try:
+        sid, entries, journal_id = with_journal(db, load)
+    except DataKeyError as exc:
+        raise click.ClickException(f"reveal refused: {exc}") from exc
     console = make_console()
     title = Text.assemble(
         ("saga ", "bold"), printable(sid), "  ", status_text(saga_status(entries)),
@@ -135,9 +161,12 @@ def journal_show(saga_id: str, db: str, full: bool) -> None:
     )
     console.print(title)
     console.print(_journal_line(journal_id), soft_wrap=True)
+    if reveal:
+        console.print(Text("sensitive values shown in clear (recorded in the access log)",
+                           style="bold red"))
     for line in trace_lines(entries):  # the traces its entries were written in
         console.print(line, soft_wrap=True)
-    console.print(journal_table(entries, full=full, width=console.width))
+    console.print(journal_table(entries, full=full, width=console.width, revealed=reveal))
 
 
 @journal.command("verify", short_help="Re-verify hash chains; exit 1 if one is broken.")

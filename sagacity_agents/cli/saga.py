@@ -27,6 +27,8 @@ from ..core.compensation import UndoState, undo_order
 from ..core.entries import Phase
 from ..core.erasure import erasure_state
 from ..core.ledger import SagaLedger
+from ..core.scrub import scrub_value
+from ..core.shown import read_shown
 from ..errors import EncodingError, SagacityError, describe_error
 from ..render import data_text, make_console, printable, saga_status, status_text, trace_lines
 from ..stores import redacted_uri
@@ -116,11 +118,12 @@ def saga() -> None:
 def saga_show(saga_id: str, db: str) -> None:
     """Draw one saga as a timeline: its runs, calls (durations, failures), undos (newest call
     first), approvals and their waits, on one time axis. SAGA_ID may be any unique prefix.
-    The entries themselves: `sagacity journal show SAGA_ID`."""
+    The entries themselves: `sagacity journal show SAGA_ID`. Sensitive values show as their
+    mask, `[erased]` once the saga's data key was erased."""
 
     async def load(journal: Any) -> tuple[str, list[Any], Any]:
         sid = await resolve_saga(journal, saga_id)
-        return sid, await journal.entries(sid), await erasure_state(journal, sid)
+        return sid, await read_shown(journal, sid), await erasure_state(journal, sid)
 
     sid, entries, erasure = with_journal(db, load)
     console = make_console()
@@ -279,7 +282,7 @@ def _print_given_undo_data(console: Any, entries: list[Any]) -> None:
         console.print(data_text(
             f"  undo of seq {call.outcome.seq} {call.intent.tool} (call {call.intent.call_id}) gets "
             f"the undo data {payload.get('resolver')} gave: "
-            f"{json.dumps(payload['undo_data'], sort_keys=True)}"))
+            f"{json.dumps(scrub_value(payload['undo_data']), sort_keys=True)}"))
 
 
 _UNDO_NOT_FOUND = "no undo registered"
@@ -406,7 +409,8 @@ def saga_resolve(saga_id: str, seq: int, ran: bool | None, resolver: str, reason
         data_text(saga_id), f" as {entry.payload['answer']} by ", data_text(resolver),
         f" (RESOLVED seq {entry.seq})"), soft_wrap=True)
     if "undo_data" in entry.payload:
-        console.print(data_text(f"  undo data: {json.dumps(entry.payload['undo_data'], sort_keys=True)}"))
+        shown = scrub_value(entry.payload["undo_data"])  # masks, as journal show has it
+        console.print(data_text(f"  undo data: {json.dumps(shown, sort_keys=True)}"))
     if "forced" in entry.payload:
         console.print(data_text(f"  forced: {entry.payload['forced']['reason']}"))
     if app is None:

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ..core.compensation import SagaLedger
 from ..core.entries import JournalEntry, Phase
+from ..core.shown import shown_entries
 from ..render import data_text, phase_name, short
 
 __all__ = ["TimelineRow", "timeline_rows", "timeline_table"]
@@ -97,8 +98,10 @@ def timeline_rows(entries: Sequence[JournalEntry]) -> list[TimelineRow]:
     """The rows of the saga's timeline, in the order they started (by ``seq``).
 
     Args:
-        entries: the saga's entries in ``seq`` order (verified or not: a drawing, not evidence).
+        entries: the saga's entries in ``seq`` order (verified or not: a drawing, not evidence);
+            their sensitive values are masked here whoever read them (``core.shown``).
     """
+    entries = shown_entries(entries)
     rows = _runs(entries) + _pauses(entries)
     for call in SagaLedger(list(entries)).calls.values():
         intent, outcome = call.intent, call.outcome

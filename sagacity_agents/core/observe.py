@@ -11,7 +11,12 @@ registered a step costs one list check (``bench/observe_overhead.py``).
 Attribute names are final here, so every observer shows the same ones (docs/observability.md):
 the OpenTelemetry GenAI semantic-convention names where they exist (``gen_ai.tool.name``,
 ``gen_ai.tool.call.id``) and ``sagacity.*`` for the rest. Raw arguments and results travel
-apart (``sensitive``): an observer shows them only when its run allows sensitive data.
+apart (``sensitive``): an observer shows them only when its run allows sensitive data, and even
+then never a sensitive value: :meth:`Step.end` hands every observer the arguments, results,
+error text and attributes with each sensitive value replaced by its mask (``core.scrub``: the
+committed values of the journal, the defaults, the tool's declaration in :attr:`Step.spec`, and
+the clear values met in the arguments wherever an error text quotes them), whatever the SDK's
+``trace_include_sensitive_data`` says.
 
 Why the trace ids go *inside* the hashed payload (docs/observability.md, "Journal and trace"):
 every backend then stores the same bytes and the same hashes with no new column and no
@@ -29,6 +34,8 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
+
+from .scrub import Scrubber
 
 __all__ = [
     "TRACE_KEY",
@@ -94,27 +101,45 @@ class Step:
     Made by :func:`begin` only when some observer follows the step; callers hold ``None``
     otherwise and skip the calls (the hot path pays nothing more)."""
 
-    __slots__ = ("_ended", "_handles", "attrs", "kind", "sensitive")
+    __slots__ = ("_ended", "_handles", "attrs", "kind", "sensitive", "spec")
 
     def __init__(self, kind: str, attrs: dict[str, Any], handles: list[tuple[Observer, Any]]) -> None:
         self.kind = kind
         self.attrs = attrs
         self.sensitive: dict[str, Any] = {}
+        self.spec: Any = None
+        """What the step's tool declared sensitive (``core.sensitive.Sensitivity``; ``None``:
+        the defaults): masked in what observers get."""
         self._handles = handles
         self._ended = False
 
     def end(self, error: str | None = None, /, **attrs: Any) -> None:
         """End the step (once; later calls do nothing) with more ``attrs`` and, when it failed,
-        the ``error`` text. Never raises."""
+        the ``error`` text. Observers get them masked (:meth:`shown`). Never raises."""
         if self._ended:
             return
         self._ended = True
         self.attrs.update(attrs)
+        try:
+            sensitive, error = self.shown(error)
+        except Exception:  # noqa: BLE001 - nothing unmasked leaves: drop what cannot be masked
+            _log.warning("a %s step's values could not be masked; left out", self.kind, exc_info=True)
+            sensitive, error = {}, (None if error is None else "error (details could not be masked)")
         for observer, handle in self._handles:
             try:
-                observer.end(handle, self.attrs, error, self.sensitive or None)
+                observer.end(handle, self.attrs, error, sensitive or None)
             except Exception:  # noqa: BLE001 - telemetry never changes what the saga does
                 _log.warning("observer %r failed to end a %s step", observer, self.kind, exc_info=True)
+
+    def shown(self, error: str | None) -> tuple[dict[str, Any], str | None]:
+        """``(sensitive values, error text)`` as observers may see them: every committed value
+        as its mask, every value the defaults or :attr:`spec` call sensitive masked, and the
+        clear values met there, card numbers too, masked inside the error text (an exception
+        quoting the password it was given). Attributes are the library's own (ids, hashes,
+        names, counts): never scanned, so no hash is ever cut by a card-number rule."""
+        scrubber = Scrubber(self.spec)
+        shown = {key: scrubber.value(value) for key, value in self.sensitive.items()}
+        return shown, (scrubber.text(error) if error is not None else None)
 
 
 def begin(kind: str, **attrs: Any) -> Step | None:

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 
 from ..core.approval_args import approver_view, data_keys_of
 from ..core.entries import Phase
+from ..core.shown import read_shown
 from .decisions import Refused, decide
 from .models import (
     ApprovalOut,
@@ -190,7 +191,7 @@ async def list_sagas(request: Request, offset: int = Query(0, ge=0),
 
 
 async def _entries(inbox: Any, saga_id: str) -> list[Any]:
-    entries = await inbox.sagacity.journal.entries(saga_id)
+    entries = await read_shown(inbox.sagacity.journal, saga_id)  # masks, never values
     if not entries:
         raise Refused(404, "not_found", f"no saga {saga_id!r}")
     return entries
@@ -199,7 +200,8 @@ async def _entries(inbox: Any, saga_id: str) -> list[Any]:
 @router.get("/sagas/{saga_id:path}/entries", response_model=list[EntryOut], summary="A saga's journal",
             responses=NOT_FOUND)
 async def saga_entries(request: Request, saga_id: str) -> list[dict[str, Any]]:
-    """Every entry of the saga, in ``seq`` order, as stored (verify before trusting)."""
+    """Every entry of the saga, in ``seq`` order, as stored (verify before trusting), each
+    sensitive value as its mask (``[erased]`` once the saga's data key was erased)."""
     return [entry_view(e) for e in await _entries(_inbox(request), saga_id)]
 
 

@@ -10,6 +10,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from ..core.shown import read_shown
 from .api import shown_request
 from .auth import TokenLogin
 from .decisions import Refused, decide
@@ -152,9 +153,10 @@ async def sagas_page(request: Request, offset: int = 0) -> Response:
 
 @router.get("/sagas/{saga_id:path}")
 async def saga_page(request: Request, saga_id: str) -> Response:
-    """Any saga, paused or not: its timeline, its verification, its requests, its entries."""
+    """Any saga, paused or not: its timeline, its verification, its requests, its entries
+    (sensitive values as their masks, ``[erased]`` once erased: ``core.shown``)."""
     inbox = request.app.state.inbox
-    entries = await inbox.sagacity.journal.entries(saga_id)
+    entries = await read_shown(inbox.sagacity.journal, saga_id)
     if not entries:
         return render(request, "error.html", 404, code="not_found", message=f"no saga {saga_id!r}")
     results = await inbox.sagacity.verify(saga_id)

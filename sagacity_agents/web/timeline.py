@@ -21,6 +21,7 @@ from ..core.compensation import SagaLedger
 from ..core.ledger import is_closed
 from ..core.declarations import Reversibility
 from ..core.entries import JournalEntry, Phase
+from ..core.shown import shown_entries
 from ..render import phase_name
 from ..visible import escape, segments
 
@@ -78,11 +79,13 @@ def timeline_rows(entries: Sequence[JournalEntry], current_request: str | None =
     """The rows of a saga's timeline, in the order they are drawn.
 
     Args:
-        entries: the saga's entries in ``seq`` order.
+        entries: the saga's entries in ``seq`` order (their sensitive values are masked here
+            whoever read them: ``core.shown``).
         current_request: the request id of the pause being decided (highlighted), if any.
     """
     if not entries:
         return []
+    entries = shown_entries(entries)
     last = entries[-1].seq
     ledger = SagaLedger(list(entries))
     rows: list[Row] = []

@@ -22,6 +22,7 @@ from ..core.chain import VerifyResult
 from ..core.entries import JournalEntry, Phase
 from ..core.journal import LATE_KEY, SagaSummary
 from ..core.ledger import reopened_by
+from ..core.scrub import Scrubber
 from ..errors import EncodingError
 from ..render import phase_name, reopened_text, saga_status
 from ..visible import code_point_name, hidden, hidden_in, segments
@@ -159,11 +160,13 @@ def saga_detail_status(entries: Sequence[JournalEntry]) -> str:
 
 
 def entry_view(entry: JournalEntry) -> dict[str, Any]:
-    """One journal entry as data (payload as stored)."""
+    """One journal entry as data: the payload as stored, its sensitive values as their masks
+    (``core.shown``: callers pass entries :func:`~sagacity_agents.core.shown.read_shown` read,
+    for ``[erased]`` and values quoted across entries; masked here again whoever read them)."""
     return {"seq": entry.seq, "phase": phase_name(entry), "tool": entry.tool,
             "call_id": entry.call_id, "write_key": entry.write_key,
             "recorded_at": entry.recorded_at, "prev_hash": entry.prev_hash, "hash": entry.hash,
-            "payload": entry.payload}
+            "payload": Scrubber().payload(entry.payload)}
 
 
 def verify_view(result: VerifyResult | None, saga_id: str) -> dict[str, Any]:

@@ -128,9 +128,13 @@ async def test_no_raw_argument_in_any_span_when_sensitive_data_is_off(tmp_path, 
 
 
 async def test_raw_arguments_only_when_the_run_allows_them(tmp_path, sdk_spans):
+    """Arguments go into spans only when the run allows sensitive data, and even then a card
+    number only as its mask (the journal's committed value, never the value)."""
     await run_demo(tmp_path, run_config=RunConfig(trace_include_sensitive_data=True))
     data = sdk_spans.one("saga.call charge_card").span_data.data
-    assert data["sagacity.call.args"] == {"card_number": CARD, "amount_eur": 740}
+    assert data["sagacity.call.args"] == {"card_number": "**** **** **** " + CARD.replace(" ", "")[-4:],
+                                          "amount_eur": 740}
+    assert CARD not in _everything(sdk_spans.ours())  # the SDK's own function span: its own rule
 
 
 async def test_run_config_names_the_trace(tmp_path, sdk_spans):

@@ -10,7 +10,7 @@ import itertools
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...errors import LeaseLostError, RunStalledError
@@ -20,6 +20,7 @@ from ..fence import FencedJournal
 from ..identity import Derivation, check_saga_id
 from ..journal import Journal
 from ..lease import RunProgress
+from ..scrub import scrub_text
 from .status import FailurePolicy, FailureRecord, SagaStatus
 
 __all__ = ["CallFrame", "InFlight", "SagaCore"]
@@ -115,7 +116,14 @@ class SagaCore:
         return f"{self._invocation_prefix}-{next(self._invocations)}"
 
     def note_failure(self, record: FailureRecord) -> None:
-        """Count a failed call (any thread): the saga has failed."""
+        """Count a failed call (any thread): the saga has failed. Its error text is kept with
+        the saga's known sensitive values and card numbers masked (``core.scrub``): it goes
+        into messages, the closing report and spans (an exception quoting the password)."""
+        secrets = getattr(self.journal, "secrets", {}).get(self.saga_id)
+        known = getattr(secrets, "known", None)
+        text = scrub_text(record.error, known.copy() if known else ())
+        if text != record.error:
+            record = replace(record, error=text)
         with self.lock:
             self.failures.append(record)
 
