@@ -22,12 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import JournalError, LeaseLostError, describe_error
+from ..errors import DataKeyError, JournalError, LeaseLostError, describe_error
 from .canonical import to_canonical_value
 from .compensation import _declaration_for  # the walk's own rule: which declaration is the call's
 from .entries import JournalEntry, Phase
 from .ledger import SagaLedger
 from .identity import derivation_of, journal_id_of
+from .protection import opened
 
 __all__ = ["CHECK_VERDICTS", "CheckContext", "CheckResult", "check_in_doubt", "run_check"]
 
@@ -169,10 +170,15 @@ async def check_in_doubt(saga: Any, entries: list[JournalEntry]) -> int:
                                          saga.agent_declarations, payload.get("scope"))
         if decl is None or decl.check is None:
             continue
+        try:  # the check reads the call's arguments in clear (masks where nothing is stored)
+            clear = opened(saga.secrets, intent)
+        except DataKeyError:
+            continue  # erased, or not openable here: the call stays in doubt, for a human
+        clear = clear if isinstance(clear, dict) else {}
         ctx = CheckContext(saga_id=saga.saga_id, tool=intent.tool or "",
-                           args=payload.get("args") or {}, intent_seq=intent.seq,
+                           args=clear.get("args") or {}, intent_seq=intent.seq,
                            call_idempotency_key=derivation.call_key(saga.saga_id, intent.seq),
-                           call_id=intent.call_id, raw_args=payload.get("raw_args"))
+                           call_id=intent.call_id, raw_args=clear.get("raw_args"))
         result, error = await run_check(decl.check, ctx, timeout=decl.check_timeout or decl.undo_timeout)
         body: dict[str, Any] = {"target_seq": intent.seq, "verdict": result.verdict,
                                 "saw": result.saw, "checker": _checker_name(decl)}
@@ -183,7 +189,8 @@ async def check_in_doubt(saga: Any, entries: list[JournalEntry]) -> int:
         try:
             await saga.journal.append(saga.saga_id, Phase.CHECKED, tool=intent.tool,
                                       write_key=f"check:{intent.seq}:{saga.fence}",
-                                      call_id=intent.call_id, payload=body)
+                                      call_id=intent.call_id, payload=body,
+                                      sensitive=decl.sensitivity)
         except LeaseLostError:
             raise
         except JournalError:

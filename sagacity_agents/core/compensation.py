@@ -37,8 +37,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ClaimTakenError, JournalWriteError, LeaseLostError, describe_error
+from ..errors import ClaimTakenError, DataKeyError, JournalWriteError, LeaseLostError, describe_error
 from .canonical import canonical_bytes
+from .data_keys import SagaSecrets
 from .declarations import (
     Reversibility, ToolDeclaration, interchangeable, is_ambiguous, unresolved_declaration,
 )
@@ -49,6 +50,7 @@ from .journal import CLAIMANT_KEY, Journal, new_claimant
 from .ledger import SagaLedger, UndoState
 from .lease import intent_in_doubt_note
 from .observe_undo import begin_undo, end_undo
+from .protection import erased_reason, undo_payloads
 from .undo import (
     CompensationContext,
     StopSignal,
@@ -305,6 +307,7 @@ async def compensate(
     retry_timed_out: bool = True,
     agent_declarations: Mapping[tuple[str | None, str], ToolDeclaration] | None = None,
     ledger: SagaLedger | None = None,
+    secrets: SagaSecrets | None = None,
 ) -> CompensationReport:
     """Undo the saga's EXECUTED compensatable effects in reverse sequence and report.
 
@@ -331,6 +334,12 @@ async def compensate(
             for the INTENT's agent, the undo is not run (reported failed, still dirty).
         ledger: the saga's ledger, verified by the caller just now (``evidence`` then unused);
             ``None``: read and verified here.
+        secrets: the saga's secrets (``core.data_keys.SagaSecrets``): each undo gets the
+            call's sealed values in clear, and masks for values stored nowhere
+            (``core.protection.opened``); ``None``: those ``journal`` holds for the saga (a
+            writer's view), else masks only. A call whose values were erased, or cannot be
+            opened here, is not undone (never on masks): reported failed, still dirty, naming
+            the erasure.
 
     Returns:
         The report. Undos that raise are journaled as COMPENSATION_FAILED and listed under
@@ -356,6 +365,7 @@ async def compensate(
     if ledger is None:
         ledger = SagaLedger(await verified_entries(journal, saga_id, evidence))
     walk = _Walk(journal, saga_id, claimant or new_claimant(), stop)
+    walk.secrets = secrets if secrets is not None else getattr(journal, "secrets", {}).get(saga_id)
     walk.derivation = derivation_of(ledger.entries, await journal_id_of(journal))
     walk.in_doubt.extend(
         CompensationItem(e.seq, e.tool, e.call_id,
@@ -363,16 +373,8 @@ async def compensate(
         for e in ledger.in_doubt()
     )
     for call in undo_order(ledger):
-        if walk.settled(ledger, call, retry_timed_out):
-            continue
-        intent_payload = call.intent.payload or {}
-        decl, unsure = _declaration_for(declarations, call.intent.tool or "",
-                                        intent_payload.get("declaration"),
-                                        intent_payload.get("agent"), agent_declarations,
-                                        intent_payload.get("scope"))
-        if walk.lacks_undo_data(call, decl):
-            continue
-        await walk.undo(call, decl, unsure)
+        if not walk.settled(ledger, call, retry_timed_out):
+            await walk.visit(call, declarations, agent_declarations)
     return walk.report(ledger)
 
 
@@ -391,6 +393,8 @@ class _Walk:
         self.stop = stop
         self.derivation = Derivation()
         """How the saga's undo keys are derived (``core.identity``)."""
+        self.secrets: SagaSecrets | None = None
+        """The saga's secrets: what opens the values each undo gets (``core.protection``)."""
         self.undone: list[CompensationItem] = []
         self.failed: list[CompensationItem] = []
         self.kept: list[CompensationItem] = []
@@ -434,13 +438,32 @@ class _Walk:
             return False
         return True
 
-    def lacks_undo_data(self, call: Any, decl: ToolDeclaration | None) -> bool:
+    async def visit(self, call: Any, declarations: Mapping[str, ToolDeclaration],
+                    agent_declarations: Mapping[tuple[str | None, str], ToolDeclaration] | None,
+                    ) -> None:
+        """Undo one call the walk has not settled: find its declaration, open its values (an
+        erased saga's call is reported, never undone on masks), check its undo data, run."""
+        intent_payload = call.intent.payload or {}
+        decl, unsure = _declaration_for(declarations, call.intent.tool or "",
+                                        intent_payload.get("declaration"),
+                                        intent_payload.get("agent"), agent_declarations,
+                                        intent_payload.get("scope"))
+        try:  # what the undo acts on, in clear
+            clear = undo_payloads(self.secrets, call.intent, call.outcome)
+        except DataKeyError as exc:
+            self.failed.append(_item(call, erased_reason(exc, self.saga_id)))
+            return
+        if not self.lacks_undo_data(call, decl, clear[1]):
+            await self.undo(call, decl, unsure, clear)
+
+    def lacks_undo_data(self, call: Any, decl: ToolDeclaration | None,
+                        payload: dict[str, Any]) -> bool:
         """Report ``call`` failed (still dirty), its undo not run (not even claimed), when its undo data
         lacks a key its declaration's ``undo_needs`` names; ``True`` when it was. A call a
-        human answered "ran" has only the undo data given with the answer."""
+        human answered "ran" has only the undo data given with the answer. ``payload``: the
+        outcome's payload as the undo gets it (``core.protection.opened``)."""
         if decl is None or not decl.undo_needs:
             return False
-        payload = call.outcome.payload if isinstance(call.outcome.payload, dict) else {}
         if call.outcome.phase not in (Phase.RESOLVED, Phase.CHECKED) and "undo_data" not in payload:
             return False  # the call's own outcome: its undo reads what it journaled (a result)
         missing = missing_undo_needs(decl.undo_needs, payload.get("undo_data"))
@@ -456,9 +479,11 @@ class _Walk:
             "--undo-data, or undo the effect by hand")))
         return True
 
-    async def undo(self, call: Any, decl: ToolDeclaration | None, unsure: str | None) -> None:
+    async def undo(self, call: Any, decl: ToolDeclaration | None, unsure: str | None,
+                   clear: tuple[dict[str, Any], dict[str, Any]]) -> None:
         """Claim the undo of ``call`` (COMPENSATING), run it, journal how it ended, report it;
-        one observed step per undo, begun before its claim so that its entries carry its span."""
+        one observed step per undo, begun before its claim so that its entries carry its span.
+        ``clear``: the INTENT's and the outcome's payloads as the undo gets them."""
         seq = call.outcome.seq
         decl_id = (call.intent.payload or {}).get("declaration")
         key = self.derivation.undo_key(self.saga_id, seq)
@@ -477,7 +502,7 @@ class _Walk:
             error = self._why_not_run(call, decl, decl_id, unsure)
             if error is None:
                 assert decl is not None and decl.undo is not None
-                run = await self._run(call, decl, key, attempt, end_key, outcome_payload)
+                run = await self._run(call, decl, key, attempt, end_key, outcome_payload, clear)
                 if run.error is not None:
                     error = describe_error(run.error)
             if run.stopped is not None:
@@ -527,11 +552,12 @@ class _Walk:
                 + "; the undo is not looked up elsewhere in this process")
 
     async def _run(self, call: Any, decl: ToolDeclaration, key: str, attempt: int, end_key: str,
-                   outcome_payload: dict[str, Any]) -> UndoRun:
+                   outcome_payload: dict[str, Any],
+                   clear: tuple[dict[str, Any], dict[str, Any]]) -> UndoRun:
         """Run the declaration's undo under its timeout; a late end is journaled under
         ``end_key``. This walk's own cancellation marks the attempt in doubt, then propagates."""
         assert decl.undo is not None
-        ctx = _context(self.saga_id, call, key, self.derivation)
+        ctx = _context(self.saga_id, call, key, self.derivation, clear)
         late = late_end_writer(self.journal, self.saga_id, end_key, call.intent, outcome_payload)
         try:
             return await run_undo(decl.undo, ctx, timeout=decl.undo_timeout, stop=self.stop,
@@ -617,10 +643,11 @@ def _given_undo_data(call: Any) -> str:
             f"{canonical_bytes(payload['undo_data']).decode()}")
 
 
-def _context(saga_id: str, call: Any, key: str, derivation: Derivation) -> CompensationContext:
-    """What the undo is given: the call's journaled arguments, result and undo data."""
-    intent_payload = call.intent.payload or {}
-    outcome_payload = call.outcome.payload or {}
+def _context(saga_id: str, call: Any, key: str, derivation: Derivation,
+             clear: tuple[dict[str, Any], dict[str, Any]]) -> CompensationContext:
+    """What the undo is given: the call's journaled arguments, result and undo data, sensitive
+    values in clear (``clear``: the INTENT's and outcome's payloads, ``core.protection``)."""
+    intent_payload, outcome_payload = clear
     return CompensationContext(
         saga_id=saga_id,
         seq=call.outcome.seq,

@@ -13,12 +13,14 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DeclarationError
+from .data_keys import DATA_KEY_ENVVAR, master_key_configured
+from .sensitive import DEFAULT_SENSITIVITY, Sensitivity
 
 if TYPE_CHECKING:
     from .undo import CompensationContext
@@ -28,6 +30,7 @@ __all__ = [
     "DEFAULT_UNDO_TIMEOUT",
     "Classifier",
     "Reversibility",
+    "SensitiveSpec",
     "ToolDeclaration",
     "Undo",
     "Verdict",
@@ -90,6 +93,10 @@ Undo = Callable[["CompensationContext"], "Awaitable[None] | None"]
 
 Classifier = Callable[[Any], "Verdict | str | None"]
 """Reads a returned value; returns a :class:`Verdict` (or its value); ``None`` means OK."""
+
+SensitiveSpec = Sensitivity | Iterable[str] | None
+"""What a declaration's ``sensitive=`` takes: ``None`` (the defaults), field names or rooted
+paths (``{"card_number", "result.token"}``), or a :class:`~.sensitive.Sensitivity`."""
 
 Check = Callable[[Any], Any]
 """A far-side check of a call in doubt: ``(CheckContext) -> CheckResult`` (or an awaitable of
@@ -200,6 +207,11 @@ class ToolDeclaration:
     check_timeout: float | None = None
     """Seconds recovery waits for :attr:`check` (default: :attr:`undo_timeout`); past it the
     verdict is "unknown"."""
+    sensitivity: Sensitivity = DEFAULT_SENSITIVITY
+    """What is sensitive in the tool's arguments, result, undo data and error text
+    (``core.sensitive``): given as ``sensitive=`` (``None``: the defaults; field names or
+    rooted paths such as ``"args.card_number"``; or a :class:`Sensitivity`), stored as a
+    :class:`Sensitivity`. Every entry of its calls commits those values instead of holding them."""
 
     captured_by: InitVar[tuple[Any, ...] | None] = None
     """The tool's function and undo, given by an adapter whose ``declaration_id`` was derived
@@ -209,6 +221,7 @@ class ToolDeclaration:
     def __post_init__(self, captured_by: tuple[Any, ...] | None) -> None:
         positive_seconds(self.undo_timeout, "undo_timeout", self.name)
         self._check_answers()
+        self._check_sensitivity()
         if self.reversibility is Reversibility.COMPENSATABLE:
             if self.undo is None:
                 raise DeclarationError(f"{self.name}: a compensatable tool needs undo=...")
@@ -242,6 +255,27 @@ class ToolDeclaration:
             raise DeclarationError(f"{self.name}: only a compensatable tool's undo has undo_needs")
         if self.check is not None and not callable(self.check):
             raise DeclarationError(f"{self.name}: check must be callable, got {self.check!r}")
+
+    def _check_sensitivity(self) -> None:
+        """Turn ``sensitive=`` into a :class:`Sensitivity`; refuse a compensatable tool whose
+        undo data would hold a sensitive value while no master key is configured: the value
+        would be committed and not stored, and the undo would get only its mask (issue rule:
+        refused at declaration, naming the variable, not discovered at refund time)."""
+        spec = self.sensitivity
+        if not isinstance(spec, Sensitivity):
+            try:
+                spec = Sensitivity.of(spec)
+            except (TypeError, ValueError) as exc:
+                raise DeclarationError(f"{self.name}: sensitive=: {exc}") from None
+            object.__setattr__(self, "sensitivity", spec)
+        if self.reversibility is Reversibility.COMPENSATABLE and \
+                spec.declares_undo_data(self.undo_needs) and not master_key_configured():
+            raise DeclarationError(
+                f"{self.name}: its undo data holds a sensitive value (sensitive= names an "
+                "undo_data field, or undo_needs names a sensitive key), and no master key is "
+                f"configured: the value would be committed, not stored, and the undo would get "
+                f"only its mask. Set {DATA_KEY_ENVVAR} (32 random bytes, base64) before the "
+                "tool is declared (docs/sensitive-data.md), or keep the value out of the undo data")
 
     def verdict(self, result: Any) -> Verdict:
         """Classify a returned value (OK without a classifier).

@@ -39,7 +39,7 @@ from .identity import RESERVED_PREFIX
 from .chain import VerifyResult
 from .checks import check_in_doubt
 from .compensation import CompensationItem, CompensationReport
-from .data_keys import DataKeys
+from .data_keys import DataKeys, SagaSecrets
 from .entries import JournalEntry, Phase
 from .erasure import Erasure, erase
 from .evidence import CHAIN_ONLY, Evidence, refusal
@@ -48,6 +48,7 @@ from .journal import Clock, Journal, View, utc_now
 from .lease import DEFAULT_LEASE_SECONDS, completed_unclosed, lease_of
 from .ledger import is_closed, reopened_by
 from .observe import begin, linked_attrs
+from .protection import default_data_keys, protected_view
 from .resolution import resolve_in_doubt
 from .saga import FailurePolicy, Saga, SagaStatus
 
@@ -159,14 +160,19 @@ class Recovery:
         scope: the context each recovery runs in, by saga id (an adapter's trace, for instance).
         clock: the resolver's clock (aware UTC; default: the system clock): whether a call's
             deadline has passed (:meth:`resolve`).
+        data_keys: the application's data keys (``Sagacity.data_keys``); ``None``: the
+            process's keys for ``SAGACITY_DATA_KEY`` (``core.protection.default_data_keys``).
     """
 
     def __init__(
         self, journal: Journal, approvals: ApprovalStore, *, evidence: Evidence | None = None,
         policy: FailurePolicy = FailurePolicy.STOP, lease_seconds: float = DEFAULT_LEASE_SECONDS,
-        scope: Scope | None = None, clock: Clock = utc_now,
+        scope: Scope | None = None, clock: Clock = utc_now, data_keys: DataKeys | None = None,
     ) -> None:
         self.clock = clock
+        self.data_keys = data_keys if data_keys is not None else default_data_keys()
+        """The application's data keys: every saga this service opens, and every answer it
+        journals, commits and seals sensitive values with them (``core.protection``)."""
         self.evidence = evidence or CHAIN_ONLY
         # A bare backend is written through the keyring's signing view (a view: as it signs).
         keyring = self.evidence.keyring
@@ -179,7 +185,22 @@ class Recovery:
 
     def _saga(self, saga_id: str, **options: Any) -> Saga:
         return Saga(self.journal, saga_id, policy=self.policy, evidence=self.evidence,
-                    lease_seconds=self.lease_seconds, **options)
+                    lease_seconds=self.lease_seconds, data_keys=self.data_keys, **options)
+
+    async def secrets(self, saga_id: str, *, create: bool = False) -> SagaSecrets:
+        """``saga_id``'s secrets under this service's keys (``DataKeys.for_saga``), to open its
+        values (``SagaSecrets.reveal``, ``core.protection.opened``) or protect an append
+        (:func:`~.protection.protected_view`).
+
+        Args:
+            create: make (and store) a data key when the saga has none usable (a writer);
+                default ``False``: a reader.
+
+        Raises:
+            DataKeyError: the stored key was wrapped by a master key this process lacks.
+            JournalError: the data-key store could not be read.
+        """
+        return await self.data_keys.for_saga(self.journal, saga_id, create=create)
 
     async def recover(
         self, saga_id: str, bind: Bind, *, verified: list[JournalEntry] | None = None,
@@ -367,7 +388,9 @@ class Recovery:
                                    "sagacity.resolution.ran": ran, **linked_attrs(entries)})
         try:
             # A saga that does not verify is read and refused there, after the argument checks.
-            entry = await resolve_in_doubt(self.journal, saga_id, seq, ran=ran, resolver=resolver,
+            # The answer's undo data is the saga's: committed and sealed like its calls' own.
+            journal = protected_view(self.journal, saga_id, await self.secrets(saga_id, create=True))
+            entry = await resolve_in_doubt(journal, saga_id, seq, ran=ran, resolver=resolver,
                                            reason=reason, evidence=self.evidence,
                                            verified=entries if verdict.ok else None,
                                            undo_data=undo_data, force=force, now=self.clock())

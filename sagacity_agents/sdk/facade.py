@@ -28,6 +28,8 @@ from ..core.recovery import Recovered, Recovery
 from ..core.authenticity import signing_view
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
+from ..core.data_keys import DataKeys, MasterKey
+from ..core.protection import data_keys_of
 from ..core.declarations import journaled_scopes
 from ..core.signing import Keyring
 from ..errors import ApprovalError, ConfigurationError, DeclarationError, SagacityError, SagaStateError
@@ -108,9 +110,15 @@ class Sagacity:
             ``core.declarations.DEFAULT_CALL_DEADLINE``). A human may answer that a call in doubt
             did not run only after it (:meth:`resolve`). A finite number > 0 (``ValueError``
             here otherwise).
+        data_key: the master key that wraps each saga's data key (docs/sensitive-data.md): its
+            text (base64 of 32 random bytes, or 64 hex digits), a ``MasterKey`` or a
+            ``DataKeys``; ``None`` reads ``$SAGACITY_DATA_KEY`` (unset: sensitive values are
+            committed and masked, never stored, and an undo gets the masks). Never one of the
+            keyring's signing keys.
 
     Raises:
-        ConfigurationError: checkpoints without a keyring, or a keyring that cannot be loaded.
+        ConfigurationError: checkpoints without a keyring, a keyring that cannot be loaded, or
+            a data key that is not 32 bytes.
     """
 
     def __init__(
@@ -128,7 +136,11 @@ class Sagacity:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         strict: bool = False,
         call_deadline: float = DEFAULT_CALL_DEADLINE,
+        data_key: str | MasterKey | DataKeys | None = None,
     ) -> None:
+        self.data_keys = data_keys_of(data_key)
+        """The data keys every saga, recovery and answer of this instance commits and seals
+        sensitive values with (``core.protection``; the same object for all of them)."""
         self.strict = strict
         try:
             self.call_deadline = positive_seconds(call_deadline, "call_deadline", "Sagacity")
@@ -155,7 +167,8 @@ class Sagacity:
                 "the journal; nested Runner.run calls inside a wrapped tool join it automatically"
             )
         saga = Saga(self.journal, saga_id, policy=self.policy, in_flight_timeout=self.in_flight_timeout,
-                    evidence=self.evidence, lease_seconds=self.lease_seconds)
+                    evidence=self.evidence, lease_seconds=self.lease_seconds,
+                    data_keys=self.data_keys)
         saga.calls.call_deadline = self.call_deadline
         return SagaRunHooks(saga, agent=agent, hooks=hooks, close=close, approvals=self.approvals,
                             approval_ttl=self.desk.ttl, fail_on_rejection=self.fail_on_rejection,
@@ -436,7 +449,7 @@ class Sagacity:
         config = run_config if run_config is not None else {"trace_include_sensitive_data": False}
         name = None if run_config is not None else "sagacity recover"
         return Recovery(self.journal, self.approvals, evidence=self.evidence, policy=self.policy,
-                        lease_seconds=self.lease_seconds,
+                        lease_seconds=self.lease_seconds, data_keys=self.data_keys,
                         scope=lambda saga_id: saga_trace(config, saga_id=saga_id, workflow_name=name))
 
     async def verify(

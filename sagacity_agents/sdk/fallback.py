@@ -55,7 +55,8 @@ from agents.tool_guardrails import (
 
 from ..core.canonical import parse_json
 from ..core.declarations import (
-    DEFAULT_UNDO_TIMEOUT, Check, Classifier, Reversibility, ToolDeclaration, Undo,
+    DEFAULT_UNDO_TIMEOUT, Check, Classifier, Reversibility, SensitiveSpec, ToolDeclaration,
+    Undo,
 )
 from ..core.entries import Phase
 from ..core.saga import CallFrame, Saga, current_call, current_saga
@@ -133,6 +134,7 @@ def protect_tool(
     undo_needs: tuple[str, ...] = (),
     check: Check | None = None,
     check_timeout: float | None = None,
+    sensitive: SensitiveSpec = None,
 ) -> FunctionTool:
     """Return a journaled copy of a ``FunctionTool`` we cannot decorate.
 
@@ -155,6 +157,8 @@ def protect_tool(
         deadline, undo_needs, check, check_timeout: as for ``compensable`` (the tool's own
             ``timeout_seconds``, when set, is its deadline; a check gets the raw argument text
             as ``CheckContext.raw_args``).
+        sensitive: as for ``compensable``. The raw argument text is parsed to find named
+            fields; each value found is masked inside it (the whole text is committed).
 
     Returns:
         A copy whose calls are journaled inside a saga (raw arguments) and unchanged outside one.
@@ -174,6 +178,7 @@ def protect_tool(
             declaration_id=declaration_id or f"protect_tool:{tool.qualified_name}",
             undo_timeout=undo_timeout, scope=scope, deadline=tool.timeout_seconds or deadline,
             undo_needs=undo_needs, check=check, check_timeout=check_timeout,
+            sensitivity=sensitive,
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None
@@ -252,12 +257,13 @@ def _outcome_guardrail(tool: FunctionTool, decl: ToolDeclaration) -> Any:
     return journal_outcome
 
 
-def nested_agent_tool(tool: FunctionTool) -> FunctionTool:
+def nested_agent_tool(tool: FunctionTool, *, sensitive: SensitiveSpec = None) -> FunctionTool:
     """Protect an ``agent.as_tool(...)`` tool: the call is journaled (read-only: its effects are
     the inner agent's own journaled tool calls) and the inner calls record it as their parent.
 
     Args:
         tool: the ``FunctionTool`` that ``agent.as_tool(...)`` returned (left unchanged).
+        sensitive: as for ``protect_tool`` (the input text and the inner agent's answer).
 
     Returns:
         The protected copy (see :func:`protect_tool`).
@@ -265,7 +271,7 @@ def nested_agent_tool(tool: FunctionTool) -> FunctionTool:
     Raises:
         DeclarationError: not a ``FunctionTool``.
     """
-    return protect_tool(tool, reversibility=Reversibility.READ_ONLY)
+    return protect_tool(tool, reversibility=Reversibility.READ_ONLY, sensitive=sensitive)
 
 
 async def rebuild_pending_calls(saga: Saga, agent: Agent[Any], state: Any) -> int:

@@ -21,6 +21,15 @@ for the others) and whether a callable takes a context (``function_schema``); a 
 wrapper is a callable object the SDK adapts as it adapts the user's (``sdk/shapes.py``).
 ``FunctionTool.__wrapped__`` is the wrapper, not the user's function (docs/architecture.md,
 "Every tool shape ``function_tool`` accepts").
+
+**Sensitive values** (``sensitive=`` on every decorator): besides the defaults (names such as
+``password``, ``token``, ``cvv``, ``card_number``; Luhn-valid card numbers, also inside free
+text), the fields a tool declares: bare names (``{"iban"}``, matched at any depth) or paths
+rooted at ``args``, ``result``, ``undo_data``... (``{"result.token"}``), or a ``Sensitivity``
+(defaults switched off, ``exempt=``). Such values are committed in the journal (a keyed HMAC and
+a mask), stored encrypted only with ``SAGACITY_DATA_KEY``, and given in clear to the undo
+(``core.protection``; docs/sensitive-data.md). The JSON schema the model sees is unchanged. A
+compensatable tool whose undo data would hold one is refused without a master key.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from ..core.declarations import (
     Check,
     Classifier,
     Reversibility,
+    SensitiveSpec,
     ToolDeclaration,
     Undo,
     check_undo,
@@ -333,7 +343,7 @@ def compensable(
     undo: Undo, *, classify: Classifier | None = None, declaration_id: str | None = None,
     undo_timeout: float = DEFAULT_UNDO_TIMEOUT, scope: str | None = None, deadline: float | None = None,
     undo_needs: tuple[str, ...] = (), check: Check | None = None,
-    check_timeout: float | None = None,
+    check_timeout: float | None = None, sensitive: SensitiveSpec = None,
 ) -> Callable[[F], F]:
     """Declare a tool whose effect has an undo, run in reverse order if the saga fails.
 
@@ -371,13 +381,14 @@ def compensable(
             ``(CheckContext) -> CheckResult`` (sync or async; ``sagacity_agents.saga``);
             raising counts as "unknown".
         check_timeout: seconds recovery waits for ``check`` (default ``undo_timeout``).
+        sensitive: fields besides the defaults (``{"iban", "result.token"}``; module notes).
 
     Raises:
         DeclarationError: at decoration time, when ``undo`` is missing, not callable, cannot take
             one positional argument, ``undo_timeout``, ``deadline`` or ``check_timeout`` is not
             a finite number of seconds above 0, ``undo_needs`` is not a tuple of keys,
-            ``check`` is not callable, ``scope`` is not a non-empty string, or the decorator
-            sits on top of ``@function_tool``; or, with neither ``scope`` nor
+            ``check`` is not callable, ``scope`` is not a non-empty string, ``sensitive`` is
+            refused (module notes), or the decorator sits on top of ``@function_tool``; or, with neither ``scope`` nor
             ``declaration_id``, when the function or undo captures other objects (compared with
             ``is``) than the first declaration made under the same derived id in this process
             (``core.declarations.captured_objects``: a factory called for two tenants).
@@ -404,6 +415,7 @@ def compensable(
             classify=classify, declaration_id=declaration_id, undo_timeout=undo_timeout,
             scope=scope,
             deadline=deadline, undo_needs=undo_needs, check=check, check_timeout=check_timeout,
+            sensitivity=sensitive,
         )
 
     return decorate
@@ -416,15 +428,17 @@ def _simple(reversibility: Reversibility, deco: str) -> Any:
     def decorator(
         *, classify: Classifier | None = None, declaration_id: str | None = None,
         scope: str | None = None, deadline: float | None = None, check: Check | None = None,
-        check_timeout: float | None = None,
+        check_timeout: float | None = None, sensitive: SensitiveSpec = None,
     ) -> Callable[[F], F]: ...
 
     def decorator(
         func: Any = None, /, *, classify: Classifier | None = None,
         declaration_id: str | None = None, scope: str | None = None, deadline: float | None = None,
         check: Check | None = None, check_timeout: float | None = None,
+        sensitive: SensitiveSpec = None,
     ) -> Any:
-        answers: dict[str, Any] = {"deadline": deadline, "check": check, "check_timeout": check_timeout}
+        answers: dict[str, Any] = {"deadline": deadline, "check": check,
+                                   "check_timeout": check_timeout, "sensitivity": sensitive}
         if func is None:
             return lambda f: _declare(f, reversibility, deco, "", classify=classify,
                                       declaration_id=declaration_id, scope=scope, **answers)
@@ -438,7 +452,8 @@ read_only = _simple(Reversibility.READ_ONLY, "read_only")
 read_only.__doc__ = """Declare a tool with no effect on the world: journaled, never compensated.
 
 Usable bare (``@read_only``) or with ``classify=...``, ``declaration_id=...``, ``scope=...``,
-``deadline=...``, ``check=...`` and ``check_timeout=...`` (as for ``compensable``). Raises
+``deadline=...``, ``check=...``, ``check_timeout=...`` and ``sensitive=...`` (as for
+``compensable``); so do ``irreversible`` and ``no_undo``. Raises
 ``DeclarationError`` when placed on top of ``@function_tool``."""
 
 irreversible = _simple(Reversibility.IRREVERSIBLE, "irreversible")

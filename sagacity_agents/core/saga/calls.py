@@ -25,12 +25,16 @@ from ...errors import describe_error as _describe
 from ..canonical import encode_canonical, to_canonical_value
 from ..approval_args import sensitivity_of
 from ..declarations import DEFAULT_CALL_DEADLINE, Reversibility, ToolDeclaration
+from ..protection import remember_raw_args
+from ..sensitive import DEFAULT_SENSITIVITY, Sensitivity
 from ..entries import JournalEntry, Phase
 from .declared import ToolRegistry
 from .lifecycle import RunLifecycle
 from .observed import begin_call, end_call, note_intent
 from .outcomes import OutcomeLog
-from .payloads import ENCODING_ERROR_KEY, REVERSIBILITY_TEXT, UNDECLARED, encoding_marker
+from .payloads import (
+    ENCODING_ERROR_KEY, REVERSIBILITY_TEXT, UNDECLARED, encoding_marker, sensitivity_of,
+)
 from .refusals import Refusals
 from .state import CallFrame, SagaCore
 from .status import FailureRecord
@@ -250,6 +254,8 @@ class CallRecorder:
             payload["request_id"] = request_id  # the approval this call uses up
         if raw_args is not None:
             payload["raw_args"] = raw_args
+            # A text is not parsed by the scan: the values it names are masked inside it.
+            remember_raw_args(self.core.secrets, raw_args, sensitivity_of(decl))
         if decl is not None and decl.declaration_id is not None:
             payload["declaration"] = decl.declaration_id
             if decl.scope is not None:
@@ -263,14 +269,17 @@ class CallRecorder:
 
     def intent_steps(
         self, tool: str, call_id: str | None, payload: dict[str, Any], invocation: str,
+        spec: Sensitivity = DEFAULT_SENSITIVITY,
     ) -> Steps[JournalEntry]:
         """Write a call's INTENT: a storage failure is retried once, anything else fails closed
-        (:meth:`intent_after_failure`)."""
+        (:meth:`intent_after_failure`). ``spec``: what is sensitive in the tool's values (its
+        declaration's; committed in the entry, ``core.sensitive``)."""
         try:
             return (yield Append(Phase.INTENT, {"write_key": f"{invocation}:intent", "tool": tool,
-                                                "call_id": call_id, "payload": payload}))
+                                                "call_id": call_id, "payload": payload,
+                                                "sensitive": spec}))
         except Exception as exc:  # noqa: BLE001 - retried (lost ack) or failed closed there
-            return (yield self.intent_after_failure(exc, tool, call_id, payload, invocation))
+            return (yield self.intent_after_failure(exc, tool, call_id, payload, invocation, spec))
 
     async def write_intent(
         self, decl: ToolDeclaration | None, tool: str, call_id: str | None, args: dict[str, Any],
@@ -284,12 +293,12 @@ class CallRecorder:
             LeaseLostError: this run lost the saga's lease; the body must not run.
         """
         payload = self.intent_payload(decl, args, raw_args, request_id, call_id, agent, tool)
-        return await drive(self.intent_steps(tool, call_id, payload, invocation),
+        return await drive(self.intent_steps(tool, call_id, payload, invocation, sensitivity_of(decl)),
                            self.core.journal, self.core.saga_id)
 
     async def intent_after_failure(
         self, exc: Exception, tool: str, call_id: str | None, payload: dict[str, Any],
-        invocation: str,
+        invocation: str, spec: Sensitivity = DEFAULT_SENSITIVITY,
     ) -> JournalEntry:
         """The first INTENT append raised ``exc``: retry a storage failure once, else fail closed.
 
@@ -311,7 +320,7 @@ class CallRecorder:
             # write key returns the stored entry if so (and writes it if not).
             return await core.journal.append(
                 core.saga_id, Phase.INTENT, write_key=write_key, tool=tool,
-                call_id=call_id, payload=payload,
+                call_id=call_id, payload=payload, sensitive=spec,
             )
         except Exception as final:
             # Fail closed: the body will not run. Journal why, if the journal is reachable; the
@@ -325,6 +334,7 @@ class CallRecorder:
                     call_id=call_id,
                     payload={"intent_seq": None, "intent_write_key": write_key, "not_run": True,
                              "error": f"INTENT not written, body not run: {reason}"},
+                    sensitive=spec,
                 )
                 seq = entry.seq
             except Exception:  # noqa: BLE001 - the journal is down; the raise below says so
@@ -358,7 +368,7 @@ class CallRecorder:
                 request_id = yield self.refusals.check_grant(tool, call_id, args, invocation,
                                                              spec=sensitivity_of(decl))
             payload = self.intent_payload(decl, args, raw_args, request_id, call_id, agent, tool)
-            intent = yield from self.intent_steps(tool, call_id, payload, invocation)
+            intent = yield from self.intent_steps(tool, call_id, payload, invocation, decl.sensitivity)
         except BaseException as exc:
             end_call(step, None, None, None, exc)
             outcomes.end(done)
@@ -374,7 +384,8 @@ class CallRecorder:
             finally:
                 end_call(step, Phase.REFUSED, None, None)
                 outcomes.end(done)
-        keys = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
+        keys = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id,
+                "sensitive": decl.sensitivity}
         frame = CallFrame(self.saga, tool, call_id, intent.seq)
         token = current_call.set(frame)
         _body_started(frame, decl)

@@ -15,7 +15,7 @@ from ..declarations import Reversibility, ToolDeclaration
 from ..entries import JournalEntry
 from .calls import CallRecorder
 from .outcomes import outcome_keys
-from .payloads import UNDECLARED, raw_args_value
+from .payloads import UNDECLARED, raw_args_value, sensitivity_of
 from .state import CallFrame
 
 __all__ = ["ExternalCalls"]
@@ -145,7 +145,8 @@ class ExternalCalls:
             # Mark the saga failed now (synchronously), not when the write lands.
             self.core.note_failure(failure)
         done = self.outcomes.begin()
-        task = asyncio.ensure_future(self.outcomes.write(phase, payload, outcome_keys(intent)))
+        keys = {**outcome_keys(intent), "sensitive": sensitivity_of(None if undeclared else decl)}
+        task = asyncio.ensure_future(self.outcomes.write(phase, payload, keys))
         task.add_done_callback(lambda _t: self.outcomes.end(done))
         return task
 

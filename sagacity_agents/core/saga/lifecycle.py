@@ -21,6 +21,7 @@ from ..identity import derivation_of, journal_id_of, opening_payload
 from ..journal import append_each
 from ..lease import LeaseKeeper, acquire_lease, new_holder_id
 from ..ledger import SagaLedger, reopened_by
+from ..protection import secure
 from ..undo import StopSignal
 from .state import SagaCore
 from .status import SagaStatus
@@ -199,6 +200,9 @@ class RunLifecycle:
         # Every entry of this run carries the lease's token from now on (core.fence); kept after
         # RUN_ENDED, so that nothing this object writes later passes for another run's.
         self.core.fence = started.seq
+        # Only now, the lease held: a refused run makes (and stores) no data key.
+        self.core.secrets = await secure(self.core.journal, self.core.data_keys,
+                                         self.core.saga_id, journal_id=self._journal_id_text())
         self.core.lease_lost = None
         self.compensation_stop = StopSignal()  # a stop asked of an earlier run is not this run's
         if self._keeper is not None:  # a run started again without its end: one keeper at a time
@@ -212,6 +216,11 @@ class RunLifecycle:
             idle_periods=self.idle_periods,
         )
         self._keeper.start()
+
+    def _journal_id_text(self) -> str | None:
+        """The journal's id as read when the saga was bound (``""``: it has none), or ``None``
+        when it was not bound here (read by ``core.protection.secure``)."""
+        return (self._journal_id or "") if self._opened or self._journal_id is not None else None
 
     def _lost(self, lost: LeaseLostError) -> None:
         """The keeper saw the lease lost, or stopped renewing it for want of progress: a stalled

@@ -13,11 +13,12 @@ from ..canonical import (
     encode_canonical,
     to_canonical_value,
 )
-from ..declarations import Reversibility
+from ..declarations import Reversibility, ToolDeclaration
+from ..sensitive import DEFAULT_SENSITIVITY, Sensitivity
 
 __all__ = [
     "ENCODING_ERROR_KEY", "RESULT_TYPE_KEY", "REVERSIBILITY_TEXT", "UNDECLARED", "encode_or_marker",
-    "encoding_marker", "raw_args_value", "with_result",
+    "encoding_marker", "raw_args_value", "sensitivity_of", "with_result",
 ]
 
 REVERSIBILITY_TEXT = {kind: kind.value for kind in Reversibility}  # Enum.value is slow per call
@@ -56,3 +57,9 @@ def with_result(base: dict[str, Any], result: Any) -> dict[str, Any]:
     if isinstance(result, (bytes, bytearray, memoryview)):
         return {**base, "result": result, RESULT_TYPE_KEY: "bytes"}
     return {**base, "result": result}
+
+
+def sensitivity_of(decl: ToolDeclaration | None) -> Sensitivity:
+    """What is sensitive in a call's values: its declaration's, the defaults for a tool nobody
+    declared (``core.sensitive``)."""
+    return decl.sensitivity if decl is not None else DEFAULT_SENSITIVITY

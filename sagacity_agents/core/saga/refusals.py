@@ -17,9 +17,10 @@ from ..declarations import ToolDeclaration
 from ..entries import JournalEntry, Phase
 from ..evidence import verified_entries
 from ..grants import grant_for_call
-from ..sensitive import Sensitivity
+from ..protection import remember_raw_args
+from ..sensitive import DEFAULT_SENSITIVITY, Sensitivity
 from .outcomes import OutcomeLog
-from .payloads import REVERSIBILITY_TEXT, encode_or_marker
+from .payloads import REVERSIBILITY_TEXT, encode_or_marker, sensitivity_of
 from .state import SagaCore
 from .status import FailurePolicy, FailureRecord
 from .verdict import VerdictSource, changes_world, read_verdict
@@ -47,16 +48,18 @@ class Refusals:
 
     async def refused_before_intent(
         self, error: Exception, tool: str, call_id: str | None, invocation: str,
-        extra: dict[str, Any],
+        extra: dict[str, Any], spec: Sensitivity = DEFAULT_SENSITIVITY,
     ) -> NoReturn:
         """Journal FAILED (``not_run``) for a call refused before its INTENT, fail the saga,
-        and raise ``error``."""
+        and raise ``error``. ``spec``: what is sensitive in the call's values."""
+        remember_raw_args(self.core.secrets, extra.get("raw_args"), spec)
         seq = None
         try:
             entry = await self.core.journal.append(
                 self.core.saga_id, Phase.FAILED, write_key=f"{invocation}:outcome", tool=tool,
                 call_id=call_id,
                 payload={"intent_seq": None, "not_run": True, "error": str(error), **extra},
+                sensitive=spec,
             )
             seq = entry.seq
         finally:
@@ -125,7 +128,7 @@ class Refusals:
             # The committed hash when there is one: a plain SHA-256 of a card number's arguments
             # could be brute-forced from the journal.
             error, tool, call_id, invocation,
-            {"args": encode_or_marker(args), "args_hash": committed or digest})
+            {"args": encode_or_marker(args), "args_hash": committed or digest}, spec or DEFAULT_SENSITIVITY)
 
     def refuses_effects(self, decl: ToolDeclaration | None) -> bool:
         """Whether the REFUSE_EFFECTS policy refuses a call of a tool declared ``decl`` now: the
@@ -165,7 +168,9 @@ class Refusals:
             payload["args"] = encode_or_marker(args)
         if raw_args is not None:
             payload["raw_args"] = raw_args
+            remember_raw_args(self.core.secrets, raw_args, sensitivity_of(decl))
         invocation = intent.write_key.rsplit(":", 1)[0] if intent else self.core.invocation_id()
-        keys: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id}
+        keys: dict[str, Any] = {"write_key": f"{invocation}:outcome", "tool": tool, "call_id": call_id,
+                                "sensitive": sensitivity_of(decl)}
         await self.outcomes.write(Phase.REFUSED, payload, keys)  # held and retried if refused
         return message

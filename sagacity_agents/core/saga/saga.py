@@ -32,6 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from ...errors import ConfigurationError, LeaseLostError
 from ..compensation import CompensationItem, CompensationReport
+from ..data_keys import DataKeys, SagaSecrets
 from ..declarations import ToolDeclaration
 from ..entries import JournalEntry
 from ..evidence import Evidence
@@ -102,6 +103,9 @@ class Saga:
         lease_seconds: duration of the run lease this object takes in :meth:`start_run` (see
             ``core.lease``): another process may take the saga over this many seconds after
             the last entry of a run whose holder died.
+        data_keys: the application's data keys (``core.data_keys.DataKeys``), which commit and
+            seal the saga's sensitive values once a run holds its lease; ``None``: the
+            process's keys for ``SAGACITY_DATA_KEY`` (``core.protection.default_data_keys``).
 
     Raises:
         ValueError: ``lease_seconds`` is not a positive number.
@@ -117,10 +121,12 @@ class Saga:
         metadata: dict[str, Any] | None = None,
         evidence: Evidence | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        data_keys: DataKeys | None = None,
     ) -> None:
         lease_seconds = check_lease_seconds(lease_seconds)
         self.core = core = SagaCore(journal, saga_id, policy=policy,
-                                    in_flight_timeout=in_flight_timeout, evidence=evidence)
+                                    in_flight_timeout=in_flight_timeout, evidence=evidence,
+                                    data_keys=data_keys)
         self.tools = tools = ToolRegistry()
         self.lifecycle = lifecycle = RunLifecycle(core, metadata or {}, lease_seconds)
         self.outcomes = outcomes = OutcomeLog(core, tools)
@@ -144,6 +150,9 @@ class Saga:
     lease_lost: _PartAttribute[LeaseLostError | None] = _PartAttribute("core")
     unjournaled: _PartAttribute[list[str]] = _PartAttribute("core")
     last_journaled: _PartAttribute[float] = _PartAttribute("core")
+    data_keys: _PartAttribute[DataKeys] = _PartAttribute("core")
+    secrets: _PartAttribute[SagaSecrets | None] = _PartAttribute("core")
+    """The saga's secrets once a run holds its lease (``core.protection``), else ``None``."""
     declarations: _PartAttribute[dict[str, ToolDeclaration]] = _PartAttribute("tools")
     agent_declarations: _PartAttribute[dict[tuple[str | None, str], ToolDeclaration]] = \
         _PartAttribute("tools")

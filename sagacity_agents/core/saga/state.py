@@ -15,12 +15,14 @@ from typing import Any
 
 from ...errors import LeaseLostError, RunStalledError
 from ..entries import JournalEntry
+from ..data_keys import DataKeys, SagaSecrets
 from ..evidence import Evidence
 from ..fence import FencedJournal
 from ..identity import Derivation, check_saga_id
 from ..journal import Journal
 from ..lease import RunProgress
 from ..scrub import scrub_text
+from ..protection import default_data_keys
 from .status import FailurePolicy, FailureRecord, SagaStatus
 
 __all__ = ["CallFrame", "InFlight", "SagaCore"]
@@ -66,7 +68,7 @@ class SagaCore:
 
     def __init__(
         self, journal: Journal, saga_id: str | None, *, policy: FailurePolicy,
-        in_flight_timeout: float, evidence: Evidence | None,
+        in_flight_timeout: float, evidence: Evidence | None, data_keys: DataKeys | None = None,
     ) -> None:
         check_saga_id(saga_id)
         self.fresh_id = saga_id is None
@@ -110,6 +112,12 @@ class SagaCore:
         reopened saga again (its first close holds this one)."""
         self.progress = RunProgress()
         """What the run is doing: the lease keeper renews only while it makes progress."""
+        self.data_keys = data_keys if data_keys is not None else default_data_keys()
+        """The application's data keys (``core.protection``; shared by its writers)."""
+        self.secrets: SagaSecrets | None = None
+        """The saga's secrets, set once a run holds its lease (``RunLifecycle.start_run``):
+        every append of the saga through :attr:`journal` commits its sensitive values; undos
+        and checks open them (``core.protection.opened``)."""
 
     def invocation_id(self) -> str:
         """A new write-key prefix for one call."""

@@ -44,6 +44,12 @@ run; anything else is unknown. In Python, ``check`` may instead be a callable
 (``saga resolve --ran --undo-data``) stands in for the result the same way, and must hold every
 key the undo's ``$.result`` paths start with.
 
+``sensitive`` (optional) lists the tool's sensitive fields besides the defaults (field names,
+or paths rooted at ``args``, ``result``, ``undo_data``...: ``["card_number", "result.token"]``);
+``sensitive_defaults`` (optional) switches the defaults per tool: ``{"names": true,
+"card_numbers": true, "exempt": ["token"]}`` (``core.sensitive.Sensitivity``). Such values are
+committed in the journal, never held in clear (docs/sensitive-data.md).
+
 ``definition_sha256`` (optional, written by ``observe``) pins the tool's definition as the server
 listed it (name, description, input schema; :func:`definition_digest`): a tool whose listed
 definition no longer hashes to it is *undeclared* until the policy is reviewed, like a tool the
@@ -65,7 +71,8 @@ from ...core.canonical import (
     sha256_hex,
     to_canonical_value,
 )
-from ...core.declarations import Reversibility
+from ...core.declarations import Reversibility, SensitiveSpec
+from ...core.sensitive import Sensitivity
 from ...errors import DeclarationError, EncodingError
 
 __all__ = [
@@ -257,10 +264,17 @@ class McpToolPolicy:
     """The call's deadline, seconds (``deadline_seconds``; ``None``: the saga's default)."""
     check: McpCheck | Callable[[Any], Any] | None = None
     """The far-side check of a call in doubt (module doc)."""
+    sensitive: SensitiveSpec = None
+    """What is sensitive in the tool's values (module doc), a
+    :class:`~sagacity_agents.core.sensitive.Sensitivity` once built."""
 
     def __post_init__(self) -> None:
         kind = Reversibility(self.reversibility)
         object.__setattr__(self, "reversibility", kind)
+        try:
+            object.__setattr__(self, "sensitive", Sensitivity.of(self.sensitive))
+        except (TypeError, ValueError) as exc:
+            raise DeclarationError(f"sensitive: {exc}") from None
         if (kind is Reversibility.COMPENSATABLE) != (self.undo is not None):
             raise DeclarationError(
                 "a compensatable MCP tool needs an undo ({'tool': ..., 'arguments': {...}}), and "
@@ -288,11 +302,41 @@ def _tool_from_json(name: str, data: Any) -> McpToolPolicy:
         check = McpCheck(check["tool"])
     try:
         return McpToolPolicy(data["reversibility"], undo, data.get("definition_sha256"),
-                             data.get("deadline_seconds"), check)
+                             data.get("deadline_seconds"), check, _sensitivity_from_json(name, data))
     except ValueError as exc:
         raise DeclarationError(f"policy tool {name!r}: {exc}") from exc
     except DeclarationError as exc:
         raise DeclarationError(f"policy tool {name!r}: {exc}") from exc
+
+
+_DEFAULT_SWITCHES = frozenset({"names", "card_numbers", "exempt"})
+
+
+def _sensitivity_from_json(name: str, data: Mapping[str, Any]) -> Sensitivity:
+    """A tool's ``sensitive`` and ``sensitive_defaults`` as a :class:`Sensitivity`.
+
+    Raises:
+        DeclarationError: ``sensitive`` is not a list of strings, or ``sensitive_defaults`` not
+            an object of the switches the module doc names (booleans; ``exempt`` a list of names).
+    """
+    fields = data.get("sensitive", [])
+    switches = data.get("sensitive_defaults", {})
+    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+        raise DeclarationError("sensitive must be a list of field names or "
+                               f"paths (e.g. [\"card_number\", \"result.token\"]), got {fields!r}")
+    if not isinstance(switches, Mapping) or not _DEFAULT_SWITCHES.issuperset(switches) or any(
+            not isinstance(switches.get(k, True), bool) for k in ("names", "card_numbers")) or not (
+            isinstance(switches.get("exempt", []), list)
+            and all(isinstance(e, str) for e in switches.get("exempt", []))):
+        raise DeclarationError(
+            "sensitive_defaults must be an object with \"names\" and "
+            f"\"card_numbers\" (booleans) and \"exempt\" (a list of names), got {switches!r}")
+    try:
+        return Sensitivity(frozenset(fields), names=switches.get("names", True),
+                           card_numbers=switches.get("card_numbers", True),
+                           exempt=frozenset(switches.get("exempt", [])))
+    except ValueError as exc:
+        raise DeclarationError(f"sensitive: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,8 @@ class McpProtection:
                     undo=self._undo(entry.undo) if entry.undo is not None else None,
                     declaration_id=_declaration_id(self.server_name, name, entry),
                     deadline=entry.deadline, check=self._check(name, entry.check),
-                    undo_needs=entry.undo.result_keys() if entry.undo is not None else ())
+                    undo_needs=entry.undo.result_keys() if entry.undo is not None else (),
+                    sensitivity=entry.sensitive)
             except DeclarationError as exc:
                 raise as_user_error(exc) from None
 
