@@ -7,6 +7,8 @@ refuses clearly instead of running the undo on masks."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import io
 import json
 
@@ -19,10 +21,13 @@ from sagacity_agents import SagaStatus, compensable, record_undo_data
 from sagacity_agents.backends import Phase
 from sagacity_agents.core.audit import export_audit
 from sagacity_agents.core.data_keys import DataKeys, MasterKey
+from sagacity_agents.core.erasure import erase
 from sagacity_agents.errors import DataErasedError, SagacityError
 from tests.evidence.test_audit_export import doc_blocks
 
-from .helpers import CARD, MASTER_TEXT, data_keys, leaks, open_sagacity, payment_agent, stored_bytes
+from .helpers import (
+    CARD, MASTER_TEXT, data_keys, leaks, open_sagacity, payment_agent, sqlite_files, stored_bytes,
+)
 
 pytestmark = pytest.mark.case("X-04")
 
@@ -39,9 +44,29 @@ def keyring(tmp_path) -> str:
     return keys
 
 
+FAR = dt.datetime(2100, 1, 1, tzinfo=dt.UTC)
+"""A clock past every call's deadline: a closed saga erases without force."""
+
+
 async def _erase(s, saga_id: str, *, force: bool = False, reason: str = "GDPR art. 17, ticket 12"):
-    """The erasure API (``sagacity saga erase SAGA_ID --as NAME --reason TEXT``)."""
+    """The erasure API (``sagacity saga erase SAGA_ID --as NAME --reason TEXT``), judged now: a
+    saga just run has calls before their deadline (a late outcome could still land)."""
     return await s.erase(saga_id, by="dpo", reason=reason, force=force)
+
+
+async def _erase_later(s, saga_id: str):
+    """The same erasure judged at :data:`FAR` (``core.erasure.erase``, which ``Sagacity.erase``
+    calls with the system clock), with the instance's keys and evidence."""
+    return await erase(s.journal, s.data_keys, saga_id, by="dpo", reason="GDPR art. 17, ticket 12",
+                       now=FAR, evidence=s.evidence)
+
+
+async def _cli(*args: str, env: dict[str, str] | None = None):
+    """``sagacity ARGS`` (its own event loop: in a thread, out of the test's)."""
+    from sagacity_agents.cli import cli
+
+    runner = CliRunner(env={"COLUMNS": "250", **(env or {})})
+    return await asyncio.to_thread(runner.invoke, cli, list(args))
 
 
 async def test_erased_values_are_gone_and_the_evidence_still_verifies(place, with_master, keyring, tmp_path):
@@ -55,7 +80,9 @@ async def test_erased_values_are_gone_and_the_evidence_still_verifies(place, wit
         entries = await s.journal.entries(result.saga_id)
         sealed = [e for e in entries if e.sealed is not None]
         assert sealed
-        await _erase(s, result.saga_id)
+        with pytest.raises(SagacityError, match="deadline"):
+            await _erase(s, result.saga_id)  # now: a late outcome could still land
+        await _erase_later(s, result.saga_id)
         (gone,) = await store.data_keys(result.saga_id)
         assert gone.wrapped is None and gone.erased_by == "dpo" and gone.erased_at
         stored = await stored_bytes(place.name, place.location, s.journal, s.approvals)
@@ -84,25 +111,29 @@ async def test_erased_values_are_gone_and_the_evidence_still_verifies(place, wit
 
 
 async def test_journal_show_prints_erased_and_the_command_line_erases(tmp_path, with_master):
-    """On SQLite, ``sagacity saga erase SAGA_ID --as NAME --reason TEXT`` then ``journal show``
-    prints ``[erased]`` where the values stood."""
-    from sagacity_agents.cli import cli
-
+    """On SQLite, ``sagacity saga erase SAGA_ID --as NAME --reason TEXT`` (forced: the calls are
+    still before their deadline) then ``journal show`` prints ``[erased]`` where the values stood,
+    and ``journal verify`` passes."""
     db = str(tmp_path / "journal.db")
     s = open_sagacity(db, data_keys(True))
     try:
         result = await s.run(payment_agent([]), "pay")
     finally:
         await s.aclose()
-    runner = CliRunner(env={"SAGACITY_DATA_KEY": MASTER_TEXT, "COLUMNS": "250"})
-    done = runner.invoke(cli, ["saga", "erase", result.saga_id, "--as", "dpo", "--reason",
-                               "GDPR art. 17", "--db", db])
+    env = {"SAGACITY_DATA_KEY": MASTER_TEXT}
+    refused = await _cli("saga", "erase", result.saga_id, "--as", "dpo", "--reason", "GDPR", "--db", db,
+                         env=env)
+    assert refused.exit_code == 1, refused.output
+    done = await _cli("saga", "erase", result.saga_id, "--as", "dpo", "--reason",
+                      "GDPR art. 17, no late outcome possible: the provider confirmed", "--force",
+                      "--db", db, env=env)
     assert done.exit_code == 0, done.output
-    shown = runner.invoke(cli, ["journal", "show", result.saga_id, "--full", "--db", db])
+    shown = await _cli("journal", "show", result.saga_id, "--full", "--db", db)
     assert shown.exit_code == 0, shown.output
     assert "[erased]" in shown.output and leaks(shown.output) == []
-    verified = runner.invoke(cli, ["journal", "verify", "--db", db])
+    verified = await _cli("journal", "verify", "--db", db)
     assert verified.exit_code == 0, verified.output
+    assert leaks(sqlite_files(db)) == []
 
 
 def _paused_agent() -> Agent:
