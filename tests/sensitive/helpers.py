@@ -150,6 +150,28 @@ def declared_tools(undone: list[dict[str, Any]]) -> list[FunctionTool]:
     return [open_account]
 
 
+def charge_and_ship(refund: Callable[[Any], None], *, scope: str,
+                    sensitive: set[str] | None = None) -> list[FunctionTool]:
+    """A charge that records the card number in its undo data (``{"card", "charge_id"}``),
+    refunded by ``refund``, and a shipping step that always fails: the saga undoes the charge."""
+    declared = {} if sensitive is None else {"sensitive": sensitive}
+
+    @function_tool
+    @compensable(undo=refund, scope=scope, **declared)
+    def charge_card(card_number: str, amount_eur: int) -> str:
+        """Charge a card."""
+        record_undo_data({"card": card_number, "charge_id": "ch_9"})
+        return "charged"
+
+    @function_tool
+    @compensable(undo=lambda ctx: None, scope=scope)
+    def ship(order: str) -> str:
+        """Ship an order."""
+        raise RuntimeError("warehouse closed")
+
+    return [charge_card, ship]
+
+
 def payment_agent(undone: list[dict[str, Any]]) -> Agent[Any]:
     """Charge (card + CVV), fetch a token, open an account (declared), then a login that fails
     quoting the password: the saga fails and undoes the account and the charge."""
@@ -292,7 +314,7 @@ def log_text(records: Iterable[Any]) -> str:
 
 __all__ = [
     "CARD", "CVV", "DATA_KEY_ENVVAR", "IBAN", "MASTER_TEXT", "OTHER_CARD", "PASSWORD", "PHRASE",
-    "TOKEN", "LoginRefused", "audit_text", "data_keys", "declared_tools", "deterministic_random",
+    "TOKEN", "LoginRefused", "audit_text", "charge_and_ship", "data_keys", "declared_tools", "deterministic_random",
     "leaks", "log_text", "needles", "object_bytes", "open_sagacity", "otel_text", "payment_agent",
     "payment_tools", "pg_dump", "span_text", "sqlite_files", "stored_bytes",
 ]

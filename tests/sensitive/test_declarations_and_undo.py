@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from agents import function_tool
 
-from sagacity_agents import SagaStatus, compensable, record_undo_data
+from sagacity_agents import SagaStatus, compensable
 from sagacity_agents.backends import Phase
 from sagacity_agents.core.sensitive import is_committed
 from sagacity_agents.errors import ConfigurationError
 
-from .helpers import CARD, data_keys, leaks, open_sagacity, stored_bytes
+from .helpers import CARD, charge_and_ship, data_keys, leaks, open_sagacity, stored_bytes
 from tests.sdk.helpers import agent, scripted
 
 
@@ -45,27 +45,11 @@ def test_sensitive_undo_data_without_a_master_key_is_refused_at_declaration(with
 def _charging_agent(undone: list, sensitive: set[str] | None):
     """Charge (undo data: the card number and the charge id), then a step that fails: the
     charge is refunded with the undo data it recorded."""
-    declared = {} if sensitive is None else {"sensitive": sensitive}
-
-    def refund(ctx) -> None:
-        undone.append(dict(ctx.undo_data))
-
-    @function_tool
-    @compensable(undo=refund, scope="sensitive-undo", **declared)
-    def charge_card(card_number: str, amount_eur: int) -> str:
-        """Charge a card."""
-        record_undo_data({"card": card_number, "charge_id": "ch_9"})
-        return "charged"
-
-    @function_tool
-    @compensable(undo=lambda ctx: None, scope="sensitive-undo")
-    def ship(order: str) -> str:
-        """Ship an order."""
-        raise RuntimeError("warehouse closed")
-
     model = scripted([("charge_card", {"card_number": CARD, "amount_eur": 50}, "c1")],
                      [("ship", {"order": "o-1"}, "c2")], "done")
-    return agent(model, charge_card, ship)
+    tools = charge_and_ship(lambda ctx: undone.append(dict(ctx.undo_data)), scope="sensitive-undo",
+                            sensitive=sensitive)
+    return agent(model, *tools)
 
 
 @pytest.mark.case("X-02")

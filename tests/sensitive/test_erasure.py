@@ -17,7 +17,7 @@ from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 from click.testing import CliRunner
 
-from sagacity_agents import SagaStatus, compensable, record_undo_data
+from sagacity_agents import SagaStatus
 from sagacity_agents.backends import Phase
 from sagacity_agents.core.audit import export_audit
 from sagacity_agents.core.data_keys import DataKeys, MasterKey
@@ -26,7 +26,7 @@ from sagacity_agents.errors import DataErasedError, SagacityError
 from tests.evidence.test_audit_export import doc_blocks
 
 from .helpers import (
-    CARD, MASTER_TEXT, data_keys, leaks, open_sagacity, payment_agent, sqlite_files, stored_bytes,
+    CARD, MASTER_TEXT, charge_and_ship, data_keys, leaks, open_sagacity, payment_agent, sqlite_files, stored_bytes,
 )
 
 pytestmark = pytest.mark.case("X-04")
@@ -175,26 +175,14 @@ def _refund_agent(refunds: list, *, fail: bool, first: bool) -> Agent:
             raise RuntimeError("bank offline")
         refunds.append(dict(ctx.undo_data))
 
-    @function_tool
-    @compensable(undo=refund, scope="sensitive-erasure", sensitive={"undo_data.card"})
-    def charge_card(card_number: str, amount_eur: int) -> str:
-        """Charge a card."""
-        record_undo_data({"card": card_number, "charge_id": "ch_5"})
-        return "charged"
-
-    @function_tool
-    @compensable(undo=lambda ctx: None, scope="sensitive-erasure")
-    def ship(order: str) -> str:
-        """Ship an order."""
-        raise RuntimeError("warehouse closed")
-
     model = ScriptedModel()
     if first:
         model.enqueue([function_call("charge_card", {"card_number": CARD, "amount_eur": 5},
                                      call_id="c1")])
         model.enqueue([function_call("ship", {"order": "o-1"}, call_id="c2")])
     model.enqueue([assistant_message("done")])
-    return Agent(name="shop", model=model, tools=[charge_card, ship])
+    tools = charge_and_ship(refund, scope="sensitive-erasure", sensitive={"undo_data.card"})
+    return Agent(name="shop", model=model, tools=tools)
 
 
 async def test_a_recovery_that_needs_erased_undo_data_refuses_clearly(place, with_master):
