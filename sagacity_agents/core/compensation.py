@@ -50,7 +50,7 @@ from .journal import CLAIMANT_KEY, Journal, new_claimant
 from .ledger import SagaLedger, UndoState
 from .lease import intent_in_doubt_note
 from .observe_undo import begin_undo, end_undo
-from .protection import erased_reason, undo_payloads
+from .protection import erased_reason, held_secrets, undo_payloads
 from .undo import (
     CompensationContext,
     StopSignal,
@@ -365,7 +365,7 @@ async def compensate(
     if ledger is None:
         ledger = SagaLedger(await verified_entries(journal, saga_id, evidence))
     walk = _Walk(journal, saga_id, claimant or new_claimant(), stop)
-    walk.secrets = secrets if secrets is not None else getattr(journal, "secrets", {}).get(saga_id)
+    walk.secrets = secrets if secrets is not None else held_secrets(journal, saga_id)
     walk.derivation = derivation_of(ledger.entries, await journal_id_of(journal))
     walk.in_doubt.extend(
         CompensationItem(e.seq, e.tool, e.call_id,

@@ -39,10 +39,12 @@ from .data_keys import (
 )
 from .entries import JournalEntry
 from .fence import FencedJournal, JournalView
-from .sensitive import DEFAULT_SENSITIVITY, MIN_KNOWN_LENGTH, Sensitivity, masked, redact
+from .sensitive import (
+    DEFAULT_SENSITIVITY, MIN_KNOWN_LENGTH, Sensitivity, is_committed, masked, redact,
+)
 
 __all__ = [
-    "data_keys_of", "default_data_keys", "erased_reason", "opened", "protected_view",
+    "data_keys_of", "default_data_keys", "erased_reason", "held_secrets", "opened", "protected_view",
     "remember_raw_args", "secure", "undo_payloads",
 ]
 
@@ -99,8 +101,8 @@ async def secure(view: Any, data_keys: DataKeys, saga_id: str, *,
     through it is protected.
 
     Args:
-        view: the writer's view (``core.fence.JournalView``; a backend without ``secrets`` only
-            gets nothing set: its appends are not protected).
+        view: the writer's view (``core.fence.JournalView``; a backend gets nothing set: its
+            appends are not protected).
         data_keys: the application's keys.
         saga_id: the saga.
         journal_id: the journal's id when the caller has read it (``""``: it has none);
@@ -164,7 +166,24 @@ def opened(secrets: SagaSecrets | None, entry: JournalEntry) -> Any:
     payload = entry.payload
     if secrets is not None:
         payload = secrets.reveal(payload, getattr(entry, "sealed", None), entry.write_key)
+        if payload is not entry.payload:
+            _learn(secrets, entry.payload, payload)
     return masked(payload)
+
+
+def _learn(secrets: SagaSecrets, committed: Any, clear: Any) -> None:
+    """Remember the clear strings ``clear`` holds where ``committed`` holds committed values:
+    a recovery in another process then masks them in what it journals (an undo's error text
+    quoting the card it was given), as the run that first saw them did."""
+    if is_committed(committed):
+        if isinstance(clear, str) and len(clear) >= MIN_KNOWN_LENGTH:
+            secrets.known.add(clear)
+    elif isinstance(committed, dict) and isinstance(clear, dict):
+        for key, value in committed.items():
+            _learn(secrets, value, clear.get(key))
+    elif isinstance(committed, list) and isinstance(clear, list):
+        for old, new in zip(committed, clear):
+            _learn(secrets, old, new)
 
 
 def undo_payloads(secrets: SagaSecrets | None, intent: JournalEntry,
@@ -200,3 +219,9 @@ def protected_view(journal: Any, saga_id: str, secrets: SagaSecrets) -> Any:
     view = JournalView(journal, tagger=journal.tagger if isinstance(journal, JournalView) else None)
     view.secrets[saga_id] = secrets
     return view
+
+
+def held_secrets(journal: Any, saga_id: str) -> SagaSecrets | None:
+    """The secrets a writer's view holds for ``saga_id`` (``None``: none, or not a view)."""
+    found = journal.secrets.get(saga_id) if isinstance(journal, JournalView) else None
+    return found if isinstance(found, SagaSecrets) else None
