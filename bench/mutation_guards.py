@@ -175,6 +175,11 @@ GUARDS: tuple[Guard, ...] = (
           ("_context_lost",),
           "undo data from a thread without the call's context: raise, mark the calls in flight",
           ("tests/sdk/test_undo_data_threads.py",)),
+    Guard("sagacity_agents.core.erasure",
+          ("erasure_refusal", "_open_refusal", "_deadline_refusal"),
+          "erasure of a saga's data key: refused while open, awaiting approval, in doubt, "
+          "reopened, closed dirty, or a call or undo before its deadline",
+          (f"{_GUARDS}test_erasure_refusal.py",)),
     Guard("sagacity_agents.core.saga.verdict",
           ("changes_world", "SagaVerdict.failed", "SagaVerdict.blocks_output"),
           "the guardrail verdict: output withheld, effects refused after a failure",

@@ -17,8 +17,9 @@ from ..core.authenticity import signing_view
 from ..core.data_keys import DATA_KEY_ENVVAR, PREVIOUS_DATA_KEYS_ENVVAR, DataKeys, DataKeyStore
 from ..core.erasure import Erasure, erase, erasure_refusal
 from ..core.evidence import Evidence
+from ..core.fence import backend_of
 from ..core.identity import RESERVED_PREFIX, journal_id_of
-from ..core.journal import Journal, utc_now
+from ..core.journal import Journal, capabilities_of, utc_now
 from ..core.ledger import is_closed
 from ..errors import ConfigurationError, DataKeyError, SagacityError, SagaStateError
 from ..render import data_text, make_console
@@ -62,7 +63,7 @@ async def _retention_candidates(journal: Journal, seconds: float,
                                 now: dt.datetime) -> list[tuple[str, list[Any]]]:
     """Every saga (reserved ones aside) closed more than ``seconds`` before ``now`` whose
     data key is still stored, oldest id order, with its entries."""
-    store = getattr(journal, "backend", journal)
+    store = backend_of(journal)
     cutoff = now - dt.timedelta(seconds=seconds)
     found = []
     for saga_id in await journal.saga_ids():
@@ -215,7 +216,8 @@ def journal_rewrap_keys(db: str) -> None:
                            f"{PREVIOUS_DATA_KEYS_ENVVAR} to the old ones)")
 
     async def work(opened: Journal) -> int:
-        _needs_store(opened)
+        if not capabilities_of(opened).data_keys:  # the store's full set, rewrap included
+            raise UsageFailure(f"{opened!r} keeps no data keys: nothing to rewrap")
         journal_id = await journal_id_of(opened) or ""
         return await opened.rewrap_data_keys(  # type: ignore[attr-defined, no-any-return]
             lambda row: keys.rewrapped(journal_id, row))

@@ -235,7 +235,7 @@ class AppendRequest:
                 alone on every backend (SQLite would fail its binding inside a shared commit).
             ValueError: an empty saga id or write key, a negative ``expected_seq``, a claim
                 (:data:`CLAIM_PHASES`) whose payload has no claimant nonce, a fenced payload
-                that is not a mapping (or already holds the fence's keys), a fence below 1,
+                that is not a mapping (or already holds the fence's keys), a fence below 1, or
                 ``late`` without a fence or on a phase not in :data:`LATE_PHASES`, or an
                 access-log phase (``entries.ACCESS_PHASES``) outside ``entries.ACCESS_SAGA``.
         """

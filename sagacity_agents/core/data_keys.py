@@ -191,21 +191,7 @@ class DataKeyStore(Protocol):
         ...
 
     async def erase_data_keys(self, saga_id: str, *, by: str, reason: str) -> int:
-        """Delete the wrapped bytes of every generation of ``saga_id`` for good, leaving a
-        tombstone per generation. Returns the number of generations erased (0: none held bytes).
-
-        Raises:
-            JournalError: storage failed, or the role may not delete (PostgreSQL).
-        """
-        ...
-
-    async def rewrap_data_keys(self, rewrap: Callable[[StoredDataKey], tuple[str, bytes]]) -> int:
-        """Replace every stored (non-erased) wrapped key by ``rewrap(row)`` = ``(master_key_id,
-        wrapped)`` (master-key rotation). Returns the number of rows rewritten.
-
-        Raises:
-            JournalError: storage failed. What ``rewrap`` raises (nothing is changed).
-        """
+        """Destroy every wrapped key of ``saga_id`` (tombstones stay); the number erased."""
         ...
 
 

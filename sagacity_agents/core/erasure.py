@@ -157,10 +157,11 @@ def erasure_refusal(saga_id: str, entries: Sequence[JournalEntry],
     if ledger.in_doubt() or ledger.undo_in_doubt():
         return SagaStateError(f"saga {saga_id} has calls or undos in doubt: resolve them first",
                               code="IN_DOUBT")
-    closing = entries[-1].payload if isinstance(entries[-1].payload, dict) else {}
-    report = closing.get("report") if isinstance(closing.get("report"), dict) else {}
+    closing = entries[-1].payload
+    report = closing.get("report") if isinstance(closing, dict) else None
     dirty = [f"{name} seq {row.get('seq')}" for name in _DIRTY_LISTS
-             for row in report.get(name) or () if isinstance(row, dict)]
+             for row in (report.get(name) or () if isinstance(report, dict) else ())
+             if isinstance(row, dict)]
     if dirty:
         return SagaStateError(f"saga {saga_id} closed still dirty ({', '.join(dirty)}): a repair "
                               "may need its data", code="DIRTY")

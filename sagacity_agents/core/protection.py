@@ -120,6 +120,7 @@ async def secure(view: Any, data_keys: DataKeys, saga_id: str, *,
     held = getattr(view, "secrets", None)
     if isinstance(held, dict):
         held[saga_id] = secrets
+        view.data_keys = data_keys  # a late append reloads from them (FencedJournal.rekey)
     return secrets
 
 

@@ -419,14 +419,14 @@ class Recovery:
         await saga.begin_run("close", verified=entries)  # refused while another run holds it
         return await saga.finish(error=None, close=True)
 
-    async def erase(self, saga_id: str, *, by: str, reason: str, force: bool = False,
-                    data_keys: DataKeys | None = None) -> Erasure:
+    async def erase(self, saga_id: str, *, by: str, reason: str, force: bool = False) -> Erasure:
         """Destroy ``saga_id``'s data key (its sensitive values become unrecoverable; the chain
         and tags still verify), judged at this service's clock and verified with its evidence;
-        the DATA_ERASED access-log entry is written through its journal (tagged by its keyring):
-        ``core.erasure.erase`` for the arguments, the refusal rules and the errors."""
-        return await erase(self.journal, data_keys, saga_id, by=by, reason=reason, force=force,
-                           now=self.clock(), evidence=self.evidence)
+        the DATA_ERASED access-log entry is written through its journal (tagged by its keyring)
+        and this service's copy of the keys is forgotten: ``core.erasure.erase`` for the
+        arguments, the refusal rules and the errors."""
+        return await erase(self.journal, self.data_keys, saga_id, by=by, reason=reason,
+                           force=force, now=self.clock(), evidence=self.evidence)
 
     async def refuse_if_waiting(
         self, saga_id: str, what: str, entries: Sequence[JournalEntry] | None = None,

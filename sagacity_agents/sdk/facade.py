@@ -358,8 +358,7 @@ class Sagacity:
         chain and tags still verify; refused while the saga may still need them unless ``force``
         (with ``reason``). Returns a ``core.erasure.Erasure``; ``Recovery.erase``,
         ``core.erasure.erase`` (rules and errors)."""
-        return await self._service().erase(saga_id, by=by, reason=reason, force=force,
-                                           data_keys=getattr(self, "data_keys", None))
+        return await self._service().erase(saga_id, by=by, reason=reason, force=force)
 
     async def approve(self, request_id: str, *, approver: str, reason: str | None = None) -> Any:
         """Approve a request: journals APPROVED (approver, reason, the hash decided on).

@@ -25,7 +25,6 @@ from sagacity_agents.core.sensitive import masked
 from sagacity_agents.core.signing import Keyring, generate_key
 from sagacity_agents.backends.memory.approvals import InMemoryApprovalStore
 from sagacity_agents.errors import DataErasedError
-from tests.backends import BACKENDS
 from tests.evidence.test_audit_export import run_doc_verifier
 
 from .sagas import CARD, FAR, TOKEN, keys, write_saga
@@ -33,13 +32,6 @@ from .sagas import CARD, FAR, TOKEN, keys, write_saga
 pytestmark = pytest.mark.case("X-04")
 
 
-@pytest.fixture(params=BACKENDS, ids=str)
-def place(request):
-    backend = request.param
-    location = backend.location(request)
-    opened = backend.journal(location)
-    yield backend, location, opened
-    asyncio.run(opened.close())
 
 
 @pytest.fixture
@@ -62,8 +54,9 @@ async def test_erased_values_stay_unrecoverable_with_the_master_key_and_everythi
     assert clear[2]["args"]["card_number"] == CARD and clear[3]["result"]["token"] == TOKEN
 
     evidence = Evidence(keyring=keyring)
-    recovery = Recovery(journal, InMemoryApprovalStore(), evidence=evidence, clock=lambda: FAR)
-    done = await recovery.erase("s", by="dpo", reason="gdpr art. 17", data_keys=data_keys)
+    recovery = Recovery(journal, InMemoryApprovalStore(), evidence=evidence, clock=lambda: FAR,
+                        data_keys=data_keys)
+    done = await recovery.erase("s", by="dpo", reason="gdpr art. 17")
     assert done.generations == (1,) and done.entry is not None
     assert done.entry.tag_key == "host-1"  # the access log is signed by this host's key
 

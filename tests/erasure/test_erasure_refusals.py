@@ -5,7 +5,6 @@ dirty, a call before its deadline), each rule alone; ``force`` with a reason ove
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
@@ -14,19 +13,12 @@ from sagacity_agents.core.erasure import erase, erasure_refusal
 from sagacity_agents.core.fence import JournalView
 from sagacity_agents.core.journal import utc_now
 from sagacity_agents.errors import JournalWriteError, SagaStateError
-from tests.backends import BACKENDS
 
 from .sagas import FAR, keys, write_saga
 
 pytestmark = pytest.mark.case("X-04")
 
 
-@pytest.fixture(params=BACKENDS, ids=str)
-def journal(request):
-    backend = request.param
-    opened = backend.journal(backend.location(request))
-    yield opened
-    asyncio.run(opened.close())
 
 
 async def _live(journal, saga_id):
