@@ -80,12 +80,26 @@ _GUARDS = "tests/guards/"
 GUARDS: tuple[Guard, ...] = (
     Guard("sagacity_agents.core.grants",
           ("consumed_decisions", "grant_for_call", "requests_void"),
-          "call-time grant: arguments hash, approved, consume-once, claims; closed-saga void",
-          (f"{_GUARDS}test_call_time_grant_refusals.py",)),
+          "call-time grant: arguments hash (of the request's version: clear or committed), "
+          "approved, consume-once, claims; closed-saga void",
+          (f"{_GUARDS}test_call_time_grant_refusals.py", f"{_GUARDS}test_sensitive_approval_refusals.py")),
     Guard("sagacity_agents.sdk.approvals",
-          ("_check_against_journal", "ApprovalDesk.decide", "ApprovalDesk.restore"),
-          "decision-time and resume-time checks of a request against the journal and snapshot",
-          (f"{_GUARDS}test_approval_checks_at_decision_and_resume.py",)),
+          ("_check_against_journal", "ApprovalDesk.decide", "ApprovalDesk.restore",
+           "ApprovalDesk._opened", "_bound_args", "_check_hash", "_journaled_version"),
+          "decision-time and resume-time checks of a request against the journal and snapshot; "
+          "a sealed snapshot opens only under the saga's key, a version 2 request binds the "
+          "committed arguments, a version 1 one holding a sensitive value and a masked snapshot "
+          "that lost the value are refused",
+          (f"{_GUARDS}test_approval_checks_at_decision_and_resume.py",
+           f"{_GUARDS}test_sensitive_approval_refusals.py",
+           "tests/approvals/test_sensitive_approvals.py")),
+    Guard("sagacity_agents.core.approval_args",
+          ("committed_args", "holds_sensitive", "opened_snapshot", "stored_snapshot"),
+          "what an approval binds of a sensitive value (its commitment, stable across the call's "
+          "entries) and how a paused run's snapshot is kept (sealed with a master key, else "
+          "masked) and opened (only under the saga's key)",
+          (f"{_GUARDS}test_sensitive_approval_refusals.py",
+           "tests/approvals/test_sensitive_approvals.py")),
     Guard("sagacity_agents.core.chain",
           ("check_anchor", "verify_entries", "_verify_chain", "_encodes_to", "_parsed_fault",
            "verify_rows"),
@@ -101,11 +115,11 @@ GUARDS: tuple[Guard, ...] = (
            "tests/sensitive/test_access_log.py")),
     Guard("sagacity_agents.core.approval_rule",
           ("approval_problem", "bound_arguments", "_trail_problem", "_decision_problem",
-           "_consumed_problem", "_intent_problem"),
+           "_consumed_problem", "_intent_problem", "_same_raw_call"),
           "the approval rule in verify: an irreversible call cites its approved, consumed request "
           "with the approved arguments hash; nothing runs under a rejected, voided or expired "
           "request; a request is decided, consumed and used once",
-          (f"{_GUARDS}test_approval_rule.py",)),
+          (f"{_GUARDS}test_approval_rule.py", f"{_GUARDS}test_sensitive_approval_refusals.py")),
     Guard("sagacity_agents.core.append_rule",
           ("next_entry", "AppendRequest.checks_fence", "reopens", "late_start"),
           "the append rule: fence first, then closed saga (only a late call outcome under its "

@@ -57,7 +57,7 @@ def _remember(secrets: SagaSecrets, found: list[Any]) -> None:
     """Add the clear strings ``found`` to the saga's known values, as ``SagaSecrets.protect``
     does: a later entry's free text (the INTENT's) then masks them too."""
     for item in found:
-        if type(item.value) is str and len(item.value) >= MIN_KNOWN_LENGTH:
+        if item.whole and type(item.value) is str and len(item.value) >= MIN_KNOWN_LENGTH:
             secrets.known.add(item.value)
 
 
@@ -131,7 +131,7 @@ def masked_snapshot(snapshot: dict[str, Any], known: Any = ()) -> dict[str, Any]
     """``snapshot`` (a RunState's JSON) with every card number, and every value in ``known``,
     replaced by its mask in every string (keys are kept): the user's prompt, the model's text and
     each tool call's argument JSON text. What is stored when values cannot be (no master key)."""
-    values = tuple(sorted((k for k in known if len(k) >= MIN_KNOWN_LENGTH), key=len, reverse=True))
+    values = tuple(k for k in known if len(k) >= MIN_KNOWN_LENGTH)
     out: dict[str, Any] = _mask_strings(snapshot, values)
     return out
 

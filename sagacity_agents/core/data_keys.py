@@ -263,7 +263,7 @@ class SagaSecrets:
         if not found:
             return payload, None
         for item in found:
-            if type(item.value) is str and len(item.value) >= MIN_KNOWN_LENGTH:
+            if item.whole and type(item.value) is str and len(item.value) >= MIN_KNOWN_LENGTH:
                 self.known.add(item.value)
         if not self.stored:
             return new, None

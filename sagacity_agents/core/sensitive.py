@@ -212,11 +212,16 @@ DEFAULT_SENSITIVITY = Sensitivity()
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """One sensitive value found in a payload: where, the value (canonical JSON form), its mask."""
+    """One sensitive value found in a payload: where, the value (canonical JSON form), its mask,
+    and whether it is sensitive as a whole (a named or declared field, a card number) rather
+    than a free text holding sensitive parts (only whole values are remembered as known: a
+    text remembered whole would later mask as ``****`` where it masked as ``pw ****`` before,
+    and an approval's committed arguments would no longer hash alike)."""
 
     path: tuple[str | int, ...]
     value: Any
     mask: str
+    whole: bool = True
 
 
 def redact_text(text: str, spec: Sensitivity, known: Iterable[str] = ()) -> str | None:
@@ -226,7 +231,9 @@ def redact_text(text: str, spec: Sensitivity, known: Iterable[str] = ()) -> str 
     if spec.card_numbers and len(text) >= 13:
         out = _CARD_RUN.sub(lambda m: card_mask(m.group()) if is_card_number(m.group())
                             else m.group(), out)
-    for value in known:
+    # Longest first, in a fixed order: a value inside another known one never splits it, and
+    # the same text always gets the same mask (masks are in the hashed bytes).
+    for value in sorted(known, key=lambda v: (-len(v), v)):
         if value in out:
             out = out.replace(value, MASK)
     return None if out == text else out
@@ -249,7 +256,7 @@ def _scan(value: Any, path: tuple[str | int, ...], keys: tuple[str, ...], spec: 
         if len(value) >= 13 or known:
             masked_text = redact_text(value, spec, known)
             if masked_text is not None:
-                found.append(Found(path, value, masked_text))
+                found.append(Found(path, value, masked_text, False))
                 return found[-1]
         return value
     if type(value) is dict:

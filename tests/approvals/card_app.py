@@ -47,3 +47,21 @@ def resumed_agent() -> Agent:
 
 def executions() -> list[str]:
     return LEDGER.read_text().splitlines() if LEDGER.exists() else []
+
+
+@function_tool(needs_approval=True)
+def pay(card_number: str, amount: int) -> str:
+    """A tool nobody declared: journaled from outside its body (its raw arguments)."""
+    with LEDGER.open("a") as fh:
+        fh.write(f"{amount} paid on {card_number}\n")
+    return "paid"
+
+
+def undeclared_agent(first_turn: bool = True) -> Agent:
+    """An agent paying with ``pay`` (undeclared) on its first turn, or only answering."""
+    model = ScriptedModel()
+    if first_turn:
+        model.enqueue([function_call("pay", json.dumps({"card_number": CARD, "amount": 5}),
+                                     call_id="p1")])
+    model.enqueue([assistant_message("done")])
+    return Agent(name="shop", model=model, tools=[pay])

@@ -213,3 +213,23 @@ async def test_the_approver_sees_the_card_only_where_the_key_is(place, monkeypat
     for keys in (DataKeys(), DataKeys(MasterKey.from_text(OTHER_KEY))):
         args, _raw, clear = await approver_view(stored, s.journal, keys)
         assert not clear and args == {"card_number": "**** **** **** 0002", "amount": 5}
+
+
+async def test_an_undeclared_tool_journaled_from_its_raw_text_is_bound_too(place, monkeypatch):
+    """A call journaled from outside its body stores its raw text, committed as a whole when it
+    holds the card: the approval rule checks that commitment against the pause's, with no key."""
+    monkeypatch.setenv("SAGACITY_DATA_KEY", KEY)
+    s = place.sagacity()
+    result = await s.run(card_app.undeclared_agent(), card_app.PROMPT)
+    assert result.status is SagaStatus.AWAITING_APPROVAL
+    request = result.approvals[0]
+    await s.approve(request.request_id, approver="alice")
+    done = await place.sagacity().resume(result.saga_id, card_app.undeclared_agent(False))
+    assert done.status is SagaStatus.COMPLETED
+    assert card_app.executions() == [f"5 paid on {card_app.CARD}"]
+    entries = await s.journal.entries(result.saga_id)
+    intent = next(e for e in entries if e.phase is Phase.INTENT)
+    assert intent.payload["request_id"] == request.request_id
+    assert is_committed(intent.payload["raw_args"])
+    assert all(r.ok for r in await s.verify(result.saga_id))
+    assert_no_clear_card(place.stored_text())

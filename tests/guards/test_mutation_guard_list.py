@@ -45,7 +45,7 @@ def test_a_swapped_in_mutant_reaches_the_callers_that_imported_the_guard():
     ``core.saga.refusals`` (which imported ``grant_for_call`` by name) runs the mutant."""
     script = _script()
     source = Path(grants.__file__).read_text()
-    mutated = source.replace("if d.args_hash != args_hash:", "if False:")
+    mutated = source.replace("if d.args_hash != expected:", "if False:")
     assert mutated != source
     mutant = script.Mutant(script.GUARDS[0], "grant_for_call", "by hand", 0, 0, 0, mutated)
     original = grants.grant_for_call.__code__
