@@ -32,6 +32,7 @@ __all__ = [
     "SagaStateError",
     "SagaStopped",
     "SagacityError",
+    "SensitiveTraceWarning",
     "SignatureError",
     "StreamAbandoned",
     "describe_error",
@@ -221,6 +222,20 @@ class DataErasedError(DataKeyError):
     good; the chain, tags and commitments still verify. ``code``: ``ERASED``."""
 
     code = "ERASED"
+
+
+class SensitiveTraceWarning(SagacityError, UserWarning):
+    """A tool of the run has sensitive fields (declared with ``sensitive=``, or a parameter
+    named like ``card_number``, ``password``, ``token``) and the run's config lets the Agents
+    SDK trace tool inputs (``trace_include_sensitive_data`` true, its default, and tracing on).
+    The SDK's own function spans then carry the clear arguments to its trace processors (the
+    OpenAI traces dashboard by default): the journal, this library's ``saga.*`` spans, its log
+    lines and its exports never do, but the SDK's spans and the model provider are outside that
+    guarantee (docs/observability.md). Raised by ``sdk.tracing.saga_trace`` (every
+    ``Sagacity.run``). Silence it with ``RunConfig(trace_include_sensitive_data=False)`` (or
+    ``OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=0``), or filter it once the trace's
+    destination may hold those values. A :class:`SagacityError` too (one ``except`` catches it
+    where warnings are raised as errors)."""
 
 
 class SignatureError(SagacityError):

@@ -19,6 +19,7 @@ from ..core.chain import (
     verify_journal,
 )
 from ..core.entries import JournalEntry
+from ..core.authenticity import signing_view
 from ..core.evidence import verify_sagas
 from ..core.fence import backend_of
 from ..core.identity import copied_saga_problem, derivation_of, journal_id_of
@@ -43,6 +44,7 @@ from ..settings import (
     evidence_from,
 )
 from ..stores import redacted_uri
+from .audit import keyring_option
 from .base import CONTEXT_SETTINGS, UsageFailure, cli, db_option, print_whole, resolve_saga, with_journal
 
 __all__ = ["journal"]
@@ -110,6 +112,14 @@ def journal_list(db: str) -> None:
     print_whole(console, table)  # the ids are typed next (saga show, journal show, recover)
 
 
+def _host_keyring(keyring: str | None, key_id: str | None) -> Any:
+    """This host's keyring (``None``: none configured), which tags a reveal's access-log entry."""
+    try:
+        return evidence_from(None, keyring, key_id).keyring
+    except ConfigurationError as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
 @journal.command("show")
 @click.argument("saga_id")
 @db_option()
@@ -119,8 +129,9 @@ def journal_list(db: str) -> None:
               "and is recorded in the access log first (refused when it cannot be).")
 @click.option("--as", "by", metavar="NAME", default=None, help="Who reveals (with --reveal; recorded).")
 @click.option("--reason", default=None, metavar="TEXT", help="Why (with --reveal; recorded).")
+@keyring_option()
 def journal_show(saga_id: str, db: str, full: bool, reveal: bool, by: str | None,
-                 reason: str | None) -> None:
+                 reason: str | None, keyring: str | None, key_id: str | None) -> None:
     """Show one saga's journal entries as a table.
 
     Columns: sequence number, phase (INTENT yellow, EXECUTED green, FAILED red, REFUSED magenta,
@@ -134,18 +145,21 @@ def journal_show(saga_id: str, db: str, full: bool, reveal: bool, by: str | None
     --reveal (the master key in SAGACITY_DATA_KEY, --as NAME, --reason TEXT), a DATA_REVEALED
     entry naming who, why and which values is appended to the journal's access log first; if
     that append fails (a read-only journal, a role without the right) nothing is shown and the
-    status is 1.
+    status is 1. With a keyring (--keyring, $SAGACITY_KEYRING) its signing key tags that entry
+    (under key roles, a checkpoint_signer's).
     """
     if reveal and (not by or not reason):
         raise click.UsageError("--reveal needs --as NAME and --reason TEXT (both recorded)")
     if not reveal and (by or reason):
         raise click.UsageError("--as and --reason go with --reveal")
 
+    host = _host_keyring(keyring, key_id) if reveal else None
+
     async def load(j: Journal) -> tuple[str, list[JournalEntry], str | None]:
         sid = await resolve_saga(j, saga_id)
         if reveal:
             assert by is not None and reason is not None
-            shown = (await reveal_saga(j, sid, by=by, reason=reason)).entries
+            shown = (await reveal_saga(signing_view(j, host), sid, by=by, reason=reason)).entries
         else:
             shown = await read_shown(j, sid)
         return sid, shown, await journal_id_of(j)

@@ -101,7 +101,7 @@ class Step:
     Made by :func:`begin` only when some observer follows the step; callers hold ``None``
     otherwise and skip the calls (the hot path pays nothing more)."""
 
-    __slots__ = ("_ended", "_handles", "attrs", "kind", "sensitive", "spec")
+    __slots__ = ("_ended", "_handles", "attrs", "clear", "kind", "sensitive", "spec")
 
     def __init__(self, kind: str, attrs: dict[str, Any], handles: list[tuple[Observer, Any]]) -> None:
         self.kind = kind
@@ -110,6 +110,10 @@ class Step:
         self.spec: Any = None
         """What the step's tool declared sensitive (``core.sensitive.Sensitivity``; ``None``:
         the defaults): masked in what observers get."""
+        self.clear: list[Any] = []
+        """Clear values never handed to observers, read only to learn the sensitive values in
+        them (a call's arguments, once the committed ones replaced them in :attr:`sensitive`):
+        an error text quoting one is masked."""
         self._handles = handles
         self._ended = False
 
@@ -138,6 +142,8 @@ class Step:
         quoting the password it was given). Attributes are the library's own (ids, hashes,
         names, counts): never scanned, so no hash is ever cut by a card-number rule."""
         scrubber = Scrubber(self.spec)
+        for value in self.clear:
+            scrubber.value(value)  # learns the sensitive values in it; the result is dropped
         shown = {key: scrubber.value(value) for key, value in self.sensitive.items()}
         return shown, (scrubber.text(error) if error is not None else None)
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .sensitive import (
-    DEFAULT_SENSITIVITY, KEY_GENERATION_KEY, MASK_KEY, SENSITIVE_KEY, MIN_KNOWN_LENGTH, Sensitivity,
+    CARD_MASK_PREFIX, DEFAULT_SENSITIVITY, KEY_GENERATION_KEY, MASK, MASK_KEY, SENSITIVE_KEY, MIN_KNOWN_LENGTH, Sensitivity,
     is_committed, redact, redact_text,
 )
 
@@ -40,6 +40,13 @@ ERASED = "[erased]"
 TEXT_KEYS = frozenset({"error", "reason", "detail", "message"})
 """Keys whose string values are free text built from errors, searched for known values at any
 depth of a payload (not only under the data roots: a closing report quotes failures)."""
+
+
+def _is_mask(text: str) -> bool:
+    """Whether ``text`` is a mask a scrub shows (``****``, ``**** **** **** 0002``,
+    :data:`ERASED`): a display may scrub entries another display already scrubbed."""
+    return text == ERASED or text == MASK or (
+        text.startswith(CARD_MASK_PREFIX) and len(text) == len(CARD_MASK_PREFIX) + 4)
 
 
 class _Shown(str):
@@ -115,6 +122,8 @@ class Scrubber:
         if is_committed(value):
             generation = value.get(KEY_GENERATION_KEY, 1)
             return _Shown(ERASED if generation in self.erased else str(value[MASK_KEY]))
+        if type(value) is str and _is_mask(value):
+            return _Shown(value)  # shown once already: kept as it is (a scrub is idempotent)
         if type(value) is dict:
             out = {k: self._committed(v) for k, v in value.items()}
             return value if all(out[k] is value[k] for k in value) else out

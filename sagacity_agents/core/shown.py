@@ -23,21 +23,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import DataErasedError, DataKeyError
+from .access_log import erasures, record_access
 from .data_keys import DATA_KEY_ENVVAR, DataKeys
-from .entries import JournalEntry, Phase
+from .entries import ACCESS_SAGA, JournalEntry, Phase
 from .scrub import Scrubber
 from .sensitive import is_committed, pointer
 
 __all__ = [
-    "ACCESS_SAGA_ID", "Revealed", "committed_paths", "erased_generations", "read_shown",
+    "AccessRecorder", "Revealed", "committed_paths", "erased_generations", "read_shown",
     "reveal_saga", "shown_entries",
 ]
-
-ACCESS_SAGA_ID = "sagacity.access"
-"""The access log's reserved saga (``core.entries.ACCESS_SAGA``)."""
-
-_REVEALED = "DATA_REVEALED"
-_ERASED = "DATA_ERASED"
 
 AccessRecorder = Callable[[Any, Any, dict[str, Any]], Awaitable[Any]]
 """``record_access(journal_or_view, phase, payload)``: appends one access-log entry, returns it,
@@ -79,14 +74,14 @@ async def erased_generations(journal: Any, saga_id: str) -> frozenset[int]:
         rows = await data_keys(saga_id)
         if rows:
             return frozenset(row.generation for row in rows if row.wrapped is None)
-    if saga_id == ACCESS_SAGA_ID:
+    if saga_id == ACCESS_SAGA:
         return frozenset()
-    erased: set[int] = set()
-    for entry in await backend.entries(ACCESS_SAGA_ID):
-        payload = entry.payload if isinstance(entry.payload, dict) else {}
-        if str(getattr(entry.phase, "value", entry.phase)) == _ERASED and payload.get("saga_id") == saga_id:
-            erased.update(g for g in payload.get("generations") or [1] if isinstance(g, int))
-    return frozenset(erased)
+    erased = (await erasures(backend)).get(saga_id)
+    if erased is None:
+        return frozenset()
+    generations = erased.payload.get("generations")
+    return frozenset(g for g in generations if isinstance(g, int)) if isinstance(generations, list) \
+        and generations else frozenset({1})
 
 
 async def read_shown(journal: Any, saga_id: str) -> list[JournalEntry]:
@@ -132,15 +127,6 @@ class Revealed:
     """The pointers revealed (each once, in order of first appearance)."""
 
 
-def _default_recorder() -> AccessRecorder:
-    try:
-        from .access_log import record_access  # noqa: PLC0415 - the access log's own module
-    except ImportError as exc:  # a build without the access log: no reveal at all
-        raise DataKeyError("no access log in this build: a reveal cannot be recorded, so it is "
-                           "refused", code="REVEAL_NOT_LOGGED") from exc
-    return record_access
-
-
 async def reveal_saga(
     journal: Any, saga_id: str, *, by: str, reason: str, keys: DataKeys | None = None,
     record: AccessRecorder | None = None,
@@ -180,11 +166,10 @@ async def reveal_saga(
     erased = await erased_generations(journal, saga_id)
     secrets = await keys.for_saga(journal, saga_id, create=False) if entries else None
     paths = list(dict.fromkeys(p for e in entries for p in committed_paths(e)))
-    recorder = record if record is not None else _default_recorder()
-    phase = getattr(Phase, _REVEALED, _REVEALED)
+    recorder = record if record is not None else record_access
     try:
-        access = await recorder(journal, phase, {"saga_id": saga_id, "by": by, "reason": reason,
-                                                 "paths": paths})
+        access = await recorder(journal, Phase.DATA_REVEALED,
+                                {"saga_id": saga_id, "by": by, "reason": reason, "paths": paths})
     except Exception as exc:  # noqa: BLE001 - whatever failed, nothing may be shown
         raise DataKeyError(
             f"saga {saga_id!r}: the reveal could not be recorded in the access log ({exc}); "

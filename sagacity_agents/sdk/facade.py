@@ -186,7 +186,7 @@ class Sagacity:
     ) -> SagaResult:
         """:meth:`_drive_in_trace` inside the SDK trace opened for the run and its
         compensation (``sdk.tracing.saga_trace``, shaped by the run's ``run_config``)."""
-        with saga_trace(runner_kwargs.get("run_config"), saga_id=saga_hooks.saga_id):
+        with saga_trace(runner_kwargs.get("run_config"), saga_id=saga_hooks.saga_id, agent=agent):
             return await self._drive_in_trace(saga_hooks, agent, input, runner_kwargs, approver, restore)
 
     async def _drive_in_trace(

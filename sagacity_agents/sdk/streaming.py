@@ -51,7 +51,7 @@ class SagaStream:
 
     async def __aenter__(self) -> SagaStream:
         # The SDK trace around the run and its compensation, as Sagacity.run (sdk/tracing.py).
-        self._trace = saga_trace(self._kwargs.get("run_config"), saga_id=self.saga_id)
+        self._trace = saga_trace(self._kwargs.get("run_config"), saga_id=self.saga_id, agent=self._agent)
         self._trace.__enter__()
         try:
             await self._hooks.__aenter__()

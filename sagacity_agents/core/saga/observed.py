@@ -46,6 +46,7 @@ def begin_call(
     if step is not None:
         step.spec = getattr(decl, "sensitive", None)  # the tool's declaration (core.declarations)
         step.sensitive["sagacity.call.args"] = args  # masked when the step ends (Step.shown)
+        step.clear.append(args)  # its sensitive values, masked in the error text (Step.shown)
     return step
 
 

@@ -127,7 +127,7 @@ class SagaCore:
         """Count a failed call (any thread): the saga has failed. Its error text is kept with
         the saga's known sensitive values and card numbers masked (``core.scrub``): it goes
         into messages, the closing report and spans (an exception quoting the password)."""
-        secrets = getattr(self.journal, "secrets", {}).get(self.saga_id)
+        secrets = getattr(self, "secrets", None) or getattr(self.journal, "secrets", {}).get(self.saga_id)
         known = getattr(secrets, "known", None)
         text = scrub_text(record.error, known.copy() if known else ())
         if text != record.error:
