@@ -96,8 +96,9 @@ async def test_no_sensitive_value_in_spans_or_logs(place, sdk_spans, otel, caplo
     finally:
         await s.aclose()
     assert sdk_spans.ours() and leaks(span_text(sdk_spans)) == []
-    exporter = otel[0]
-    assert exporter.get_finished_spans() and leaks(otel_text(exporter)) == []
+    # This library's own OpenTelemetry spans are those of what runs outside an SDK run
+    # (recover, resolve, approval decisions): none here, but nothing may leak into any span.
+    assert leaks(otel_text(otel[0])) == []
     assert leaks(log_text(caplog.records)) == []
 
 
