@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents import OutputGuardrailTripwireTriggered, set_tracing_disabled
+from agents import OutputGuardrailTripwireTriggered, RunConfig, set_tracing_disabled
 from agents.testing import ScriptedModel
 from rich.console import Console
 from rich.panel import Panel
@@ -116,7 +116,10 @@ async def run_trip(
     agent = build_agent(booking, real_model=real_model)
     sagacity = Sagacity(SqliteJournal(journal_path), policy=FailurePolicy.CONTINUE)
     try:
-        result = await sagacity.run(agent, TRIP_REQUEST, max_turns=12)
+        # The request and charge_card's arguments hold the card number: the SDK's own spans
+        # would record them in clear (docs/sensitive-data.md, "Outside the guarantee").
+        result = await sagacity.run(agent, TRIP_REQUEST, max_turns=12,
+                                    run_config=RunConfig(trace_include_sensitive_data=False))
         failed_ids = {f.call_id for f in result.failures}
         if isinstance(agent.model, ScriptedModel) and agent.model.calls:
             told = _outputs_for(agent.model.calls[-1].input, failed_ids)

@@ -6,11 +6,14 @@ number) and in the user prompt (which reaches only the scripted model)."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from click.testing import CliRunner
 
 from sagacity_agents.cli import cli
 from sagacity_agents.demo.trip import CARD
+from sagacity_agents.errors import SensitiveTraceWarning
 
 FORMS = (CARD.encode(), CARD.replace(" ", "").encode())
 
@@ -21,7 +24,10 @@ def test_the_demo_stores_and_prints_no_card_number(tmp_path, monkeypatch):
     monkeypatch.delenv("SAGACITY_DB", raising=False)
     monkeypatch.delenv("SAGACITY_DATA_KEY", raising=False)  # the demo's case: no master key
     monkeypatch.setenv("COLUMNS", "200")
-    done = CliRunner().invoke(cli, ["demo"])
+    with warnings.catch_warnings():
+        # The demo keeps the card out of the SDK's own spans too: no SensitiveTraceWarning.
+        warnings.simplefilter("error", SensitiveTraceWarning)
+        done = CliRunner().invoke(cli, ["demo"])
     assert done.exit_code == 0, done.output
     written = sorted(p for p in tmp_path.iterdir() if p.is_file())
     assert "sagacity-demo.db" in [p.name for p in written]
