@@ -12,7 +12,9 @@ of other processes fall on all of them alike), medians over rounds:
 2. a call's two appends (INTENT + EXECUTED) through a writer's view of an ``InMemoryJournal``:
    the view without the saga's secrets (nothing protected), with them and no sensitive value, and
    with them, a master key and one card number. Added per call = paired difference to the first;
-3. whole scripted runs (``Sagacity.run`` on an ``InMemoryJournal``, ``calls`` tool calls): the
+3. whole scripted runs (``Sagacity.run`` on an ``InMemoryJournal``, ``calls`` tool calls), and
+   the Python function calls per tool call they make (``cProfile``: a count, which the load of
+   other processes does not move): the
    saga's protection switched off (``core.saga.lifecycle.secure`` replaced by one that gives the
    saga no secrets; skipped, and said so, where that hook does not exist), the defaults with no
    sensitive value, and a tool taking a card number under a master key. Added per call = paired
@@ -33,6 +35,7 @@ import gc
 import os
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -251,6 +254,39 @@ async def run_series(calls: int = 20, rounds: int = 60, warmup: int = 5,
     return out
 
 
+async def call_counts(calls: int = 20, runs: int = 3) -> dict[str, float]:
+    """Python function calls per tool call in whole runs, per variant (``cProfile``'s count):
+    a figure the machine's load does not move, to set beside the timed ones."""
+    import cProfile
+    import pstats
+
+    from sagacity_agents import Sagacity
+    from sagacity_agents.backends import InMemoryJournal
+    from sagacity_agents.core.data_keys import DataKeys, MasterKey
+
+    tools = _run_tools()
+    counts: dict[str, float] = {}
+    for variant in RUN_VARIANTS:
+        keys = DataKeys(MasterKey(os.urandom(32)) if variant == "one-card" else None)
+        sagacity = Sagacity(InMemoryJournal(), **_data_key(keys))
+        tool = tools["charge" if variant == "one-card" else "reserve"]
+        try:
+            with _unprotected() if variant == "unprotected" else contextlib.nullcontext() as off:
+                if off is False:
+                    continue
+                await sagacity.run(_agent(tool, calls), "go", max_turns=calls + 5)  # warm
+                profile = cProfile.Profile()
+                for _ in range(runs):
+                    agent = _agent(tool, calls)
+                    profile.enable()
+                    await sagacity.run(agent, "go", max_turns=calls + 5)
+                    profile.disable()
+        finally:
+            await sagacity.aclose()
+        counts[variant] = pstats.Stats(profile).total_calls / (runs * max(calls, 1))
+    return counts
+
+
 def _data_key(keys: Any) -> dict[str, Any]:
     """``Sagacity``'s data-key argument, where the constructor has one."""
     import inspect
@@ -273,11 +309,15 @@ async def run_sensitive(calls: int = 20, rounds: int = 60, warmup: int = 5, micr
     gc.collect()
     gc.freeze()
     try:
+        # Tracing is off here (set_tracing_disabled): the SDK records nothing, so its warning
+        # about tracing a tool's card number would be noise in the figures' output.
+        warnings.filterwarnings("ignore", category=UserWarning, message="tools with sensitive fields")
         result["protect"] = await protect_micro(micro_n, rounds=max(3, min(rounds, 15)))
         result["appends"] = await append_series(append_batch, rounds=max(rounds, 3),
                                                 warmup=min(warmup, 3))
         cb = (lambda d, t: progress("runs", d, t)) if progress else None
         result["runs"] = await run_series(calls, rounds, warmup, cb)
+        result["calls_per_tool_call"] = await call_counts(calls, runs=max(1, min(rounds, 3)))
     finally:
         gc.unfreeze()
     result["loadavg_after"] = _load()
@@ -314,6 +354,12 @@ def print_sensitive(result: dict[str, Any]) -> None:
     else:
         print("    (no hook to switch protection off in this version: one-card over no-value "
               f"{runs['one_card_over_no_value_per_call_us']:+.1f} µs/call)")
+    counts = result.get("calls_per_tool_call", {})
+    if counts:
+        base = counts.get("unprotected")
+        print("  Python function calls per tool call in those runs (cProfile; load-independent): "
+              + ", ".join(f"{v} {n:.0f}" + (f" ({n - base:+.0f})" if base and v != "unprotected" else "")
+                          for v, n in counts.items()))
 
 
 def main(calls: int, rounds: int, warmup: int) -> dict[str, Any]:

@@ -120,6 +120,7 @@ async def test_sensitive_cost_bench_runs():
         assert set(runs["run_ms"]) >= {"no-value", "one-card"}
         if runs["unprotected_available"]:
             assert set(runs["added_per_call_us"]) == {"no-value", "one-card"}
+        assert {"no-value", "one-card"} <= set(result["calls_per_tool_call"])
         json.dumps(result)
         bench.print_sensitive(result)
 
