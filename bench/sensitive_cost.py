@@ -309,15 +309,17 @@ async def run_sensitive(calls: int = 20, rounds: int = 60, warmup: int = 5, micr
     gc.collect()
     gc.freeze()
     try:
-        # Tracing is off here (set_tracing_disabled): the SDK records nothing, so its warning
-        # about tracing a tool's card number would be noise in the figures' output.
-        warnings.filterwarnings("ignore", category=UserWarning, message="tools with sensitive fields")
-        result["protect"] = await protect_micro(micro_n, rounds=max(3, min(rounds, 15)))
-        result["appends"] = await append_series(append_batch, rounds=max(rounds, 3),
-                                                warmup=min(warmup, 3))
-        cb = (lambda d, t: progress("runs", d, t)) if progress else None
-        result["runs"] = await run_series(calls, rounds, warmup, cb)
-        result["calls_per_tool_call"] = await call_counts(calls, runs=max(1, min(rounds, 3)))
+        with warnings.catch_warnings():
+            # Tracing is off here (set_tracing_disabled): the SDK records nothing, so its warning
+            # about tracing a tool's card number would be noise in the figures' output.
+            warnings.filterwarnings("ignore", category=UserWarning,
+                                    message="tools with sensitive fields")
+            result["protect"] = await protect_micro(micro_n, rounds=max(3, min(rounds, 15)))
+            result["appends"] = await append_series(append_batch, rounds=max(rounds, 3),
+                                                    warmup=min(warmup, 3))
+            cb = (lambda d, t: progress("runs", d, t)) if progress else None
+            result["runs"] = await run_series(calls, rounds, warmup, cb)
+            result["calls_per_tool_call"] = await call_counts(calls, runs=max(1, min(rounds, 3)))
     finally:
         gc.unfreeze()
     result["loadavg_after"] = _load()
