@@ -24,6 +24,7 @@ Usage::
 
     python bench/overhead.py [--calls 20] [--rounds N] [--warmup W] [--json out.json]
     python bench/overhead.py --durable [--rounds 30]   # bench/durable_cost.py (issue 22)
+    python bench/overhead.py --sensitive [--rounds 60] # bench/sensitive_cost.py (issue 36)
 """
 
 from __future__ import annotations
@@ -519,7 +520,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durable", action="store_true",
                         help="only the durable section (bench/durable_cost.py): per-call cost on "
                         "SQLite FULL and PostgreSQL as a multiple of a bare commit, 95 %% intervals")
+    parser.add_argument("--sensitive", action="store_true",
+                        help="only the protection section (bench/sensitive_cost.py): per-call cost of "
+                        "committing and sealing sensitive values in memory, defaults on with no "
+                        "sensitive value (target 10 µs) and one sensitive argument with a master key "
+                        "(target 100 µs), and SagaSecrets.protect alone")
     args = parser.parse_args(argv)
+    if args.sensitive:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from sensitive_cost import main as sensitive_main
+
+        sensitive = sensitive_main(calls=args.calls, rounds=min(args.rounds, 60), warmup=args.warmup)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(sensitive, indent=2), encoding="utf-8")
+        return 0
     if args.durable:
         sys.path.insert(0, str(Path(__file__).parent))
         from durable_cost import print_durable, run_durable

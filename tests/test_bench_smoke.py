@@ -107,3 +107,27 @@ async def test_lease_beats_bench_runs(tmp_path):
             assert result["sqlite"][size]["whole_saga_beat_ms_median"] > 0
         json.dumps(result)
         bench.print_report(result)
+
+
+async def test_sensitive_cost_bench_runs():
+    """bench/sensitive_cost.py (``overhead.py --sensitive``) end to end, tiny sizes: protect
+    alone, a call's two appends and whole runs, each variant measured (no timing asserted)."""
+    with _bench_script("sensitive_cost") as bench:
+        result = await bench.run_sensitive(calls=2, rounds=2, warmup=1, micro_n=20, append_batch=5)
+        assert set(result["protect"]) == set(bench.PROTECT_VARIANTS)
+        assert set(result["appends"]["added_per_call_us"]) == {"no-value", "one-card"}
+        runs = result["runs"]
+        assert set(runs["run_ms"]) >= {"no-value", "one-card"}
+        if runs["unprotected_available"]:
+            assert set(runs["added_per_call_us"]) == {"no-value", "one-card"}
+        assert {"no-value", "one-card"} <= set(result["calls_per_tool_call"])
+        json.dumps(result)
+        bench.print_sensitive(result)
+
+
+def test_overhead_sensitive_flag_writes_json(overhead, tmp_path):
+    out = tmp_path / "sensitive.json"
+    assert overhead.main(["--sensitive", "--calls", "2", "--rounds", "1", "--warmup", "1",
+                          "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["targets_us"] == {"no-value": 10.0, "one-card": 100.0}

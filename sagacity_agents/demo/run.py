@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents import OutputGuardrailTripwireTriggered, set_tracing_disabled
+from agents import OutputGuardrailTripwireTriggered, RunConfig, set_tracing_disabled
 from agents.testing import ScriptedModel
 from rich.console import Console
 from rich.panel import Panel
@@ -27,6 +27,7 @@ from rich.text import Text
 from ..core.chain import VerifyResult
 from ..core.entries import JournalEntry
 from ..core.saga import FailurePolicy
+from ..core.sensitive import DEFAULT_SENSITIVITY, redact_text
 from ..backends.sqlite.journal import SqliteJournal
 from ..errors import ConfigurationError, describe_error
 from ..render import journal_table, make_console, status_text, verify_text
@@ -115,7 +116,10 @@ async def run_trip(
     agent = build_agent(booking, real_model=real_model)
     sagacity = Sagacity(SqliteJournal(journal_path), policy=FailurePolicy.CONTINUE)
     try:
-        result = await sagacity.run(agent, TRIP_REQUEST, max_turns=12)
+        # The request and charge_card's arguments hold the card number: the SDK's own spans
+        # would record them in clear (docs/sensitive-data.md, "Outside the guarantee").
+        result = await sagacity.run(agent, TRIP_REQUEST, max_turns=12,
+                                    run_config=RunConfig(trace_include_sensitive_data=False))
         failed_ids = {f.call_id for f in result.failures}
         if isinstance(agent.model, ScriptedModel) and agent.model.calls:
             told = _outputs_for(agent.model.calls[-1].input, failed_ids)
@@ -182,7 +186,10 @@ def _intro(outcome: TripOutcome, console: Console) -> None:
             border_style="cyan",
         )
     )
-    console.print(Text.assemble(("Request: ", "bold"), _quote(TRIP_REQUEST)))
+    # The request quotes the traveller's card number: printed with it masked, as the journal
+    # holds it (core.sensitive: card numbers are found inside free text too).
+    shown = redact_text(TRIP_REQUEST, DEFAULT_SENSITIVITY) or TRIP_REQUEST
+    console.print(Text.assemble(("Request: ", "bold"), _quote(shown)))
 
 
 def _story(outcome: TripOutcome, console: Console) -> None:
