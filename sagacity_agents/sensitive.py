@@ -20,5 +20,6 @@ from __future__ import annotations
 
 from .core.data_keys import DataKeys, MasterKey
 from .core.sensitive import DEFAULT_NAMES, Sensitivity, masked
+from .core.shown import reveal_saga
 
-__all__ = ["DEFAULT_NAMES", "DataKeys", "MasterKey", "Sensitivity", "masked"]
+__all__ = ["DEFAULT_NAMES", "DataKeys", "MasterKey", "Sensitivity", "masked", "reveal_saga"]

@@ -54,7 +54,9 @@ SECOND_DOORS = {
         "journal_key_roles", "revoke_key", "verify_entries", "verify_journal",
     ],
     "sagacity_agents.guardrails": ["SagaVerdict", "saga_output_guardrail", "saga_tool_guardrail"],
-    "sagacity_agents.sensitive": ["DEFAULT_NAMES", "DataKeys", "MasterKey", "Sensitivity", "masked"],
+    "sagacity_agents.sensitive": [
+        "DEFAULT_NAMES", "DataKeys", "MasterKey", "Sensitivity", "masked", "reveal_saga",
+    ],
     "sagacity_agents.saga": [
         "CheckContext", "CheckResult", "CompensationItem", "CompensationReport", "FailureRecord", "McpPolicy", "Recovered",
         "Recovery", "Reversibility", "Saga", "SagaRecovered", "SagaStream", "ToolDeclaration", "call_idempotency_key",
