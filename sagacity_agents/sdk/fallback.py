@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from typing import Any
+from typing import Any, cast
 
 from agents import Agent, FunctionTool, ToolTimeoutError
 from agents.tool_guardrails import (
@@ -60,6 +60,7 @@ from ..core.declarations import (
 )
 from ..core.entries import Phase
 from ..core.saga import CallFrame, Saga, current_call, current_saga
+from ..core.sensitive import Sensitivity
 from ..errors import DeclarationError
 from ._sdk_internals import (
     agent_of_tool,
@@ -178,7 +179,7 @@ def protect_tool(
             declaration_id=declaration_id or f"protect_tool:{tool.qualified_name}",
             undo_timeout=undo_timeout, scope=scope, deadline=tool.timeout_seconds or deadline,
             undo_needs=undo_needs, check=check, check_timeout=check_timeout,
-            sensitivity=sensitive,
+            sensitivity=cast(Sensitivity, sensitive),  # converted and checked by the declaration
         )
     except DeclarationError as exc:
         raise as_user_error(exc) from None

@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agents.tool_guardrails import (
     ToolGuardrailFunctionOutput,
@@ -52,6 +52,7 @@ from ...core.checks import CheckContext, CheckResult
 from ...core.declarations import Reversibility, ToolDeclaration
 from ...core.saga import Saga, current_saga
 from ...core.saga.payloads import raw_args_value
+from ...core.sensitive import Sensitivity
 from ...core.undo import CompensationContext
 from ...errors import ApprovalError, ConfigurationError, DeclarationError
 from .. import _sdk_internals as sdk
@@ -134,7 +135,7 @@ class McpProtection:
                     declaration_id=_declaration_id(self.server_name, name, entry),
                     deadline=entry.deadline, check=self._check(name, entry.check),
                     undo_needs=entry.undo.result_keys() if entry.undo is not None else (),
-                    sensitivity=entry.sensitive)
+                    sensitivity=cast(Sensitivity, entry.sensitive))  # built by the policy
             except DeclarationError as exc:
                 raise as_user_error(exc) from None
 
