@@ -24,9 +24,13 @@ PROMPT = f"charge 5 EUR to my card {CARD}"
 @irreversible
 def charge(card_number: str, amount: int) -> str:
     """Charge a card (the test's ledger records which number the tool received)."""
+    return _record(f"{amount} on {card_number}", "charged")
+
+
+def _record(line: str, answer: str) -> str:
     with LEDGER.open("a") as fh:
-        fh.write(f"{amount} on {card_number}\n")
-    return "charged"
+        fh.write(line + "\n")
+    return answer
 
 
 def paused_agent(card: str = CARD) -> Agent:
@@ -52,9 +56,7 @@ def executions() -> list[str]:
 @function_tool(needs_approval=True)
 def pay(card_number: str, amount: int) -> str:
     """A tool nobody declared: journaled from outside its body (its raw arguments)."""
-    with LEDGER.open("a") as fh:
-        fh.write(f"{amount} paid on {card_number}\n")
-    return "paid"
+    return _record(f"{amount} paid on {card_number}", "paid")
 
 
 def undeclared_agent(first_turn: bool = True) -> Agent:
