@@ -170,7 +170,7 @@ def structure_problem(entries: Sequence[EntryLike], saga_id: str | None = None) 
               and payload.get("status") == PAUSED_STATUS):
             paused.setdefault(fence, entry.seq)
         elif phase in ACCESS_PHASES:
-            return entry.seq, (f"a {phase.value} entry outside the access log (saga "
+            return entry.seq, (f"a {Phase(phase).value} entry outside the access log (saga "
                                f"{ACCESS_SAGA!r}): the journal writes it only there")
     return None
 
@@ -187,7 +187,7 @@ def _access_saga_problem(entries: Sequence[EntryLike]) -> tuple[int, str] | None
         if FENCE_KEY in payload or LATE_KEY in payload:
             return entry.seq, "a fenced entry in the access log: no run writes there"
         if not isinstance(payload.get("saga_id"), str):
-            return entry.seq, f"a {entry.phase.value} entry naming no saga"
+            return entry.seq, f"a {Phase(entry.phase).value} entry naming no saga"
     return None
 
 

@@ -22,7 +22,7 @@ from sagacity_agents.core.structure import structure_problem
 from sagacity_agents.backends import InMemoryJournal
 from sagacity_agents.errors import JournalWriteError
 from sagacity_agents.testing import make_failing
-from tests.backends import BACKENDS, Backend
+from tests.test_backend_contracts import backend, location  # noqa: F401 - the fixtures: each backend
 
 pytestmark = pytest.mark.case("X-04")
 
@@ -31,14 +31,9 @@ REVEALED = {"saga_id": "s1", "by": "alice", "reason": "dispute 12", "paths": ["/
             "tool": "charge"}
 
 
-@pytest.fixture(params=BACKENDS, ids=str)
-def backend(request) -> Backend:
-    return request.param
-
-
 @pytest.fixture
-async def journal(backend, request):
-    journal = backend.journal(backend.location(request))
+async def journal(backend, location):
+    journal = backend.journal(location)
     yield journal
     await journal.close()
 

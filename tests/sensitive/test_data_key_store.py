@@ -14,19 +14,9 @@ import pytest
 from sagacity_agents.backends import SqliteApprovalStore, SqliteJournal
 from sagacity_agents.core.data_keys import DataKeyStore, StoredDataKey
 from sagacity_agents.core.journal import capabilities_of
-from tests.backends import BACKENDS, Backend
+from tests.test_backend_contracts import backend, location  # noqa: F401 - the fixtures: each backend
 
 MASTER = "0123456789abcdef"
-
-
-@pytest.fixture(params=BACKENDS, ids=str)
-def backend(request) -> Backend:
-    return request.param
-
-
-@pytest.fixture
-def location(backend, request) -> str:
-    return backend.location(request)
 
 
 @pytest.fixture

@@ -20,21 +20,11 @@ from sagacity_agents.core.evidence import Evidence, verify_sagas
 from sagacity_agents.core.journal import AppendRequest, capabilities_of
 from sagacity_agents.core.reads import read_saga_rows
 from sagacity_agents.testing import FrozenClock
-from tests.backends import BACKENDS, Backend
+from tests.test_backend_contracts import backend, location  # noqa: F401 - the fixtures: each backend
 
 pytestmark = pytest.mark.case("X-02")
 
 SEALED = {"open": b'{"v":1,"key":1,"values":{}}', "intent": b"\x00sealed\xffintent", "exec": b"exec"}
-
-
-@pytest.fixture(params=BACKENDS, ids=str)
-def backend(request) -> Backend:
-    return request.param
-
-
-@pytest.fixture
-def location(backend, request) -> str:
-    return backend.location(request)
 
 
 def request_of(phase: Phase, key: str, sealed: bytes | None, **fields) -> AppendRequest:

@@ -17,7 +17,7 @@ from sagacity_agents.core.journal import AppendRequest
 from sagacity_agents.backends import InMemoryJournal
 from sagacity_agents.errors import DataErasedError
 from sagacity_agents.testing import FrozenClock
-from tests.backends import BACKENDS, Backend
+from tests.test_backend_contracts import backend, location  # noqa: F401 - the fixtures: each backend
 
 CARD = "4000 0000 0000 0002"
 JOURNAL_ID = "0123456789abcdef0123456789abcdef"
@@ -38,14 +38,9 @@ def counter_random():
     return random_bytes
 
 
-@pytest.fixture(params=BACKENDS, ids=str)
-def backend(request) -> Backend:
-    return request.param
-
-
 @pytest.fixture
-async def journal(backend, request):
-    journal = backend.journal(backend.location(request), clock=FrozenClock(tick=0.001))
+async def journal(backend, location):
+    journal = backend.journal(location, clock=FrozenClock(tick=0.001))
     await journal.assign_journal_id(JOURNAL_ID)
     yield journal
     await journal.close()
