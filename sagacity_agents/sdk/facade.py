@@ -28,7 +28,7 @@ from ..core.recovery import Recovered, Recovery
 from ..core.authenticity import signing_view
 from ..core.saga import FailurePolicy, Saga, SagaStatus, current_saga
 from ..core.checkpoints import CheckpointStore
-from ..core.data_keys import DataKeys, MasterKey
+from ..core.data_keys import DataKeys, MasterKey, SagaSecrets
 from ..core.protection import data_keys_of
 from ..core.declarations import journaled_scopes
 from ..core.signing import Keyring
@@ -438,6 +438,16 @@ class Sagacity:
             EvidenceError: the saga's journal does not verify; it was not closed.
         """
         return await self._service().close(saga_id)
+
+    async def secrets(self, saga_id: str, *, create: bool = False) -> SagaSecrets:
+        """``saga_id``'s secrets under :attr:`data_keys` (``core.data_keys.SagaSecrets``): what
+        opens its sealed values (``reveal``) and seals new ones; see ``Recovery.secrets``.
+
+        Raises:
+            DataKeyError: the saga's key was wrapped by a master key this process lacks.
+            JournalError: the data-key store could not be read.
+        """
+        return await self.data_keys.for_saga(self.journal, saga_id, create=create)
 
     def _service(self, run_config: Any = None) -> Recovery:
         """Recovery, selection, resolution and close (``core.recovery``) on this facade's journal

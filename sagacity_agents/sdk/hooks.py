@@ -55,9 +55,11 @@ from agents import (
 
 from ..core.approval import ApprovalStore
 from ..core.declarations import Reversibility
+from ..core.data_keys import DataKeys, MasterKey
 from ..core.entries import Phase
 from ..core.journal import Journal
 from ..core.lease import DEFAULT_LEASE_SECONDS
+from ..core.protection import data_keys_of
 from ..core.saga import FailurePolicy, Saga, SagaStatus
 from ..errors import ConfigurationError, LeaseLostError, SagaFailedError
 from ..stores import open_journal
@@ -139,6 +141,8 @@ class SagaRunHooks(RunHooks[Any]):
             time (MCP servers, tools added by a hook: journaled FAILED, not run). Default
             ``False``: their calls run and are journaled as undeclared (README, "Undeclared
             tools").
+        data_key: the master key of the saga's sensitive values, as ``Sagacity(data_key=...)``
+            takes it; ``None``: ``$SAGACITY_DATA_KEY``.
 
     Attributes:
         saga: the :class:`Saga`. status: its status after exit. report: the compensation report
@@ -171,6 +175,7 @@ class SagaRunHooks(RunHooks[Any]):
         approval_ttl: float | None = 24 * 3600,
         fail_on_rejection: bool = False,
         strict: bool = False,
+        data_key: str | MasterKey | DataKeys | None = None,
     ) -> None:
         if hooks is not None:
             validate_run_hooks(hooks)  # the SDK's own TypeError for AgentHooks, before anything runs
@@ -178,7 +183,8 @@ class SagaRunHooks(RunHooks[Any]):
         if isinstance(journal, (str, Path)):
             journal = own_journal = open_journal(journal)
         self.saga = journal if isinstance(journal, Saga) else Saga(
-            journal, saga_id, policy=policy, lease_seconds=lease_seconds
+            journal, saga_id, policy=policy, lease_seconds=lease_seconds,
+            data_keys=data_keys_of(data_key),
         )
         self.agent = agent
         self.user_hooks = hooks

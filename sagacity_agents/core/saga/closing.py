@@ -151,6 +151,9 @@ class SagaEnding:
             return True
         self.core.status = status
         self.closed = True
+        # Closed is terminal: the process's copy of its keys goes (this object keeps its own for
+        # the writes still to come), so a long-lived process holds no key per saga it ran.
+        self.core.data_keys.forget(self.core.saga_id)
         # SAGA_CLOSED alone (retried once, same write key) when it did not go with RUN_ENDED.
         for attempt in () if stored else (1, 2):
             try:

@@ -201,8 +201,7 @@ class RunLifecycle:
         # RUN_ENDED, so that nothing this object writes later passes for another run's.
         self.core.fence = started.seq
         # Only now, the lease held: a refused run makes (and stores) no data key.
-        self.core.secrets = await secure(self.core.journal, self.core.data_keys,
-                                         self.core.saga_id, journal_id=self._journal_id_text())
+        await self.secure()
         self.core.lease_lost = None
         self.compensation_stop = StopSignal()  # a stop asked of an earlier run is not this run's
         if self._keeper is not None:  # a run started again without its end: one keeper at a time
@@ -216,6 +215,18 @@ class RunLifecycle:
             idle_periods=self.idle_periods,
         )
         self._keeper.start()
+
+    async def secure(self) -> None:
+        """Give the saga its secrets (``core.protection.secure``): from now on every append of
+        it through its fenced view commits and seals its sensitive values. Called once a run
+        holds the lease (:meth:`start_run`), or by ``Saga.open`` used without a run.
+
+        Raises:
+            DataKeyError: the saga's stored key was wrapped by a master key this process lacks.
+            JournalError: the data-key store could not be read or written.
+        """
+        self.core.secrets = await secure(self.core.journal, self.core.data_keys,
+                                         self.core.saga_id, journal_id=self._journal_id_text())
 
     def _journal_id_text(self) -> str | None:
         """The journal's id as read when the saga was bound (``""``: it has none), or ``None``

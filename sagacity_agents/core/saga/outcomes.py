@@ -288,5 +288,7 @@ class OutcomeLog:
 
     @property
     def unwritten_outcomes(self) -> list[dict[str, Any]]:
-        """Outcomes the journal refused and that are held in memory (journal down)."""
-        return [{"phase": p.value, **k} for p, k in self.unwritten]
+        """Outcomes the journal refused and that are held in memory (journal down), without
+        the tool's sensitivity (how the append protects them, not what it holds)."""
+        return [{"phase": p.value, **{n: v for n, v in k.items() if n != "sensitive"}}
+                for p, k in self.unwritten]

@@ -207,10 +207,13 @@ class Saga:
         return self.tools.declaration_for(tool, agent)
 
     # --- runs and the lease -----------------------------------------------------------------
-    def open(self, *, recovering: bool = False,
-             verified: list[JournalEntry] | None = None) -> Coroutine[Any, Any, None]:
-        """See :meth:`~.lifecycle.RunLifecycle.open`."""
-        return self.lifecycle.open(recovering=recovering, verified=verified)
+    async def open(self, *, recovering: bool = False,
+                   verified: list[JournalEntry] | None = None) -> None:
+        """See :meth:`~.lifecycle.RunLifecycle.open`; the saga's appends are protected from
+        then on (its secrets: ``RunLifecycle.secure``), even when no run takes its lease."""
+        await self.lifecycle.open(recovering=recovering, verified=verified)
+        if self.core.secrets is None:
+            await self.lifecycle.secure()
 
     def begin_run(self, agent_name: str, *, recovering: bool = False,
                   verified: list[JournalEntry] | None = None) -> Coroutine[Any, Any, None]:
