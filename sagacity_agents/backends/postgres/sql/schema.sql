@@ -21,7 +21,7 @@ CREATE TABLE sagacity_journal (
     canonical   bytea   NOT NULL,
     tag_key     text,                                   -- issue 19: the key whose tag authenticates the entry
     tag         text,                                   -- Ed25519 (base64) over the content without chain links
-    sealed      bytea,                                  -- issue 36: its sensitive values, encrypted; NULL: none
+    sealed      bytea,                                  -- its sensitive values, encrypted (0007); NULL: none
     CONSTRAINT sagacity_journal_saga_seq PRIMARY KEY (saga_id, seq),
     CONSTRAINT sagacity_journal_saga_write_key UNIQUE (saga_id, write_key)
 );

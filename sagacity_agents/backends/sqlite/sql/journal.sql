@@ -14,7 +14,7 @@ CREATE TABLE IF NOT EXISTS sagacity_journal (
     canonical   BLOB    NOT NULL,
     tag_key     TEXT,                 -- the key whose tag authenticates the entry (issue 19)
     tag         TEXT,                 -- Ed25519 over its content without chain links; NULL: none
-    sealed      BLOB,                 -- its sensitive values, encrypted (issue 36); NULL: none
+    sealed      BLOB,                 -- its sensitive values, encrypted; NULL: none
     PRIMARY KEY (saga_id, seq),
     UNIQUE (saga_id, write_key)
 );

@@ -1,4 +1,4 @@
--- 0007: sensitive values (issue 36; core/sensitive.py, core/data_keys.py).
+-- 0007: sensitive values (core/sensitive.py, core/data_keys.py).
 -- (1) Each entry may carry its sensitive values encrypted, in a nullable column of its own,
 -- outside the hashed bytes and the tag (NULL: none; every row written before).
 -- (2) Each saga's data key, per generation, stored only WRAPPED by the master key the
