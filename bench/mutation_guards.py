@@ -76,6 +76,7 @@ class Guard:
 
 
 _GUARDS = "tests/guards/"
+_SENSITIVE = "tests/sdk/test_sensitive_calls.py"
 
 GUARDS: tuple[Guard, ...] = (
     Guard("sagacity_agents.core.grants",
@@ -181,6 +182,20 @@ GUARDS: tuple[Guard, ...] = (
           ("_claim_objects",),
           "one derived id around other captured objects without scope or declaration_id: raise",
           ("tests/sdk/test_tenant_recovery.py",)),
+    Guard("sagacity_agents.core.declarations",
+          ("ToolDeclaration._check_sensitivity",),
+          "sensitive= refused unless names or rooted paths; a compensatable tool whose undo data "
+          "would hold a sensitive value refused without a master key",
+          (_SENSITIVE,)),
+    Guard("sagacity_agents.core.compensation",
+          ("_Walk.visit",),
+          "an undo never runs on masks of erased values: reported still dirty, naming the erasure",
+          (_SENSITIVE,)),
+    Guard("sagacity_agents.core.protection",
+          ("opened", "undo_payloads", "remember_raw_args", "_learn"),
+          "what an undo or a check gets: sealed values opened, masks where nothing is stored, an "
+          "erased saga refused; names inside raw argument text masked; opened values remembered",
+          (_SENSITIVE,)),
     Guard("sagacity_agents.sdk.mcp.protect",
           ("McpProtection.undo_refusal",),
           "an MCP undo to a tool changed since its pin is not sent",

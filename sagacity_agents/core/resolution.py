@@ -58,6 +58,8 @@ from .evidence import Evidence, verified_entries
 from .journal import FENCE_KEY, Journal, utc_now
 from .key_roles import Role
 from .lease import lease_of, lease_seconds
+from .protection import held_secrets
+from .sensitive import DEFAULT_SENSITIVITY, redact_text
 from .undo import missing_undo_needs
 
 __all__ = ["answer_not_yet", "answerable_at", "resolve_in_doubt"]
@@ -279,8 +281,7 @@ async def resolve_in_doubt(
             when it passes).
         JournalError: the journal could not be read or written.
     """
-    if not resolver or not reason:
-        raise ValueError("a resolution needs the resolver's identity and a reason")
+    reason = _masked_reason(journal, saga_id, resolver, reason)
     problem = await _signing_problem(journal, evidence, undo_data)
     if problem is not None:
         raise ConfigurationError(f"cannot sign the answer here: {problem}; nothing was journaled")
@@ -306,6 +307,25 @@ async def resolve_in_doubt(
         except JournalConflictError:
             continue  # someone wrote in between: read again and decide again
     raise SagaStateError(f"saga {saga_id} is too busy to record the answer; try again")
+
+
+def _masked_reason(journal: Journal, saga_id: str, resolver: str, reason: str) -> str:
+    """``reason`` with the card numbers and the saga's known sensitive values in it masked
+    (``core.sensitive.redact_text``), when ``journal`` protects the saga's appends. The reason
+    is signed (``sign_resolution``) and journaled twice (``forced``): masked here, as plain text,
+    it is the same in the signed statement and in both places of the stored entry, where the
+    append's own scan finds nothing left to commit (a committed reason would no longer match
+    its signature, and ``forced.reason`` is not scanned).
+
+    Raises:
+        ValueError: an empty ``resolver`` or ``reason``.
+    """
+    if not resolver or not reason:
+        raise ValueError("a resolution needs the resolver's identity and a reason")
+    secrets = held_secrets(journal, saga_id)
+    if secrets is None:
+        return reason
+    return redact_text(reason, DEFAULT_SENSITIVITY, tuple(secrets.known)) or reason
 
 
 def _answer_payload(saga_id: str, seq: int, kind: str, ran: bool, resolver: str, reason: str,

@@ -429,3 +429,27 @@ async def test_an_answer_s_undo_data_is_committed_and_a_later_recovery_gets_it_c
     else:
         assert result.status is SagaStatus.COMPENSATED
     assert all(v.ok for v in await later.verify(sid))
+
+
+@pytest.mark.case("X-02")
+async def test_a_signed_answer_whose_reason_quotes_a_card_is_masked_and_still_verifies(tmp_path):
+    """A human's reason is signed and journaled twice (``forced``): it is stored masked, as
+    plain text, so the signature covers what is stored and no copy holds the card."""
+    from .test_recovery import crashed_saga
+
+    @function_tool
+    @compensable(undo=lambda ctx: None)
+    async def step(n: int) -> int:
+        return n
+
+    generate_key(tmp_path / "keys", "ops-key")
+    journal = InMemoryJournal()
+    sagacity = Sagacity(journal, keyring=tmp_path / "keys")
+    sid = await crashed_saga(sagacity.journal)  # written through the keyring's signing view
+    await sagacity.recover(sid, agent(scripted(), step))
+    entry = await sagacity.resolve(sid, 6, ran=False, resolver="ops", force=True,
+                                   reason=f"card {CARD} was never charged")
+    assert entry.payload["reason"] == "card **** **** **** 0002 was never charged"
+    assert entry.payload["forced"] == {"reason": entry.payload["reason"]}
+    absent(await journal.entries(sid), CARD)
+    assert all(v.ok for v in await sagacity.verify(sid))
