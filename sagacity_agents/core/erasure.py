@@ -46,13 +46,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SagaStateError
+from ..errors import ConfigurationError, SagaStateError
 from .access_log import record_access
 from .data_keys import DataKeys, DataKeyStore, StoredDataKey
 from .entries import JournalEntry, Phase
 from .evidence import CHAIN_ONLY, Evidence
 from .fence import backend_of
 from .journal import Journal, utc_now
+from .key_roles import Role
 from .ledger import SagaLedger, is_closed, reopened_by
 from .resolution import answerable_at
 
@@ -205,6 +206,8 @@ async def erase(
         TypeError: the journal keeps no data keys (not a ``DataKeyStore``).
         SagaStateError: refused (``code`` as :func:`erasure_refusal`, or ``UNVERIFIED``);
             nothing was written or erased.
+        ConfigurationError: under key roles, this host's key is not a checkpoint signer (the
+            only role that may tag the access log, ``core.key_roles``); nothing was erased.
         JournalError: the access log could not be written (a read-only journal: nothing was
             erased), or the store failed (the access log then names an erasure to retry).
     """
@@ -223,6 +226,13 @@ async def erase(
         if data_keys is not None:
             data_keys.forget(saga_id)
         return Erasure(saga_id, (), bool(rows), bool(rows), force)
+    # Under key roles only a checkpoint signer may tag the access log: an entry another key
+    # tagged would not verify, and the erasure could not be shown to have been logged.
+    problem = await (evidence or CHAIN_ONLY).role_problem(journal, Role.CHECKPOINT_SIGNER,
+                                                          "an access-log entry (DATA_ERASED)")
+    if problem is not None:
+        raise ConfigurationError(f"cannot sign the erasure's access-log entry here: {problem}; "
+                                 "nothing was erased")
     entry = await record_access(journal, Phase.DATA_ERASED, {
         "saga_id": saga_id, "by": by, "reason": reason, "forced": bool(force),
         "generations": list(live)})

@@ -322,14 +322,16 @@ class FencedJournal(JournalView):
         """Reload ``saga_id``'s secrets from the store (:attr:`data_keys`), keeping the clear
         values they learned (still masked inside later free text): before a late append, since
         the key this view holds may have been erased meanwhile (``core.erasure``). A no-op
-        without :attr:`data_keys` or secrets for the saga.
+        without :attr:`data_keys`, without secrets for the saga, or when they are not stored
+        (no master key: the key lives in this process only, and stays, so that the saga's equal
+        values keep committing alike).
 
         Raises:
             JournalError: the store could not be read; DataKeyError: no key opens it.
         """
         old = self.secrets.get(saga_id)
-        if self.data_keys is None or old is None:
-            return
+        if self.data_keys is None or old is None or not getattr(old, "stored", False):
+            return  # no stored key (this process's own, in memory): nothing could erase it
         fresh = await self.data_keys.reload(self.backend, saga_id)
         fresh.known.update(getattr(old, "known", ()))
         self.secrets[saga_id] = fresh

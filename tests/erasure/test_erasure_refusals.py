@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import pytest
 
+from sagacity_agents.core.authenticity import signing_view
 from sagacity_agents.core.entries import ACCESS_SAGA, Phase
 from sagacity_agents.core.erasure import erase, erasure_refusal
+from sagacity_agents.core.evidence import Evidence
 from sagacity_agents.core.fence import JournalView
 from sagacity_agents.core.journal import utc_now
-from sagacity_agents.errors import JournalWriteError, SagaStateError
+from sagacity_agents.core.keyring_events import grant_roles
+from sagacity_agents.core.signing import Keyring, generate_key
+from sagacity_agents.errors import ConfigurationError, JournalWriteError, SagaStateError
 
 from .sagas import FAR, keys, write_saga
 
@@ -100,3 +104,31 @@ async def test_no_access_log_entry_no_erasure(journal):
 
 def test_the_guard_refuses_an_empty_saga_and_allows_a_clean_closed_one():
     assert erasure_refusal("s", [], FAR).code == "UNKNOWN_SAGA"
+
+
+async def test_under_key_roles_only_a_checkpoint_signer_erases(journal, tmp_path):
+    """The access log is tagged by a checkpoint signer only (``core.key_roles``): a host whose key
+    is not one is refused before anything is written or erased."""
+    root = tmp_path / "keys"
+    for key_id in ("writer-1", "auditor-1", "root"):
+        generate_key(root, key_id)
+    (root / "ADMINS").write_text("root\n", "utf-8")
+
+    def ring(key_id):
+        return Keyring.load(root, signing_key_id=key_id)
+
+    for key_id, roles in (("writer-1", ["run_writer"]), ("auditor-1", ["checkpoint_signer"])):
+        await grant_roles(journal, ring("root"), key_id, roles, reason="set up")
+    data_keys = keys()
+    await write_saga(journal, data_keys, "s", "closed", keyring=ring("writer-1"))
+    writer = Evidence(keyring=ring("writer-1"))
+    with pytest.raises(ConfigurationError, match="not a checkpoint_signer"):
+        await erase(signing_view(journal, ring("writer-1")), data_keys, "s", by="dpo", reason="r",
+                    now=FAR, evidence=writer)
+    assert await _live(journal, "s") == [1] and await journal.entries(ACCESS_SAGA) == []
+    auditor = Evidence(keyring=ring("auditor-1"))
+    done = await erase(signing_view(journal, ring("auditor-1")), data_keys, "s", by="dpo",
+                       reason="r", now=FAR, evidence=auditor)
+    assert done.entry.tag_key == "auditor-1"
+    assert (await writer.verify(journal, ACCESS_SAGA)).ok
+    assert (await writer.verify(journal, "s")).ok

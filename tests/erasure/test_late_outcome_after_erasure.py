@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from sagacity_agents.cli import cli
+from sagacity_agents.core.data_keys import DataKeys
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.erasure import erase, erasure_state
 from sagacity_agents.core.evidence import verify_sagas
@@ -79,9 +80,10 @@ async def test_a_late_outcome_after_erasure_is_sealed_under_a_fresh_generation(p
         assert LATE_TOKEN not in shown.output
 
 
-async def test_without_data_keys_the_view_keeps_its_secrets(place):
-    """A view given no data keys (values committed with this process's key only) is left as it
-    is: nothing to reload from."""
+async def test_without_data_keys_or_a_stored_key_the_view_keeps_its_secrets(place):
+    """A view given no data keys, or whose saga's key is this process's own (no master key:
+    nothing stored, nothing to erase), keeps its secrets: the saga's values keep committing
+    alike."""
     _, _, journal = place
     seqs = await write_saga(journal, keys(), "s", "stalled")
     view = FencedJournal(journal, "s", lambda: seqs["r1"], lambda lost: None)
@@ -89,3 +91,8 @@ async def test_without_data_keys_the_view_keeps_its_secrets(place):
     view.secrets["s"] = secrets
     await view.rekey("s")
     assert view.secrets["s"] is secrets
+    keyless = DataKeys(None)
+    own = await keyless.for_saga(journal, "t")
+    view.secrets["t"], view.data_keys = own, keyless
+    await view.rekey("t")
+    assert view.secrets["t"] is own and not own.stored
