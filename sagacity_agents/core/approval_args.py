@@ -116,12 +116,18 @@ def holds_sensitive(args: Any, spec: Sensitivity = DEFAULT_SENSITIVITY) -> bool:
     return bool(found)
 
 
+def _structural(key: Any) -> bool:
+    """A RunState key whose string value the SDK itself made (an id, a hash, an approval scope):
+    never free text, and masking it would make the snapshot unreadable."""
+    return isinstance(key, str) and (key == "id" or key.endswith(("_id", "_scope")) or "hash" in key)
+
+
 def _mask_strings(value: Any, known: tuple[str, ...]) -> Any:
     if type(value) is str:
         shown = redact_text(value, DEFAULT_SENSITIVITY, known)
         return value if shown is None else shown
     if type(value) is dict:
-        return {k: _mask_strings(v, known) for k, v in value.items()}
+        return {k: v if _structural(k) else _mask_strings(v, known) for k, v in value.items()}
     if type(value) is list:
         return [_mask_strings(v, known) for v in value]
     return value

@@ -103,7 +103,8 @@ class GrantCheck(NamedTuple):
     """Why it may not ("" when it may)."""
     code: str | None
     """Which check refused: ``NO_CONSUMED_APPROVAL``, ``ARGS_HASH_MISMATCH_AT_CALL``,
-    ``NOT_APPROVED`` or ``APPROVAL_ALREADY_USED`` (``None`` when it may run)."""
+    ``REQUEST_VERSION_SENSITIVE``, ``NOT_APPROVED`` or ``APPROVAL_ALREADY_USED`` (``None`` when
+    it may run)."""
 
 
 def grant_for_call(
@@ -137,7 +138,13 @@ def grant_for_call(
     problems: list[GrantCheck] = []
     for d in reversed(mine):
         expected = committed_hash if d.version >= 2 and committed_hash is not None else args_hash
-        if d.args_hash != expected:
+        if d.version < 2 and committed_hash is not None and committed_hash != args_hash:
+            # Its INTENT will store the committed arguments, which cannot hash to a version 1
+            # (clear) hash: verify would refuse the saga. Ask again.
+            problems.append(GrantCheck(None, f"request {d.request_id} was made before sensitive "
+                                       "values were committed and these arguments hold one",
+                                       "REQUEST_VERSION_SENSITIVE"))
+        elif d.args_hash != expected:
             problems.append(GrantCheck(None, f"arguments hash {expected} does not match the approved "
                                        f"hash {d.args_hash} (request {d.request_id})",
                                        "ARGS_HASH_MISMATCH_AT_CALL"))

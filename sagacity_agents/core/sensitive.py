@@ -77,7 +77,9 @@ it equals one of these or ends with ``_`` and one: ``access_token``, ``db_passwo
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SEPARATORS = re.compile(r"[\s\-.]+")
-_CARD_RUN = re.compile(r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)")
+# A card number inside free text stands apart from letters and digits: a digit run inside a hex
+# hash or an id ("...eccf065161663265249") is not one (masking it would corrupt a stored snapshot).
+_CARD_RUN = re.compile(r"(?<![0-9A-Za-z])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z])")
 _CARD_CHARS = frozenset("0123456789 -")
 
 

@@ -285,7 +285,7 @@ class ApprovalDesk:
                 saga.journal_errors.append(f"checkpoint not written at the pause: {describe_error(exc)}")
         return PauseOutcome(tuple(requests), state)
 
-    async def _unused_decisions(self, saga_id: str) -> dict[tuple[Any, Any, str], Any]:
+    async def _unused_decisions(self, saga_id: str) -> dict[tuple[Any, Any, str, int], Any]:
         """Decisions a resume consumed and no INTENT used yet, by (tool, call id, hash): the SDK
         asked again for the same call; the journal, not memory, says so (works in any process).
         Read through the evidence check as resume reads them: under a keyring a forged, untagged
@@ -316,8 +316,9 @@ class ApprovalDesk:
         spec = _sensitivity(graph, item)
         committed = committed_args(secrets, args, spec)
         digest = args_hash(committed)
-        reused = (unused.get((name, call_id, digest, ARGS_VERSION))
-                  or unused.get((name, call_id, args_hash(args), 1)))
+        reused = unused.get((name, call_id, digest, ARGS_VERSION))
+        if reused is None and committed == args:  # a version 1 decision: only without sensitive values
+            reused = unused.get((name, call_id, digest, 1))
         if reused is not None:
             if reused.approved:
                 state.approve(item)

@@ -219,11 +219,17 @@ def test_grants_compare_the_hash_of_the_request_version():
     assert grant_for_call(trail(2, "v1"), tool="charge", call_id="c1", args_hash="v1",
                           committed_hash="v2").code == "ARGS_HASH_MISMATCH_AT_CALL"
     assert grant_for_call(trail(None, "v1"), tool="charge", call_id="c1", args_hash="v1",
-                          committed_hash="v2").request_id == "r"
+                          committed_hash="v2").code == "REQUEST_VERSION_SENSITIVE"
     assert grant_for_call(trail(None, "v2"), tool="charge", call_id="c1", args_hash="v1",
-                          committed_hash="v2").code == "ARGS_HASH_MISMATCH_AT_CALL"
+                          committed_hash="v2").code == "REQUEST_VERSION_SENSITIVE"
+    assert grant_for_call(trail(None, "x"), tool="charge", call_id="c1", args_hash="v1",
+                          committed_hash="v1").code == "ARGS_HASH_MISMATCH_AT_CALL"
     assert grant_for_call(trail(2, "v1"), tool="charge", call_id="c1",
                           args_hash="v1").request_id == "r"  # no secrets: the INTENT is clear
+    assert grant_for_call(trail(None, "v1"), tool="charge", call_id="c1",
+                          args_hash="v1").request_id == "r"
+    assert grant_for_call(trail(None, "v1"), tool="charge", call_id="c1", args_hash="v1",
+                          committed_hash="v1").request_id == "r"  # nothing sensitive
 
 
 def test_an_older_sqlite_store_gains_the_version_columns(tmp_path):
@@ -251,3 +257,12 @@ def test_an_older_sqlite_store_gains_the_version_columns(tmp_path):
 
     old: ApprovalRequest = asyncio.run(read())
     assert old.args_version == 1 and old.args_sealed is None and old.args == {"amount": 5}
+
+
+def test_masking_a_snapshot_leaves_what_the_sdk_made_readable():
+    """A digit run inside a hash or an id is no card number (it would be masked 1 time in 10 by
+    Luhn alone and the snapshot would no longer restore); ids and hashes are never free text."""
+    scope = "43e8db82200335436ee72a7938e38ddd80cdf2be39238eccf065161663265249"
+    snapshot = {"approval_scope": scope, "call_id": "4000000000000002", "text": f"hash {scope}",
+                "input": "card 4000000000000002."}
+    assert masked_snapshot(snapshot) == {**snapshot, "input": "card **** **** **** 0002."}
