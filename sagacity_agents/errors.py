@@ -231,8 +231,8 @@ class SensitiveTraceWarning(SagacityError, UserWarning):
     The SDK's own function spans then carry the clear arguments to its trace processors (the
     OpenAI traces dashboard by default): the journal, this library's ``saga.*`` spans, its log
     lines and its exports never do, but the SDK's spans and the model provider are outside that
-    guarantee (docs/observability.md). Raised by ``sdk.tracing.saga_trace`` (every
-    ``Sagacity.run``). Silence it with ``RunConfig(trace_include_sensitive_data=False)`` (or
+    guarantee (docs/observability.md). Warned by ``Sagacity.run`` and ``Sagacity.run_streamed``
+    (``sdk.trace_warning``). Silence it with ``RunConfig(trace_include_sensitive_data=False)`` (or
     ``OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=0``), or filter it once the trace's
     destination may hold those values. A :class:`SagacityError` too (one ``except`` catches it
     where warnings are raised as errors)."""

@@ -45,7 +45,7 @@ SECOND_DOORS = {
         "EncodingError", "EvidenceError", "HooksNotEnteredError", "JournalClosedError",
         "JournalConflictError", "JournalError", "JournalWriteError", "LeaseLostError",
         "McpServerMissingError", "RunLeaseLostError", "RunStalledError", "SagaFailedError", "SagaRecovered",
-        "SagaStateError", "SagaStopped", "SagacityError", "SignatureError", "StreamAbandoned",
+        "SagaStateError", "SagaStopped", "SagacityError", "SensitiveTraceWarning", "SignatureError", "StreamAbandoned",
         "describe_error",
     ],
     "sagacity_agents.evidence": [
@@ -76,7 +76,7 @@ TOP_LEVEL_BEFORE = sorted({*FRONT_DOOR, *(n for names in SECOND_DOORS.values() f
                              "KeyRoles", "Role", "grant_roles", "journal_key_roles", "revoke_key",
                              "CallContextLostError", "carry_context", "CheckContext", "CheckResult",
                              "RunStalledError", "DEFAULT_NAMES", "DataErasedError", "DataKeyError",
-                             "DataKeys", "MasterKey", "Sensitivity", "masked"})
+                             "DataKeys", "MasterKey", "Sensitivity", "masked", "SensitiveTraceWarning"})
 """The 80 names ``sagacity_agents.__all__`` had before the front door: each still imports."""
 
 

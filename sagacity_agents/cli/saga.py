@@ -27,7 +27,7 @@ from ..core.compensation import UndoState, undo_order
 from ..core.entries import Phase
 from ..core.erasure import erasure_state
 from ..core.ledger import SagaLedger
-from ..core.scrub import scrub_value
+from ..core.scrub import scrub_text, scrub_value
 from ..core.shown import read_shown
 from ..errors import EncodingError, SagacityError, describe_error
 from ..render import data_text, make_console, printable, saga_status, status_text, trace_lines
@@ -164,7 +164,7 @@ def saga_resume(saga_id: str, app: str, context_json: str | None, db: str) -> No
     if result.final_output is not None:  # model text: escaped, never markup
         console.print(data_text(f"final output: {result.final_output}"))
     if result.exception is not None:
-        console.print(data_text(f"run raised: {describe_error(result.exception)}"))
+        console.print(data_text(f"run raised: {scrub_text(describe_error(result.exception))}"))
     for request in result.approvals:
         console.print(data_text(f"waiting again: {request.request_id} ({request.tool})"))
     if not result.ok and result.status.value != "AWAITING_APPROVAL":
@@ -185,7 +185,8 @@ def _print_recovery(console: Any, result: Any, app: str, db: str,
                          ("approved, never ran", report.approved_not_run),
                          ("answer contradicted", report.contradicted)):
         for item in items:
-            console.print(data_text(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {item.detail}"),
+            detail = scrub_text(item.detail)  # an undo's error may quote a card number
+            console.print(data_text(f"  {label}: seq {item.seq} {item.tool} (call {item.call_id}) {detail}"),
                           soft_wrap=True)
     if any(_UNDO_NOT_FOUND in item.detail for item in report.failed):
         console.print(data_text(

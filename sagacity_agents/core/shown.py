@@ -24,8 +24,9 @@ from typing import Any
 
 from ..errors import DataErasedError, DataKeyError
 from .access_log import erasures, record_access
-from .data_keys import DATA_KEY_ENVVAR, DataKeys
+from .data_keys import DATA_KEY_ENVVAR, DataKeyStore, DataKeys
 from .entries import ACCESS_SAGA, JournalEntry, Phase
+from .fence import backend_of
 from .scrub import Scrubber
 from .sensitive import is_committed, pointer
 
@@ -52,10 +53,6 @@ def shown_entries(entries: Iterable[JournalEntry], *, erased: Iterable[int] = ()
     return out
 
 
-def _backend(journal: Any) -> Any:
-    return getattr(journal, "backend", journal)
-
-
 async def erased_generations(journal: Any, saga_id: str) -> frozenset[int]:
     """The generations of ``saga_id``'s data key that were erased: the data-key store's rows
     whose wrapped key is gone, else (a saga whose key was never stored: no master key) the
@@ -68,10 +65,9 @@ async def erased_generations(journal: Any, saga_id: str) -> frozenset[int]:
     Raises:
         JournalError: the journal could not be read.
     """
-    backend = _backend(journal)
-    data_keys = getattr(backend, "data_keys", None)
-    if callable(data_keys):
-        rows = await data_keys(saga_id)
+    backend = backend_of(journal)
+    if isinstance(backend, DataKeyStore):
+        rows = await backend.data_keys(saga_id)
         if rows:
             return frozenset(row.generation for row in rows if row.wrapped is None)
     if saga_id == ACCESS_SAGA:

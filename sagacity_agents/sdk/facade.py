@@ -48,6 +48,7 @@ from .results import (
     saga_result,
 )
 from .streaming import SagaStream
+from .trace_warning import warn_if_sdk_traces_sensitive
 from .tracing import saga_trace
 
 __all__ = [
@@ -186,7 +187,8 @@ class Sagacity:
     ) -> SagaResult:
         """:meth:`_drive_in_trace` inside the SDK trace opened for the run and its
         compensation (``sdk.tracing.saga_trace``, shaped by the run's ``run_config``)."""
-        with saga_trace(runner_kwargs.get("run_config"), saga_id=saga_hooks.saga_id, agent=agent):
+        warn_if_sdk_traces_sensitive(agent, runner_kwargs.get("run_config"))
+        with saga_trace(runner_kwargs.get("run_config"), saga_id=saga_hooks.saga_id):
             return await self._drive_in_trace(saga_hooks, agent, input, runner_kwargs, approver, restore)
 
     async def _drive_in_trace(

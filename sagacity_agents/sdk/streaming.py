@@ -13,6 +13,7 @@ from ..errors import LeaseLostError
 
 from .hooks import SagaRunHooks
 from .results import SagaResult, StreamAbandoned, saga_result
+from .trace_warning import warn_if_sdk_traces_sensitive
 from .tracing import saga_trace
 
 __all__ = ["SagaStream"]
@@ -51,7 +52,8 @@ class SagaStream:
 
     async def __aenter__(self) -> SagaStream:
         # The SDK trace around the run and its compensation, as Sagacity.run (sdk/tracing.py).
-        self._trace = saga_trace(self._kwargs.get("run_config"), saga_id=self.saga_id, agent=self._agent)
+        warn_if_sdk_traces_sensitive(self._agent, self._kwargs.get("run_config"))
+        self._trace = saga_trace(self._kwargs.get("run_config"), saga_id=self.saga_id)
         self._trace.__enter__()
         try:
             await self._hooks.__aenter__()

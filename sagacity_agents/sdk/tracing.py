@@ -22,9 +22,9 @@ Raw arguments and results go into spans only inside a :func:`saga_trace` whose r
 a trace opened otherwise (``agents.trace`` alone) gets hashes and ids, never values. Even then our
 ``saga.*`` spans carry sensitive values only as their masks (``core.observe.Step.shown``). The
 SDK's *own* spans (a function span's input and output, a generation span's messages) and the
-model provider are outside that guarantee: :func:`saga_trace` warns
-(:class:`SensitiveTraceWarning`) when a tool of the run has sensitive fields and the run config
-lets the SDK trace tool inputs.
+model provider are outside that guarantee: ``Sagacity.run`` warns
+(``errors.SensitiveTraceWarning``, ``sdk/trace_warning.py``) when a tool of the run has sensitive
+fields and the run config lets the SDK trace tool inputs.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-import os
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -47,14 +45,8 @@ from agents.tracing import (
 )
 
 from ..core import observe
-from ..core.sensitive import Sensitivity
-from ..errors import ConfigurationError, SensitiveTraceWarning
-from .graph import agent_graph
 
-__all__ = [
-    "SPAN_NAMES", "add_trace_id_source", "install", "saga_trace",
-    "sensitive_tool_fields", "warn_if_sdk_traces_sensitive",
-]
+__all__ = ["SPAN_NAMES", "add_trace_id_source", "install", "saga_trace"]
 
 SPAN_NAMES = {
     "run": "saga.run",
@@ -194,74 +186,10 @@ def end_run_span(span: Any, status: Any, report: Any, error: BaseException | Non
     finish(span)
 
 
-def _schema_names(schema: Any, spec: Sensitivity) -> list[str]:
-    """Parameter names in a JSON schema (nested objects and array items included) that
-    ``spec`` calls sensitive."""
-    found: list[str] = []
-    if not isinstance(schema, dict):
-        return found
-    for name, sub in (schema.get("properties") or {}).items():
-        if isinstance(name, str) and spec.names_field(name):
-            found.append(name)
-        found += _schema_names(sub, spec)
-    found += _schema_names(schema.get("items"), spec)
-    for key in ("$defs", "definitions"):
-        for sub in (schema.get(key) or {}).values():
-            found += _schema_names(sub, spec)
-    return found
-
-
-def sensitive_tool_fields(agent: Any) -> dict[str, list[str]]:
-    """The tools a run of ``agent`` can reach that have sensitive fields: ``"AGENT: TOOL"`` ->
-    the fields (declared ones, then parameters whose names are sensitive under the tool's
-    ``Sensitivity``: the defaults unless it exempted them). Card numbers found by value (Luhn)
-    cannot be foreseen from a schema and are not counted. Empty for a graph that cannot be
-    walked (``bind_agent`` refuses it with the reason)."""
-    try:
-        graph = agent_graph(agent)
-    except (ConfigurationError, TypeError, ValueError):
-        return {}
-    found: dict[str, list[str]] = {}
-    for site in graph.sites:
-        spec = Sensitivity.of(getattr(site.declaration, "sensitive", None))
-        names = sorted(spec.fields) + _schema_names(getattr(site.tool, "params_json_schema", None), spec)
-        if names:
-            found[f"{site.agent}: {site.key}"] = list(dict.fromkeys(names))
-    return found
-
-
-def _sdk_traces_inputs(config: RunConfig) -> bool:
-    """Whether a run under ``config`` lets the SDK put tool inputs in its spans."""
-    disabled_env = os.environ.get("OPENAI_AGENTS_DISABLE_TRACING", "").strip().lower() in ("1", "true")
-    return bool(config.trace_include_sensitive_data) and not config.tracing_disabled and not disabled_env
-
-
-def warn_if_sdk_traces_sensitive(agent: Any, run_config: RunConfig | dict[str, Any] | None) -> None:
-    """Warn (:class:`SensitiveTraceWarning`) when ``agent``'s tools have sensitive fields and
-    ``run_config`` (a ``RunConfig``, a dict of its fields, ``None``: the defaults) lets the
-    SDK trace tool inputs. Says nothing otherwise.
-
-    Raises:
-        TypeError: a dict with a key ``RunConfig`` does not have.
-    """
-    config = RunConfig(**run_config) if isinstance(run_config, dict) else (run_config or RunConfig())
-    if agent is None or not _sdk_traces_inputs(config):
-        return
-    found = sensitive_tool_fields(agent)
-    if found:
-        listed = "; ".join(f"{tool} ({', '.join(names)})" for tool, names in found.items())
-        warnings.warn(SensitiveTraceWarning(
-            f"tools with sensitive fields: {listed}. The run config lets the Agents SDK trace "
-            "tool inputs (trace_include_sensitive_data is true and tracing is on): its own "
-            "function spans will carry these values in clear, outside what sagacity masks. Pass "
-            "RunConfig(trace_include_sensitive_data=False) to keep them out of the trace."),
-            stacklevel=4)
-
-
 @contextlib.contextmanager
 def saga_trace(
     run_config: RunConfig | dict[str, Any] | None = None, *, saga_id: str | None = None,
-    workflow_name: str | None = None, agent: Any = None,
+    workflow_name: str | None = None,
 ) -> Iterator[Any]:
     """Open the SDK trace around a saga's run and its compensation (when none is current).
 
@@ -281,21 +209,15 @@ def saga_trace(
         saga_id: the saga's id, the trace's ``group_id`` when the config names none (every
             trace of one saga, its recovery's included, groups together) and in its metadata.
         workflow_name: overrides the config's (``"sagacity recover"`` for a recovery).
-        agent: the run's agent: its tools are checked for sensitive fields the SDK would trace
-            (:func:`warn_if_sdk_traces_sensitive`); ``None``: not checked.
 
     Raises:
         TypeError: a dict with a key ``RunConfig`` does not have.
-
-    Warns:
-        SensitiveTraceWarning: see :func:`warn_if_sdk_traces_sensitive`.
 
     Yields:
         The trace opened here, or ``None`` (a trace was already current, or tracing is off).
     """
     # Runner.run takes a RunConfig or a dict of its fields: read both alike.
     config = RunConfig(**run_config) if isinstance(run_config, dict) else (run_config or RunConfig())
-    warn_if_sdk_traces_sensitive(agent, config)
     token = sensitive_allowed.set(bool(config.trace_include_sensitive_data))
     try:
         if config.tracing_disabled or get_current_trace() is not None:

@@ -16,7 +16,7 @@ from agents import Agent, RunConfig, function_tool
 
 from sagacity_agents import FailurePolicy, Sagacity, compensable, read_only
 from sagacity_agents.errors import SensitiveTraceWarning
-from sagacity_agents.sdk.tracing import sensitive_tool_fields, warn_if_sdk_traces_sensitive
+from sagacity_agents.sdk.trace_warning import sensitive_tool_fields, warn_if_sdk_traces_sensitive
 from tests.sdk.helpers import agent, scripted
 
 pytestmark = pytest.mark.case("X-03")

@@ -127,9 +127,11 @@ class SagaCore:
         """Count a failed call (any thread): the saga has failed. Its error text is kept with
         the saga's known sensitive values and card numbers masked (``core.scrub``): it goes
         into messages, the closing report and spans (an exception quoting the password)."""
-        secrets = getattr(self, "secrets", None) or getattr(self.journal, "secrets", {}).get(self.saga_id)
+        secrets = self.journal.secrets.get(self.saga_id)  # the view's (core.protection sets it)
         known = getattr(secrets, "known", None)
-        text = scrub_text(record.error, known.copy() if known else ())
+        # The secrets also remember whole free texts they masked inside (this very error, once
+        # journaled): masking those would hide the whole message, not the value in it.
+        text = scrub_text(record.error, [k for k in (known.copy() if known else ()) if k != record.error])
         if text != record.error:
             record = replace(record, error=text)
         with self.lock:
