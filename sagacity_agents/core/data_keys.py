@@ -194,6 +194,11 @@ class DataKeyStore(Protocol):
         """Destroy every wrapped key of ``saga_id`` (tombstones stay); the number erased."""
         ...
 
+    async def may_erase_data_keys(self) -> bool:
+        """Whether this connection may erase (PostgreSQL: the eraser role's DELETE privilege),
+        asked before the erasure is logged, so the access log never names one refused."""
+        ...
+
 
 class _Secrets:
     """One data key's per-purpose keys (commit, values, snapshot, approval args), each derived
@@ -490,6 +495,10 @@ class DataKeys:
             secrets = self._ephemeral(journal_id, saga_id)
         else:
             secrets = await self._stored(journal, journal_id, saga_id, create)
+            if not secrets.stored:
+                # A reader's view of a saga with no usable key: never cached, or a writer of the
+                # same saga would get it and commit under a key nobody stored.
+                return secrets
         with self._lock:
             return self._cache.setdefault((journal_id, saga_id), secrets)
 

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigurationError, SagaStateError
+from ..errors import ConfigurationError, JournalWriteError, SagaStateError
 from .access_log import record_access
 from .data_keys import DataKeys, DataKeyStore, StoredDataKey
 from .entries import JournalEntry, Phase
@@ -233,6 +233,10 @@ async def erase(
     if problem is not None:
         raise ConfigurationError(f"cannot sign the erasure's access-log entry here: {problem}; "
                                  "nothing was erased")
+    if not await store.may_erase_data_keys():
+        raise JournalWriteError(
+            "this connection may not erase data keys (PostgreSQL: connect as a role given "
+            "`sagacity db grant ROLE --eraser`); nothing was logged or erased")
     entry = await record_access(journal, Phase.DATA_ERASED, {
         "saga_id": saga_id, "by": by, "reason": reason, "forced": bool(force),
         "generations": list(live)})

@@ -381,7 +381,8 @@ def _probe(journal: Any) -> Capabilities:
     )
 
 
-_DATA_KEY_METHODS = ("data_keys", "add_data_key", "erase_data_keys", "rewrap_data_keys")
+_DATA_KEY_METHODS = ("data_keys", "add_data_key", "erase_data_keys", "may_erase_data_keys",
+                     "rewrap_data_keys")
 """The members of ``core.data_keys.DataKeyStore``, looked for by name (a wrapper that forwards
 other members by ``__getattr__`` does not count: its ``append`` may not be the backend's)."""
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from sagacity_agents.core.approval_args import approver_view, committed_args
 from sagacity_agents.core.data_keys import DataKeys, DataKeyStore, MasterKey, StoredDataKey
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.sensitive import is_committed
-from sagacity_agents.errors import ApprovalError
+from sagacity_agents.errors import ApprovalError, DataKeyError
 from sagacity_agents.saga import Saga
 from tests.backends import BACKENDS
 
@@ -51,10 +50,14 @@ class SharedKeyStore:
     async def erase_data_keys(self, saga_id: str, *, by: str, reason: str) -> int:
         raise NotImplementedError
 
+    async def may_erase_data_keys(self) -> bool:
+        return False
+
     def attach(self, journal: Any) -> Any:
         if not isinstance(journal, DataKeyStore):
             journal.data_keys, journal.add_data_key = self.data_keys, self.add_data_key
             journal.erase_data_keys = self.erase_data_keys
+            journal.may_erase_data_keys = self.may_erase_data_keys
         return journal
 
 
@@ -178,14 +181,19 @@ async def test_resume_without_the_key_or_with_another_refuses_clearly(place, mon
     monkeypatch.setenv("SAGACITY_DATA_KEY", KEY)
     s, saga_id, request = await paused(place)
     await s.approve(request.request_id, approver="alice")
-    for env in (None, OTHER_KEY):
+    # No master key: the desk cannot open the sealed snapshot. Another master key: the run is
+    # refused before it takes the lease (it could open neither the snapshot nor the saga's key).
+    for env, error, code in ((None, ApprovalError, "NO_DATA_KEY"),
+                             (OTHER_KEY, DataKeyError, "WRONG_MASTER_KEY")):
         if env is None:
             monkeypatch.delenv("SAGACITY_DATA_KEY")
         else:
             monkeypatch.setenv("SAGACITY_DATA_KEY", env)
-        with pytest.raises(ApprovalError) as refused:
+        before = len(await s.journal.entries(saga_id))
+        with pytest.raises(error) as refused:
             await place.sagacity().resume(saga_id, card_app.resumed_agent())
-        assert refused.value.code == "NO_DATA_KEY", refused.value
+        assert refused.value.code == code, refused.value
+    assert len(await s.journal.entries(saga_id)) == before  # another key: nothing written
     assert card_app.executions() == []
     assert (await s.approvals.get(request.request_id)).consumed_at is None  # nothing consumed
 

@@ -20,7 +20,7 @@ from sagacity_agents.core.approval_args import (
     committed_args, holds_sensitive, masked_snapshot, opened_snapshot, stored_snapshot,
 )
 from sagacity_agents.core.approval_rule import approval_problem
-from sagacity_agents.core.data_keys import DataKeys, MasterKey, StoredDataKey
+from sagacity_agents.core.data_keys import DataKeys, MasterKey
 from sagacity_agents.core.entries import Phase
 from sagacity_agents.core.grants import grant_for_call
 from sagacity_agents.errors import ApprovalError, DataKeyError
@@ -74,10 +74,10 @@ async def test_a_sealed_snapshot_without_the_key_is_refused(monkeypatch):
 
 async def test_a_snapshot_of_a_saga_whose_key_was_erased_is_refused(monkeypatch):
     monkeypatch.setenv("SAGACITY_DATA_KEY", KEY)
-    keys = SharedKeyStore()
-    s, saga_id, _ = await paused(keys)
-    for (sid, generation), row in list(keys.rows.items()):
-        keys.rows[(sid, generation)] = dataclasses.replace(row, wrapped=None, erased_by="dpo")
+    s, saga_id, _ = await paused()
+    backend = getattr(s.journal, "backend", s.journal)
+    assert await backend.erase_data_keys(saga_id, by="dpo", reason="request 17") == 1
+    s.data_keys.forget(saga_id)  # as `sagacity saga erase` does; a fresh process holds no copy
     s.desk.data_keys = None
     await refused_resume(s, saga_id, "DATA_ERASED")
 

@@ -18,6 +18,7 @@ from sagacity_agents.backends.postgres.roles import grant_statements
 from sagacity_agents.cli import cli
 from sagacity_agents.core.access_log import erasures, record_access
 from sagacity_agents.core.entries import Phase
+from sagacity_agents.core.erasure import erase
 from sagacity_agents.core.journal import AppendRequest
 from sagacity_agents.errors import JournalWriteError
 from tests.pg import admin_connect
@@ -52,6 +53,10 @@ async def erase_as(app_uri: str, eraser_uri: str) -> None:
         with pytest.raises(JournalWriteError, match="sagacity db grant --eraser"):
             await as_app.rewrap_data_keys(lambda key: ("m", b"x"))
         assert await as_app.data_keys("s") == [stored]  # nothing changed
+        assert not await as_app.may_erase_data_keys() and await as_eraser.may_erase_data_keys()
+        with pytest.raises(JournalWriteError, match="nothing was logged or erased"):
+            await erase(as_app, None, "s", by="app", reason="try", force=True)
+        assert await erasures(as_app) == {}  # the access log names no erasure that did not happen
 
         assert await as_eraser.erase_data_keys("s", by="dpo", reason="request 7") == 1
         (tomb,) = await as_app.data_keys("s")

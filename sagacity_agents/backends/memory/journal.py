@@ -166,6 +166,10 @@ class InMemoryJournal:
             return keys.setdefault(generation, StoredDataKey(
                 saga_id, generation, master_key_id, wrapped, utc_stamp(), None, None, None))
 
+    async def may_erase_data_keys(self) -> bool:
+        """In memory, whoever holds the journal may erase (``core.data_keys.DataKeyStore``)."""
+        return True
+
     async def erase_data_keys(self, saga_id: str, *, by: str, reason: str) -> int:
         """Drop the wrapped bytes of every generation of the saga, leaving tombstones
         (``core.data_keys.DataKeyStore``). In memory: the process holds no other reference the

@@ -80,6 +80,21 @@ class PostgresDataKeys:
         return await self.database.run(f"write of a data key of {saga_id!r}", work,  # type: ignore[no-any-return]
                                        write=True, retry_broken=True)
 
+    async def may_erase_data_keys(self) -> bool:
+        """Whether this role may delete data keys (the eraser role, :data:`ERASER_GRANT`; the
+        application's role may not): asked before an erasure is written to the access log.
+
+        Raises:
+            JournalError: the server could not be asked.
+        """
+        async def work(conn: Any) -> bool:
+            cur = await conn.execute(
+                "SELECT has_table_privilege(current_user, 'sagacity_data_keys', 'DELETE')")
+            row = await cur.fetchone()
+            return bool(row and row[0])
+
+        return await self.database.run("the eraser privilege check", work)  # type: ignore[no-any-return]
+
     async def erase_data_keys(self, saga_id: str, *, by: str, reason: str) -> int:
         """Delete the wrapped bytes of every generation of the saga and insert one tombstone per
         generation (``wrapped`` NULL; when, who, why), in one transaction. Needs the eraser

@@ -77,6 +77,12 @@ class SqliteDataKeys:
 
         return await self._run(self._key_write, saga_id, write, False)  # type: ignore[no-any-return]
 
+    async def may_erase_data_keys(self) -> bool:
+        """On SQLite whoever can write the file may erase (docs/sensitive-data.md); a read-only
+        file is refused when the erasure's access-log entry is written, before anything is
+        erased (``core.data_keys.DataKeyStore``)."""
+        return True
+
     async def erase_data_keys(self, saga_id: str, *, by: str, reason: str) -> int:
         """Delete the wrapped bytes of every generation of the saga for good (module notes:
         ``secure_delete``, a synced commit, ``wal_checkpoint(TRUNCATE)``), leaving one tombstone

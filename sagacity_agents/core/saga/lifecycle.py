@@ -187,6 +187,10 @@ class RunLifecycle:
         """
         self.loop = asyncio.get_running_loop()
         recovering = self._recovering
+        if not self.core.fresh_id and self.core.data_keys.master is not None:
+            # A master key that cannot open the saga's stored data key refuses the run here,
+            # before RUN_STARTED holds a lease nobody keeps.
+            await self.core.data_keys.for_saga(self.core.journal, self.core.saga_id, create=False)
         started = await acquire_lease(
             self.core.journal, self.core.saga_id, holder=self.holder, seconds=self.lease_seconds,
             agent=agent_name,
