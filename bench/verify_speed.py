@@ -33,8 +33,9 @@ from typing import Any
 
 from sagacity_agents.backends import InMemoryJournal, SqliteJournal
 from sagacity_agents.core.authenticity import EntryTagger
-from sagacity_agents.core.entries import JournalEntry, seal_entry
+from sagacity_agents.core.entries import JournalEntry, Phase, seal_entry
 from sagacity_agents.core.evidence import Evidence, verify_sagas
+from sagacity_agents.core.identity import JOURNAL_ID_KEY, BoundTagger, SagaSeal, journal_id_of
 from sagacity_agents.core.journal import FENCE_KEY
 from sagacity_agents.core.signing import Keyring, generate_key
 
@@ -71,15 +72,21 @@ async def template() -> list[JournalEntry]:
     return entries
 
 
-def resealed(model: list[JournalEntry], saga_id: str, tagger: Any) -> list[tuple[Any, ...]]:
-    """``model``'s entries sealed again under ``saga_id`` (same payloads, fences and times)."""
+def resealed(model: list[JournalEntry], saga_id: str, tagger: Any, journal_id: str) -> list[tuple[Any, ...]]:
+    """``model``'s entries sealed again under ``saga_id`` (same payloads, fences and times), its
+    SAGA_OPENED naming ``journal_id`` (the journal written to: a saga of another journal's id
+    fails as a copy, ``core.identity``), tagged as a writer of that journal tags them."""
     rows, prev = [], "0" * 64
+    seal = SagaSeal(journal_id, [])
     for e in model:
+        payload = e.payload
+        if e.phase is Phase.SAGA_OPENED:
+            payload = {**payload, JOURNAL_ID_KEY: journal_id}
         entry = seal_entry(saga_id=saga_id, seq=e.seq, phase=e.phase, tool=e.tool, call_id=e.call_id,
-                           write_key=e.write_key, payload=e.payload, recorded_at=e.recorded_at,
+                           write_key=e.write_key, payload=payload, recorded_at=e.recorded_at,
                            prev_hash=prev)
         if tagger is not None:
-            entry = tagger.tag_entry(entry)
+            entry = BoundTagger(tagger, seal, opening=e.seq == 1).tag_entry(entry)
         prev = entry.hash
         rows.append(tuple(getattr(entry, c) if c != "phase" else entry.phase.value for c in _COLUMNS))
     return rows
@@ -88,23 +95,31 @@ def resealed(model: list[JournalEntry], saga_id: str, tagger: Any) -> list[tuple
 def build_sqlite(path: Path, model: list[JournalEntry], sagas: int, tagger: Any) -> None:
     if path.exists():
         return
-    asyncio.run(_create_sqlite(path))
+    journal_id = asyncio.run(_journal_id(SqliteJournal(path)))
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA synchronous=OFF")
     with conn:
         for i in range(sagas):
             conn.executemany(f"INSERT INTO sagacity_journal ({', '.join(_COLUMNS)}) VALUES "
-                             f"({', '.join('?' * len(_COLUMNS))})", resealed(model, f"saga-{i:05d}", tagger))
+                             f"({', '.join('?' * len(_COLUMNS))})",
+                             resealed(model, f"saga-{i:05d}", tagger, journal_id))
     conn.close()
 
 
-async def _create_sqlite(path: Path) -> None:
-    await SqliteJournal(path).close()
+async def _journal_id(journal: Any) -> str:
+    """The id of ``journal`` (made with its tables), then closed."""
+    try:
+        found = await journal_id_of(journal)
+    finally:
+        await journal.close()
+    assert found is not None
+    return found
 
 
 def build_pg(schema: str, model: list[JournalEntry], sagas: int) -> str:
     import psycopg
 
+    from sagacity_agents.backends.postgres.journal import PostgresJournal
     from sagacity_agents.backends.postgres.migrations import migrate
 
     with psycopg.connect(PG, autocommit=True) as conn:
@@ -112,10 +127,11 @@ def build_pg(schema: str, model: list[JournalEntry], sagas: int) -> str:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     uri = f"{PG}{'&' if '?' in PG else '?'}options=-csearch_path%3D{schema}"
     asyncio.run(migrate(uri))
+    journal_id = asyncio.run(_journal_id(PostgresJournal(uri)))
     with psycopg.connect(uri) as conn, conn.cursor() as cur:
         with cur.copy(f"COPY sagacity_journal ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
             for i in range(sagas):
-                for row in resealed(model, f"saga-{i:05d}", None):
+                for row in resealed(model, f"saga-{i:05d}", None, journal_id):
                     copy.write_row(row)
         conn.execute("ANALYZE sagacity_journal")
     return uri
