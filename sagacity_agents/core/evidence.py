@@ -271,7 +271,8 @@ class Evidence:
         entries = await journal.entries(saga_id)
         if fault is not None:
             return fault, entries
-        with TagProofs(self.keyring, self.tags, journal_id := await journal_id_of(journal)) as proofs:
+        journal_id = await journal_id_of(journal)
+        with TagProofs(self.keyring, self.tags, journal_id) as proofs:
             await proofs.finish(proofs.start(entries))  # on every core; the check names faults
         return self.check(saga_id, entries, anchor, checkpoints, adoption, roles=roles,
                           journal_id=journal_id), entries

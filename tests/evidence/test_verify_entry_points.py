@@ -31,21 +31,9 @@ from sagacity_agents.evidence import verify_entries, verify_journal
 from sagacity_agents.stores import open_journal
 
 from .tamper import sql
-from .test_verify_read_speed import TAMPERS, fill
+from .test_verify_read_speed import tampered
 
 _LINE = re.compile(r"saga (.+?)  at seq (\d+): ([^:]+):")
-
-
-async def _tampered(db: str) -> list[str]:
-    journal = open_journal(db)
-    try:
-        for name in TAMPERS:
-            await fill(journal, name)
-    finally:
-        await journal.close()
-    for name, tamper in TAMPERS.items():
-        tamper(db, name)
-    return list(TAMPERS)
 
 
 def _broken_lines(output: str) -> dict[str, tuple[int, str]]:
@@ -55,7 +43,7 @@ def _broken_lines(output: str) -> dict[str, tuple[int, str]]:
 
 async def test_every_entry_point_gives_the_strict_results(journal_db):
     db = journal_db
-    ids = await _tampered(db)
+    ids = await tampered(db)
     heads = {"sound": ChainHead(6, "f" * 64), "gap": ChainHead(6, "f" * 64), "gone": ChainHead(2, "e" * 64)}
     journal = open_journal(db)
     try:
