@@ -391,8 +391,10 @@ async def verify_sagas(
     Every saga is read once, many sagas per read where the backend can
     (``core.reads.read_sagas``), and its chain checked once for both. Without checkpoints or
     a keyring, on a backend with ``rows_many`` (SQLite, PostgreSQL), a saga is checked from its
-    stored rows (``core.chain.verify_rows``) and only one that does not pass plainly
-    is judged entry by entry: the results are the same, faster.
+    stored rows (``core.chain.rows_verdict``) and only one that does not pass plainly
+    is judged entry by entry: the results are the same, faster. With a keyring, the tags of the
+    saga read next are verified on one thread per core while this one is checked
+    (``core.tag_proofs``); the check finds them verified and names every fault itself.
 
     Args:
         journal: the journal to read.
@@ -410,7 +412,7 @@ async def verify_sagas(
     """
     heads = heads or {}
     evidence = evidence or CHAIN_ONLY  # the structure is checked whatever the keys
-    also = []
+    also: list[Sequence[str]] = []
     if saga_id is None and evidence.checkpoints is not None:
         also.append(await evidence.checkpoints.saga_ids())
     ids = await sagas_to_verify(journal, saga_id, [*also, heads] if heads_too else also)
@@ -429,16 +431,19 @@ async def verify_sagas(
     # Each saga's tags are verified on every core (core.tag_proofs) while the saga read before
     # it is checked here; the check finds them verified, and still names every fault itself.
     with TagProofs(evidence.keyring, evidence.tags, journal_id) as proofs:
+
+        async def check(sid: str, entries: list[JournalEntry], proving: list[Any]) -> VerifyResult:
+            await proofs.finish(proving)
+            return await _verify_read(sid, entries, heads, evidence, adoption, roles, journal_id)
+
         held: tuple[str, list[JournalEntry], list[Any]] | None = None
         async for sid, entries in read_sagas(journal, ids):
             started = (sid, entries, proofs.start(entries))
             if held is not None:
-                await proofs.finish(held[2])
-                results.append(await _verify_read(held[0], held[1], heads, evidence, adoption, roles, journal_id))
+                results.append(await check(*held))
             held = started
         if held is not None:
-            await proofs.finish(held[2])
-            results.append(await _verify_read(held[0], held[1], heads, evidence, adoption, roles, journal_id))
+            results.append(await check(*held))
     return results
 
 
