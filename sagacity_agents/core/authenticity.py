@@ -70,11 +70,13 @@ __all__ = [
     "Adoption",
     "EntryTagger",
     "TagCache",
+    "TagClaim",
     "UntaggedRefusal",
     "adopt_keyring",
     "authenticated_entries",
     "authenticity_fault",
     "entry_tagger",
+    "prove_tags",
     "read_adoption",
     "read_key_roles",
     "resolution_fields",
@@ -209,9 +211,7 @@ class TagCache:
         saga's ``derivation`` (``core.identity``; ``None``: derivation 1). The caller has
         checked the entry's hash against its bytes."""
         assert entry.tag_key is not None and entry.tag is not None
-        bound = derivation if derivation is not None and derivation.binds else None
-        seen = (entry.hash, entry.tag_key, entry.tag,
-                *((bound.journal_id, bound.opened_hash) if bound is not None else ()))
+        seen = _seen_key(entry, derivation)
         if seen in self._seen:
             return None
         key = keyring.verify_keys.get(entry.tag_key)
@@ -220,16 +220,90 @@ class TagCache:
         from cryptography.exceptions import InvalidSignature  # noqa: PLC0415
 
         try:
-            unlinked = unlinked_bytes(entry.canonical, entry.seq, entry.prev_hash)
-            statement = (statement_for(unlinked, entry.tag_key, entry.phase, entry.seq, bound)
-                         if bound is not None else tag_statement(unlinked, entry.tag_key))
-            key.verify(base64.b64decode(entry.tag, validate=True), statement)
+            key.verify(base64.b64decode(entry.tag, validate=True), _tag_statement_of(entry, derivation))
         except (InvalidSignature, ValueError, TypeError):
             return f"tag by key {entry.tag_key!r} does not verify"
-        if len(self._seen) >= _CACHE_LIMIT:
-            self._seen.clear()
-        self._seen.add(seen)
+        self.proven([seen])
         return None
+
+    def unproven(self, entries: Iterable[JournalEntry], keyring: Keyring,
+                 derivation: Derivation | None = None) -> list[TagClaim]:
+        """The tags of ``entries`` (one saga's, of ``derivation``) not verified yet, each ready
+        to verify anywhere (:func:`prove_tags`, on another thread): what :meth:`check` would
+        verify. Only an entry whose stored hash is SHA-256 of its stored bytes is listed: a
+        proof is remembered by hash, so it must be a proof for the bytes of that hash (the chain
+        check, which :meth:`check` relies on, may not have run yet). An untagged entry, one of an
+        unknown key, or one whose statement cannot be built is left out: :meth:`check` names it.
+        """
+        claims: list[TagClaim] = []
+        sha256, seen_before, keys = hashlib.sha256, self._seen, keyring.verify_keys
+        for entry in entries:
+            if entry.tag is None or entry.tag_key is None:
+                continue
+            seen = _seen_key(entry, derivation)
+            key = keys.get(entry.tag_key)
+            if seen in seen_before or key is None or sha256(entry.canonical).hexdigest() != entry.hash:
+                continue
+            try:
+                claims.append((seen, key, base64.b64decode(entry.tag, validate=True),
+                               _tag_statement_of(entry, derivation)))
+            except (ValueError, TypeError):
+                continue
+        return claims
+
+    def proven(self, seen: Iterable[tuple[str, ...]]) -> None:
+        """Remember tags verified (keys of :meth:`unproven`'s claims that :func:`prove_tags`
+        returned). Bounded: the whole cache is dropped when full."""
+        for one in seen:
+            if len(self._seen) >= _CACHE_LIMIT:
+                self._seen.clear()
+            self._seen.add(one)
+
+
+TagClaim = tuple[tuple[str, ...], Any, bytes, bytes]
+"""A tag to verify: (its :class:`TagCache` key, the Ed25519 public key, the signature, the
+signed statement)."""
+
+
+def prove_tags(claims: Sequence[TagClaim]) -> list[tuple[str, ...]]:
+    """The cache keys of ``claims`` whose signature verifies (Ed25519 through ``cryptography``,
+    which releases the GIL while it verifies: callers run this on a pool of threads). A claim
+    that does not verify is left out; :meth:`TagCache.check` names it later.
+
+    Args:
+        claims: from :meth:`TagCache.unproven`.
+    """
+    from cryptography.exceptions import InvalidSignature  # noqa: PLC0415
+
+    proved: list[tuple[str, ...]] = []
+    for seen, key, signature, statement in claims:
+        try:
+            key.verify(signature, statement)
+        except (InvalidSignature, ValueError, TypeError):
+            continue
+        proved.append(seen)
+    return proved
+
+
+def _seen_key(entry: JournalEntry, derivation: Derivation | None) -> tuple[str, ...]:
+    """The :class:`TagCache` key of ``entry``'s tag: its hash, key id, tag and, under a binding
+    derivation, the journal id and SAGA_OPENED hash the statement binds."""
+    bound = derivation if derivation is not None and derivation.binds else None
+    return (entry.hash, entry.tag_key, entry.tag,  # type: ignore[return-value]
+            *((bound.journal_id, bound.opened_hash) if bound is not None else ()))
+
+
+def _tag_statement_of(entry: JournalEntry, derivation: Derivation | None) -> bytes:
+    """The statement ``entry``'s tag signs under ``derivation``.
+
+    Raises:
+        ValueError: the bytes are not an entry's, or an id is not lowercase hex.
+    """
+    unlinked = unlinked_bytes(entry.canonical, entry.seq, entry.prev_hash)
+    bound = derivation if derivation is not None and derivation.binds else None
+    if bound is not None:
+        return statement_for(unlinked, entry.tag_key, entry.phase, entry.seq, bound)  # type: ignore[arg-type,return-value]
+    return tag_statement(unlinked, entry.tag_key)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

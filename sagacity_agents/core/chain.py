@@ -31,15 +31,19 @@ import orjson
 
 from .canonical import parse_json
 from .entries import _PHASES, GENESIS_HASH, HASHED_FIELDS, EntryFields, EntryLike, JournalEntry, Phase
-from .journal import Journal, reopens
+from .journal import Journal, capabilities_of, reopens
+from .reads import read_saga_rows, read_sagas
 
 __all__ = [
     "ChainFault",
     "ChainHead",
     "VerifyResult",
+    "entries_from_rows",
     "heads_from_json",
     "heads_of",
     "heads_to_json",
+    "rows_verdict",
+    "sagas_to_verify",
     "verify_entries",
     "verify_journal",
     "verify_rows",
@@ -350,6 +354,59 @@ def _parsed_fault(saga_id: str, entry: JournalEntry, position: int) -> tuple[Cha
     return None
 
 
+def entries_from_rows(rows: Iterable[Sequence[Any]]) -> list[JournalEntry]:
+    """The entries of stored rows read without their tags (tuples of ``entries.CHAIN_COLUMNS``,
+    as ``core.reads.read_saga_rows`` yields them): what the strict reader judges when a saga's
+    rows do not pass :func:`verify_rows` plainly. The one place such a row becomes an entry."""
+    return [JournalEntry.from_row((*row, None, None)) for row in rows]
+
+
+def rows_verdict(saga_id: str, rows: Sequence[Sequence[Any]], anchor: ChainHead | None,
+                 ) -> tuple[VerifyResult, list[EntryFields]] | None:
+    """The chain's verdict on one saga's stored rows at read speed, with its anchor: the sound
+    case only (:func:`verify_rows`, then :func:`check_anchor` on the verified fields).
+
+    Args:
+        saga_id: the saga the rows must belong to.
+        rows: its stored rows in ``seq`` order (tuples of ``entries.CHAIN_COLUMNS``).
+        anchor: the head exported for it, or ``None``.
+
+    Returns:
+        ``(result, fields)``: ``result`` is exactly what :func:`verify_entries` gives for the
+        entries of these rows and ``anchor`` (ok); ``fields`` the rows' :class:`EntryFields`.
+        ``None``: a row is not plainly sound or the anchor disagrees: the caller judges the
+        entries (:func:`entries_from_rows`) with :func:`verify_entries`, which names the fault.
+    """
+    verified = verify_rows(saga_id, rows)
+    if verified is None:
+        return None
+    chain, fields = verified
+    if anchor is None:
+        return chain, fields
+    if check_anchor(saga_id, fields, anchor) is not None:
+        return None
+    return VerifyResult(saga_id, True, chain.entries, chain.head, anchor=anchor), fields
+
+
+async def sagas_to_verify(journal: Journal, saga_id: str | None, also: Iterable[Iterable[str]] = ()) -> list[str]:
+    """The sagas a verify reads: ``[saga_id]``, or every saga of ``journal`` (oldest first),
+    then those of each of ``also`` (checkpointed sagas, anchored sagas) not listed before.
+
+    Raises:
+        JournalError: the journal could not be read.
+    """
+    if saga_id is not None:
+        return [saga_id]
+    ids = await journal.saga_ids()
+    known = set(ids)
+    for more in also:
+        for sid in more:
+            if sid not in known:
+                known.add(sid)
+                ids.append(sid)
+    return ids
+
+
 async def verify_journal(
     journal: Journal,
     saga_id: str | None = None,
@@ -357,6 +414,14 @@ async def verify_journal(
     heads: Mapping[str, ChainHead] | None = None,
 ) -> list[VerifyResult]:
     """Verify one saga (``saga_id``) or every saga in ``journal``, optionally against anchors.
+
+    The chain and the anchors only (``sagacity journal verify`` and ``Sagacity.verify`` also
+    check the structure and, with a keyring, the tags: ``core.evidence.verify_sagas``). Read as
+    they do: many sagas per read where the backend can (``core.reads``), and on a backend with
+    ``rows_many`` (SQLite, PostgreSQL) each saga checked from its stored rows
+    (:func:`rows_verdict`); a saga that does not pass plainly is judged entry by entry
+    (:func:`verify_entries`): the results are those of :func:`verify_entries` on the entries
+    :meth:`Journal.entries` reads, faster.
 
     Args:
         journal: the journal to read.
@@ -376,13 +441,17 @@ async def verify_journal(
         JournalError: the journal could not be read.
     """
     heads = heads or {}
-    if saga_id is not None:
-        ids = [saga_id]
-    else:
-        ids = await journal.saga_ids()
-        known = set(ids)
-        ids += [sid for sid in heads if sid not in known]
-    return [verify_entries(sid, await journal.entries(sid), heads.get(sid)) for sid in ids]
+    ids = await sagas_to_verify(journal, saga_id, [heads])
+    results: list[VerifyResult] = []
+    if capabilities_of(journal).rows_read:
+        async for sid, rows in read_saga_rows(journal, ids):
+            quick = rows_verdict(sid, rows, heads.get(sid))
+            results.append(quick[0] if quick is not None
+                           else verify_entries(sid, entries_from_rows(rows), heads.get(sid)))
+        return results
+    async for sid, entries in read_sagas(journal, ids):
+        results.append(verify_entries(sid, entries, heads.get(sid)))
+    return results
 
 
 def heads_of(results: Iterable[VerifyResult]) -> dict[str, ChainHead]:

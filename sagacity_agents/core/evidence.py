@@ -36,7 +36,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ConfigurationError, EvidenceError, SignatureError
-from .chain import ChainFault, ChainHead, VerifyResult, check_anchor, verify_entries, verify_rows
+from .chain import (ChainFault, ChainHead, VerifyResult, check_anchor, entries_from_rows, rows_verdict,
+                    sagas_to_verify, verify_entries)
 from .approval_rule import approval_problem
 from .authenticity import ADOPTION_SAGA, Adoption, TagCache, authenticity_fault, read_adoption, read_key_roles
 from .identity import copied_saga_problem, journal_id_of
@@ -47,6 +48,7 @@ from .key_roles import KeyRoles, Role
 from .reads import read_saga_rows, read_sagas
 from .signing import Keyring, signed_record_problem
 from .structure import structure_problem
+from .tag_proofs import TagProofs
 
 __all__ = ["DECISION_STATEMENT", "Evidence", "checkpoint_problem", "refusal", "sign_decision", "verified_entries", "verify_sagas"]
 
@@ -269,8 +271,11 @@ class Evidence:
         entries = await journal.entries(saga_id)
         if fault is not None:
             return fault, entries
+        journal_id = await journal_id_of(journal)
+        with TagProofs(self.keyring, self.tags, journal_id) as proofs:
+            await proofs.finish(proofs.start(entries))  # on every core; the check names faults
         return self.check(saga_id, entries, anchor, checkpoints, adoption, roles=roles,
-                          journal_id=await journal_id_of(journal)), entries
+                          journal_id=journal_id), entries
 
     async def verify_all(self, journal: Journal) -> list[VerifyResult]:
         """Verify every saga of the journal, then every checkpointed saga the journal no longer
@@ -386,8 +391,10 @@ async def verify_sagas(
     Every saga is read once, many sagas per read where the backend can
     (``core.reads.read_sagas``), and its chain checked once for both. Without checkpoints or
     a keyring, on a backend with ``rows_many`` (SQLite, PostgreSQL), a saga is checked from its
-    stored rows (``core.chain.verify_rows``) and only one that does not pass plainly
-    is judged entry by entry: the results are the same, faster.
+    stored rows (``core.chain.rows_verdict``) and only one that does not pass plainly
+    is judged entry by entry: the results are the same, faster. With a keyring, the tags of the
+    saga read next are verified on one thread per core while this one is checked
+    (``core.tag_proofs``); the check finds them verified and names every fault itself.
 
     Args:
         journal: the journal to read.
@@ -405,16 +412,10 @@ async def verify_sagas(
     """
     heads = heads or {}
     evidence = evidence or CHAIN_ONLY  # the structure is checked whatever the keys
-    if saga_id is not None:
-        ids = [saga_id]
-    else:
-        ids = await journal.saga_ids()
-        known = set(ids)
-        if evidence.checkpoints is not None:
-            ids += [sid for sid in await evidence.checkpoints.saga_ids() if sid not in known]
-        if heads_too:
-            known = set(ids)
-            ids += [sid for sid in heads if sid not in known]
+    also: list[Sequence[str]] = []
+    if saga_id is None and evidence.checkpoints is not None:
+        also.append(await evidence.checkpoints.saga_ids())
+    ids = await sagas_to_verify(journal, saga_id, [*also, heads] if heads_too else also)
     adoption, roles = await evidence._keyring_state(journal)
     journal_id = await journal_id_of(journal)
     results: list[VerifyResult] = []
@@ -423,30 +424,40 @@ async def verify_sagas(
         # saga that does not pass them plainly is checked again below, entry by entry, so its
         # fault is named exactly as it always was.
         async for sid, rows in read_saga_rows(journal, ids):
-            quick = _verified_rows(sid, rows, heads.get(sid))
-            if quick is not None and rows and copied_saga_problem(
-                    [JournalEntry.from_row((*rows[0], None, None))], journal_id) is not None:
-                quick = None  # named below
+            quick = _verified_rows(sid, rows, heads.get(sid), journal_id)
             results.append(quick if quick is not None else await _verify_read(  # no tags: no keyring
-                sid, [JournalEntry.from_row((*row, None, None)) for row in rows], heads, evidence,
-                adoption, roles, journal_id))
+                sid, entries_from_rows(rows), heads, evidence, adoption, roles, journal_id))
         return results
-    async for sid, entries in read_sagas(journal, ids):
-        results.append(await _verify_read(sid, entries, heads, evidence, adoption, roles, journal_id))
+    # Each saga's tags are verified on every core (core.tag_proofs) while the saga read before
+    # it is checked here; the check finds them verified, and still names every fault itself.
+    with TagProofs(evidence.keyring, evidence.tags, journal_id) as proofs:
+
+        async def check(sid: str, entries: list[JournalEntry], proving: list[Any]) -> VerifyResult:
+            await proofs.finish(proving)
+            return await _verify_read(sid, entries, heads, evidence, adoption, roles, journal_id)
+
+        held: tuple[str, list[JournalEntry], list[Any]] | None = None
+        async for sid, entries in read_sagas(journal, ids):
+            started = (sid, entries, proofs.start(entries))
+            if held is not None:
+                results.append(await check(*held))
+            held = started
+        if held is not None:
+            results.append(await check(*held))
     return results
 
 
-def _verified_rows(sid: str, rows: Sequence[Sequence[Any]], anchor: ChainHead | None) -> VerifyResult | None:
-    """The result of a saga whose stored rows pass the chain (``core.chain.verify_rows``), the
-    anchor, the structure rule and the approval rule; ``None``: something to name, or to judge entry by entry."""
-    verified = verify_rows(sid, rows)
+def _verified_rows(sid: str, rows: Sequence[Sequence[Any]], anchor: ChainHead | None,
+                   journal_id: str | None) -> VerifyResult | None:
+    """The result of a saga whose stored rows pass the chain and the anchor
+    (``core.chain.rows_verdict``), the journal's identity, the structure rule and the approval
+    rule; ``None``: something to name, or to judge entry by entry."""
+    verified = rows_verdict(sid, rows, anchor)
     if verified is None:
         return None
     chain, fields = verified
-    if anchor is not None:
-        if check_anchor(sid, fields, anchor) is not None:
-            return None
-        chain = VerifyResult(sid, True, chain.entries, chain.head, anchor=anchor)
+    if rows and copied_saga_problem(entries_from_rows(rows[:1]), journal_id) is not None:
+        return None
     if structure_problem(fields, sid) is not None or approval_problem(fields) is not None:
         return None
     return chain

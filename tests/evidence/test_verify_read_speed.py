@@ -72,8 +72,9 @@ TAMPERS = {
 }
 
 
-async def test_verify_from_rows_names_every_fault_as_the_entry_check_does(journal_db):
-    db = journal_db
+async def tampered(db: str) -> list[str]:
+    """One saga per :data:`TAMPERS` entry written to ``db``, then each tampered as named; the
+    saga ids (the names) in journal order."""
     journal = open_journal(db)
     try:
         for name in TAMPERS:
@@ -82,6 +83,12 @@ async def test_verify_from_rows_names_every_fault_as_the_entry_check_does(journa
         await journal.close()
     for name, tamper in TAMPERS.items():
         tamper(db, name)
+    return list(TAMPERS)
+
+
+async def test_verify_from_rows_names_every_fault_as_the_entry_check_does(journal_db):
+    db = journal_db
+    await tampered(db)
     journal = open_journal(db)
     try:
         assert hasattr(journal, "rows_many")
