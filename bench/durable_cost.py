@@ -444,8 +444,9 @@ def print_durable(result: dict[str, Any]) -> None:
         one = s["sqlite-full/async/added_us"]
         print(f"SQLite, {result['calls']} one-call runs of one saga against one {result['calls']}-call run, async tool:"
               f" added per call {_fmt(a)} against {one[0]:+.0f} us: median of per-round ratios x{r[0]:.2f}"
-              f" [{r[1]:.2f}, {r[2]:.2f}] {_verdict(r, TARGETS['one_call_runs/ratio'])}; ratio of medians"
-              f" x{a[0] / one[0]:.2f}; wall time per call x{w[0]:.2f} [{w[1]:.2f}, {w[2]:.2f}]")
+              f" [{r[1]:.2f}, {r[2]:.2f}]; ratio of medians x{a[0] / one[0]:.2f};"
+              f" {_verdict((max(r[0], a[0] / one[0]), r[1], r[2]), TARGETS['one_call_runs/ratio'])}"
+              f" on the larger of the two; wall time per call x{w[0]:.2f} [{w[1]:.2f}, {w[2]:.2f}]")
     if "agent-saga/async/added_us" in s:
         p, b, q = s["agent-saga/async/added_us"], s["agent-saga/async/beyond_us"], s["ours_to_peer/ratio"]
         print(f"peer, {result['peer']}: added per call {_fmt(p)}, beyond one bare SQLite commit {_fmt(b)};"

@@ -154,19 +154,24 @@ class VerifiedHeads:
             same += 1
         return same
 
-    def keep(self, journal: Any, saga_id: str, entries: Sequence[JournalEntry]) -> None:
-        """Remember ``entries`` (verified just now) as the saga's."""
+    def keep(self, journal: Any, saga_id: str, entries: Sequence[JournalEntry], known: int = 0) -> None:
+        """Remember ``entries`` (verified just now) as the saga's; ``known``: how many leading ones
+        :meth:`known` found identical to the ones kept (only the rest are added then)."""
         if len(entries) > self._LIMIT:
             return
         try:
             sagas = self._by_journal.setdefault(_backend_of(journal), {})
         except TypeError:
             return
-        sagas.pop(saga_id, None)
-        total = sum(len(kept) for kept in sagas.values())
+        kept = sagas.pop(saga_id, None)
+        total = sum(len(other) for other in sagas.values())
         while sagas and total + len(entries) > self._LIMIT:
             total -= len(sagas.pop(next(iter(sagas))))
-        sagas[saga_id] = [_stored_key(entry) for entry in entries]
+        if kept is not None and known == len(kept):
+            kept.extend(_stored_key(entry) for entry in entries[known:])
+        else:
+            kept = [_stored_key(entry) for entry in entries]
+        sagas[saga_id] = kept
 
 
 @dataclass(frozen=True)
@@ -344,11 +349,11 @@ class Evidence:
         entries = await journal.entries(saga_id)
         if fault is not None:
             return fault, entries
+        known = self.heads.known(journal, saga_id, entries) if trust else 0
         result = self.check(saga_id, entries, anchor, checkpoints, adoption, roles=roles,
-                            journal_id=await journal_id_of(journal),
-                            known=self.heads.known(journal, saga_id, entries) if trust else 0)
+                            journal_id=await journal_id_of(journal), known=known)
         if trust and result.ok and entries:
-            self.heads.keep(journal, saga_id, entries)
+            self.heads.keep(journal, saga_id, entries, known)
         return result, entries
 
     async def verify_all(self, journal: Journal) -> list[VerifyResult]:
