@@ -3,28 +3,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-@contextlib.contextmanager
-def _bench(name: str):
-    """``bench/<name>.py`` as a module for the duration of a test."""
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
-        sys.path.remove(str(BENCH))
+from tests.test_bench_smoke import _bench_script as _bench
 
 
 def test_order_statistics_interval_of_the_median():

@@ -201,6 +201,15 @@ class SqliteJournal(SqliteWorker):
             return
         self._wal_restarts = not busy and log == copied
 
+    def _checkpoint_after(self, wait: bool) -> None:
+        """The checkpoint a durable commit made due: here on the journal's or a worker's thread
+        (``wait``), on the journal's thread when the event loop made the commit itself."""
+        if wait:
+            self._checkpoint()
+        else:
+            self._commits_since_checkpoint = 0
+            self._executor.submit(self._checkpoint_later)
+
     def _checkpoint_later(self) -> None:
         """:meth:`_checkpoint` on the journal's thread, for a durable commit the event loop made
         itself (a checkpoint syncs the database file: never on the loop)."""
@@ -438,11 +447,7 @@ class SqliteJournal(SqliteWorker):
                     f"SQLite append to saga {saga_id!r}: committed, but the sync to disk failed "
                     f"({exc}): its durability is unknown") from exc
             if self._commits_since_checkpoint >= _CHECKPOINT_EVERY and self._wal_fd is not None:
-                if wait:
-                    self._checkpoint()
-                else:  # the event loop wrote this durable commit: its checkpoint is the thread's
-                    self._commits_since_checkpoint = 0
-                    self._executor.submit(self._checkpoint_later)
+                self._checkpoint_after(wait)
         self._check_file()  # a file replaced under the commit: the writes went nowhere
         return answers
 
