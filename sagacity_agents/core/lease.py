@@ -200,11 +200,11 @@ def lease_seconds(value: Any) -> float:
         return DEFAULT_LEASE_SECONDS
 
 
-def _as_hashed(seconds: float) -> float | int:
+def _as_hashed(seconds: float | int) -> float | int:
     """``seconds`` as its canonical bytes give it back (RFC 8785 writes 30.0 as 30): the payload an
     in-memory journal keeps then encodes to its own bytes (``core.chain._encodes_to``), and is
     verified at read speed instead of by the strict parser."""
-    return int(seconds) if seconds.is_integer() else seconds
+    return int(seconds) if float(seconds).is_integer() else seconds
 
 
 def _renews(entry: JournalEntry, run_seq: int, holder: str) -> bool:
