@@ -23,7 +23,7 @@ per call"), so on SQLite the per-call figure is bounded below by one durable com
 Usage::
 
     python bench/overhead.py [--calls 20] [--rounds N] [--warmup W] [--json out.json]
-    python bench/overhead.py --durable [--rounds 30]   # bench/durable_cost.py (issue 22)
+    python bench/overhead.py --durable [--rounds 30]   # bench/durable_cost.py: beyond one commit
     python bench/overhead.py --sensitive [--rounds 60] # bench/sensitive_cost.py (issue 36)
 """
 
@@ -506,8 +506,9 @@ def print_report(result: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=20, help="tool calls per run (default 20)")
-    parser.add_argument("--rounds", type=int, default=150,
-                        help="measured rounds, each runs all 4 variants (default 150, ~40 s; with --durable at most 30)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="measured rounds, each runs all 4 variants (default 150, ~40 s; with --durable 30,"
+                        " the least the durable measure is decided on)")
     parser.add_argument("--warmup", type=int, default=10, help="discarded warm-up rounds (default 10)")
     parser.add_argument("--fixed-rounds", type=int, default=None,
                         help="rounds of the zero-call series (default rounds/2; 0 skips it)")
@@ -518,8 +519,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated subset of {','.join(VARIANTS)} (bare always runs)")
     parser.add_argument("--json", dest="json_out", default=None, help="write the results here")
     parser.add_argument("--durable", action="store_true",
-                        help="only the durable section (bench/durable_cost.py): per-call cost on "
-                        "SQLite FULL and PostgreSQL as a multiple of a bare commit, 95 %% intervals")
+                        help="only the durable section (bench/durable_cost.py): the time a call adds beyond "
+                        "its one durable commit on SQLite FULL and PostgreSQL, in memory per turn, one-call "
+                        "runs, agent-saga beside when installed; medians over rounds, 95 %% intervals")
     parser.add_argument("--sensitive", action="store_true",
                         help="only the protection section (bench/sensitive_cost.py): per-call cost of "
                         "committing and sealing sensitive values in memory, defaults on with no "
@@ -530,7 +532,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(Path(__file__).parent))
         from sensitive_cost import main as sensitive_main
 
-        sensitive = sensitive_main(calls=args.calls, rounds=min(args.rounds, 60), warmup=args.warmup)
+        sensitive = sensitive_main(calls=args.calls, rounds=min(args.rounds or 60, 60),
+                                   warmup=args.warmup)
         if args.json_out:
             Path(args.json_out).write_text(json.dumps(sensitive, indent=2), encoding="utf-8")
         return 0
@@ -538,7 +541,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(Path(__file__).parent))
         from durable_cost import print_durable, run_durable
 
-        durable = asyncio.run(run_durable(calls=args.calls, rounds=min(args.rounds, 30)))
+        rounds = 30 if args.rounds is None else args.rounds
+        if rounds < 30:
+            print(f"note: {rounds} rounds is below the 30 the durable measure is decided on", file=sys.stderr)
+        durable = asyncio.run(run_durable(calls=args.calls, rounds=rounds, warmup=min(args.warmup, 3)))
         print_durable(durable)
         if args.json_out:
             Path(args.json_out).write_text(json.dumps(durable, indent=2), encoding="utf-8")
@@ -557,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = asyncio.run(
         run_benchmark(
-            calls=args.calls, rounds=args.rounds, warmup=args.warmup,
+            calls=args.calls, rounds=150 if args.rounds is None else args.rounds, warmup=args.warmup,
             fixed_rounds=args.fixed_rounds, append_n=args.append_n, db_dir=args.db_dir,
             progress=progress, variants=[v.strip() for v in args.variants.split(",") if v.strip()],
         )

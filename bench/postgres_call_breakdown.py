@@ -2,14 +2,15 @@
 (the INTENT before the body, the outcome after it) versus the whole run's overhead per call.
 
 Runs the 20-call scripted agent of ``bench/overhead.py`` bare and under
-``Sagacity(PostgresJournal(uri, fast_outcomes=...))``, interleaved, and times every ``run_call``:
+``Sagacity(PostgresJournal(uri))`` (the default commit rule; ``--durable``: ``durable_outcomes=True``,
+every outcome waits for the WAL flush; ``--fast``: ``fast_outcomes=True``), interleaved, and times every ``run_call``:
 before the body (INTENT), after it (outcome), and in all. The paired overhead per call minus the
 time in ``run_call`` is what the saga costs outside the call: the run's own entries and the
 agent's turn running beside the database.
 
 Usage::
 
-    python bench/postgres_call_breakdown.py [--db URI] [--rounds 30] [--durable]
+    python bench/postgres_call_breakdown.py [--db URI] [--rounds 30] [--durable | --fast]
 """
 
 from __future__ import annotations
@@ -62,11 +63,12 @@ def _instrument() -> None:
     saga_module.Saga.run_call = timed  # type: ignore[method-assign]
 
 
-async def main(uri: str, rounds: int, fast: bool) -> None:
+async def main(uri: str, rounds: int, rule: str) -> None:
     set_tracing_disabled(True)
     _instrument()
     async with scratch_schema(uri) as scoped:
-        sagacity = Sagacity(PostgresJournal(scoped, fast_outcomes=fast))
+        options = {"durable": {"durable_outcomes": True}, "fast": {"fast_outcomes": True}}.get(rule, {})
+        sagacity = Sagacity(PostgresJournal(scoped, **options))
         pairs = []
         for round_no in range(rounds + 1):  # round 0 warms up
             if round_no == 1:
@@ -81,7 +83,7 @@ async def main(uri: str, rounds: int, fast: bool) -> None:
         await sagacity.aclose()
     overhead = statistics.median(pairs) / 20
     inside = statistics.median(TIMES["run_call, all"])
-    print(f"fast_outcomes={fast}: overhead {overhead * 1e3:.3f} ms per call (median of {rounds})")
+    print(f"{rule} commit rule: overhead {overhead * 1e3:.3f} ms per call (median of {rounds})")
     for name, values in TIMES.items():
         print(f"  {name:26s} {statistics.median(values) * 1e3:.3f} ms")
     print(f"  outside run_call           {(overhead - inside) * 1e3:.3f} ms")
@@ -91,6 +93,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--durable", action="store_true", help="fast_outcomes=False")
+    rule = parser.add_mutually_exclusive_group()
+    rule.add_argument("--durable", action="store_true", help="durable_outcomes=True (every outcome durable)")
+    rule.add_argument("--fast", action="store_true", help="fast_outcomes=True (outcomes written behind)")
     options = parser.parse_args()
-    asyncio.run(main(options.db, options.rounds, not options.durable))
+    asyncio.run(main(options.db, options.rounds,
+                     "durable" if options.durable else "fast" if options.fast else "default"))

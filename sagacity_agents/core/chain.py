@@ -174,7 +174,7 @@ def check_anchor(saga_id: str, entries: Sequence[EntryLike], anchor: ChainHead) 
 
 def verify_entries(
     saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead | None = None, *,
-    chain: VerifyResult | None = None,
+    chain: VerifyResult | None = None, known: int = 0,
 ) -> VerifyResult:
     """Verify one saga's entries, given in storage order (ascending ``seq``).
 
@@ -188,11 +188,15 @@ def verify_entries(
             added to its detail.
         chain: this function's result for the same entries without an anchor, when the caller
             has it already (the chain is then not checked again).
-
+        known: how many leading entries the caller found identical, column for column and byte
+            for byte, to entries this process verified before (``core.evidence.VerifiedHeads``:
+            a saga reopened for its next run); they are not hashed again, only the entries after
+            them and their link to the last of them. Ignored when one of them is a SAGA_CLOSED
+            (what may follow a close depends on it).
     Returns:
         A :class:`VerifyResult` naming the first bad sequence number and the fault, if any.
     """
-    result = chain if chain is not None else _verify_chain(saga_id, entries)
+    result = chain if chain is not None else _verify_chain(saga_id, entries, _known_start(entries, known))
     if anchor is None:
         return result
     anchor_fault = check_anchor(saga_id, entries, anchor)
@@ -206,14 +210,23 @@ def verify_entries(
     return VerifyResult(saga_id, True, result.entries, result.head, anchor=anchor)
 
 
-def _verify_chain(saga_id: str, entries: Sequence[JournalEntry]) -> VerifyResult:
+def _known_start(entries: Sequence[JournalEntry], known: int) -> int:
+    """Where the walk starts, given ``known`` (see :func:`verify_entries`): 0 to walk them all."""
+    if not 0 < known <= len(entries) or entries[known - 1].seq != known:
+        return 0
+    if any(entry.phase == "SAGA_CLOSED" for entry in entries[:known]):
+        return 0
+    return known
+
+
+def _verify_chain(saga_id: str, entries: Sequence[JournalEntry], start: int = 0) -> VerifyResult:
     def bad(seq: int, fault: ChainFault, detail: str) -> VerifyResult:
         return VerifyResult(saga_id, False, len(entries), None, seq, fault, detail)
 
-    prev = GENESIS_HASH
+    prev = entries[start - 1].hash if start else GENESIS_HASH
     closed_at: int | None = None
     sha256 = hashlib.sha256
-    for position, entry in enumerate(entries, start=1):
+    for position, entry in enumerate(entries[start:] if start else entries, start=start + 1):
         if entry.seq != position:
             if entry.seq > position:
                 if any(later.seq == position for later in entries[position:]):

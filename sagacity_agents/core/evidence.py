@@ -31,6 +31,7 @@ stored in the decision entry's payload as ``"signature": {"key_id", "time", "sig
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -43,6 +44,7 @@ from .authenticity import ADOPTION_SAGA, Adoption, TagCache, authenticity_fault,
 from .identity import copied_saga_problem, journal_id_of
 from .checkpoints import Checkpoint, CheckpointStore, sign_checkpoint
 from .entries import JournalEntry, Phase
+from .fence import FencedJournal, JournalView
 from .journal import Journal, capabilities_of, utc_stamp
 from .key_roles import KeyRoles, Role
 from .reads import read_saga_rows, read_sagas
@@ -104,6 +106,76 @@ def _decision_problem(entry: JournalEntry, keyring: Keyring, allowed: frozenset[
     )
 
 
+def _stored_key(entry: JournalEntry) -> tuple[Any, ...]:
+    """Every stored column of ``entry`` the chain covers (its bytes included)."""
+    return (entry.seq, entry.phase, entry.tool, entry.call_id, entry.write_key, entry.recorded_at,
+            entry.prev_hash, entry.hash, entry.canonical)
+
+
+def _backend_of(journal: Any) -> Any:
+    """The journal object under a saga's views (a :class:`FencedJournal` over a
+    :class:`JournalView` over the backend): each run makes new views of the same backend."""
+    while True:
+        if isinstance(journal, FencedJournal):
+            journal = journal.inner
+        elif isinstance(journal, JournalView):
+            journal = journal.backend
+        else:
+            return journal
+
+
+class VerifiedHeads:
+    """Per journal object (weakly held) and saga id, the entries this process verified before
+    acting on the saga (``Evidence.verified_entries``), kept as their stored columns and bytes:
+    the saga's next run finds how many leading entries it reads are still identical to them
+    (a comparison, no hashing) and hashes only the ones after (``chain.verify_entries``'
+    ``known``), so reopening a saga for a one-call run costs its new entries, not its length.
+    An entry edited since, in any column or byte, ends the identical prefix there and is hashed
+    and checked again. What a verify is asked for (``verify``, the CLI, ``checked_entries``)
+    always walks the whole chain. Bounded (:data:`_LIMIT` entries per journal, the oldest sagas
+    dropped); a journal that cannot be weakly referenced is not remembered."""
+
+    _LIMIT = 100_000
+
+    def __init__(self) -> None:
+        self._by_journal: weakref.WeakKeyDictionary[Any, dict[str, list[tuple[Any, ...]]]] = \
+            weakref.WeakKeyDictionary()
+
+    def known(self, journal: Any, saga_id: str, entries: Sequence[JournalEntry]) -> int:
+        """How many leading ``entries`` are identical to the ones verified last time."""
+        try:
+            kept = self._by_journal.get(_backend_of(journal), {}).get(saga_id)
+        except TypeError:  # not weakly referenceable or not hashable
+            return 0
+        if not kept:
+            return 0
+        same = 0
+        for old, entry in zip(kept, entries):
+            if old != _stored_key(entry):
+                break
+            same += 1
+        return same
+
+    def keep(self, journal: Any, saga_id: str, entries: Sequence[JournalEntry], known: int = 0) -> None:
+        """Remember ``entries`` (verified just now) as the saga's; ``known``: how many leading ones
+        :meth:`known` found identical to the ones kept (only the rest are added then)."""
+        if len(entries) > self._LIMIT:
+            return
+        try:
+            sagas = self._by_journal.setdefault(_backend_of(journal), {})
+        except TypeError:
+            return
+        kept = sagas.pop(saga_id, None)
+        total = sum(len(other) for other in sagas.values())
+        while sagas and total + len(entries) > self._LIMIT:
+            total -= len(sagas.pop(next(iter(sagas))))
+        if kept is not None and known == len(kept):
+            kept.extend(_stored_key(entry) for entry in entries[known:])
+        else:
+            kept = [_stored_key(entry) for entry in entries]
+        sagas[saga_id] = kept
+
+
 @dataclass(frozen=True)
 class Evidence:
     """How much a saga's journal is checked before anything acts on it.
@@ -126,6 +198,9 @@ class Evidence:
     decision_keys: frozenset[str] | None = None
     tags: TagCache = field(default_factory=TagCache, compare=False, repr=False)
     """Entry tags verified already in this process (``core.authenticity``)."""
+    heads: VerifiedHeads = field(default_factory=lambda: VerifiedHeads(), compare=False, repr=False)
+    """Per journal and saga, the entries this process verified before acting
+    (:meth:`verified_entries`): the next run of the saga hashes only what follows them."""
 
     def __post_init__(self) -> None:
         if self.checkpoints is not None and self.keyring is None:
@@ -205,19 +280,20 @@ class Evidence:
     def check(self, saga_id: str, entries: Sequence[JournalEntry], anchor: ChainHead | None,
               checkpoints: Sequence[Checkpoint] = (), adoption: Adoption | None = None, *,
               chain: VerifyResult | None = None, roles: KeyRoles | None = None,
-              journal_id: str | None = None) -> VerifyResult:
+              journal_id: str | None = None, known: int = 0) -> VerifyResult:
         """Verify ``entries`` (chain, anchor, every checkpoint, structure, tags, their keys'
         roles and validity, decision and resolution signatures; ``adoption``: the journal's
         keyring adoptions; ``chain``: the chain's result without an anchor when the caller has
         it, see ``verify_entries``; ``roles``: the keyring events' roles, ``None``: the default
         of ``core.key_roles``; ``journal_id``: the id of the journal read, which a saga of
         derivation 2 must name in its SAGA_OPENED and its tags bind, ``core.identity``; ``None``:
-        not checked). ``checkpoints`` must have been verified (signature and role).
+        not checked; ``known``: leading entries identical to ones this process verified, see
+        ``chain.verify_entries``). ``checkpoints`` must have been verified (signature and role).
 
         Returns:
             The :class:`VerifyResult`; the first bad ``seq`` when it fails.
         """
-        result = verify_entries(saga_id, entries, anchor, chain=chain)
+        result = verify_entries(saga_id, entries, anchor, chain=chain, known=known)
         if not result.ok:
             return result
         for checkpoint in sorted(checkpoints, key=lambda c: c.seq):
@@ -265,17 +341,25 @@ class Evidence:
         """
         return (await self._verify(journal, saga_id))[0]
 
-    async def _verify(self, journal: Journal, saga_id: str) -> tuple[VerifyResult, list[JournalEntry]]:
+    async def _verify(self, journal: Journal, saga_id: str,
+                      trust: bool = False) -> tuple[VerifyResult, list[JournalEntry]]:
+        """The saga's verdict and entries; ``trust``: hash only what follows the entries still
+        identical to the ones this process verified before acting last time (:attr:`heads`),
+        and remember the ones verified now."""
         adoption, roles = await self._keyring_state(journal)
         anchor, fault, checkpoints = await self._anchor(saga_id, roles)
         entries = await journal.entries(saga_id)
         if fault is not None:
             return fault, entries
         journal_id = await journal_id_of(journal)
+        known = self.heads.known(journal, saga_id, entries) if trust else 0
         with TagProofs(self.keyring, self.tags, journal_id) as proofs:
-            await proofs.finish(proofs.start(entries))  # on every core; the check names faults
-        return self.check(saga_id, entries, anchor, checkpoints, adoption, roles=roles,
-                          journal_id=journal_id), entries
+            await proofs.finish(proofs.start(entries[known:]))  # on every core; the check names faults
+        result = self.check(saga_id, entries, anchor, checkpoints, adoption, roles=roles,
+                            journal_id=journal_id, known=known)
+        if trust and result.ok and entries:
+            self.heads.keep(journal, saga_id, entries, known)
+        return result, entries
 
     async def verify_all(self, journal: Journal) -> list[VerifyResult]:
         """Verify every saga of the journal, then every checkpointed saga the journal no longer
@@ -289,7 +373,7 @@ class Evidence:
             EvidenceError: they do not; the message names the first bad ``seq`` and why.
             JournalError: the journal could not be read.
         """
-        result, entries = await self._verify(journal, saga_id)
+        result, entries = await self._verify(journal, saga_id, trust=True)
         if not result.ok:
             raise refusal(result)
         return entries

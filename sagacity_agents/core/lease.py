@@ -200,6 +200,13 @@ def lease_seconds(value: Any) -> float:
         return DEFAULT_LEASE_SECONDS
 
 
+def _as_hashed(seconds: float | int) -> float | int:
+    """``seconds`` as its canonical bytes give it back (RFC 8785 writes 30.0 as 30): the payload an
+    in-memory journal keeps then encodes to its own bytes (``core.chain._encodes_to``), and is
+    verified at read speed instead of by the strict parser."""
+    return int(seconds) if float(seconds).is_integer() else seconds
+
+
 def _renews(entry: JournalEntry, run_seq: int, holder: str) -> bool:
     """Whether ``entry`` renews the lease of the RUN_STARTED at ``run_seq``: the holder's own
     entries only (a human's RESOLVED must not keep a dead holder's lease)."""
@@ -326,7 +333,8 @@ async def acquire_lease(
         tail = entries[-1].seq if entries else 0
         started: dict[str, Any] = {
             "phase": Phase.RUN_STARTED, "write_key": f"run:{holder}:{uuid.uuid4().hex[:8]}",
-            "payload": {"agent": agent, "holder": holder, "lease_seconds": seconds,
+            # 30.0 as the bytes say it (RFC 8785: 30): an in-memory entry verifies at read speed
+            "payload": {"agent": agent, "holder": holder, "lease_seconds": _as_hashed(seconds),
                         "took_over": took_over, **_commit_rule(journal)},
             "expected_seq": tail + 1 if batch else tail,  # with the opening: right after it
         }

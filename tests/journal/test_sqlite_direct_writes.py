@@ -1,8 +1,8 @@
 """Issue 22, item 3, on SQLite: who writes an append (``backends/sqlite/writer.py``).
 
 A sync tool's worker thread writes its own appends (no thread hop); the event loop writes a lazy
-append itself when nobody else is writing, never one that waits for the disk, and never waits
-for another connection's write lock; the lease a fenced append checks is remembered only while
+append itself when nobody else is writing, one that waits for the disk only when no other work of
+the loop is waiting (issue 37), and never waits for another connection's write lock; the lease a fenced append checks is remembered only while
 nobody else appended (another writer's takeover is seen at once). Ordering and answers are the
 same whoever writes.
 """
@@ -52,7 +52,7 @@ async def test_each_append_is_written_by_the_thread_the_rule_names(tmp_path):
 
         worker = await asyncio.to_thread(sync_tool)
         assert worker not in (loop_thread, "") and not worker.startswith("sagacity-sqlite")
-        assert seen[0] == ("INTENT", seen[0][1]) and seen[0][1].startswith("sagacity-sqlite")
+        assert seen[0] == ("INTENT", loop_thread)  # durable, but nothing else waits on the loop
         assert seen[1] == ("EXECUTED", loop_thread)  # lazy, nobody writing: the loop itself
         assert seen[2:] == [("INTENT", worker), ("EXECUTED", worker)]  # no hop at all
         entries = await journal.entries("s")
@@ -60,6 +60,54 @@ async def test_each_append_is_written_by_the_thread_the_rule_names(tmp_path):
         assert verify_entries("s", entries).ok
     finally:
         await journal.close()
+
+
+async def test_a_durable_append_keeps_its_thread_while_other_work_of_the_loop_waits(tmp_path):
+    """An INTENT waits for the disk: with a callback ready on the loop, a timer about to fire, or
+    another thread's wake-up, it is written on the journal's thread (the loop never makes other
+    work wait for a flush); a lazy outcome is still the loop's."""
+    journal = SqliteJournal(tmp_path / "j.db")
+    seen = _record_writers(journal)
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.current_thread().name
+    try:
+        loop.call_soon(lambda: None)  # ready work
+        await journal.append("s", Phase.INTENT, write_key="i1", tool="t", call_id="c1", payload={})
+        loop.call_soon(lambda: None)
+        await journal.append("s", Phase.EXECUTED, write_key="o1", tool="t", call_id="c1",
+                             payload={"intent_seq": 1})
+        loop.call_later(0.001, lambda: None)  # a timer due within the slack
+        await journal.append("s", Phase.INTENT, write_key="i2", tool="t", call_id="c2", payload={})
+        assert [phase for phase, _ in seen] == ["INTENT", "EXECUTED", "INTENT"]
+        assert seen[0][1].startswith("sagacity-sqlite") and seen[2][1].startswith("sagacity-sqlite")
+        assert seen[1][1] == loop_thread
+        assert [e.seq for e in await journal.entries("s")] == [1, 2, 3]
+    finally:
+        await journal.close()
+
+
+async def test_loop_idle_sees_ready_callbacks_timers_and_descriptors():
+    from sagacity_agents.backends.sqlite.writer import IDLE_SLACK, loop_idle
+
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(0)
+    assert loop_idle(loop)
+    handle = loop.call_soon(lambda: None)
+    assert not loop_idle(loop)
+    await asyncio.sleep(0)  # it ran
+    timer = loop.call_later(IDLE_SLACK / 5, lambda: None)
+    assert not loop_idle(loop)
+    timer.cancel()
+    await asyncio.sleep(0)
+    far = loop.call_later(60, lambda: None)  # a timer far off is no waiting work
+    assert loop_idle(loop)
+    waker = threading.Thread(target=loop.call_soon_threadsafe, args=(lambda: None,))
+    waker.start()
+    waker.join()  # its wake-up is written: the loop's selector has it ready
+    assert not loop_idle(loop)
+    far.cancel()
+    await asyncio.sleep(0)
+    assert handle.cancelled() is False
 
 
 async def test_the_loop_does_not_wait_for_another_connections_write_lock(tmp_path):
@@ -94,8 +142,9 @@ async def test_the_loop_does_not_wait_for_another_connections_write_lock(tmp_pat
         assert entry.seq == 2
         # The loop's own attempt found the lock taken and wrote nothing; the journal's thread
         # waited for the lock and wrote it.
+        # (The INTENT before it was the loop's own: nothing else was waiting then.)
         assert [(phase, who.startswith("sagacity-sqlite")) for phase, who in seen] == [
-            ("INTENT", True), ("EXECUTED", False), ("EXECUTED", True)]
+            ("INTENT", False), ("EXECUTED", False), ("EXECUTED", True)]
         assert [e.seq for e in await journal.entries("s")] == [1, 2]
     finally:
         other.close()
@@ -237,11 +286,18 @@ async def test_the_first_commit_after_the_journals_checkpoint_is_not_the_loops(t
     syncs the new WAL header in that commit (``synchronous=NORMAL`` too): an fdatasync. The loop
     must not be the one making it (strace showed the loop's thread calling fdatasync once per
     checkpoint, i.e. every 125 calls): that commit goes to the journal's thread; the next lazy
-    one is the loop's again."""
+    one is the loop's again. (Other work keeps the loop busy here: an idle loop may make a sync
+    itself, it delays nobody; a busy one never does.)"""
     monkeypatch.setattr(sqlite_journal, "_CHECKPOINT_EVERY", 4)
     journal = SqliteJournal(tmp_path / "j.db")
     seen = _record_writers(journal)
     loop_thread = threading.current_thread().name
+
+    async def busy() -> None:
+        while True:
+            await asyncio.sleep(0)
+
+    other_work = asyncio.ensure_future(busy())
     try:
         for i in range(4):
             await journal.append("s", Phase.INTENT, write_key=f"i{i}", tool="t", call_id=f"c{i}",
@@ -253,6 +309,34 @@ async def test_the_first_commit_after_the_journals_checkpoint_is_not_the_loops(t
         # Commits 1..4, then the third INTENT (commit 5) checkpoints after its sync.
         outcomes = [who == loop_thread for phase, who in seen if phase == "EXECUTED"]
         assert outcomes == [True, True, False, True]
+        assert not any(who == loop_thread for phase, who in seen if phase == "INTENT")
         assert [e.seq for e in await journal.entries("s")] == list(range(1, 9))
+    finally:
+        other_work.cancel()
+        await journal.close()
+
+
+async def test_a_checkpoint_due_after_the_loops_durable_commit_runs_on_the_journals_thread(tmp_path, monkeypatch):
+    """The idle loop writes and syncs an INTENT itself; the checkpoint that commit makes due (it
+    syncs the database file) is handed to the journal's thread, never run on the loop."""
+    monkeypatch.setattr(sqlite_journal, "_CHECKPOINT_EVERY", 2)
+    journal = SqliteJournal(tmp_path / "j.db")
+    seen = _record_writers(journal)
+    ran_on: list[str] = []
+    real = journal._checkpoint
+
+    def recording() -> None:
+        ran_on.append(threading.current_thread().name)
+        real()
+
+    journal._checkpoint = recording
+    loop_thread = threading.current_thread().name
+    try:
+        for i in range(4):
+            await journal.append("s", Phase.INTENT, write_key=f"i{i}", tool="t", call_id=f"c{i}", payload={})
+            await asyncio.wrap_future(journal._executor.submit(lambda: None))  # a handed-over checkpoint done
+        assert [who for _, who in seen] == [loop_thread] * 4
+        assert ran_on and all(who.startswith("sagacity-sqlite") for who in ran_on)
+        assert [e.seq for e in await journal.entries("s")] == [1, 2, 3, 4]
     finally:
         await journal.close()

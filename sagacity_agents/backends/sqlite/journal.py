@@ -30,7 +30,7 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
@@ -206,6 +206,22 @@ class SqliteJournal(SqliteDataKeys, SqliteWorker):
             return
         self._wal_restarts = not busy and log == copied
 
+    def _checkpoint_after(self, wait: bool) -> None:
+        """The checkpoint a durable commit made due: here on the journal's or a worker's thread
+        (``wait``), on the journal's thread when the event loop made the commit itself."""
+        if wait:
+            self._checkpoint()
+        else:
+            self._commits_since_checkpoint = 0
+            self._executor.submit(self._checkpoint_later)
+
+    def _checkpoint_later(self) -> None:
+        """:meth:`_checkpoint` on the journal's thread, for a durable commit the event loop made
+        itself (a checkpoint syncs the database file: never on the loop)."""
+        with self._conn_lock:
+            if self._connection is not None and self._wal_fd is not None:
+                self._checkpoint()
+
     def _sync_wal(self) -> None:
         """Make every commit so far durable: ``fdatasync`` of the ``-wal`` file (``fsync`` for
         ``synchronous=EXTRA``), what SQLite does after a commit under ``synchronous=FULL``. WAL
@@ -257,11 +273,15 @@ class SqliteJournal(SqliteDataKeys, SqliteWorker):
     def _waits(self, request: AppendRequest) -> bool:
         return request.late or request.phase not in self._lazy_phases
 
-    def _inline_ok(self, requests: list[AppendRequest]) -> bool:
+    def _inline_ok(self, requests: list[AppendRequest], idle: Callable[[], bool]) -> bool:
         """Whether the event loop may write ``requests`` itself: none of them waits for the
-        disk (``writer``: the loop never waits for an fsync)."""
-        return self._lazy_possible and not self._wal_restarts \
-            and not any(self._waits(r) for r in requests)
+        disk, or the loop has no other work waiting (``idle()``, ``writer.loop_idle``): the
+        loop waits for an fsync only when that delays nobody else."""
+        if not self._lazy_possible:
+            return False
+        if not self._wal_restarts and not any(self._waits(r) for r in requests):
+            return True
+        return idle()
 
     def _remembered_newest(self, saga_id: str, tail: Tail | None,
                            new_tails: dict[str, tuple[int, str, int | None]]) -> int | None:
@@ -432,7 +452,7 @@ class SqliteJournal(SqliteDataKeys, SqliteWorker):
                     f"SQLite append to saga {saga_id!r}: committed, but the sync to disk failed "
                     f"({exc}): its durability is unknown") from exc
             if self._commits_since_checkpoint >= _CHECKPOINT_EVERY and self._wal_fd is not None:
-                self._checkpoint()
+                self._checkpoint_after(wait)
         self._check_file()  # a file replaced under the commit: the writes went nowhere
         return answers
 
