@@ -78,7 +78,8 @@ TOP_LEVEL_BEFORE = sorted({*FRONT_DOOR, *(n for names in SECOND_DOORS.values() f
                              "KeyRoles", "Role", "grant_roles", "journal_key_roles", "revoke_key",
                              "CallContextLostError", "carry_context", "CheckContext", "CheckResult",
                              "RunStalledError", "DEFAULT_NAMES", "DataErasedError", "DataKeyError",
-                             "DataKeys", "MasterKey", "Sensitivity", "masked", "SensitiveTraceWarning"})
+                             "DataKeys", "MasterKey", "Sensitivity", "masked", "SensitiveTraceWarning",
+                             "reveal_saga"})
 """The 80 names ``sagacity_agents.__all__`` had before the front door: each still imports."""
 
 
