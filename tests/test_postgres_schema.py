@@ -178,6 +178,7 @@ SHIPPED_MIGRATIONS = {
     "journal/0004_entry_tags.sql": "a6b5af19f14c9d26225a790d3648104642af8330c61c7d0ccf5003d759a5be07",
     "journal/0005_late_outcome_after_close.sql": "a429fe2161c87ef18d186935dd304b0e9d8e5a51c0e5fa4debd6674811ba96b2",
     "journal/0006_journal_identity.sql": "c7adde04ad4337e35cdaf4a31c9bc80482335c4333da060392e7f5d2fabd84c1",
+    "journal/0007_sensitive_values.sql": "277fbfb4d9a6ac90a03b996173f617113f87b62cead887cff2b5f6dd4e1379ce",
     "journal/0008_approval_args_version.sql": "9e22d70341c739a53944246a3c1867d2af415fca0ffcc25c3d26ebfb9f548109",
     "checkpoints/0001_checkpoints.sql": "573929619c4b234bd1a34a3310894e82b8a94d495bce476d7c36579df26c5c6b",
 }
