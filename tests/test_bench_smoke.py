@@ -119,7 +119,8 @@ async def test_sensitive_cost_bench_runs():
         runs = result["runs"]
         assert set(runs["run_ms"]) >= {"no-value", "one-card"}
         if runs["unprotected_available"]:
-            assert set(runs["added_per_call_us"]) == {"no-value", "one-card"}
+            assert set(runs["added_per_call_us"]) == {"no-value", "one-card", "card-unprotected"}
+            assert "one_card_same_tool_per_call_us" in runs
         assert {"no-value", "one-card"} <= set(result["calls_per_tool_call"])
         json.dumps(result)
         bench.print_sensitive(result)

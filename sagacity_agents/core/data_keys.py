@@ -279,11 +279,12 @@ class SagaSecrets:
         def commit(value: Any) -> str:
             data = encode_canonical(value)
             if data not in commitments:
-                commitments[data] = hmac.digest(commit_key, data, "sha256").hex()
+                commitments[data] = hmac.digest(self._secrets(self.generation)[0], data,
+                                                "sha256").hex()
             return commitments[data]
 
-        commit_key = self._secrets(self.generation)[0]
-        new, found = redact(payload, spec, commit, known=tuple(self.known), generation=self.generation)
+        new, found = redact(payload, spec, commit, known=tuple(self.known) if self.known else (),
+                            generation=self.generation)
         if not found:
             return payload, None
         for item in found:

@@ -252,7 +252,7 @@ def _scan(value: Any, path: tuple[str | int, ...], keys: tuple[str, ...], spec: 
         found.append(Found(path, value, mask))
         return found[-1]
     if type(value) is str:
-        if spec.card_numbers and is_card_number(value):
+        if spec.card_numbers and len(value) >= 13 and is_card_number(value):
             found.append(Found(path, value, card_mask(value)))
             return found[-1]
         if len(value) >= 13 or known:
@@ -263,9 +263,10 @@ def _scan(value: Any, path: tuple[str | int, ...], keys: tuple[str, ...], spec: 
         return value
     if type(value) is dict:
         out = value
+        paths = spec._paths  # the dict-key path is built only where a rooted path is declared
         for key, item in value.items():
-            here = keys + (key,)
-            sensitive = spec.names_field(key) or spec.names_path(here)
+            here = keys + (key,) if paths else keys
+            sensitive = spec.names_field(key) or (bool(paths) and here in paths)
             new = _scan(item, path + (key,), here, spec, known, found, sensitive)
             if new is not item:
                 if out is value:
