@@ -53,14 +53,6 @@ def sensitivity_of(decl: Any) -> Sensitivity:
     return Sensitivity.of(getattr(decl, "sensitivity", None)) if decl is not None else DEFAULT_SENSITIVITY
 
 
-def _remember(secrets: SagaSecrets, found: list[Any]) -> None:
-    """Add the clear strings ``found`` to the saga's known values, as ``SagaSecrets.protect``
-    does: a later entry's free text (the INTENT's) then masks them too."""
-    for item in found:
-        if item.whole and type(item.value) is str and len(item.value) >= MIN_KNOWN_LENGTH:
-            secrets.known.add(item.value)
-
-
 def committed_args(secrets: SagaSecrets, args: Any, spec: Sensitivity = DEFAULT_SENSITIVITY) -> Any:
     """``args`` with each sensitive value committed, as a journal entry of the call stores them
     under its ``"args"`` data root (the commitment depends on the saga's data key and the value,
@@ -88,7 +80,7 @@ def committed_args(secrets: SagaSecrets, args: Any, spec: Sensitivity = DEFAULT_
                             generation=secrets.generation)
         if not found:
             return payload["args"]
-        _remember(secrets, found)
+        secrets.learn(found)  # as the INTENT's protect will: its own free text masks them
     return out["args"]
 
 

@@ -41,8 +41,8 @@ from ..errors import ConfigurationError, DataErasedError, DataKeyError
 from .canonical import encode_canonical, to_canonical_value
 from .identity import journal_id_of
 from .sensitive import (
-    KEY_GENERATION_KEY, MIN_KNOWN_LENGTH, SENSITIVE_KEY, Sensitivity, has_committed, is_committed,
-    pointer, redact,
+    MIN_KNOWN_LENGTH, SENSITIVE_KEY, Found, Sensitivity, has_committed, is_committed, pointer,
+    redact,
 )
 
 __all__ = [
@@ -267,6 +267,15 @@ class SagaSecrets:
         return hmac.digest(self._secrets(self.generation)[0], encode_canonical(value),
                            "sha256").hex()
 
+    def learn(self, found: Iterable[Found]) -> None:
+        """Remember the clear strings of ``found`` taken whole (at least
+        ``core.sensitive.MIN_KNOWN_LENGTH`` characters): later free text of the saga masks them
+        (an exception quoting the password). A text masked only in part is not remembered, or a
+        later text quoting it would be masked whole."""
+        for item in found:
+            if item.whole and type(item.value) is str and len(item.value) >= MIN_KNOWN_LENGTH:
+                self.known.add(item.value)
+
     def protect(self, payload: Any, spec: Sensitivity, write_key: str) -> tuple[Any, bytes | None]:
         """``payload`` (canonical form) with its sensitive values committed, and the sealed
         bytes holding them (``None`` when none was found or values are not stored).
@@ -287,9 +296,7 @@ class SagaSecrets:
                             generation=self.generation)
         if not found:
             return payload, None
-        for item in found:
-            if item.whole and type(item.value) is str and len(item.value) >= MIN_KNOWN_LENGTH:
-                self.known.add(item.value)
+        self.learn(found)
         if not self.stored:
             return new, None
         values_key = self._secrets(self.generation)[1]

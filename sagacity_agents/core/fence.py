@@ -266,14 +266,12 @@ class FencedJournal(JournalView):
     def _fenced(self, saga_id: str, phase: Phase, fields: dict[str, Any]) -> AppendRequest:
         """The request of ``append(saga_id, phase, **fields)``, with the lease's fence for an
         append to this saga (see the class notes)."""
+        fence = None
         if saga_id == self.saga_id and "fence" not in fields and phase is not Phase.RUN_STARTED:
             fence = self._fence()
-            if fence is not None:
-                return AppendRequest.build(saga_id, phase, fence=fence,
-                                           tagger=self.tagger_for(saga_id, phase, fields),
-                                           protect=self.secrets.get(saga_id), **fields)
-        return AppendRequest.build(saga_id, phase, tagger=self.tagger_for(saga_id, phase, fields),
-                                   protect=self.secrets.get(saga_id), **fields)
+        if fence is not None:
+            fields = {**fields, "fence": fence}
+        return JournalView.request(self, saga_id, phase, fields)
 
     request = _fenced
 
