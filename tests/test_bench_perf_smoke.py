@@ -50,3 +50,34 @@ def test_public_harness_runs(pg_session_uri, tmp_path, capsys):
     assert {f"{j}/{k}/beyond_us" for j in ("sqlite", "postgres") for k in ("async", "sync")} <= set(data["figures"])
     text = capsys.readouterr().out
     assert "bootstrap" in text and text.count("target <=") == 8
+
+
+def test_call_path_share_charges_each_sample_to_its_innermost_owner(tmp_path):
+    """A sample ends in ours when our frame is the innermost of ours and the SDK's (stdlib below it
+    counts as ours), in the SDK's when an SDK frame is deeper; start-up samples are left out."""
+    raw = tmp_path / "samples.txt"
+    loop = "run (asyncio/runners.py:118);run_until_complete (asyncio/base_events.py:653)"
+    ours = "append_locked (/x/sagacity_agents/core/append_rule.py:479)"
+    sdk = "AgentRunner.run (agents/run.py:610)"
+    raw.write_text("\n".join([
+        f"{loop};{sdk};{ours};dumps (json/__init__.py:231) 3",  # ours, stdlib below it
+        f"{loop};{ours};{sdk} 5",  # the SDK's, though we called it
+        f"{loop};select (selectors.py:468) 2",  # the loop's own
+        "<module> (x.py:1);_find_and_load (<frozen importlib._bootstrap>:1176) 7",  # start-up
+    ]) + "\n", encoding="utf-8")
+    with _bench("call_path_share") as bench:
+        total, owners, by_function = bench.shares(raw)
+    assert total == 10
+    assert owners == {"ours": 3, "sdk": 5, "asyncio and the rest": 2}
+    assert by_function == {"append_locked  core/append_rule.py": 3}
+
+
+def test_write_key_index_ab_runs():
+    """The write-key index A/B commits real journal rows into the shipped table and one without
+    the index (its DDL read from the package), and counts the -wal pages each commit adds."""
+    with _bench("call_path_ab") as bench:
+        assert "UNIQUE (saga_id, write_key)" in bench._journal_ddl(True)
+        assert "UNIQUE" not in bench._journal_ddl(False)
+        result = bench.write_key_index(blocks=1, per_block=3)
+    with_index, without = (float(x) for x in result["-wal pages per commit, A / B"].split(" / "))
+    assert with_index > without >= 1.0
