@@ -334,21 +334,12 @@ _COMMITS = "CREATE TABLE sagacity_test_commits (phase text, sync text);" + at_co
     INSERT INTO sagacity_test_commits VALUES (NEW.phase, current_setting('synchronous_commit'));""")
 
 
-_FAST_OPEN_END = pytest.mark.xfail(strict=True, reason=(
-    "fast_outcomes commits RUN_ENDED without waiting for the flush (_FAST_OUTCOME_PHASES): a run "
-    "that keeps its saga open returns before its end is durable, and a server crash can leave "
-    "its EXECUTED without its RUN_ENDED, which recovery undoes (notes: crash.md)"))
-
-
 @pytest.mark.parametrize("options", [{}, {"durable_outcomes": True}, {"fast_outcomes": True}],
                          ids=["default", "durable", "fast"])
 @pytest.mark.parametrize("shape", ["sagas", "one-saga"])
-async def test_the_end_of_a_run_commits_synchronously_on_postgres(request, pg_uri, far, shape,
-                                                                  options):
+async def test_the_end_of_a_run_commits_synchronously_on_postgres(pg_uri, far, shape, options):
     from sagacity_agents.backends.postgres.journal import PostgresJournal
 
-    if shape == "one-saga" and options.get("fast_outcomes"):
-        request.applymarker(_FAST_OPEN_END)
     with admin_connect(pg_uri) as conn:
         conn.execute(_COMMITS)
     sagacity = Sagacity(PostgresJournal(pg_uri, **options))
