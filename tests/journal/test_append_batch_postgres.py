@@ -58,15 +58,15 @@ def commit_settings(pg_uri):
 async def test_durable_append_in_a_batch_with_a_lazy_one_commits_synchronously(
     pg_uri, commit_settings, order
 ):
-    """fast_outcomes: Saga.close sends RUN_ENDED (lazy) and SAGA_CLOSED (durable) as one batch.
-    The pipeline makes them one transaction, so RUN_ENDED's synchronous_commit = off would also
-    cover SAGA_CLOSED's commit: close() would return before SAGA_CLOSED is flushed. The commit
+    """fast_outcomes: a batch holding a lazy outcome (EXECUTED) and a durable entry (SAGA_CLOSED).
+    The pipeline makes them one transaction, so the outcome's synchronous_commit = off would also
+    cover SAGA_CLOSED's commit: the batch would return before SAGA_CLOSED is flushed. The commit
     that stores a durable entry must wait for the flush (the lock was free: no flush after it)."""
     journal = PostgresJournal(pg_uri, fast_outcomes=True)
     try:
         await journal.append("s", Phase.INTENT, write_key="i", tool="t", call_id="c")
         batch = [
-            {"phase": Phase.RUN_ENDED, "write_key": "run-end:x", "payload": {"status": "COMPLETED"}},
+            {"phase": Phase.EXECUTED, "write_key": "o", "tool": "t", "call_id": "c"},
             {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed", "payload": {"status": "COMPLETED"}},
         ]
         if order == "durable-then-lazy":

@@ -197,7 +197,7 @@ def test_run_sync_twice_uses_a_pool_per_event_loop(pg_uri):
 
 async def test_least_privilege_role_runs_a_batch_and_contended_appends(app_role_uri):
     """The app role's GRANTs cover what 0002 adds: a batch mixing lazy and durable appends
-    (fast_outcomes: RUN_ENDED + SAGA_CLOSED), and appends queued on one saga's lock (the second,
+    (fast_outcomes: an EXECUTED + SAGA_CLOSED), and appends queued on one saga's lock (the second,
     flushing statement, pg_logical_emit_message, runs under the role); the chain verifies."""
     journal = PostgresJournal(app_role_uri, fast_outcomes=True, min_size=8, max_size=8)
     try:
@@ -216,7 +216,7 @@ async def test_least_privilege_role_runs_a_batch_and_contended_appends(app_role_
         go.set()
         await asyncio.gather(*tasks)
         await append_each(journal, "s", [
-            {"phase": Phase.RUN_ENDED, "write_key": "run-end:a", "payload": {}},
+            {"phase": Phase.EXECUTED, "write_key": "o0", "tool": "t", "call_id": "c0"},
             {"phase": Phase.SAGA_CLOSED, "write_key": "saga:closed", "payload": {}},
         ])
         entries = await journal.entries("s")

@@ -119,14 +119,17 @@ _FLUSH = "SELECT pg_logical_emit_message(true, 'sagacity', '')"
 _SYNCHRONOUS = "SELECT set_config('synchronous_commit', 'on', true)"
 
 
-_FAST_OUTCOME_PHASES = OUTCOME_PHASES | {Phase.RUN_ENDED}
-"""Committed without waiting for the WAL flush (visible to every other writer at once, the run
-lease included), on top of ``core.journal.lazy_phases`` (SAGA_OPENED, RUN_STARTED, and a call's
-outcome unless ``durable_outcomes``), with ``fast_outcomes``: the end of a run too (its lease
-then looks held until it expires). Before a tool body runs, an undo starts or a run reports its
-end, the saga appends a durable entry (the INTENT, the COMPENSATING claim, SAGA_CLOSED...), whose
-flush covers them: WAL is flushed in order. A server crash before that loses only a saga or a run
-that had done nothing yet, or turns the last call's outcome into "in doubt"."""
+_FAST_OUTCOME_PHASES = OUTCOME_PHASES
+"""Committed without waiting for the WAL flush (visible to every other writer at once), on top of
+``core.journal.lazy_phases`` (SAGA_OPENED, RUN_STARTED, and a call's outcome unless
+``durable_outcomes``), with ``fast_outcomes``: every call's outcome. Never RUN_ENDED: a run that
+keeps its saga open returns once its RUN_ENDED is written, and nothing durable may follow for a
+long time; a lost RUN_ENDED would leave its EXECUTED entries under a run that looks crashed,
+which a recovery undoes (tests/crash/test_returned_run_survives.py). Before a tool body runs, an
+undo starts or a run reports its end, the saga appends a durable entry (the INTENT, the
+COMPENSATING claim, RUN_ENDED...), whose flush covers the lazy ones: WAL is flushed in order. A
+server crash before that loses only a saga or a run that had done nothing yet, or turns the last
+call's outcome into "in doubt"."""
 
 
 def _tail(seq: int, hash_: str, phase: str | None) -> Tail | None:
@@ -262,8 +265,7 @@ class PostgresJournal(PostgresDataKeys):
             one durable commit per call: a call's outcome (EXECUTED / REFUSED / FAILED)
             commits with ``synchronous_commit = off`` and the next durable commit (the next
             INTENT's, the run's end) flushes it (``core.journal.lazy_phases``). With ``True``,
-            also: (1) RUN_ENDED commits without waiting for the WAL flush; (2) a successful
-            async call's EXECUTED entry is written behind
+            also a successful async call's EXECUTED entry is written behind
             the call: its result goes back to the agent at once and the saga waits for the entry
             before compensation, a verdict and the end of the run
             (:attr:`writes_outcomes_behind`). An INTENT is durable before its body runs either
