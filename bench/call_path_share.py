@@ -107,8 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     script, raw = work / "loop.py", work / "samples.txt"
     script.write_text(_LOOP.format(bench=str(Path(__file__).resolve().parent), seconds=args.seconds,
                                    calls=args.calls, kind="sync" if args.sync else "async"), encoding="utf-8")
-    subprocess.run([spy, "record", "--gil", "--rate", str(args.rate), "--format", "raw", "--output", str(raw),
-                    "--", sys.executable, str(script)], check=True, capture_output=True)
+    # --nonblocking: read the child without pausing it (a paused child at this rate can starve).
+    subprocess.run([spy, "record", "--gil", "--nonblocking", "--rate", str(args.rate), "--format", "raw",
+                    "--output", str(raw), "--", sys.executable, str(script)],
+                   check=True, capture_output=True, timeout=args.seconds * 3 + 120)
     total, owners, ours = shares(raw)
     share = owners["ours"] / total
     print(f"{args.calls}-call runs, {'sync' if args.sync else 'async'} tool, {total} samples of the GIL's"

@@ -31,6 +31,7 @@ from ..render import (
     data_text,
     journal_table,
     make_console,
+    print_lines,
     printable,
     saga_status,
     status_text,
@@ -247,8 +248,7 @@ def journal_verify(saga_id: str | None, db: str, heads_file: str | None, checkpo
     if not results:
         console.print(f"verify: no sagas in {redacted_uri(db)}")
         return
-    for result in results:
-        console.print(verify_text(result))
+    print_lines(console, (verify_text(result) for result in results))
     console.print(_journal_line(journal_id), soft_wrap=True)
     broken = [r for r in results if not r.ok]
     if heads is not None:
