@@ -544,3 +544,32 @@ def test_show_prints_approval_hashes_whole(runner, tmp_path, monkeypatch, column
     column = next(i for row in cells for i, cell in enumerate(row) if "args_hash" in cell)
     flat = "".join("".join(row[column].split()) for row in cells if len(row) > column)
     assert flat.count(digest) == 2
+
+
+def test_print_lines_writes_what_rich_would_print():
+    """``render.print_lines`` writes plain lines in one write to a pipe (no style rendered) and
+    gives the bytes rich prints line by line; a line wider than the console, or a terminal with
+    colours, goes through rich (which wraps and styles it)."""
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from sagacity_agents.render import print_lines
+
+    lines = [Text("verify: ", style="bold").append("ok", style="bold green").append(f"  saga s{i}")
+             for i in range(3)] + [Text("[not markup] :smile: \\ end")]
+
+    def printed(fast: bool, width: int = 120, color: bool = False) -> str:
+        out = io.StringIO()
+        console = Console(file=out, width=width, force_terminal=color, color_system="standard" if color else None)
+        if fast:
+            print_lines(console, lines)
+        else:
+            for line in lines:
+                console.print(line)
+        return out.getvalue()
+
+    assert printed(True) == printed(False) == "".join(f"{t.plain}\n" for t in lines)
+    assert printed(True, width=12) == printed(False, width=12) != "".join(f"{t.plain}\n" for t in lines)
+    assert printed(True, color=True) == printed(False, color=True) and "\x1b[" in printed(True, color=True)
