@@ -332,6 +332,15 @@ async def run_sensitive(calls: int = 20, rounds: int = 60, warmup: int = 5, micr
     return result
 
 
+def _paired_line(variant: str, series: dict[str, Any], target: float, against: str) -> str:
+    """One variant's paired added cost per call (wall and CPU) and its verdict against ``target``
+    (µs, decided on CPU time)."""
+    added, used = series["added_per_call_us"][variant], series["cpu_added_per_call_us"][variant]
+    verdict = "meets" if used <= target else "EXCEEDS"
+    return (f"    {variant:9}: {added:+6.1f} µs/call wall, {used:+6.1f} µs/call CPU{against} (paired) -> "
+            f"{verdict} the {target:.0f} µs target (CPU)")
+
+
 def print_sensitive(result: dict[str, Any]) -> None:
     """The section's figures, one line each, with the targets."""
     print(f"Protection of sensitive values, per tool call, in memory (load average before/after: "
@@ -346,19 +355,13 @@ def print_sensitive(result: dict[str, Any]) -> None:
     print(f"  two appends (INTENT + EXECUTED), InMemoryJournal view, {appends['batch']} calls x "
           f"{appends['rounds']} rounds: without secrets {appends['per_call_us']['off']:.1f} µs/call")
     for v in ("no-value", "one-card"):
-        added, used = appends["added_per_call_us"][v], appends["cpu_added_per_call_us"][v]
-        verdict = "meets" if used <= targets[v] else "EXCEEDS"
-        print(f"    {v:9}: {added:+6.1f} µs/call wall, {used:+6.1f} µs/call CPU (paired) -> "
-              f"{verdict} the {targets[v]:.0f} µs target (CPU)")
+        print(_paired_line(v, appends, targets[v], ""))
     runs = result["runs"]
     print(f"  whole runs (Sagacity.run, InMemoryJournal, {runs['calls']} calls, {runs['rounds']} "
           f"rounds), median run ms: " + ", ".join(f"{v} {ms:.2f}" for v, ms in runs["run_ms"].items()))
     if runs["unprotected_available"]:
         for v in ("no-value", "one-card"):
-            added, used = runs["added_per_call_us"][v], runs["cpu_added_per_call_us"][v]
-            verdict = "meets" if used <= targets[v] else "EXCEEDS"
-            print(f"    {v:9}: {added:+6.1f} µs/call wall, {used:+6.1f} µs/call CPU over the "
-                  f"unprotected run (paired) -> {verdict} the {targets[v]:.0f} µs target (CPU)")
+            print(_paired_line(v, runs, targets[v], " over the unprotected run"))
         used = runs["cpu_one_card_same_tool_per_call_us"]
         print(f"    one-card over the same card tool unprotected: "
               f"{runs['one_card_same_tool_per_call_us']:+6.1f} µs/call wall, {used:+6.1f} µs/call "
